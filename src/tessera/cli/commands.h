@@ -1,0 +1,10 @@
+// Each subcommand lives in its own file and registers itself on the root app.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+void register_train(CLI::App& app);
+void register_bench(CLI::App& app);
+
+}  // namespace tessera::cli

@@ -1,0 +1,24 @@
+// Element types. fp32 is what the kernels compute in today; the type is a
+// property of every tensor and buffer so bf16/fp16 storage can follow
+// without changing signatures.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace tessera {
+
+enum class DType : uint8_t { F32, BF16, F16 };
+
+constexpr size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
+  }
+  return "?";
+}
+
+}  // namespace tessera

@@ -1,0 +1,28 @@
+// Causal multi-head self-attention, computed blockwise (flash style): the
+// (T, T) score matrix is never stored. Forward saves the log-sum-exp of each
+// query row; backward recomputes the scores from it.
+//
+// qkv (B, T, 3*C) holds [q | k | v] along the last dim, C = NH * HS, head h in
+// columns h*HS .. h*HS+HS-1 of each part. Under tensor parallelism NH and C
+// are the rank's local heads and width, the layout is the same.
+#pragma once
+#include <cstdint>
+
+namespace tessera::cpu {
+
+// out (B, T, C) = softmax(q k^T / sqrt(HS), causal) v per head; lse (B, NH, T).
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                       int64_t C, int64_t NH);
+
+// dqkv (B, T, 3*C) written (not accumulated), from dout (B, T, C) and the saved
+// out (B, T, C) and lse (B, NH, T).
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH);
+
+// One decoding step with a KV cache: q (NH*HS) attends over positions 0..len-1
+// of k_cache and v_cache, each (max_T, C) with row t the key/value of position t.
+// out (C).
+void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                      int64_t len, int64_t C, int64_t NH);
+
+}  // namespace tessera::cpu

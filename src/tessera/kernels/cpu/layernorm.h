@@ -1,0 +1,18 @@
+// LayerNorm over the last dimension (eps 1e-5, as GPT-2).
+#pragma once
+#include <cstdint>
+
+namespace tessera::cpu {
+
+constexpr float kLayerNormEps = 1e-5f;
+
+// out (N, C) = (inp - mean) * rstd * weight + bias; saves mean (N) and rstd (N) for backward.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int64_t N, int64_t C);
+
+// dinp (N, C) += ; dweight (C) += ; dbias (C) += .
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean,
+                        const float* rstd, int64_t N, int64_t C);
+
+}  // namespace tessera::cpu

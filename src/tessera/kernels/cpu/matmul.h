@@ -1,0 +1,19 @@
+// Linear layer on BLAS (sgemm). Weights are stored (out, in), as nn.Linear.
+#pragma once
+#include <cstdint>
+
+namespace tessera::cpu {
+
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be null.
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    int64_t N, int64_t C, int64_t OC);
+
+// dinp (N, C)    = or += dout (N, OC) @ weight (OC, C)   (accumulate_dinp selects +=)
+// dweight (OC, C) += dout^T @ inp
+// dbias (OC)      += sum over N of dout                  (skipped when null)
+// dinp may be null when the input needs no gradient.
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
+                     bool accumulate_dinp);
+
+}  // namespace tessera::cpu

@@ -1,0 +1,55 @@
+// Softmax cross-entropy, forward and backward.
+#include "tessera/kernels/cpu/cross_entropy.h"
+
+#include <cmath>
+#include <limits>
+
+#include "tessera/core/error.h"
+#include "tessera/kernels/cpu/vec_math.h"
+
+namespace tessera::cpu {
+
+void cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* targets,
+                           int64_t N, int64_t V) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = logits + n * V;  // (V)
+    // Subtract the row max so exp never overflows.
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t v = 0; v < V; v++) m = std::max(m, x[v]);
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t v = 0; v < V; v++) s += exp_fast(x[v] - m);
+    const float l = m + std::log(s);
+    lse[n] = l;
+    const int32_t tgt = targets[n];
+    losses[n] = tgt >= 0 && tgt < V ? l - x[tgt] : 0.0f;
+  }
+  // A target >= V is a data bug (a token the model cannot predict); say so.
+  for (int64_t n = 0; n < N; n++)
+    TESSERA_CHECK(targets[n] < V, "cross_entropy: target {} at row {} is outside the vocabulary ({})",
+                  targets[n], n, V);
+}
+
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+                            const int32_t* targets, float dloss, int64_t N, int64_t V) {
+  // No __restrict: dlogits may alias logits, each element is read then written.
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = logits + n * V;  // (V)
+    float* dx = dlogits + n * V;      // (V)
+    const int32_t tgt = targets[n];
+    if (tgt < 0 || tgt >= V) {  // ignored (>= V was rejected by the forward)
+#pragma omp simd
+      for (int64_t v = 0; v < V; v++) dx[v] = 0.0f;
+      continue;
+    }
+    const float l = lse[n];
+#pragma omp simd
+    for (int64_t v = 0; v < V; v++) dx[v] = exp_fast(x[v] - l) * dloss;
+    dx[tgt] -= dloss;
+  }
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,41 @@
+// Scalar math written so that GCC vectorizes it inside `#pragma omp simd`
+// loops. glibc's vector expf is only used under -ffast-math, which we do not
+// build with, so a libm call would keep softmax / GELU loops scalar.
+#pragma once
+#include <bit>
+#include <cstdint>
+
+namespace tessera::cpu {
+
+// exp(x) to within ~2 ulp for x in [-87, 88]; inputs outside are clamped, so
+// the result is never inf or denormal (exp(-inf) gives ~1e-38, not 0).
+// Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6
+// minimax polynomial for exp(r) (coefficients from Cephes' expf).
+inline float exp_fast(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  // Round x*log2(e) to nearest by adding 1.5*2^23: the integer lands in the
+  // low mantissa bits, no libm rounding call needed.
+  constexpr float kShift = 12582912.0f;
+  float t = x * 1.44269504088896341f + kShift;
+  float n = t - kShift;
+  int32_t ni = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShift);
+  float r = x - n * 0.693359375f;  // ln2 high part, exact in n*hi
+  r = r - n * -2.12194440e-4f;     // ln2 low part
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float er = p * r * r + r + 1.0f;
+  // 2^n assembled in the exponent field; n is in [-126, 127] after the clamp.
+  float scale = std::bit_cast<float>((ni + 127) << 23);
+  return er * scale;
+}
+
+// tanh(x) = 1 - 2 / (exp(2x) + 1): saturates to +-1 through the exp clamp.
+// Absolute error ~1e-7 (relative error is larger near 0, which GELU does not care about).
+inline float tanh_fast(float x) { return 1.0f - 2.0f / (exp_fast(2.0f * x) + 1.0f); }
+
+}  // namespace tessera::cpu

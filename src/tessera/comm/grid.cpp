@@ -1,0 +1,19 @@
+#include "tessera/comm/grid.h"
+
+namespace tessera::comm {
+
+Grid::Grid(Communicator& world, int tp, int pp)
+    : layout_(GridLayout::make(world.size(), tp, pp)),
+      world_rank_(world.rank()),
+      coord_(layout_.coord_of(world.rank())) {
+  const int r = world_rank_;
+  const int column = r % (layout_.dp * layout_.tp);  // the (tp, dp) position, any stage
+  // Colors name the group by what its members share; keys order them by the
+  // coordinate that varies inside it, so group rank == that coordinate.
+  tp_ = world.split(r / layout_.tp, coord_.tp, "tp");
+  dp_ = world.split(coord_.pp * layout_.tp + coord_.tp, coord_.dp, "dp");
+  pp_ = world.split(column, coord_.pp, "pp");
+  embedding_ = world.split(layout_.in_embedding_group(r) ? column : -1, coord_.pp, "embedding");
+}
+
+}  // namespace tessera::comm

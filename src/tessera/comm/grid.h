@@ -1,0 +1,37 @@
+// Grid: this rank's tp, dp, pp and embedding groups, split from the world by
+// GridLayout's arithmetic. Built once at start (collective over the world)
+// and passed to whatever needs a group; the Grid owns the groups.
+#pragma once
+#include <memory>
+
+#include "tessera/comm/communicator.h"
+#include "tessera/comm/grid_layout.h"
+
+namespace tessera::comm {
+
+class Grid {
+ public:
+  // Collective over `world`. Every rank validates the same layout first, so a
+  // bad one throws the same tessera::Error on all ranks before any split.
+  Grid(Communicator& world, int tp, int pp);
+
+  const GridLayout& layout() const { return layout_; }
+  GridCoord coord() const { return coord_; }
+  int world_rank() const { return world_rank_; }
+  bool is_first_stage() const { return coord_.pp == 0; }
+  bool is_last_stage() const { return coord_.pp == layout_.pp - 1; }
+
+  Communicator& tp() const { return *tp_; }
+  Communicator& dp() const { return *dp_; }
+  Communicator& pp() const { return *pp_; }
+  // Null on ranks in neither the first nor the last stage.
+  Communicator* embedding() const { return embedding_.get(); }
+
+ private:
+  GridLayout layout_;
+  int world_rank_ = 0;
+  GridCoord coord_;
+  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_;
+};
+
+}  // namespace tessera::comm

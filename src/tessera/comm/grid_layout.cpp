@@ -1,0 +1,72 @@
+#include "tessera/comm/grid_layout.h"
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.h"
+
+namespace tessera::comm {
+
+GridLayout GridLayout::make(int world_size, int tp, int pp) {
+  TESSERA_CHECK(tp >= 1, "--tensor-model-parallel-size must be at least 1 (got {})", tp);
+  TESSERA_CHECK(pp >= 1, "--pipeline-model-parallel-size must be at least 1 (got {})", pp);
+  TESSERA_CHECK(world_size >= 1, "world size must be at least 1 (got {})", world_size);
+  TESSERA_CHECK(world_size % (tp * pp) == 0,
+                "world size {} is not divisible by --tensor-model-parallel-size ({}) x "
+                "--pipeline-model-parallel-size ({}) = {}; data-parallel size = world / (tp x pp) "
+                "must be a whole number",
+                world_size, tp, pp, tp * pp);
+  return {world_size, tp, pp, world_size / (tp * pp)};
+}
+
+std::vector<int> GridLayout::tp_group(int rank) const {
+  GridCoord c = coord_of(rank);
+  std::vector<int> out;
+  for (c.tp = 0; c.tp < tp; ++c.tp) out.push_back(rank_of(c));
+  return out;
+}
+
+std::vector<int> GridLayout::dp_group(int rank) const {
+  GridCoord c = coord_of(rank);
+  std::vector<int> out;
+  for (c.dp = 0; c.dp < dp; ++c.dp) out.push_back(rank_of(c));
+  return out;
+}
+
+std::vector<int> GridLayout::pp_group(int rank) const {
+  GridCoord c = coord_of(rank);
+  std::vector<int> out;
+  for (c.pp = 0; c.pp < pp; ++c.pp) out.push_back(rank_of(c));
+  return out;
+}
+
+bool GridLayout::in_embedding_group(int rank) const {
+  const int stage = coord_of(rank).pp;
+  return stage == 0 || stage == pp - 1;
+}
+
+std::vector<int> GridLayout::embedding_group(int rank) const {
+  if (!in_embedding_group(rank)) return {};
+  GridCoord c = coord_of(rank);
+  c.pp = 0;
+  std::vector<int> out{rank_of(c)};
+  c.pp = pp - 1;
+  if (pp > 1) out.push_back(rank_of(c));
+  return out;
+}
+
+std::string format_layout_table(const GridLayout& l) {
+  std::string out = fmt::format("parallel layout: world {} = tp {} x dp {} x pp {} (tp fastest, then dp, then pp)\n",
+                                l.world, l.tp, l.dp, l.pp);
+  out += fmt::format("  {:>6} {:>4} {:>4} {:>4}  {}\n", "rank", "tp", "dp", "pp", "stage role");
+  for (int r = 0; r < l.world; ++r) {
+    const GridCoord c = l.coord_of(r);
+    std::string role = l.pp == 1            ? "embedding + head"
+                       : c.pp == 0          ? "embedding"
+                       : c.pp == l.pp - 1   ? "head"
+                                            : "";
+    out += fmt::format("  {:>6} {:>4} {:>4} {:>4}  {}\n", r, c.tp, c.dp, c.pp, role);
+  }
+  return out;
+}
+
+}  // namespace tessera::comm

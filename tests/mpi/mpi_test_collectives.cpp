@@ -1,0 +1,243 @@
+// Every collective of the MPI backend against a hand-computed expectation,
+// blocking and non-blocking, for sizes that do and do not divide by the
+// group size, and big enough to cross the ring's 256 KiB pieces.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "mpi_test_env.h"
+#include "tessera/comm/collective_log.h"
+#include "tessera/comm/ring_reduce_scatter.h"
+#include "tessera/comm/shard.h"
+#include "tessera/core/error.h"
+
+namespace tessera::comm {
+namespace {
+
+using test::world;
+
+// Rank r's contribution at index i: small integers and halves, so sums over
+// 4 ranks are exact in fp32 and every rank/index pair is distinguishable.
+float contribution(int rank, size_t i) { return float(rank + 1) + 0.5f * float(i % 7); }
+
+float expected_sum(int size, size_t i) {
+  float s = 0;
+  for (int r = 0; r < size; ++r) s += contribution(r, i);
+  return s;
+}
+
+std::vector<float> contributions(int rank, size_t count) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = contribution(rank, i);
+  return v;
+}
+
+// Counts around the ring's piece size (64 Ki elements) and odd ones.
+const std::vector<size_t> kCounts = {1, 7, 1000, 65536 * 2 + 3, 300001};
+
+TEST(Collectives, AllReduceSum) {
+  Communicator& w = world();
+  for (size_t count : kCounts) {
+    auto v = contributions(w.rank(), count);
+    w.all_reduce(v);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(v[i], expected_sum(w.size(), i)) << count << " " << i;
+  }
+}
+
+TEST(Collectives, AllReduceMaxAndScalar) {
+  Communicator& w = world();
+  auto v = contributions(w.rank(), 33);
+  w.all_reduce(v, ReduceOp::Max);
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], contribution(w.size() - 1, i));
+  EXPECT_EQ(w.all_reduce_scalar(float(w.rank()), ReduceOp::Max), float(w.size() - 1));
+  EXPECT_EQ(w.all_reduce_scalar(1.0f), float(w.size()));
+}
+
+// The ZeRO case: a buffer of `total` elements, padded to a multiple of the
+// group size with zeros; each rank gets its shard of the sum.
+void check_reduce_scatter(size_t total, bool in_place, ReduceOp op) {
+  Communicator& w = world();
+  const Shard shard = shard_of(total, w.size(), w.rank());
+  std::vector<float> input(shard.padded_count, 0.0f);  // (size * shard) padding stays 0
+  for (size_t i = 0; i < total; ++i) input[i] = contribution(w.rank(), i);
+  std::vector<float> separate(shard.shard_count, -1.0f);
+  std::span<float> out = in_place ? std::span<float>(input).subspan(shard.begin, shard.shard_count)
+                                  : std::span<float>(separate);
+  w.reduce_scatter(input, out, op);
+  for (size_t j = 0; j < shard.shard_count; ++j) {
+    const size_t i = shard.begin + j;
+    const float want = j >= shard.valid           ? 0.0f
+                       : op == ReduceOp::Sum      ? expected_sum(w.size(), i)
+                                                  : contribution(w.size() - 1, i);
+    ASSERT_EQ(out[j], want) << "total " << total << " element " << i << " in_place " << in_place;
+  }
+}
+
+TEST(Collectives, ReduceScatterSumPadded) {
+  for (size_t total : {size_t(4), size_t(10), size_t(13), size_t(1000), size_t(300001)})
+    check_reduce_scatter(total, false, ReduceOp::Sum);
+}
+
+TEST(Collectives, ReduceScatterInPlace) {
+  for (size_t total : {size_t(10), size_t(300001)}) check_reduce_scatter(total, true, ReduceOp::Sum);
+}
+
+TEST(Collectives, ReduceScatterMax) { check_reduce_scatter(1001, false, ReduceOp::Max); }
+
+TEST(Collectives, AllGatherPaddedAndInPlace) {
+  Communicator& w = world();
+  for (size_t total : {size_t(5), size_t(1000), size_t(300001)}) {
+    const Shard shard = shard_of(total, w.size(), w.rank());
+    std::vector<float> mine(shard.shard_count, 0.0f);
+    for (size_t j = 0; j < shard.valid; ++j) mine[j] = contribution(0, shard.begin + j);
+    std::vector<float> full(shard.padded_count, -1.0f);
+    w.all_gather(mine, full);
+    std::vector<float> in_place(shard.padded_count, -1.0f);
+    std::copy(mine.begin(), mine.end(), in_place.begin() + ptrdiff_t(shard.begin));
+    w.all_gather(std::span<const float>(in_place).subspan(shard.begin, shard.shard_count), in_place);
+    for (size_t i = 0; i < shard.padded_count; ++i) {
+      const float want = i < total ? contribution(0, i) : 0.0f;
+      ASSERT_EQ(full[i], want) << total << " " << i;
+      ASSERT_EQ(in_place[i], want) << total << " " << i;
+    }
+  }
+}
+
+TEST(Collectives, AllGatherMovesBf16Bits) {
+  Communicator& w = world();
+  std::vector<uint16_t> mine(3, uint16_t(0xAB00 + w.rank()));
+  std::vector<uint16_t> full(3 * size_t(w.size()));
+  w.all_gather(mine.data(), full.data(), 3, DType::BF16);
+  for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(full[i], uint16_t(0xAB00 + i / 3));
+}
+
+TEST(Collectives, BroadcastFromEveryRoot) {
+  Communicator& w = world();
+  for (int root = 0; root < w.size(); ++root) {
+    auto v = contributions(w.rank(), 1001);
+    w.broadcast(v, root);
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], contribution(root, i));
+  }
+}
+
+TEST(Collectives, SendRecvAroundTheRing) {
+  Communicator& w = world();
+  const int right = (w.rank() + 1) % w.size(), left = (w.rank() + w.size() - 1) % w.size();
+  for (size_t count : {size_t(3), size_t(1) << 20}) {  // eager and rendezvous sizes
+    auto out = contributions(w.rank(), count);
+    std::vector<float> in(count, -1.0f);
+    Work receiving = w.recv_async(in.data(), count, DType::F32, left, 7);
+    Work sending = w.send_async(out.data(), count, DType::F32, right, 7);
+    sending.wait();
+    receiving.wait();
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(in[i], contribution(left, i));
+  }
+  // Blocking pair-wise exchange: even ranks send first.
+  if (w.size() % 2 == 0) {
+    const int partner = w.rank() ^ 1;
+    std::vector<float> out{float(w.rank())}, in{-1.0f};
+    if (w.rank() % 2 == 0) {
+      w.send(out, partner, 3);
+      w.recv(in, partner, 3);
+    } else {
+      w.recv(in, partner, 3);
+      w.send(out, partner, 3);
+    }
+    EXPECT_EQ(in[0], float(partner));
+  }
+}
+
+TEST(Collectives, AsyncOpsOverlapAndCompleteInAnyWaitOrder) {
+  Communicator& w = world();
+  const size_t total = 200003;
+  const Shard shard = shard_of(total, w.size(), w.rank());
+  auto summed = contributions(w.rank(), 100000);
+  std::vector<float> grads(shard.padded_count, 0.0f);
+  for (size_t i = 0; i < total; ++i) grads[i] = contribution(w.rank(), i);
+  std::vector<float> grad_shard(shard.shard_count);
+  std::vector<float> gathered(shard.padded_count);
+  std::vector<float> mine(shard.shard_count, float(w.rank()));
+
+  Work a = w.all_reduce_async(summed);
+  Work b = w.reduce_scatter_async(grads, grad_shard);
+  Work c = w.all_gather_async(mine, gathered);
+  Work d = w.barrier_async();
+  w.all_reduce_scalar(1.0f);  // a blocking call while they are in flight
+  d.wait();
+  c.wait();
+  while (!b.test()) {
+  }
+  a.wait();
+  EXPECT_TRUE(a.done() && b.done() && c.done() && d.done());
+  for (size_t i = 0; i < summed.size(); ++i) ASSERT_EQ(summed[i], expected_sum(w.size(), i));
+  for (size_t j = 0; j < shard.valid; ++j)
+    ASSERT_EQ(grad_shard[j], expected_sum(w.size(), shard.begin + j));
+  for (size_t i = 0; i < gathered.size(); ++i)
+    ASSERT_EQ(gathered[i], float(i / shard.shard_count));
+
+  auto root_data = contributions(w.rank(), 10);
+  w.broadcast_async(root_data.data(), root_data.size(), DType::F32, 0).wait();
+  EXPECT_EQ(root_data[3], contribution(0, 3));
+}
+
+TEST(Collectives, WorkDestructorWaits) {
+  Communicator& w = world();
+  auto v = contributions(w.rank(), 5000);
+  { Work pending = w.all_reduce_async(v); }  // going out of scope must not abandon it
+  EXPECT_EQ(v[4999], expected_sum(w.size(), 4999));
+}
+
+TEST(Collectives, SplitByParity) {
+  Communicator& w = world();
+  auto half = w.split(w.rank() % 2, w.rank(), "parity");
+  ASSERT_NE(half, nullptr);
+  EXPECT_EQ(half->size(), (w.size() + 1 - w.rank() % 2) / 2);
+  EXPECT_EQ(half->rank(), w.rank() / 2);
+  EXPECT_EQ(half->world_rank_of(half->rank()), w.rank());
+  float sum_of_world_ranks = 0;
+  for (int r = w.rank() % 2; r < w.size(); r += 2) sum_of_world_ranks += float(r);
+  EXPECT_EQ(half->all_reduce_scalar(float(w.rank())), sum_of_world_ranks);
+  auto nobody = w.split(w.rank() == 0 ? 0 : -1, 0, "only-zero");
+  EXPECT_EQ(nobody != nullptr, w.rank() == 0);
+}
+
+TEST(Collectives, LogRecordsSequenceAndCounters) {
+  Communicator& w = world();
+  auto group = w.split(0, w.rank(), "counted");
+  CollectiveLog& log = group->log();
+  log.reset_counters();
+  std::vector<float> v(1024, 1.0f);
+  group->all_reduce(v);
+  group->all_reduce_async(v).wait();
+  std::vector<float> shard(1024 / size_t(w.size()));
+  group->reduce_scatter(v, shard);
+  const auto counters = log.counters();
+  const double n = w.size();
+  EXPECT_EQ(counters[CommOp::AllReduce].calls, 2u);
+  EXPECT_EQ(counters[CommOp::AllReduce].bytes, 2u * 4096u);
+  EXPECT_DOUBLE_EQ(counters[CommOp::AllReduce].wire_bytes, 2 * 4096 * 2 * (n - 1) / n);
+  EXPECT_EQ(counters[CommOp::ReduceScatter].bytes, 4096u);
+  EXPECT_DOUBLE_EQ(counters[CommOp::ReduceScatter].wire_bytes, 4096 * (n - 1) / n);
+  EXPECT_EQ(counters.by_group.at("counted")[size_t(CommOp::AllReduce)].calls, 2u);
+
+  const auto last = log.last(3);
+  ASSERT_EQ(last.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(last[i].group, "counted");
+    EXPECT_EQ(last[i].seq, i);
+    EXPECT_GT(last[i].end, 0.0);
+  }
+  EXPECT_TRUE(last[1].async);
+  EXPECT_EQ(last[2].op, CommOp::ReduceScatter);
+}
+
+TEST(Collectives, RejectsReductionsOnBf16) {
+  std::vector<uint16_t> v(4);
+  EXPECT_THROW(world().all_reduce(v.data(), v.size(), DType::BF16, ReduceOp::Sum), tessera::Error);
+}
+
+}  // namespace
+}  // namespace tessera::comm

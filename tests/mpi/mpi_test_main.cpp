@@ -1,0 +1,65 @@
+// main() for the multi-rank gtest binaries (run under scripts/mpirun.sh).
+//
+// Every rank runs every test. Rank 0 prints gtest's normal output; the
+// others print only their failures, prefixed with their rank. The exit
+// status is the worst over all ranks, so a failure on any rank fails the
+// process (and the CTest test). A watchdog with a generous timeout turns a
+// test that deadlocks into a report and an abort instead of a CTest timeout.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "mpi_test_env.h"
+
+namespace tessera::test {
+namespace {
+
+comm::MpiRuntime* g_runtime = nullptr;  // test harness only: owned by main()
+comm::Communicator* g_world = nullptr;
+
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_,
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.summary());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+
+comm::MpiRuntime& mpi_runtime() { return *g_runtime; }
+comm::Communicator& world() { return *g_world; }
+
+}  // namespace tessera::test
+
+int main(int argc, char** argv) {
+  using namespace tessera;
+  comm::MpiRuntime runtime(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  auto world = runtime.world();
+  test::g_runtime = &runtime;
+  test::g_world = world.get();
+  runtime.set_comm_timeout(30);
+
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  if (runtime.world_rank() != 0) {
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new test::RankFailurePrinter(runtime.world_rank()));
+  }
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (runtime.world_rank() == 0 && any_failed)
+    std::fprintf(stderr, "mpi test: a test failed on at least one rank\n");
+  runtime.set_comm_timeout(0);
+  world.reset();
+  return any_failed;
+}

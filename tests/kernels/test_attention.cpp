@@ -129,13 +129,13 @@ TEST_P(AttentionVsReference, ForwardAndBackwardMatch) {
   EXPECT_LT(test::max_err_vs_scale(r.dqkv, dqkv), 1e-5) << "dqkv";
 }
 
-// Block size is 64: T below, at, just above and across several blocks, and
-// head sizes 64 (GPT-2) and 16.
+// Block size is 64: T below, at, just above and across several blocks; head
+// sizes 64 (GPT-2), 16, and 96 (padded to two 64-wide chunks inside the kernel).
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionVsReference,
                          ::testing::Values(Shape{1, 1, 64, 1}, Shape{2, 37, 128, 2},
                                            Shape{1, 64, 64, 1}, Shape{1, 65, 128, 2},
                                            Shape{2, 100, 64, 4}, Shape{1, 130, 128, 2},
-                                           Shape{1, 200, 32, 2}));
+                                           Shape{1, 200, 32, 2}, Shape{1, 70, 192, 2}));
 
 // The kernel's dqkv against central differences of the double reference
 // forward for L = sum(out * R): checks the backward math itself, independent

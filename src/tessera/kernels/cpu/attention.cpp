@@ -15,32 +15,87 @@ namespace tessera::cpu {
 
 namespace {
 
-// 64 x 64 fp32 tiles: a transposed key tile (16 KiB) plus a 64-row output
-// accumulator (16 KiB at HS = 64) stay in L1/L2 while a query block streams.
-constexpr int64_t kBlockQ = 64;
-constexpr int64_t kBlockK = 64;
+// Keys and queries are visited in 64-wide tiles (query tiles aligned with key
+// tiles, so the diagonal tile always holds key i for query i), and query rows
+// four at a time: a 4 x 64 score block is 16 AVX-512 registers, and each
+// loaded key vector feeds four FMAs instead of one.
+constexpr int64_t kBlock = 64;
+constexpr int64_t kRows = 4;
+static_assert(kBlock % kRows == 0);
 
-// Copies rows [j0, j0 + nk) of one head's k (or v) into dst (HS, kBlockK),
-// transposed, so score loops run contiguously over keys (simd over j, no
-// horizontal sums).
+// Head size rounded up to whole 64-float chunks, so the inner loops over a
+// head row have a fixed trip count; the padding is zeros and never written out.
+int64_t padded(int64_t HS) { return (HS + kBlock - 1) / kBlock * kBlock; }
+
+// dst (HS, kBlock) = rows [j0, j0 + nk) of one head's k or v, transposed;
+// columns nk.. are zero. Score loops then run over keys with unit stride.
 void load_transposed(float* dst, const float* src, int64_t j0, int64_t nk, int64_t HS,
                      int64_t row_stride) {
+  std::fill(dst, dst + HS * kBlock, 0.0f);
   for (int64_t j = 0; j < nk; j++) {
     const float* row = src + (j0 + j) * row_stride;  // (HS)
-    for (int64_t d = 0; d < HS; d++) dst[d * kBlockK + j] = row[d];
+    for (int64_t d = 0; d < HS; d++) dst[d * kBlock + j] = row[d];
   }
 }
 
-// s (nj) = scale * x (HS) . tile columns (HS, kBlockK).
-inline void row_times_tile(float* s, const float* x, const float* tile, int64_t nj, int64_t HS,
-                           float scale) {
-#pragma omp simd
-  for (int64_t j = 0; j < nj; j++) s[j] = 0.0f;
+// dst (kBlock, HSP) = rows [j0, j0 + nk) of one head's k or v; padding zero.
+void load_rows(float* dst, const float* src, int64_t j0, int64_t nk, int64_t HS, int64_t HSP,
+               int64_t row_stride) {
+  std::fill(dst, dst + kBlock * HSP, 0.0f);
+  for (int64_t j = 0; j < nk; j++)
+    std::copy(src + (j0 + j) * row_stride, src + (j0 + j) * row_stride + HS, dst + j * HSP);
+}
+
+using Block = float[kRows][kBlock];  // (kRows, kBlock) scores or probabilities
+
+// S (kRows, kBlock) = scale * x (kRows rows of HS) @ tile (HS, kBlock).
+// Accumulates in a local array so GCC keeps it in registers.
+inline void rows_times_tile(Block& S, const float* const x[kRows], const float* tile, int64_t HS,
+                            float scale) {
+  float acc[kRows][kBlock] = {};
   for (int64_t d = 0; d < HS; d++) {
-    const float xd = x[d] * scale;
-    const float* col = tile + d * kBlockK;  // (kBlockK)
+    const float* col = tile + d * kBlock;  // (kBlock)
+    for (int64_t r = 0; r < kRows; r++) {
+      const float xd = x[r][d] * scale;
 #pragma omp simd
-    for (int64_t j = 0; j < nj; j++) s[j] += xd * col[j];
+      for (int64_t j = 0; j < kBlock; j++) acc[r][j] += xd * col[j];
+    }
+  }
+  std::copy(&acc[0][0], &acc[0][0] + kRows * kBlock, &S[0][0]);
+}
+
+// A (kRows, HSP) += P (kRows, kBlock) @ M (kBlock, HSP), keys 0..nk-1.
+inline void block_times_rows(float* A, const Block& P, const float* M, int64_t HSP, int64_t nk) {
+  for (int64_t d0 = 0; d0 < HSP; d0 += kBlock) {
+    float acc[kRows][kBlock];
+    for (int64_t r = 0; r < kRows; r++) std::copy(A + r * HSP + d0, A + r * HSP + d0 + kBlock, acc[r]);
+    for (int64_t j = 0; j < nk; j++) {
+      const float* m = M + j * HSP + d0;  // (kBlock) chunk of key/value row j
+      for (int64_t r = 0; r < kRows; r++) {
+        const float pj = P[r][j];
+#pragma omp simd
+        for (int64_t d = 0; d < kBlock; d++) acc[r][d] += pj * m[d];
+      }
+    }
+    for (int64_t r = 0; r < kRows; r++) std::copy(acc[r], acc[r] + kBlock, A + r * HSP + d0);
+  }
+}
+
+// M (kBlock, HSP) += P^T (kBlock, kRows) @ X (kRows, HSP), keys 0..nk-1.
+inline void block_t_times_rows(float* M, const Block& P, const float* X, int64_t HSP, int64_t nk) {
+  for (int64_t j = 0; j < nk; j++) {
+    float* m = M + j * HSP;  // (HSP)
+    for (int64_t d0 = 0; d0 < HSP; d0 += kBlock) {
+      float acc[kBlock];
+      std::copy(m + d0, m + d0 + kBlock, acc);
+      for (int64_t r = 0; r < kRows; r++) {
+        const float pj = P[r][j];
+        const float* x = X + r * HSP + d0;
+#pragma omp simd
+        for (int64_t d = 0; d < kBlock; d++) acc[d] += pj * x[d];
+      }
+      std::copy(acc, acc + kBlock, m + d0);
+    }
   }
 }
 
@@ -53,72 +108,84 @@ void check_shape(int64_t C, int64_t NH) {
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                        int64_t C, int64_t NH) {
   check_shape(C, NH);
-  const int64_t HS = C / NH, C3 = 3 * C;
+  const int64_t HS = C / NH, HSP = padded(HS), C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(HS));
-  const int64_t nqb = (T + kBlockQ - 1) / kBlockQ;
+  const int64_t nqb = (T + kBlock - 1) / kBlock;
 
 #pragma omp parallel
   {
-    std::vector<float> kt(HS * kBlockK);   // (HS, kBlockK) key tile, transposed
-    std::vector<float> acc(kBlockQ * HS);  // (kBlockQ, HS) unnormalized output rows
-    float mrow[kBlockQ], lrow[kBlockQ];    // running max and running sum per query row
-    float s[kBlockK];                      // (kBlockK) scores, then probabilities, of one row
+    std::vector<float> kt(HS * kBlock);     // (HS, kBlock) key tile, transposed
+    std::vector<float> vtile(kBlock * HSP); // (kBlock, HSP) value tile
+    std::vector<float> acc(kBlock * HSP);   // (kBlock, HSP) unnormalized output rows
+    float mrow[kBlock], lrow[kBlock];       // running max and running sum per query row
+    Block S;                                // scores, then probabilities, of kRows rows
 
-    // Later query blocks see more keys; dynamic scheduling from the last block
-    // down keeps the two threads busy. Each (b, h, block) is computed by one
-    // thread in a fixed order, so the result does not depend on the schedule.
+    // Later query tiles see more keys; dynamic scheduling from the last tile
+    // down keeps the threads busy. Each (b, h, tile) is computed by one thread
+    // in a fixed order, so the result does not depend on the schedule.
 #pragma omp for collapse(3) schedule(dynamic)
     for (int64_t b = 0; b < B; b++) {
       for (int64_t h = 0; h < NH; h++) {
         for (int64_t qbr = 0; qbr < nqb; qbr++) {
-          const int64_t i0 = (nqb - 1 - qbr) * kBlockQ, i1 = std::min(T, i0 + kBlockQ);
-          const float* qbase = qkv + b * T * C3 + h * HS;   // row t at + t * C3
+          const int64_t i0 = (nqb - 1 - qbr) * kBlock, i1 = std::min(T, i0 + kBlock);
+          const float* qbase = qkv + b * T * C3 + h * HS;  // row t at + t * C3
           const float* kbase = qbase + C;
           const float* vbase = qbase + 2 * C;
           std::fill(acc.begin(), acc.end(), 0.0f);
-          std::fill(mrow, mrow + kBlockQ, -std::numeric_limits<float>::infinity());
-          std::fill(lrow, lrow + kBlockQ, 0.0f);
+          std::fill(mrow, mrow + kBlock, -std::numeric_limits<float>::infinity());
+          std::fill(lrow, lrow + kBlock, 0.0f);
 
-          for (int64_t j0 = 0; j0 < i1; j0 += kBlockK) {  // causal: keys up to i1 - 1
-            const int64_t j1 = std::min(i1, j0 + kBlockK);
-            load_transposed(kt.data(), kbase, j0, j1 - j0, HS, C3);
-            for (int64_t i = std::max(i0, j0); i < i1; i++) {
-              const int64_t nj = std::min(j1, i + 1) - j0;  // keys j0 .. i inside this tile
-              const int64_t r = i - i0;
-              row_times_tile(s, qbase + i * C3, kt.data(), nj, HS, scale);
-              float mb = mrow[r];
+          for (int64_t j0 = 0; j0 <= i0; j0 += kBlock) {  // causal: tiles up to the diagonal
+            const int64_t nk = std::min(T, j0 + kBlock) - j0;
+            load_transposed(kt.data(), kbase, j0, nk, HS, C3);
+            load_rows(vtile.data(), vbase, j0, nk, HS, HSP, C3);
+            for (int64_t g = i0; g < i1; g += kRows) {
+              // Rows past i1 repeat the last row; their results land in
+              // unused accumulator rows and are never written out.
+              int64_t irow[kRows];
+              const float* q[kRows];
+              for (int64_t r = 0; r < kRows; r++) {
+                irow[r] = std::min(g + r, i1 - 1);
+                q[r] = qbase + irow[r] * C3;
+              }
+              rows_times_tile(S, q, kt.data(), HS, scale);
+              for (int64_t r = 0; r < kRows; r++) {
+                const int64_t a = g + r - i0;                      // accumulator row
+                const int64_t jlim = std::min(nk, irow[r] - j0 + 1);  // keys <= i in this tile
+                // Mask keys past the diagonal (and past T) first: a select
+                // inside the max reduction does not vectorize.
+#pragma omp simd
+                for (int64_t j = 0; j < kBlock; j++)
+                  S[r][j] = j < jlim ? S[r][j] : -std::numeric_limits<float>::infinity();
+                float mb = mrow[a];
 #pragma omp simd reduction(max : mb)
-              for (int64_t j = 0; j < nj; j++) mb = std::max(mb, s[j]);
-              // Rescale what was accumulated under the old max (exp(-inf) = 0 first time).
-              const float corr = std::exp(mrow[r] - mb);
-              float ps = 0.0f;
+                for (int64_t j = 0; j < kBlock; j++) mb = std::max(mb, S[r][j]);
+                // Rescale what was accumulated under the old max (exp(-inf) = 0 at first).
+                const float corr = std::exp(mrow[a] - mb);
+                float ps = 0.0f;
 #pragma omp simd reduction(+ : ps)
-              for (int64_t j = 0; j < nj; j++) {
-                s[j] = exp_fast(s[j] - mb);
-                ps += s[j];
-              }
-              mrow[r] = mb;
-              lrow[r] = lrow[r] * corr + ps;
-              float* a = acc.data() + r * HS;  // (HS)
+                for (int64_t j = 0; j < kBlock; j++) {
+                  S[r][j] = j < jlim ? exp_fast(S[r][j] - mb) : 0.0f;
+                  ps += S[r][j];
+                }
+                mrow[a] = mb;
+                lrow[a] = lrow[a] * corr + ps;
+                float* ar = acc.data() + a * HSP;  // (HSP)
 #pragma omp simd
-              for (int64_t d = 0; d < HS; d++) a[d] *= corr;
-              for (int64_t j = 0; j < nj; j++) {
-                const float pj = s[j];
-                const float* v = vbase + (j0 + j) * C3;  // (HS)
-#pragma omp simd
-                for (int64_t d = 0; d < HS; d++) a[d] += pj * v[d];
+                for (int64_t d = 0; d < HSP; d++) ar[d] *= corr;
               }
+              block_times_rows(acc.data() + (g - i0) * HSP, S, vtile.data(), HSP, nk);
             }
           }
 
           for (int64_t i = i0; i < i1; i++) {
-            const int64_t r = i - i0;
+            const int64_t a = i - i0;
             float* o = out + (b * T + i) * C + h * HS;  // (HS)
-            const float* a = acc.data() + r * HS;       // (HS)
-            const float inv = 1.0f / lrow[r];
+            const float* ar = acc.data() + a * HSP;     // (HSP)
+            const float inv = 1.0f / lrow[a];
 #pragma omp simd
-            for (int64_t d = 0; d < HS; d++) o[d] = a[d] * inv;
-            lse[(b * NH + h) * T + i] = mrow[r] + std::log(lrow[r]);
+            for (int64_t d = 0; d < HS; d++) o[d] = ar[d] * inv;
+            lse[(b * NH + h) * T + i] = mrow[a] + std::log(lrow[a]);
           }
         }
       }
@@ -129,21 +196,24 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
   check_shape(C, NH);
-  const int64_t HS = C / NH, C3 = 3 * C;
+  const int64_t HS = C / NH, HSP = padded(HS), C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(HS));
 
-  // One (b, h) per task: dq rows collect contributions from every key block,
+  // One (b, h) per task: dq rows collect contributions from every key tile,
   // so a task that owns the whole head writes dq, dk and dv without races
-  // and sums in a fixed order. B * NH is normally >= the 2 cores.
+  // and sums in a fixed order. B * NH is normally >= the number of cores.
 #pragma omp parallel
   {
-    std::vector<float> kt(HS * kBlockK);  // (HS, kBlockK) key tile, transposed
-    std::vector<float> vt(HS * kBlockK);  // (HS, kBlockK) value tile, transposed
-    std::vector<float> dk(kBlockK * HS);  // (kBlockK, HS) gradient of the key tile
-    std::vector<float> dv(kBlockK * HS);  // (kBlockK, HS) gradient of the value tile
-    std::vector<float> dqi(HS);           // (HS) one query row's gradient from one tile
-    std::vector<float> D(T);              // (T) D_i = dout_i . out_i
-    float p[kBlockK], dp[kBlockK];        // (kBlockK) probabilities and dP of one row
+    std::vector<float> kt(HS * kBlock);     // (HS, kBlock) key tile, transposed
+    std::vector<float> vt(HS * kBlock);     // (HS, kBlock) value tile, transposed
+    std::vector<float> krows(kBlock * HSP); // (kBlock, HSP) key tile, row-major
+    std::vector<float> dk(kBlock * HSP);    // (kBlock, HSP) gradient of the key tile
+    std::vector<float> dv(kBlock * HSP);    // (kBlock, HSP) gradient of the value tile
+    std::vector<float> qg(kRows * HSP);     // (kRows, HSP) the group's query rows, padded
+    std::vector<float> dog(kRows * HSP);    // (kRows, HSP) the group's dout rows, padded
+    std::vector<float> dqg(kRows * HSP);    // (kRows, HSP) the group's dq from this tile
+    std::vector<float> D(T);                // (T) D_i = dout_i . out_i
+    Block P, dS;                            // probabilities, then dP -> dS
 
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; b++) {
@@ -167,60 +237,59 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 #pragma omp simd reduction(+ : acc)
           for (int64_t d = 0; d < HS; d++) acc += dO[d] * o[d];
           D[i] = acc;
-          float* dq = dqbase + i * C3;
-#pragma omp simd
-          for (int64_t d = 0; d < HS; d++) dq[d] = 0.0f;  // written, not accumulated
+          std::fill(dqbase + i * C3, dqbase + i * C3 + HS, 0.0f);  // written, not accumulated
         }
 
-        for (int64_t j0 = 0; j0 < T; j0 += kBlockK) {
-          const int64_t j1 = std::min(T, j0 + kBlockK), nk = j1 - j0;
+        for (int64_t j0 = 0; j0 < T; j0 += kBlock) {
+          const int64_t nk = std::min(T, j0 + kBlock) - j0;
           load_transposed(kt.data(), kbase, j0, nk, HS, C3);
           load_transposed(vt.data(), vbase, j0, nk, HS, C3);
+          load_rows(krows.data(), kbase, j0, nk, HS, HSP, C3);
           std::fill(dk.begin(), dk.end(), 0.0f);
           std::fill(dv.begin(), dv.end(), 0.0f);
 
-          for (int64_t i = j0; i < T; i++) {  // causal: only queries i >= j see key j
-            const int64_t nj = std::min(j1, i + 1) - j0;
-            const float* q = qbase + i * C3;   // (HS)
-            const float* dO = dobase + i * C;  // (HS)
+          for (int64_t g = j0; g < T; g += kRows) {  // causal: only queries i >= j0
+            // Rows past T repeat row T-1 with no keys, so they add nothing.
+            int64_t irow[kRows], jlim[kRows];
+            const float* q[kRows];
+            const float* dO[kRows];
+            std::fill(qg.begin(), qg.end(), 0.0f);
+            std::fill(dog.begin(), dog.end(), 0.0f);
+            for (int64_t r = 0; r < kRows; r++) {
+              irow[r] = std::min(g + r, T - 1);
+              jlim[r] = g + r < T ? std::min(nk, irow[r] - j0 + 1) : 0;
+              q[r] = qbase + irow[r] * C3;
+              dO[r] = dobase + irow[r] * C;
+              std::copy(q[r], q[r] + HS, qg.data() + r * HSP);
+              std::copy(dO[r], dO[r] + HS, dog.data() + r * HSP);
+            }
             // Recompute P_ij = exp(s_ij - lse_i) from the saved row log-sum-exp.
-            row_times_tile(p, q, kt.data(), nj, HS, scale);
-            const float Li = L[i];
+            rows_times_tile(P, q, kt.data(), HS, scale);
+            rows_times_tile(dS, dO, vt.data(), HS, 1.0f);  // dP = dout . v
+            for (int64_t r = 0; r < kRows; r++) {
+              const float Li = L[irow[r]], Di = D[irow[r]];
+              const int64_t lim = jlim[r];
 #pragma omp simd
-            for (int64_t j = 0; j < nj; j++) p[j] = exp_fast(p[j] - Li);
-            row_times_tile(dp, dO, vt.data(), nj, HS, 1.0f);
-            const float Di = D[i];
-#pragma omp simd
-            for (int64_t j = 0; j < nj; j++) dp[j] = p[j] * (dp[j] - Di) * scale;  // dS * scale
-
-            std::fill(dqi.begin(), dqi.end(), 0.0f);
-            for (int64_t j = 0; j < nj; j++) {
-              const float pj = p[j], dsj = dp[j];
-              const float* k = kbase + (j0 + j) * C3;  // (HS)
-              float* dvj = dv.data() + j * HS;         // (HS)
-              float* dkj = dk.data() + j * HS;         // (HS)
-#pragma omp simd
-              for (int64_t d = 0; d < HS; d++) {
-                dvj[d] += pj * dO[d];
-                dkj[d] += dsj * q[d];
-                dqi[d] += dsj * k[d];
+              for (int64_t j = 0; j < kBlock; j++) {
+                P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
+                dS[r][j] = P[r][j] * (dS[r][j] - Di) * scale;  // includes d(s)/d(qk) = scale
               }
             }
-            float* dq = dqbase + i * C3;  // (HS)
+            block_t_times_rows(dv.data(), P, dog.data(), HSP, nk);   // dV += P^T dO
+            block_t_times_rows(dk.data(), dS, qg.data(), HSP, nk);   // dK += dS^T Q
+            std::fill(dqg.begin(), dqg.end(), 0.0f);
+            block_times_rows(dqg.data(), dS, krows.data(), HSP, nk);  // dQ = dS K
+            for (int64_t r = 0; r < kRows && g + r < T; r++) {
+              float* dq = dqbase + (g + r) * C3;  // (HS)
+              const float* src = dqg.data() + r * HSP;
 #pragma omp simd
-            for (int64_t d = 0; d < HS; d++) dq[d] += dqi[d];
+              for (int64_t d = 0; d < HS; d++) dq[d] += src[d];
+            }
           }
 
           for (int64_t j = 0; j < nk; j++) {
-            float* dkr = dkbase + (j0 + j) * C3;  // (HS)
-            float* dvr = dvbase + (j0 + j) * C3;  // (HS)
-            const float* dkj = dk.data() + j * HS;
-            const float* dvj = dv.data() + j * HS;
-#pragma omp simd
-            for (int64_t d = 0; d < HS; d++) {
-              dkr[d] = dkj[d];
-              dvr[d] = dvj[d];
-            }
+            std::copy(dk.data() + j * HSP, dk.data() + j * HSP + HS, dkbase + (j0 + j) * C3);
+            std::copy(dv.data() + j * HSP, dv.data() + j * HSP + HS, dvbase + (j0 + j) * C3);
           }
         }
       }

@@ -1,0 +1,56 @@
+// Profile: where a step's time goes, by kind of work. Optional: code holding
+// a null Profile* pays one branch. Used by the benchmark's breakdown and the
+// step-time report.
+#pragma once
+#include <array>
+#include <string_view>
+
+#include "tessera/core/timer.h"
+
+namespace tessera {
+
+enum class Op { Gemm, Attention, LayerNorm, Gelu, Residual, Embedding, Loss, Optimizer, GradNorm,
+                Data, Comm, kCount };
+
+constexpr std::string_view op_name(Op op) {
+  constexpr std::array<std::string_view, size_t(Op::kCount)> names = {
+      "gemm", "attention", "layernorm", "gelu", "residual", "embedding", "loss", "optimizer",
+      "grad-norm", "data", "comm"};
+  return names[size_t(op)];
+}
+
+struct Profile {
+  std::array<double, size_t(Op::kCount)> seconds{};
+  void reset() { seconds.fill(0.0); }
+  double total() const {
+    double t = 0;
+    for (double s : seconds) t += s;
+    return t;
+  }
+};
+
+// Adds the lifetime of the scope to profile->seconds[op] when profile is set.
+class ProfileScope {
+ public:
+  ProfileScope(Profile* p, Op op) : p_(p), op_(op), t0_(p ? now_seconds() : 0) {}
+  ~ProfileScope() {
+    if (p_) p_->seconds[size_t(op_)] += now_seconds() - t0_;
+  }
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  Profile* p_;
+  Op op_;
+  double t0_;
+};
+
+}  // namespace tessera
+
+// Runs one statement and charges its time to `op`:
+//   TIMED(prof, Op::Gemm, matmul_forward(...));
+#define TIMED(prof, op, ...)                   \
+  do {                                         \
+    ::tessera::ProfileScope timed_scope_(prof, op); \
+    __VA_ARGS__;                               \
+  } while (0)

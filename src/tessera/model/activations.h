@@ -1,0 +1,72 @@
+// Activations of one micro-batch: everything forward saves for backward, and
+// the scratch backward needs, as named views into one arena.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "tessera/core/buffer.h"
+#include "tessera/core/profile.h"
+
+namespace tessera {
+
+// Sizes of one micro-batch on one rank (tp-local widths).
+struct ActShape {
+  int64_t B = 1, T = 1;  // micro-batch sequences, tokens per sequence
+  int64_t C = 1;         // hidden size
+  int64_t NH = 1;        // attention heads on this rank
+  int64_t Cl = 1;        // attention width on this rank = NH * head size
+  int64_t F = 1;         // MLP width on this rank
+  int64_t V = 1;         // logit columns on this rank (real vocabulary when tp = 1)
+  int64_t L = 1;         // transformer layers on this rank
+  bool has_head = true;  // final LayerNorm, logits and loss live here
+};
+
+struct LayerActs {
+  float* ln1 = nullptr;       // (B, T, C)
+  float* ln1_mean = nullptr;  // (B, T)
+  float* ln1_rstd = nullptr;  // (B, T)
+  float* qkv = nullptr;       // (B, T, 3*Cl)
+  float* atty = nullptr;      // (B, T, Cl) attention output before projection
+  float* lse = nullptr;       // (B, NH, T) attention row log-sum-exp
+  float* res_mid = nullptr;   // (B, T, C) residual after attention
+  float* ln2 = nullptr;       // (B, T, C)
+  float* ln2_mean = nullptr;  // (B, T)
+  float* ln2_rstd = nullptr;  // (B, T)
+  float* fch = nullptr;       // (B, T, F) MLP pre-activation
+  float* fch_gelu = nullptr;  // (B, T, F)
+  float* res_out = nullptr;   // (B, T, C) layer output
+};
+
+struct Activations {
+  ActShape s;
+  Buffer arena;
+  Profile* profile = nullptr;  // optional: where the time of this micro-batch goes
+  float* encoded = nullptr;  // (B, T, C) embeddings, input of the first layer
+  std::vector<LayerActs> layers;
+  float* lnf = nullptr;       // (B, T, C)
+  float* lnf_mean = nullptr;  // (B, T)
+  float* lnf_rstd = nullptr;  // (B, T)
+  float* logits = nullptr;    // (B, T, V); overwritten in place by dlogits in backward
+  float* ce_lse = nullptr;    // (B, T) log-sum-exp of each logit row
+  float* losses = nullptr;    // (B, T)
+  // Backward scratch, reused layer after layer.
+  float* dresid = nullptr;  // (B, T, C) gradient of the residual stream
+  float* dln = nullptr;     // (B, T, C)
+  float* dqkv = nullptr;    // (B, T, 3*Cl)
+  float* datty = nullptr;   // (B, T, Cl)
+  float* dfch = nullptr;    // (B, T, F)
+
+  // Input of layer i (the embeddings for i = 0).
+  float* layer_input(size_t i) const { return i == 0 ? encoded : layers[i - 1].res_out; }
+  float* output() const { return layers.empty() ? encoded : layers.back().res_out; }
+  int64_t bytes() const { return int64_t(arena.nbytes()); }
+};
+
+// Allocate one arena and carve every view out of it.
+void activations_init(Activations& a, const ActShape& s);
+
+// Bytes activations_init will allocate for `s` (the planner and the memory
+// report use the same count).
+int64_t activations_bytes(const ActShape& s);
+
+}  // namespace tessera

@@ -1,0 +1,30 @@
+#include "tessera/model/flops.h"
+
+namespace tessera {
+
+double layer_forward_flops(const GPTConfig& m, int64_t seq) {
+  const double s = double(seq), h = double(m.hidden_size), f = double(m.ffn());
+  const double linears = 2 * s * (3 * h * h + h * h + 2 * h * f);  // qkv, proj, fc, fc-proj
+  const double attention = 2 * 2 * s * s * h;                      // q k^T and p v
+  return linears + attention;
+}
+
+double head_forward_flops(const GPTConfig& m, int64_t seq) {
+  return 2.0 * double(seq) * double(m.hidden_size) * double(m.vocab_size);
+}
+
+FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute) {
+  const double layers = double(m.num_layers) * layer_forward_flops(m, m.seq_length);
+  const double head = head_forward_flops(m, m.seq_length);
+  FlopCount f;
+  f.model = 3 * (layers + head) * double(sequences);
+  double extra = 0;
+  if (recompute == Recompute::Full) extra = layers;  // every layer's forward again
+  if (recompute == Recompute::Selective)             // the attention core again
+    extra = double(m.num_layers) * 4.0 * double(m.seq_length) * double(m.seq_length) *
+            double(m.hidden_size);
+  f.hardware = f.model + extra * double(sequences);
+  return f;
+}
+
+}  // namespace tessera

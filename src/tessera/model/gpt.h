@@ -1,0 +1,48 @@
+// GPT: the model on one rank. Owns the flat parameter and gradient buffers
+// (laid out by ParamLayout) and runs forward and backward over a micro-batch.
+// Parallelism is applied from outside: the layout decides which slice and
+// which layers this rank holds.
+#pragma once
+#include <cstdint>
+
+#include "tessera/core/buffer.h"
+#include "tessera/model/activations.h"
+#include "tessera/model/gpt_config.h"
+#include "tessera/model/param_layout.h"
+#include "tessera/model/weights.h"
+
+namespace tessera {
+
+class GPT {
+ public:
+  GPT(const GPTConfig& config, const ParamLayout& layout);
+
+  const GPTConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  Buffer& params() { return params_; }  // (layout.numel())
+  Buffer& grads() { return grads_; }    // (layout.numel())
+  const ModelWeights& weights() const { return w_; }
+  const ModelWeights& grad_views() const { return g_; }
+
+  void init(uint64_t seed);
+
+  // The activation shape of a micro-batch of B sequences of T tokens.
+  ActShape act_shape(int64_t B, int64_t T) const;
+
+  // inputs, targets (B, T). Returns the mean loss over tokens with a target
+  // >= 0; fills acts.losses (B, T).
+  float forward(Activations& acts, const int32_t* inputs, const int32_t* targets);
+
+  // Accumulates into grads() the gradient of (dloss * sum of token losses),
+  // using the activations saved by the forward of the same micro-batch. The
+  // logits buffer is overwritten.
+  void backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss);
+
+ private:
+  GPTConfig config_;
+  ParamLayout layout_;
+  Buffer params_, grads_;
+  ModelWeights w_, g_;
+};
+
+}  // namespace tessera

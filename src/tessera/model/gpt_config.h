@@ -1,0 +1,32 @@
+// GPTConfig: every size of a GPT-2-style model. Validated in one place.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+struct GPTConfig {
+  int64_t num_layers = 6;
+  int64_t hidden_size = 384;
+  int64_t num_heads = 6;
+  int64_t seq_length = 256;          // training context; also the number of position embeddings
+  int64_t vocab_size = 256;          // real vocabulary (tokens the data can contain)
+  int64_t ffn_hidden_size = 0;       // 0: 4 * hidden_size
+  int64_t make_vocab_size_divisible_by = 128;  // Megatron's padding, times tp
+  float init_std = 0.02f;
+
+  int64_t head_size() const { return hidden_size / num_heads; }
+  int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  // The embedding table's row count: vocab rounded up to a multiple of
+  // make_vocab_size_divisible_by * tp, so every tp rank gets an equal slice.
+  int64_t padded_vocab(int64_t tp = 1) const {
+    int64_t m = make_vocab_size_divisible_by * tp;
+    return (vocab_size + m - 1) / m * m;
+  }
+
+  // Throws tessera::Error naming the flag of the first value out of range.
+  void validate() const;
+  std::string summary() const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,116 @@
+#include "tessera/model/param_layout.h"
+
+#include <fmt/format.h>
+
+namespace tessera {
+
+std::vector<int64_t> stage_layers(const GPTConfig& m, const ParallelConfig& par, int64_t pp_rank) {
+  // Chunk c of the model (pp * v chunks in all) goes to rank c % pp: with
+  // v = 1 that is a contiguous block per stage, with v > 1 Megatron's
+  // interleaved assignment.
+  int64_t chunks = par.pp * par.virtual_stages;
+  int64_t per_chunk = m.num_layers / chunks;
+  std::vector<int64_t> out;
+  for (int64_t c = pp_rank; c < chunks; c += par.pp)
+    for (int64_t l = 0; l < per_chunk; ++l) out.push_back(c * per_chunk + l);
+  return out;
+}
+
+void ParamLayout::add(const std::string& name, Shape global, TpSplit split, int64_t layer,
+                      bool decay, int64_t stride) {
+  ParamEntry e;
+  e.name = name;
+  e.global_shape = global;
+  e.local_shape = global;
+  e.split = split;
+  e.split_stride = stride;
+  if (split != TpSplit::None) {
+    int d = e.split_dim();
+    TESSERA_CHECK(global[d] % (tp_ * stride) == 0, "parameter {} dim {} ({}) does not split over tp {}",
+                  name, d, global[d], tp_);
+    e.local_shape[d] = global[d] / tp_;
+  }
+  e.offset = numel_;
+  e.layer = layer;
+  e.weight_decay = decay;
+  numel_ += e.numel();
+  entries_.push_back(std::move(e));
+}
+
+ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, int64_t tp_rank,
+                               int64_t pp_rank) {
+  ParamLayout L;
+  L.tp_ = par.tp;
+  L.tp_rank_ = tp_rank;
+  L.padded_vocab_ = m.padded_vocab(par.tp);
+  L.vocab_begin_ = tp_rank * (L.padded_vocab_ / par.tp);
+  L.layers_ = stage_layers(m, par, pp_rank);
+  L.has_embedding_ = pp_rank == 0;
+  L.has_head_ = pp_rank == par.pp - 1;
+  const int64_t C = m.hidden_size, F = m.ffn();
+
+  // The last stage needs the token table for the tied LM head even when it
+  // does not embed; its gradient is summed with the first stage's each step.
+  if (L.has_embedding_ || L.has_head_)
+    L.add("wte", {L.padded_vocab_, C}, TpSplit::Vocab, -1, true);
+  if (L.has_embedding_) L.add("wpe", {m.seq_length, C}, TpSplit::None, -1, true);
+  for (int64_t l : L.layers_) {
+    auto n = [l](const char* s) { return fmt::format("h.{}.{}", l, s); };
+    L.add(n("ln_1.weight"), {C}, TpSplit::None, l, false);
+    L.add(n("ln_1.bias"), {C}, TpSplit::None, l, false);
+    L.add(n("attn.qkv.weight"), {3 * C, C}, TpSplit::Column, l, true, 3);
+    L.add(n("attn.qkv.bias"), {3 * C}, TpSplit::Column, l, false, 3);
+    L.add(n("attn.proj.weight"), {C, C}, TpSplit::Row, l, true);
+    L.add(n("attn.proj.bias"), {C}, TpSplit::None, l, false);
+    L.add(n("ln_2.weight"), {C}, TpSplit::None, l, false);
+    L.add(n("ln_2.bias"), {C}, TpSplit::None, l, false);
+    L.add(n("mlp.fc.weight"), {F, C}, TpSplit::Column, l, true);
+    L.add(n("mlp.fc.bias"), {F}, TpSplit::Column, l, false);
+    L.add(n("mlp.proj.weight"), {C, F}, TpSplit::Row, l, true);
+    L.add(n("mlp.proj.bias"), {C}, TpSplit::None, l, false);
+  }
+  if (L.has_head_) {
+    L.add("ln_f.weight", {C}, TpSplit::None, -1, false);
+    L.add("ln_f.bias", {C}, TpSplit::None, -1, false);
+  }
+  return L;
+}
+
+const ParamEntry& ParamLayout::find(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return e;
+  fail("no parameter named '{}' on this rank", name);
+}
+
+bool ParamLayout::contains(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return true;
+  return false;
+}
+
+int64_t ParamLayout::global_index(const ParamEntry& e, int64_t local) const {
+  if (e.split == TpSplit::None || tp_ == 1) return local;
+  // Local coordinates (r, c) in the (possibly 1-D) local shape.
+  int64_t cols = e.local_shape.ndim == 2 ? e.local_shape[1] : 1;
+  int64_t r = local / cols, c = local % cols;
+  int64_t gcols = e.global_shape.ndim == 2 ? e.global_shape[1] : 1;
+  if (e.split_dim() == 0) {
+    // dim 0 is (stride, part) parts; each part split into tp equal slices.
+    int64_t local_part = e.local_shape[0] / e.split_stride;
+    int64_t global_part = e.global_shape[0] / e.split_stride;
+    int64_t s = r / local_part, within = r % local_part;
+    int64_t gr = s * global_part + tp_rank_ * local_part + within;
+    return gr * gcols + c;
+  }
+  int64_t gc = tp_rank_ * e.local_shape[1] + c;
+  return r * gcols + gc;
+}
+
+int64_t ParamLayout::count_model_params(const GPTConfig& m) {
+  // Counted from the one-process layout itself, less the vocabulary padding
+  // rows, so this number can never drift from what the engine allocates.
+  ParamLayout one = build(m, ParallelConfig{}, 0, 0);
+  return one.numel() - (one.padded_vocab() - m.vocab_size) * m.hidden_size;
+}
+
+}  // namespace tessera

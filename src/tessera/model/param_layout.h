@@ -1,0 +1,95 @@
+// ParamLayout: the one source of truth for where every parameter lives.
+//
+// Built from (model config, parallel config, this rank's tp and pp
+// coordinates): each parameter's name, global shape, the slice this rank
+// owns, and its offset in the rank's flat buffer. Parameters, gradients and
+// optimizer moments are flat buffers with this layout; ZeRO shards them by
+// offset arithmetic, checkpoints record it, the planner counts bytes with it.
+//
+// Order in the flat buffer: embeddings (first stage), then each transformer
+// layer's parameters contiguously (so one layer can be gathered or freed as
+// one range), then the final LayerNorm (last stage). Under pipeline
+// parallelism the last stage also holds a copy of the tied token embedding.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/tensor.h"
+#include "tessera/model/gpt_config.h"
+#include "tessera/parallel/parallel_config.h"
+
+namespace tessera {
+
+// How a parameter is split over the tensor-parallel ranks.
+enum class TpSplit {
+  None,    // replicated (LayerNorm, row-parallel biases, position embedding)
+  Column,  // dim 0 (output features) split: QKV, MLP up-projection and their biases
+  Row,     // dim 1 (input features) split: attention output and MLP down-projection
+  Vocab,   // dim 0 (vocabulary rows) split: token embedding / LM head
+};
+
+struct ParamEntry {
+  std::string name;     // e.g. "h.3.attn.qkv.weight"
+  Shape global_shape;   // the whole tensor, as one process holds it
+  Shape local_shape;    // this rank's slice
+  TpSplit split = TpSplit::None;
+  // The split dim viewed as (stride, global/stride): each of the `stride`
+  // parts is split over tp on its own. QKV uses stride 3 so every rank holds
+  // its heads' q, k and v; everything else uses 1.
+  int64_t split_stride = 1;
+  int64_t offset = 0;   // first element in the rank's flat buffer
+  int64_t layer = -1;   // global transformer layer, -1 for embeddings / final norm
+  bool weight_decay = false;  // matrices and embeddings decay; biases and LayerNorm do not
+
+  int64_t numel() const { return local_shape.numel(); }
+  int split_dim() const { return split == TpSplit::Row ? 1 : 0; }
+};
+
+class ParamLayout {
+ public:
+  static ParamLayout build(const GPTConfig& model, const ParallelConfig& par, int64_t tp_rank,
+                           int64_t pp_rank);
+
+  const std::vector<ParamEntry>& entries() const { return entries_; }
+  const ParamEntry& find(const std::string& name) const;
+  bool contains(const std::string& name) const;
+  int64_t numel() const { return numel_; }
+
+  // Transformer layers held by this rank (global indices, ascending).
+  const std::vector<int64_t>& layers() const { return layers_; }
+  bool has_embedding() const { return has_embedding_; }
+  bool has_head() const { return has_head_; }  // final LayerNorm, tied LM head, loss
+  int64_t tp() const { return tp_; }
+  int64_t tp_rank() const { return tp_rank_; }
+  int64_t padded_vocab() const { return padded_vocab_; }
+  // Rows [vocab_begin, vocab_end) of the padded token table held by this rank.
+  int64_t vocab_begin() const { return vocab_begin_; }
+  int64_t vocab_end() const { return vocab_begin_ + padded_vocab_ / tp_; }
+
+  // Position in the global tensor (row-major flat index) of element `local`
+  // of this rank's slice of `e`. Initialisation draws by global index, so
+  // every layout starts from the same weights.
+  int64_t global_index(const ParamEntry& e, int64_t local) const;
+
+  // Parameters of the whole model (one copy, no padding rows), from the
+  // config alone: the number every report quotes.
+  static int64_t count_model_params(const GPTConfig& model);
+
+ private:
+  void add(const std::string& name, Shape global, TpSplit split, int64_t layer, bool decay,
+           int64_t stride = 1);
+
+  std::vector<ParamEntry> entries_;
+  std::vector<int64_t> layers_;
+  int64_t numel_ = 0;
+  int64_t tp_ = 1, tp_rank_ = 0, padded_vocab_ = 0, vocab_begin_ = 0;
+  bool has_embedding_ = false, has_head_ = false;
+};
+
+// The layers held by pipeline stage `pp_rank` (contiguous, uniform split;
+// with virtual stages each rank holds `virtual_stages` non-contiguous chunks).
+std::vector<int64_t> stage_layers(const GPTConfig& model, const ParallelConfig& par,
+                                  int64_t pp_rank);
+
+}  // namespace tessera

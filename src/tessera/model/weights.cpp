@@ -1,0 +1,68 @@
+#include "tessera/model/weights.h"
+
+#include <cmath>
+#include <string_view>
+
+#include "tessera/core/rng.h"
+
+namespace tessera {
+
+ModelWeights bind_weights(const ParamLayout& layout, float* base) {
+  ModelWeights w;
+  auto at = [&](const std::string& name) { return base + layout.find(name).offset; };
+  if (layout.contains("wte")) w.wte = at("wte");
+  if (layout.contains("wpe")) w.wpe = at("wpe");
+  for (int64_t l : layout.layers()) {
+    auto p = [&](const char* s) { return at("h." + std::to_string(l) + "." + s); };
+    w.layers.push_back({p("ln_1.weight"), p("ln_1.bias"), p("attn.qkv.weight"),
+                        p("attn.qkv.bias"), p("attn.proj.weight"), p("attn.proj.bias"),
+                        p("ln_2.weight"), p("ln_2.bias"), p("mlp.fc.weight"), p("mlp.fc.bias"),
+                        p("mlp.proj.weight"), p("mlp.proj.bias")});
+  }
+  if (layout.contains("ln_f.weight")) {
+    w.lnf_w = at("ln_f.weight");
+    w.lnf_b = at("ln_f.bias");
+  }
+  return w;
+}
+
+static uint64_t name_hash(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across builds and platforms
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+static bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+void init_weights(const ParamLayout& layout, const GPTConfig& m, float* base, uint64_t seed) {
+  const float residual_std = m.init_std / std::sqrt(2.0f * float(m.num_layers));
+  for (const ParamEntry& e : layout.entries()) {
+    float* p = base + e.offset;
+    const int64_t n = e.numel();
+    const bool is_ln_gain = ends_with(e.name, "ln_1.weight") || ends_with(e.name, "ln_2.weight") ||
+                            e.name == "ln_f.weight";
+    if (is_ln_gain) {
+      for (int64_t i = 0; i < n; ++i) p[i] = 1.0f;
+      continue;
+    }
+    if (!e.weight_decay) {  // biases and LayerNorm shifts
+      for (int64_t i = 0; i < n; ++i) p[i] = 0.0f;
+      continue;
+    }
+    const bool residual_out = ends_with(e.name, "attn.proj.weight") ||
+                              ends_with(e.name, "mlp.proj.weight");
+    const float std = residual_out ? residual_std : m.init_std;
+    const uint64_t stream = name_hash(e.name);
+    const int64_t real_rows = e.name == "wte" ? m.vocab_size : e.global_shape[0];
+    const int64_t cols = e.global_shape.ndim == 2 ? e.global_shape[1] : 1;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t g = layout.global_index(e, i);
+      p[i] = g / cols < real_rows ? std * rng_normal(seed, stream, uint64_t(g)) : 0.0f;
+    }
+  }
+}
+
+}  // namespace tessera

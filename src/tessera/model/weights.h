@@ -1,0 +1,47 @@
+// Named views into a flat parameter (or gradient) buffer laid out by
+// ParamLayout. The same struct serves weights and their gradients.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "tessera/model/gpt_config.h"
+#include "tessera/model/param_layout.h"
+
+namespace tessera {
+
+// Shapes are this rank's slices: C hidden (replicated), Cl = C / tp
+// attention width, F = ffn / tp.
+struct LayerWeights {
+  float* ln1_w = nullptr;     // (C)
+  float* ln1_b = nullptr;     // (C)
+  float* qkv_w = nullptr;     // (3*Cl, C)  [q | k | v] of this rank's heads
+  float* qkv_b = nullptr;     // (3*Cl)
+  float* proj_w = nullptr;    // (C, Cl)
+  float* proj_b = nullptr;    // (C)
+  float* ln2_w = nullptr;     // (C)
+  float* ln2_b = nullptr;     // (C)
+  float* fc_w = nullptr;      // (F, C)
+  float* fc_b = nullptr;      // (F)
+  float* fcproj_w = nullptr;  // (C, F)
+  float* fcproj_b = nullptr;  // (C)
+};
+
+struct ModelWeights {
+  float* wte = nullptr;  // (Vp / tp, C) vocab slice, tied with the LM head
+  float* wpe = nullptr;  // (T_max, C)
+  std::vector<LayerWeights> layers;  // this rank's layers, in execution order
+  float* lnf_w = nullptr;  // (C)
+  float* lnf_b = nullptr;  // (C)
+};
+
+// Resolve every named view of `layout` against `base` (a buffer of layout.numel() floats).
+ModelWeights bind_weights(const ParamLayout& layout, float* base);
+
+// GPT-2 initialisation: N(0, std) for matrices and embeddings, residual
+// output projections scaled by 1/sqrt(2 * layers), zero biases, unit
+// LayerNorm gains; vocabulary padding rows stay zero. Every element is drawn
+// from (seed, parameter name, global index), so any layout starts from the
+// same model.
+void init_weights(const ParamLayout& layout, const GPTConfig& model, float* base, uint64_t seed);
+
+}  // namespace tessera

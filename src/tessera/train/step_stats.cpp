@@ -1,0 +1,43 @@
+#include "tessera/train/step_stats.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera {
+
+std::string format_step_line(const StepStats& s) {
+  std::string line = fmt::format(
+      "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.1f} ms | {:.0f} tok/s | "
+      "{:.3f} TFLOP/s",
+      s.step, fmt::formatted_size("{}", s.total_steps), s.total_steps, s.loss, s.lr, s.grad_norm,
+      s.seconds * 1e3, s.tokens_per_second(), s.tflops());
+  if (s.peak_tflops > 0) line += fmt::format(" | MFU {:.1f}%", 100.0 * s.mfu());
+  if (s.valid_loss >= 0) line += fmt::format(" | valid loss {:.4f}", s.valid_loss);
+  return line;
+}
+
+nlohmann::json step_to_json(const StepStats& s) {
+  nlohmann::json breakdown;
+  for (size_t i = 0; i < size_t(Op::kCount); ++i)
+    if (s.profile.seconds[i] > 0) breakdown[std::string(op_name(Op(i)))] = s.profile.seconds[i];
+  nlohmann::json j = {{"step", s.step},
+                      {"loss", s.loss},
+                      {"lr", s.lr},
+                      {"grad_norm", s.grad_norm},
+                      {"step_seconds", s.seconds},
+                      {"tokens", s.tokens},
+                      {"tokens_per_second", s.tokens_per_second()},
+                      {"model_flops", s.model_flops},
+                      {"hardware_flops", s.hardware_flops},
+                      {"tflops_per_rank", s.tflops()},
+                      {"ranks", s.ranks},
+                      {"seconds_by_op", breakdown}};
+  if (s.peak_tflops > 0) {
+    j["peak_tflops"] = s.peak_tflops;
+    j["mfu"] = s.mfu();
+  }
+  if (s.valid_loss >= 0) j["valid_loss"] = s.valid_loss;
+  return j;
+}
+
+}  // namespace tessera

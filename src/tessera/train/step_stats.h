@@ -1,0 +1,37 @@
+// StepStats: what one optimizer step measured. Printed as a log line, written
+// as one JSONL object (for plots and `tessera plan --validate`).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "tessera/core/profile.h"
+
+namespace tessera {
+
+struct StepStats {
+  int64_t step = 0, total_steps = 0;
+  float loss = 0;
+  float lr = 0;
+  float grad_norm = 0;
+  double seconds = 0;           // wall time of the whole step
+  int64_t tokens = 0;           // tokens in the global batch
+  double model_flops = 0;       // FLOPs of the step (model)
+  double hardware_flops = 0;    // with recomputation
+  double peak_tflops = 0;       // per rank; 0 when unknown
+  int64_t ranks = 1;
+  float valid_loss = -1;        // < 0: no evaluation this step
+  Profile profile;              // seconds by kind of work
+
+  double tokens_per_second() const { return double(tokens) / seconds; }
+  double tflops() const { return model_flops / seconds / 1e12 / double(ranks); }  // per rank
+  double mfu() const { return peak_tflops > 0 ? tflops() / peak_tflops : 0; }
+};
+
+// "step 10/200 | loss 3.1416 | lr 3.00e-04 | grad norm 0.912 | 812.3 ms | 315 tok/s | ..."
+std::string format_step_line(const StepStats& s);
+
+nlohmann::json step_to_json(const StepStats& s);
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// TrainConfig: everything `tessera train` takes, as one struct. Flags and
+// the TOML config file fill it; validate() checks it before any allocation.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tessera/model/gpt_config.h"
+#include "tessera/optim/adamw.h"
+#include "tessera/parallel/parallel_config.h"
+
+namespace tessera {
+
+struct TrainConfig {
+  GPTConfig model;
+  ParallelConfig par;
+  AdamWConfig optim;
+  int64_t train_iters = 200;     // --train-iters
+  uint64_t seed = 1234;          // --seed
+  std::string data_path;         // --data-path (empty: the embedded corpus)
+  double valid_fraction = 0.01;  // --split-valid
+  int64_t eval_interval = 0;     // --eval-interval (0: never)
+  int64_t eval_iters = 10;       // --eval-iters
+  int64_t log_interval = 10;     // --log-interval
+  std::string metrics_file;      // --metrics-file (JSONL, one object per step)
+  double peak_tflops = 0;        // --peak-tflops (stated peak; 0: read --peak-file)
+  std::string peak_file;         // --peak-file (written by `tessera bench peak`)
+  int threads = 0;               // --threads (0: OpenMP default)
+  bool progress = true;          // --no-progress turns the terminal progress bar off
+
+  // Throws tessera::Error naming the flag of the first bad value.
+  void validate(int64_t world) const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,137 @@
+// ParamLayout: counts, offsets and tensor-parallel slices.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tessera/model/param_layout.h"
+
+namespace tessera {
+namespace {
+
+GPTConfig gpt2_124m() {
+  GPTConfig m;
+  m.num_layers = 12;
+  m.hidden_size = 768;
+  m.num_heads = 12;
+  m.seq_length = 1024;
+  m.vocab_size = 50257;
+  return m;
+}
+
+TEST(ParamLayout, Gpt2SmallHasItsPublishedParameterCount) {
+  // GPT-2 124M as Hugging Face counts it (tied head, 1024 positions).
+  EXPECT_EQ(ParamLayout::count_model_params(gpt2_124m()), 124439808);
+}
+
+TEST(ParamLayout, OneRankBufferIsContiguousAndPadded) {
+  GPTConfig m = gpt2_124m();
+  ParamLayout L = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+  EXPECT_EQ(L.padded_vocab(), 50304);  // multiple of 128
+  int64_t expect_offset = 0;
+  for (const ParamEntry& e : L.entries()) {
+    EXPECT_EQ(e.offset, expect_offset) << e.name;
+    expect_offset += e.numel();
+    EXPECT_EQ(e.global_shape, e.local_shape) << e.name;
+  }
+  EXPECT_EQ(L.numel(), expect_offset);
+  EXPECT_EQ(L.numel(), 124439808 + (50304 - 50257) * 768);
+  EXPECT_EQ(int64_t(L.entries().size()), 2 + 12 * 12 + 2);
+}
+
+TEST(ParamLayout, LayersAreContiguousRanges) {
+  ParamLayout L = ParamLayout::build(gpt2_124m(), ParallelConfig{}, 0, 0);
+  int64_t last_layer = -1;
+  for (const ParamEntry& e : L.entries())
+    if (e.layer >= 0) {
+      EXPECT_GE(e.layer, last_layer);
+      last_layer = e.layer;
+    }
+  EXPECT_EQ(last_layer, 11);
+}
+
+TEST(ParamLayout, WeightDecayOnlyOnMatricesAndEmbeddings) {
+  ParamLayout L = ParamLayout::build(gpt2_124m(), ParallelConfig{}, 0, 0);
+  for (const ParamEntry& e : L.entries())
+    EXPECT_EQ(e.weight_decay, e.global_shape.ndim == 2) << e.name;
+}
+
+TEST(ParamLayout, TensorParallelSlicesCoverEveryGlobalElementOnce) {
+  GPTConfig m;
+  m.num_layers = 2;
+  m.hidden_size = 16;
+  m.num_heads = 4;
+  m.seq_length = 8;
+  m.vocab_size = 300;
+  m.make_vocab_size_divisible_by = 8;
+  for (int64_t tp : {2, 4}) {
+    ParallelConfig par;
+    par.tp = tp;
+    ParamLayout one = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+    // Padding rounds to 8 * tp, so the table grows with tp (as Megatron's does).
+    EXPECT_EQ(m.padded_vocab(tp) % (8 * tp), 0);
+    for (const ParamEntry& g : one.entries()) {
+      if (g.name == "wte") continue;  // padded differently per tp
+      std::set<int64_t> seen;
+      int64_t total = 0;
+      for (int64_t r = 0; r < tp; ++r) {
+        ParamLayout L = ParamLayout::build(m, par, r, 0);
+        const ParamEntry& e = L.find(g.name);
+        for (int64_t i = 0; i < e.numel(); ++i) {
+          int64_t gi = L.global_index(e, i);
+          ASSERT_GE(gi, 0);
+          ASSERT_LT(gi, g.numel()) << g.name;
+          if (e.split != TpSplit::None) EXPECT_TRUE(seen.insert(gi).second) << g.name;
+        }
+        total += e.numel();
+      }
+      if (g.split != TpSplit::None) EXPECT_EQ(int64_t(seen.size()), g.numel()) << g.name;
+      else EXPECT_EQ(total, tp * g.numel()) << g.name;  // replicated
+    }
+  }
+}
+
+TEST(ParamLayout, QkvSliceHoldsTheRanksHeadsOfQKAndV) {
+  GPTConfig m;
+  m.num_layers = 1;
+  m.hidden_size = 8;
+  m.num_heads = 4;
+  m.vocab_size = 16;
+  ParallelConfig par;
+  par.tp = 2;
+  ParamLayout L = ParamLayout::build(m, par, 1, 0);
+  const ParamEntry& e = L.find("h.0.attn.qkv.bias");
+  ASSERT_EQ(e.numel(), 12);
+  // Rank 1 holds q[4:8], k[4:8], v[4:8] of the (3*8) bias.
+  std::vector<int64_t> got;
+  for (int64_t i = 0; i < e.numel(); ++i) got.push_back(L.global_index(e, i));
+  EXPECT_EQ(got, (std::vector<int64_t>{4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23}));
+}
+
+TEST(ParamLayout, PipelineStagesSplitLayersAndPlaceEmbeddingAndHead) {
+  GPTConfig m = gpt2_124m();
+  ParallelConfig par;
+  par.pp = 4;
+  int64_t total = 0;
+  for (int64_t s = 0; s < 4; ++s) {
+    ParamLayout L = ParamLayout::build(m, par, 0, s);
+    EXPECT_EQ(L.layers(), (std::vector<int64_t>{3 * s, 3 * s + 1, 3 * s + 2}));
+    EXPECT_EQ(L.has_embedding(), s == 0);
+    EXPECT_EQ(L.has_head(), s == 3);
+    EXPECT_EQ(L.contains("wte"), s == 0 || s == 3);  // the tied head needs the table too
+    total += L.numel();
+  }
+  ParamLayout one = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+  EXPECT_EQ(total, one.numel() + one.find("wte").numel());
+}
+
+TEST(ParamLayout, InterleavedStagesHoldNonContiguousChunks) {
+  GPTConfig m = gpt2_124m();
+  ParallelConfig par;
+  par.pp = 2;
+  par.virtual_stages = 3;  // 6 chunks of 2 layers
+  EXPECT_EQ(stage_layers(m, par, 0), (std::vector<int64_t>{0, 1, 4, 5, 8, 9}));
+  EXPECT_EQ(stage_layers(m, par, 1), (std::vector<int64_t>{2, 3, 6, 7, 10, 11}));
+}
+
+}  // namespace
+}  // namespace tessera

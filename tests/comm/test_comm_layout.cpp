@@ -1,0 +1,59 @@
+// GridLayout arithmetic (no MPI): Megatron's rank order, group membership,
+// validation messages naming the flags, the layout table.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "tessera/comm/grid_layout.h"
+#include "tessera/core/error.h"
+
+namespace tessera::comm {
+namespace {
+
+TEST(GridLayout, MegatronOrderOnSixteenRanks) {
+  // Megatron's docstring example: 16 ranks, tp 2, pp 4 -> dp 2.
+  const GridLayout l = GridLayout::make(16, 2, 4);
+  EXPECT_EQ(l.dp, 2);
+  EXPECT_EQ(l.tp_group(0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(l.tp_group(5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(l.dp_group(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.dp_group(13), (std::vector<int>{13, 15}));
+  EXPECT_EQ(l.pp_group(0), (std::vector<int>{0, 4, 8, 12}));
+  EXPECT_EQ(l.pp_group(7), (std::vector<int>{3, 7, 11, 15}));
+  EXPECT_EQ(l.embedding_group(2), (std::vector<int>{2, 14}));
+  EXPECT_EQ(l.embedding_group(14), (std::vector<int>{2, 14}));
+  EXPECT_TRUE(l.embedding_group(6).empty());
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(l.rank_of(l.coord_of(r)), r);
+  EXPECT_EQ(l.coord_of(11), (GridCoord{1, 1, 2}));
+}
+
+TEST(GridLayout, SingleStageEmbeddingGroupIsTheRankAlone) {
+  const GridLayout l = GridLayout::make(4, 2, 1);
+  EXPECT_EQ(l.embedding_group(3), (std::vector<int>{3}));
+  EXPECT_EQ(l.pp_group(3), (std::vector<int>{3}));
+}
+
+TEST(GridLayout, RejectsLayoutsNamingTheFlags) {
+  try {
+    GridLayout::make(4, 3, 1);
+    FAIL() << "accepted tp 3 on 4 ranks";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("--tensor-model-parallel-size (3)"), std::string::npos) << message;
+    EXPECT_NE(message.find("--pipeline-model-parallel-size (1)"), std::string::npos) << message;
+    EXPECT_NE(message.find("world size 4"), std::string::npos) << message;
+  }
+  EXPECT_THROW(GridLayout::make(8, 2, 3), Error);
+  EXPECT_THROW(GridLayout::make(8, 0, 1), Error);
+  EXPECT_THROW(GridLayout::make(8, 1, -1), Error);
+}
+
+TEST(GridLayout, TableHasOneRowPerRank) {
+  const std::string table = format_layout_table(GridLayout::make(8, 2, 2));
+  EXPECT_NE(table.find("world 8 = tp 2 x dp 2 x pp 2"), std::string::npos) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 8);
+}
+
+}  // namespace
+}  // namespace tessera::comm

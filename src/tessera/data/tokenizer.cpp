@@ -4,6 +4,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
+#include <unordered_map>
 #include <queue>
 
 #include "tessera/core/error.h"
@@ -15,20 +17,71 @@ namespace tessera::data {
 
 // ---- EncodeCache ------------------------------------------------------------
 
+namespace {
+// A fast hash for short strings: 8 bytes at a time, multiply-xorshift mixed.
+inline uint32_t word_hash(std::string_view w) {
+  uint64_t h = 0x9E3779B97F4A7C15ull * (w.size() + 1);
+  size_t i = 0;
+  for (; i + 8 <= w.size(); i += 8) {
+    uint64_t c;
+    std::memcpy(&c, w.data() + i, 8);
+    h = (h ^ c) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  if (i < w.size()) {
+    uint64_t c = 0;
+    std::memcpy(&c, w.data() + i, w.size() - i);
+    h = (h ^ c) * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+  }
+  uint32_t r = uint32_t(h ^ (h >> 32));
+  return r ? r : 1;
+}
+}  // namespace
+
 const int32_t* EncodeCache::find(std::string_view word, size_t* n) const {
-  auto it = map_.find(word);
-  if (it == map_.end()) return nullptr;
-  *n = it->second.count;
-  return pool_.data() + it->second.offset;
+  if (word.size() > kMaxKey || table_.empty()) return nullptr;
+  const uint32_t h = word_hash(word);
+  const size_t mask = table_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    const Entry& e = table_[i];
+    if (e.hash == 0) return nullptr;
+    if (e.hash == h && e.len == word.size() && std::memcmp(e.key, word.data(), word.size()) == 0) {
+      *n = e.n_ids;
+      return e.ids;
+    }
+  }
 }
 
 void EncodeCache::insert(std::string_view word, const int32_t* ids, size_t n) {
-  if (pool_.size() + n > max_ids_) {  // full: start over rather than track recency
-    map_.clear();
-    pool_.clear();
+  if (word.size() > kMaxKey || n > kMaxIds) return;
+  if (table_.empty() || 2 * (used_ + 1) > table_.size()) {
+    if (table_.size() >= 2 * max_entries_) {
+      std::fill(table_.begin(), table_.end(), Entry{});  // full: start over
+      used_ = 0;
+    } else {
+      std::vector<Entry> old = std::move(table_);
+      table_.assign(old.empty() ? 4096 : old.size() * 2, Entry{});
+      used_ = 0;
+      for (const Entry& e : old)
+        if (e.hash) insert(std::string_view(e.key, e.len), e.ids, e.n_ids);
+    }
   }
-  map_.emplace(std::string(word), Slot{uint32_t(pool_.size()), uint32_t(n)});
-  pool_.insert(pool_.end(), ids, ids + n);
+  const uint32_t h = word_hash(word);
+  const size_t mask = table_.size() - 1;
+  size_t i = h & mask;
+  while (table_[i].hash != 0) {
+    if (table_[i].hash == h && table_[i].len == word.size() && std::memcmp(table_[i].key, word.data(), word.size()) == 0)
+      return;  // already there
+    i = (i + 1) & mask;
+  }
+  Entry& e = table_[i];
+  e.hash = h;
+  e.len = uint8_t(word.size());
+  e.n_ids = uint8_t(n);
+  std::memcpy(e.key, word.data(), word.size());
+  std::memcpy(e.ids, ids, n * sizeof(int32_t));
+  ++used_;
 }
 
 // ---- index ------------------------------------------------------------------

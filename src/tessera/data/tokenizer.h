@@ -12,7 +12,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -21,25 +20,30 @@ namespace tessera::data {
 inline constexpr std::string_view kEndOfText = "<|endoftext|>";
 
 // Memo of word bytes -> token ids, one per thread. Words repeat (Zipf), so
-// most pre-tokens are a hash lookup instead of a BPE run.
+// most pre-tokens are one lookup instead of a BPE run. An open-addressing
+// table of one cache line per word: the key (words up to 24 bytes) and the
+// ids (up to 8) sit inline, so a hit costs a single memory access. Longer
+// words are not cached (rare, and BPE on them is cheap relative to their
+// length). When the table reaches its cap it is cleared, not evicted.
 class EncodeCache {
  public:
-  explicit EncodeCache(size_t max_ids = size_t(1) << 24) : max_ids_(max_ids) {}
+  static constexpr size_t kMaxKey = 24, kMaxIds = 8;
+  explicit EncodeCache(size_t max_entries = size_t(1) << 18) : max_entries_(max_entries) {}
   // ids of word, or nullptr (sets *n)
   const int32_t* find(std::string_view word, size_t* n) const;
   void insert(std::string_view word, const int32_t* ids, size_t n);
+  size_t size() const { return used_; }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  struct alignas(64) Entry {
+    uint32_t hash;  // 0 = empty (real hashes are forced nonzero)
+    uint8_t len, n_ids;
+    char key[kMaxKey];
+    int32_t ids[kMaxIds];
   };
-  struct Slot {
-    uint32_t offset, count;  // into pool_
-  };
-  std::unordered_map<std::string, Slot, Hash, std::equal_to<>> map_;
-  std::vector<int32_t> pool_;  // (sum of cached word lengths,) token ids, word after word
-  size_t max_ids_;
+  static_assert(sizeof(Entry) == 64);
+  std::vector<Entry> table_;  // (power of 2,) at most half full
+  size_t used_ = 0, max_entries_;
 };
 
 class Tokenizer {

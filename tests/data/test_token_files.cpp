@@ -173,7 +173,7 @@ TEST_F(TokenFiles, TesseraErrors) {
   expect_error([&] { open_token_source(path("ok.tok"), oo); }, {"tokenizer mismatch"});
   oo = {};
   oo.vocab_size = 50;  // smaller than the file's 100
-  expect_error([&] { open_token_source(path("ok.tok"), oo); }, {"100 tokens", "model's has 50"});
+  expect_error([&] { open_token_source(path("ok.tok"), oo); }, {"100 tokens", "in use has 50"});
 }
 
 // ---- Megatron ---------------------------------------------------------------------

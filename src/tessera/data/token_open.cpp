@@ -21,15 +21,16 @@ bool ends_with(const std::string& s, const char* suffix) {
 }
 
 void apply(TokenSource& src, const OpenOptions& opts) {
+  // The hash first: "made by another tokenizer" is the more useful message.
+  if (opts.tokenizer_hash) check_tokenizer_hash(src, opts.tokenizer_hash, "the tokenizer in use");
   if (opts.vocab_size) {
-    // A file declaring a bigger vocabulary than the model's cannot be right
-    // even if the ids actually used happen to fit.
+    // A file declaring a bigger vocabulary than ours cannot be right even if
+    // the ids actually used happen to fit.
     TESSERA_CHECK(src.vocab_hint() == 0 || src.vocab_hint() <= opts.vocab_size,
-                  "{}: the file's vocabulary has {} tokens but the model's has {}", src.path(), src.vocab_hint(),
+                  "{}: the file's vocabulary has {} tokens but the one in use has {}", src.path(), src.vocab_hint(),
                   opts.vocab_size);
     src.set_vocab_limit(opts.vocab_size);
   }
-  if (opts.tokenizer_hash) check_tokenizer_hash(src, opts.tokenizer_hash, fmt::format("{:016x}", opts.tokenizer_hash));
 }
 
 }  // namespace

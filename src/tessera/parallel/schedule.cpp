@@ -1,0 +1,212 @@
+#include "tessera/parallel/schedule.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.h"
+
+namespace tessera {
+
+ScheduleKind schedule_kind_parse(std::string_view s) {
+  if (s == "gpipe") return ScheduleKind::GPipe;
+  if (s == "1f1b") return ScheduleKind::OneFOneB;
+  if (s == "interleaved") return ScheduleKind::Interleaved;
+  fail("--pipeline-schedule must be gpipe, 1f1b or interleaved (got '{}')", s);
+}
+
+const char* schedule_kind_name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::GPipe: return "gpipe";
+    case ScheduleKind::OneFOneB: return "1f1b";
+    case ScheduleKind::Interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char* action_type_name(ActionType t) {
+  switch (t) {
+    case ActionType::Forward: return "F";
+    case ActionType::Backward: return "B";
+    case ActionType::SendActivation: return "SendAct";
+    case ActionType::RecvActivation: return "RecvAct";
+    case ActionType::SendGrad: return "SendGrad";
+    case ActionType::RecvGrad: return "RecvGrad";
+    case ActionType::ReduceGrads: return "ReduceGrads";
+    case ActionType::OptimizerStep: return "OptimizerStep";
+  }
+  return "?";
+}
+
+std::string action_str(const Action& a) {
+  switch (a.type) {
+    case ActionType::Forward:
+    case ActionType::Backward:
+      return fmt::format("{} mb{} c{}", action_type_name(a.type), a.micro_batch, a.chunk);
+    case ActionType::SendActivation:
+    case ActionType::SendGrad:
+      return fmt::format("{} mb{} c{} -> r{}", action_type_name(a.type), a.micro_batch, a.chunk,
+                         a.peer_rank);
+    case ActionType::RecvActivation:
+    case ActionType::RecvGrad:
+      return fmt::format("{} mb{} c{} <- r{}", action_type_name(a.type), a.micro_batch, a.chunk,
+                         a.peer_rank);
+    default: return action_type_name(a.type);
+  }
+}
+
+int64_t message_boundary(const Action& a, int64_t p, int64_t rank) {
+  int64_t g = global_chunk(p, rank, a.chunk);
+  switch (a.type) {
+    case ActionType::SendActivation: return g;      // g -> g+1
+    case ActionType::RecvActivation: return g - 1;  // g-1 -> g
+    case ActionType::SendGrad: return g - 1;        // g -> g-1
+    case ActionType::RecvGrad: return g;            // g+1 -> g
+    default: return -1;
+  }
+}
+
+void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
+  TESSERA_CHECK(p >= 1, "--pipeline-model-parallel-size must be >= 1 (got {})", p);
+  TESSERA_CHECK(v >= 1, "--virtual-pipeline-stages must be >= 1 (got {})", v);
+  TESSERA_CHECK(m >= 1,
+                "micro-batches per step, global batch / (micro-batch x dp), must be >= 1 (got {})",
+                m);
+  TESSERA_CHECK(v == 1 || kind == ScheduleKind::Interleaved,
+                "--virtual-pipeline-stages {} needs --pipeline-schedule interleaved (got {})", v,
+                schedule_kind_name(kind));
+  // With one rank every chunk boundary would be a send to itself; run v = 1.
+  TESSERA_CHECK(v == 1 || p >= 2,
+                "--virtual-pipeline-stages {} needs --pipeline-model-parallel-size >= 2 (got {})",
+                v, p);
+  TESSERA_CHECK(kind != ScheduleKind::Interleaved || m % p == 0,
+                "--pipeline-schedule interleaved needs the micro-batches per step, global batch / "
+                "(micro-batch x dp) = {}, to be a multiple of --pipeline-model-parallel-size ({})",
+                m, p);
+}
+
+namespace {
+
+// Appends one compute action with the transfers around it: the Recv (wait)
+// right before, the Send right after. The first global chunk takes its input
+// from the embedding and the last one its gradient from the loss, so those
+// two ends have no transfer.
+struct Emitter {
+  int64_t p, v, rank;
+  std::vector<Action>& out;
+
+  bool first(int64_t j) const { return global_chunk(p, rank, j) == 0; }
+  bool last(int64_t j) const { return global_chunk(p, rank, j) == p * v - 1; }
+  int64_t prev() const { return (rank + p - 1) % p; }
+  int64_t next() const { return (rank + 1) % p; }
+
+  void forward(int64_t mb, int64_t j) {
+    if (!first(j)) out.push_back({ActionType::RecvActivation, mb, j, prev()});
+    out.push_back({ActionType::Forward, mb, j, -1});
+    if (!last(j)) out.push_back({ActionType::SendActivation, mb, j, next()});
+  }
+  void backward(int64_t mb, int64_t j) {
+    if (!last(j)) out.push_back({ActionType::RecvGrad, mb, j, next()});
+    out.push_back({ActionType::Backward, mb, j, -1});
+    if (!first(j)) out.push_back({ActionType::SendGrad, mb, j, prev()});
+  }
+  void finish() {
+    out.push_back({ActionType::ReduceGrads, -1, -1, -1});
+    out.push_back({ActionType::OptimizerStep, -1, -1, -1});
+  }
+};
+
+void build_gpipe(Emitter& e, int64_t m) {
+  for (int64_t mb = 0; mb < m; ++mb) e.forward(mb, 0);
+  for (int64_t mb = 0; mb < m; ++mb) e.backward(mb, 0);
+}
+
+// PipeDream-flush. Rank r runs p - r - 1 forwards ahead: that is how many
+// micro-batches are still travelling down to the last stage and back when
+// the gradient of micro-batch 0 reaches it. After that each forward is
+// paired with one backward, so at most p - r activations are alive.
+void build_1f1b(Emitter& e, int64_t p, int64_t m, int64_t rank) {
+  int64_t warmup = std::min(p - rank - 1, m);
+  for (int64_t mb = 0; mb < warmup; ++mb) e.forward(mb, 0);
+  for (int64_t i = 0; i < m - warmup; ++i) {
+    e.forward(warmup + i, 0);
+    e.backward(i, 0);
+  }
+  for (int64_t mb = m - warmup; mb < m; ++mb) e.backward(mb, 0);
+}
+
+// Interleaved 1F1B. Every rank walks the same sequence of m*v forward
+// "steps": micro-batches in groups of p, each group run through chunk 0,
+// then chunk 1, ..., then chunk v-1 before the next group starts. Backward
+// steps walk the same sequence with the chunks reversed (v-1 first). Groups
+// of p are what make it flow: by the time rank 0 finishes chunk 0 for the p
+// micro-batches of a group, the first of them has come round from rank p-1
+// and is ready for chunk 1.
+struct Step {
+  int64_t mb, chunk;
+};
+Step interleaved_step(int64_t k, int64_t p, int64_t v, bool backward) {
+  int64_t group = k / (p * v), in_group = k % (p * v);
+  int64_t j = in_group / p;
+  return {group * p + in_group % p, backward ? v - 1 - j : j};
+}
+
+// Warm-up: the first backward anywhere is B(mb 0, last global chunk) on rank
+// p-1, right after its forward step (v-1)*p; so rank p-1 needs (v-1)*p
+// forward steps first. Each hop back towards rank 0 adds one forward and one
+// backward of delay before the gradient arrives, hence + 2 per rank.
+void build_interleaved(Emitter& e, int64_t p, int64_t v, int64_t m, int64_t rank) {
+  int64_t total = m * v;
+  int64_t warmup = std::min((v - 1) * p + 2 * (p - rank - 1), total);
+  auto fwd = [&](int64_t k) {
+    Step s = interleaved_step(k, p, v, false);
+    e.forward(s.mb, s.chunk);
+  };
+  auto bwd = [&](int64_t k) {
+    Step s = interleaved_step(k, p, v, true);
+    e.backward(s.mb, s.chunk);
+  };
+  for (int64_t k = 0; k < warmup; ++k) fwd(k);
+  for (int64_t i = 0; i < total - warmup; ++i) {
+    fwd(warmup + i);
+    bwd(i);
+  }
+  for (int64_t k = total - warmup; k < total; ++k) bwd(k);
+}
+
+}  // namespace
+
+std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int64_t m,
+                                   int64_t rank) {
+  schedule_validate(kind, p, v, m);
+  TESSERA_CHECK(rank >= 0 && rank < p, "pipeline rank {} out of range [0, {})", rank, p);
+  std::vector<Action> out;
+  out.reserve(size_t(6 * m * v + 2));  // per (mb, chunk): recv, F, send, recv, B, send
+  Emitter e{p, v, rank, out};
+  switch (kind) {
+    case ScheduleKind::GPipe: build_gpipe(e, m); break;
+    case ScheduleKind::OneFOneB: build_1f1b(e, p, m, rank); break;
+    case ScheduleKind::Interleaved: build_interleaved(e, p, v, m, rank); break;
+  }
+  e.finish();
+  return out;
+}
+
+PipelineSchedule build_pipeline(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
+  schedule_validate(kind, p, v, m);
+  PipelineSchedule s{kind, p, v, m, {}};
+  s.ranks.reserve(size_t(p));
+  for (int64_t r = 0; r < p; ++r) s.ranks.push_back(build_schedule(kind, p, v, m, r));
+  return s;
+}
+
+int64_t peak_in_flight(const std::vector<Action>& actions) {
+  int64_t now = 0, peak = 0;
+  for (const Action& a : actions) {
+    if (a.type == ActionType::Forward) peak = std::max(peak, ++now);
+    if (a.type == ActionType::Backward) --now;
+  }
+  return peak;
+}
+
+}  // namespace tessera

@@ -1,0 +1,80 @@
+#include "tessera/plan/comm_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::plan {
+
+const NetworkTier& group_tier(const SystemSpec& sys, int64_t size, int64_t stride) {
+  // The group's members lie within (size - 1) * stride + 1 consecutive ranks;
+  // in Megatron's order its first rank is aligned, so the block it needs is
+  // that span. The first tier whose blocks hold it is the group's link.
+  const int64_t span = (size - 1) * stride + 1;
+  for (const auto& t : sys.tiers)
+    if (t.ranks == 0 || span <= t.ranks) return t;
+  return sys.tiers.back();
+}
+
+namespace {
+
+double ring(Collective op, double bytes, double n, const NetworkTier& t) {
+  const double a = t.latency, b = t.effective_bandwidth();
+  switch (op) {
+    case Collective::AllReduce: return 2 * (n - 1) * a + 2 * (n - 1) / n * bytes / b;
+    case Collective::ReduceScatter:
+    case Collective::AllGather: return (n - 1) * a + (n - 1) / n * bytes / b;
+    case Collective::SendRecv: return a + bytes / b;
+  }
+  return 0;
+}
+
+double tree_all_reduce(double bytes, double n, const NetworkTier& t) {
+  return 2 * std::ceil(std::log2(n)) * t.latency + 2 * bytes / t.effective_bandwidth();
+}
+
+}  // namespace
+
+CommCost collective_cost(const SystemSpec& sys, Collective op, double bytes, int64_t size,
+                         int64_t stride) {
+  CommCost c;
+  if (size <= 1 || bytes <= 0) return c;
+  const NetworkTier& tier = group_tier(sys, op == Collective::SendRecv ? 2 : size, stride);
+  c.tier = &tier;
+  const double n = double(size);
+  if (op == Collective::SendRecv) {
+    c.seconds = ring(op, bytes, 2, tier);
+    c.algorithm = "p2p";
+    return c;
+  }
+  c.seconds = ring(op, bytes, n, tier);
+  c.algorithm = "ring";
+  if (op == Collective::AllReduce) {
+    double tree = tree_all_reduce(bytes, n, tier);
+    if (tree < c.seconds) c.seconds = tree, c.algorithm = "tree";
+  }
+  // Hierarchical: when the group leaves the node but several members share
+  // one, do the node-local part on the fast link and send only 1/k across.
+  const int64_t per_node = std::min<int64_t>(size, std::max<int64_t>(1, sys.devices_per_node / stride));
+  if (tier.ranks == 0 && per_node > 1 && size % per_node == 0 && sys.tiers.size() > 1) {
+    const NetworkTier& inner = group_tier(sys, per_node, stride);
+    const double k = double(per_node), outer_n = double(size / per_node);
+    double h = 0;
+    switch (op) {
+      case Collective::AllReduce:
+        h = ring(Collective::ReduceScatter, bytes, k, inner) +
+            std::min(ring(Collective::AllReduce, bytes / k, outer_n, tier),
+                     tree_all_reduce(bytes / k, outer_n, tier)) +
+            ring(Collective::AllGather, bytes, k, inner);
+        break;
+      case Collective::ReduceScatter:
+      case Collective::AllGather:
+        h = ring(op, bytes, k, inner) + ring(op, bytes / k, outer_n, tier);
+        break;
+      case Collective::SendRecv: break;
+    }
+    if (h > 0 && h < c.seconds) c.seconds = h, c.algorithm = "hierarchical";
+  }
+  return c;
+}
+
+}  // namespace tessera::plan

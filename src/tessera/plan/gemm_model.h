@@ -1,0 +1,24 @@
+// How fast one GEMM runs on a device: pluggable. The default is a roofline
+// with tiling losses; a system file with measured samples (from `tessera
+// calibrate`) uses the nearest measured shape instead.
+#pragma once
+#include <cstdint>
+
+#include "tessera/plan/layout.h"
+#include "tessera/plan/system.h"
+
+namespace tessera::plan {
+
+// C (m x n) = A (m x k) B (k x n), `batch` independent copies.
+struct GemmShape {
+  int64_t m = 1, n = 1, k = 1, batch = 1;
+  double flops() const { return 2.0 * double(m) * double(n) * double(k) * double(batch); }
+};
+
+// Seconds for one GEMM.
+double gemm_seconds(const SystemSpec& sys, Precision p, const GemmShape& g);
+// Achieved fraction of peak for that GEMM (for reports).
+double gemm_efficiency(const SystemSpec& sys, Precision p, const GemmShape& g);
+double peak_flops(const SystemSpec& sys, Precision p);
+
+}  // namespace tessera::plan

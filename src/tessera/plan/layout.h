@@ -1,0 +1,32 @@
+// PlanLayout: one candidate the planner evaluates — the engine's
+// ParallelConfig plus what only the planner varies (schedule, precision,
+// flash attention).
+#pragma once
+#include <string>
+
+#include "tessera/parallel/parallel_config.h"
+#include "tessera/parallel/schedule.h"
+
+namespace tessera::plan {
+
+// Mixed16: fp16/bf16 weights, grads and activations with fp32 master
+// weights and Adam moments (Micikevicius et al. 2018). FP32: everything fp32.
+enum class Precision { Mixed16, FP32 };
+
+struct PlanLayout {
+  ParallelConfig par;
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  Precision precision = Precision::Mixed16;
+  bool flash_attention = true;
+
+  int64_t devices() const { return par.tp * par.pp * par.dp; }
+  int64_t micro_batches() const { return par.accumulation_steps(); }
+  // "tp 4 pp 16 dp 2 mb 1 v 1 zero 1 full sp 1f1b"
+  std::string str() const;
+};
+
+const char* recompute_name(Recompute r);
+const char* precision_name(Precision p);
+int64_t activation_element_bytes(Precision p);  // 2 for mixed, 4 for fp32
+
+}  // namespace tessera::plan

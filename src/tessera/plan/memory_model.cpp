@@ -1,0 +1,78 @@
+#include "tessera/plan/memory_model.h"
+
+#include <algorithm>
+
+#include "tessera/model/activations.h"
+
+namespace tessera::plan {
+
+StateBytesPerParam state_bytes_per_param(Precision p) {
+  if (p == Precision::FP32) return {4, 4, 8};
+  return {2, 2, 12};
+}
+
+StateBytes zero_state_bytes(double params, Precision p, int zero_stage, int64_t dp) {
+  StateBytesPerParam per = state_bytes_per_param(p);
+  const double shard = 1.0 / double(dp);
+  StateBytes s;
+  s.weights = params * per.weights * (zero_stage >= 3 ? shard : 1.0);
+  s.grads = params * per.grads * (zero_stage >= 2 ? shard : 1.0);
+  s.optimizer = params * per.optimizer * (zero_stage >= 1 ? shard : 1.0);
+  return s;
+}
+
+double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
+                               bool sp, Recompute rc, bool flash) {
+  const double s = double(m.seq_length), b = double(micro_batch), h = double(m.hidden_size);
+  const double a = double(m.num_heads), t = double(tp);
+  const double sbh = s * b * h;
+  if (rc == Recompute::Full) return sp ? 2 * sbh / t : 2 * sbh;
+  // The 5as/h term: attention scores, softmax output and its dropout mask.
+  const double scores = (rc == Recompute::Selective || flash) ? 0.0 : 5 * a * s / h;
+  // Korthikanti's 34 assumes a 4h MLP: 10 (LayerNorm inputs, dropout masks,
+  // residual) are per token and replicated over tp unless SP; 24 are split.
+  const double ffn_scale = double(m.ffn()) / (4 * h);
+  const double split = 8 + 16 * ffn_scale;  // = 24 for a 4h MLP: qkv in, QK^T, V, proj in, MLP
+  if (sp) return sbh / t * (10 + split + scores);
+  return sbh * (10 + split / t + scores / t);
+}
+
+namespace {
+ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
+                      bool has_head) {
+  ActShape s;
+  s.B = micro_batch;
+  s.T = m.seq_length;
+  s.C = m.hidden_size;
+  s.NH = m.num_heads / tp;
+  s.Cl = m.hidden_size / tp;
+  s.F = m.ffn() / tp;
+  s.V = tp == 1 ? m.vocab_size : m.padded_vocab(tp) / tp;
+  s.L = layers;
+  s.has_head = has_head;
+  return s;
+}
+}  // namespace
+
+double engine_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp) {
+  return double(activations_bytes(engine_shape(m, micro_batch, tp, 2, false)) -
+                activations_bytes(engine_shape(m, micro_batch, tp, 1, false)));
+}
+
+double engine_stage_extra_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
+                                bool has_head) {
+  return double(activations_bytes(engine_shape(m, micro_batch, tp, 1, has_head))) -
+         engine_layer_bytes(m, micro_batch, tp);
+}
+
+int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int64_t stage) {
+  switch (kind) {
+    case ScheduleKind::GPipe: return m * v;
+    case ScheduleKind::OneFOneB: return std::min(m, p - stage);
+    case ScheduleKind::Interleaved:
+      return std::min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1);
+  }
+  return m * v;
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,56 @@
+// Memory per pipeline stage: model state (weights, gradients, optimizer)
+// per ZeRO stage and precision, and activations per recompute mode.
+#pragma once
+#include <cstdint>
+
+#include "tessera/model/gpt_config.h"
+#include "tessera/plan/layout.h"
+
+namespace tessera::plan {
+
+// Bytes per parameter of each kind of model state, before ZeRO sharding.
+// Mixed precision (Rajbhandari et al. 2020, ZeRO §3.1): 2 (fp16 weights)
+// + 2 (fp16 grads) + K = 12 (fp32 master weights, Adam m and v).
+// fp32: 4 + 4 + 8 (Adam m and v; the weights are their own master copy).
+struct StateBytesPerParam {
+  double weights = 2, grads = 2, optimizer = 12;
+};
+StateBytesPerParam state_bytes_per_param(Precision p);
+
+// Model-state bytes of `params` parameters under ZeRO `stage` over `dp`
+// replicas: stage 1 shards the optimizer state, 2 also the gradients,
+// 3 also the weights (ZeRO §5, Figure 1).
+struct StateBytes {
+  double weights = 0, grads = 0, optimizer = 0;
+  double total() const { return weights + grads + optimizer; }
+};
+StateBytes zero_state_bytes(double params, Precision p, int zero_stage, int64_t dp);
+
+// Activation bytes one transformer layer keeps for one micro-batch on one
+// tensor-parallel rank, for 16-bit activations (Korthikanti et al. 2022,
+// "Reducing Activation Recomputation in Large Transformer Models", §4):
+//   no parallelism            sbh (34 + 5as/h)
+//   tensor parallel           sbh (10 + 24/t + 5as/(ht))        (eq. 2)
+//   tensor + sequence par.    sbh/t (34 + 5as/h)                (eq. 3)
+//   selective recompute       drops the 5as/h term (attention core recomputed)
+//   full recompute            2sbh (the layer input only; /t with SP)
+// Flash attention never stores the s x s score matrices: the 5as/h term goes.
+double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
+                               bool sequence_parallel, Recompute recompute, bool flash_attention);
+
+// Activation bytes one layer keeps in the engine's own fp32 arena
+// (model/activations.h), per micro-batch: what `tessera train` allocates.
+double engine_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp);
+// The engine's per-micro-batch extras: embeddings and backward scratch
+// (every stage), final norm, logits and loss (last stage).
+double engine_stage_extra_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
+                                bool has_head);
+
+// Micro-batch chunks whose activations pipeline rank `stage` holds at its
+// peak, for a schedule (one chunk = layers / (p v) layers). Closed forms of
+// what peak_in_flight() counts on build_schedule()'s lists (the tests check
+// they agree): GPipe m·v; 1F1B min(m, p - stage); interleaved, Megatron's
+// warm-up count plus one: min(m v, 2 (p - stage - 1) + (v - 1) p + 1).
+int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int64_t stage);
+
+}  // namespace tessera::plan

@@ -1,0 +1,45 @@
+#include "tessera/plan/param_counter.h"
+
+#include "tessera/model/param_layout.h"
+
+namespace tessera::plan {
+
+int64_t ParamCounter::stage_params(const ParallelConfig& par, int64_t stage) {
+  auto key = std::make_tuple(par.tp, par.pp, par.virtual_stages, stage);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  // Only tp, pp and v shape the layout; the rest of `par` does not matter.
+  ParallelConfig shape;
+  shape.tp = par.tp;
+  shape.pp = par.pp;
+  shape.virtual_stages = par.virtual_stages;
+  int64_t n = ParamLayout::build(model_, shape, 0, stage).numel();
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_[key] = n;
+  return n;
+}
+
+int64_t ParamCounter::layer_params(int64_t tp) {
+  auto key = std::make_tuple(tp, int64_t(-1), int64_t(-1), int64_t(-1));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  ParallelConfig shape;
+  shape.tp = tp;
+  int64_t n = 0;
+  const ParamLayout layout = ParamLayout::build(model_, shape, 0, 0);
+  for (const auto& e : layout.entries())
+    if (e.layer == 0) n += e.numel();
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_[key] = n;
+  return n;
+}
+
+int64_t ParamCounter::model_params() const { return ParamLayout::count_model_params(model_); }
+
+}  // namespace tessera::plan

@@ -1,0 +1,158 @@
+#include "tessera/plan/system.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <toml++/toml.h>
+
+#include "tessera/core/error.h"
+
+namespace tessera::plan {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Required numeric field `key` of `table` (at `where` in `file`).
+double need_number(const toml::table& t, const std::string& key, const std::string& where,
+                   const std::string& file) {
+  auto v = t[key].value<double>();
+  TESSERA_CHECK(v.has_value(), "{}: missing or non-numeric field '{}{}'", file, where, key);
+  return *v;
+}
+
+double get_number(const toml::table& t, const std::string& key, double fallback) {
+  return t[key].value<double>().value_or(fallback);
+}
+
+const toml::table& need_table(const toml::table& t, const std::string& key,
+                              const std::string& file) {
+  const toml::table* sub = t[key].as_table();
+  TESSERA_CHECK(sub != nullptr, "{}: missing table [{}]", file, key);
+  return *sub;
+}
+
+}  // namespace
+
+SystemSpec load_system_file(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
+  }
+  SystemSpec s;
+  s.source = path;
+  s.name = root["name"].value<std::string>().value_or(fs::path(path).stem().string());
+  s.description = root["description"].value<std::string>().value_or("");
+
+  const auto& dev = need_table(root, "device", path);
+  s.device_name = dev["name"].value<std::string>().value_or("device");
+  s.memory_bytes = need_number(dev, "memory_GB", "device.", path) * 1e9;
+  s.memory_bandwidth = need_number(dev, "memory_bandwidth_GBps", "device.", path) * 1e9;
+  s.reserved_bytes = get_number(dev, "reserved_GB", 0.0) * 1e9;
+  s.compute_units = int64_t(get_number(dev, "compute_units", 1));
+  const toml::table* peak = dev["peak_TFLOPs"].as_table();
+  TESSERA_CHECK(peak != nullptr, "{}: missing field 'device.peak_TFLOPs' (e.g. {{ bf16 = 191.5 }})",
+                path);
+  double p16 = get_number(*peak, "bf16", get_number(*peak, "fp16", 0));
+  double p32 = get_number(*peak, "fp32", 0);
+  TESSERA_CHECK(p16 > 0 || p32 > 0,
+                "{}: 'device.peak_TFLOPs' needs at least one of bf16, fp16 or fp32", path);
+  // A CPU without 16-bit units computes mixed precision at its fp32 rate.
+  s.peak_flops_16 = (p16 > 0 ? p16 : p32) * 1e12;
+  s.peak_flops_32 = (p32 > 0 ? p32 : p16) * 1e12;
+
+  const auto& node = need_table(root, "node", path);
+  s.devices_per_node = int64_t(need_number(node, "devices", "node.", path));
+  TESSERA_CHECK(s.devices_per_node >= 1, "{}: node.devices must be >= 1", path);
+
+  if (const toml::table* g = root["gemm"].as_table()) {
+    s.gemm_max_efficiency = get_number(*g, "max_efficiency", s.gemm_max_efficiency);
+    s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m)));
+    s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n)));
+    s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency);
+    if (const toml::array* meas = (*g)["measured"].as_array()) {
+      for (const auto& node_ : *meas) {
+        const toml::table* row = node_.as_table();
+        TESSERA_CHECK(row != nullptr, "{}: gemm.measured entries must be tables", path);
+        GemmSample sm;
+        sm.m = int64_t(need_number(*row, "m", "gemm.measured[].", path));
+        sm.n = int64_t(need_number(*row, "n", "gemm.measured[].", path));
+        sm.k = int64_t(need_number(*row, "k", "gemm.measured[].", path));
+        sm.flops = need_number(*row, "TFLOPs", "gemm.measured[].", path) * 1e12;
+        s.gemm_measured.push_back(sm);
+      }
+    }
+  }
+
+  const toml::array* net = root["network"].as_array();
+  TESSERA_CHECK(net != nullptr && !net->empty(),
+                "{}: missing [[network]] tiers (at least one, the last with ranks = 0)", path);
+  for (size_t i = 0; i < net->size(); ++i) {
+    const toml::table* t = (*net)[i].as_table();
+    TESSERA_CHECK(t != nullptr, "{}: [[network]] entry {} is not a table", path, i);
+    std::string where = fmt::format("network[{}].", i);
+    NetworkTier tier;
+    tier.name = (*t)["name"].value<std::string>().value_or(fmt::format("tier{}", i));
+    tier.ranks = int64_t(need_number(*t, "ranks", where, path));
+    tier.bandwidth = need_number(*t, "bandwidth_GBps", where, path) * 1e9;
+    tier.latency = need_number(*t, "latency_us", where, path) * 1e-6;
+    tier.efficiency = get_number(*t, "efficiency", 1.0);
+    if ((*t)["per_node"].value<bool>().value_or(false))
+      tier.bandwidth /= double(s.devices_per_node);  // the node's NICs, shared by its devices
+    TESSERA_CHECK(tier.bandwidth > 0, "{}: {}bandwidth_GBps must be > 0", path, where);
+    s.tiers.push_back(tier);
+  }
+  for (size_t i = 0; i + 1 < s.tiers.size(); ++i)
+    TESSERA_CHECK(s.tiers[i].ranks > 0 && (s.tiers[i + 1].ranks == 0 ||
+                                           s.tiers[i + 1].ranks % s.tiers[i].ranks == 0),
+                  "{}: network tiers must grow: network[{}].ranks ({}) must divide the next", path,
+                  i, s.tiers[i].ranks);
+  TESSERA_CHECK(s.tiers.back().ranks == 0,
+                "{}: the last [[network]] tier must have ranks = 0 (it joins every node)", path);
+  return s;
+}
+
+std::string config_dir() {
+  if (const char* env = std::getenv("TESSERA_CONFIG_DIR")) return env;
+  if (fs::is_directory("configs/systems")) return "configs";
+  // Next to the binary: build dirs live one or two levels below the checkout.
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) {
+    buf[n] = 0;
+    fs::path dir = fs::path(buf).parent_path();
+    for (int up = 0; up < 4; ++up, dir = dir.parent_path())
+      if (fs::is_directory(dir / "configs" / "systems")) return (dir / "configs").string();
+  }
+  return "configs";
+}
+
+std::vector<std::string> list_systems() {
+  std::vector<std::string> out;
+  fs::path dir = fs::path(config_dir()) / "systems";
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".toml") out.push_back(e.path().stem().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+SystemSpec load_system(const std::string& name_or_path) {
+  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml")) {
+    TESSERA_CHECK(fs::exists(name_or_path), "--system: no such file '{}'", name_or_path);
+    return load_system_file(name_or_path);
+  }
+  fs::path p = fs::path(config_dir()) / "systems" / (name_or_path + ".toml");
+  if (!fs::exists(p)) {
+    std::string known;
+    for (const auto& s : list_systems()) known += (known.empty() ? "" : ", ") + s;
+    fail("--system: unknown system '{}' (known: {}; or pass a path to a .toml file)",
+         name_or_path, known.empty() ? "none found in " + p.parent_path().string() : known);
+  }
+  return load_system_file(p.string());
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,56 @@
+// SystemSpec: a machine as the planner sees it — one device type, devices
+// per node, and the network as tiers of consecutive ranks. Loaded from TOML
+// (configs/systems/*.toml); every missing field is an error naming the file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::plan {
+
+// A tier of the network: the link a collective uses when all its ranks lie
+// within one block of `ranks` consecutive ranks (0: the whole machine).
+struct NetworkTier {
+  std::string name;
+  int64_t ranks = 0;         // block size in ranks; 0 = unbounded (the inter-node network)
+  double bandwidth = 0;      // bytes/s, one direction, per device (already divided per node)
+  double latency = 0;        // seconds per message (alpha)
+  double efficiency = 1.0;   // achieved fraction of `bandwidth`
+  double effective_bandwidth() const { return bandwidth * efficiency; }
+};
+
+// One measured GEMM (from `tessera calibrate`): shape and achieved FLOP/s.
+struct GemmSample {
+  int64_t m = 0, n = 0, k = 0;
+  double flops = 0;  // FLOP/s achieved
+};
+
+struct SystemSpec {
+  std::string name, description, source;  // source: the file it came from
+  std::string device_name;
+  int64_t devices_per_node = 1;
+  double peak_flops_16 = 0;   // FLOP/s, fp16/bf16 (dense, matrix units)
+  double peak_flops_32 = 0;   // FLOP/s, fp32
+  double memory_bytes = 0;    // per device
+  double reserved_bytes = 0;  // runtime, communication buffers, fragmentation
+  double memory_bandwidth = 0;
+  int64_t compute_units = 1;  // SMs / CUs: a GEMM with fewer output tiles leaves units idle
+  double gemm_max_efficiency = 0.7;
+  int64_t tile_m = 128, tile_n = 128;
+  double attention_efficiency = 0.5;  // flash attention, relative to a large GEMM
+  std::vector<NetworkTier> tiers;     // fastest first; the last has ranks = 0
+  std::vector<GemmSample> gemm_measured;  // empty: the roofline/tiling model
+
+  double usable_memory() const { return memory_bytes - reserved_bytes; }
+};
+
+// Parse one system file. Throws tessera::Error naming the file and field.
+SystemSpec load_system_file(const std::string& path);
+// A name ("frontier") looked up in configs/systems/, or a path to a .toml file.
+SystemSpec load_system(const std::string& name_or_path);
+// Names of the shipped systems (file stems in configs/systems/).
+std::vector<std::string> list_systems();
+// The configs/ directory: $TESSERA_CONFIG_DIR, ./configs, or next to the binary.
+std::string config_dir();
+
+}  // namespace tessera::plan

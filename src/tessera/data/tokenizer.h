@@ -90,6 +90,8 @@ class Tokenizer {
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
 
  private:
+  Tokenizer() = default;  // only via from_merges/load: an empty tokenizer cannot encode
+
   struct MergeSlot {
     uint64_t key;    // (left << 32) | right, kEmpty if unused
     int32_t rank;

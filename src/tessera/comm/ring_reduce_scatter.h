@@ -5,9 +5,10 @@
 // would make ZeRO's reduce-scatter slower than the all-reduce it replaces.
 // The ring (n-1 steps; step s passes the partial sum of block r-s-1 to the
 // right neighbour and adds the block arriving from the left to this rank's
-// own copy) moves the bandwidth-optimal (n-1)/n of the data, and splitting
-// each step into 256 KiB pieces keeps the received piece in cache for the
-// add that follows (measured best among 64 KiB .. whole-block pieces).
+// own copy) moves the bandwidth-optimal (n-1)/n of the data. Each step goes
+// in 256 KiB pieces, double-buffered: the received piece is still in cache
+// for the add that follows (measured best among 64 KiB .. whole-block
+// pieces), and the next piece is already in flight during the add.
 #pragma once
 #include <mpi.h>
 

@@ -123,7 +123,9 @@ void run_train(TrainConfig c) {
 void register_train(CLI::App& app) {
   auto* sub = app.add_subcommand("train", "train a GPT model (flags follow Megatron-LM's names)");
   auto cfg = std::make_shared<TrainConfig>();
-  sub->set_config("--config", "", "TOML file of options: key = long flag name, e.g. num-layers = 6");
+  // Expanded into flags by main() before parsing (see config_file.h); listed
+  // here so --help shows it.
+  sub->add_option("--config", "TOML file of these options: key = long flag name, e.g. num-layers = 6");
   add_train_options(sub, *cfg);
   sub->callback([cfg] { run_train(*cfg); });
 }

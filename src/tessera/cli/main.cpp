@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include "tessera/cli/commands.h"
+#include "tessera/cli/config_file.h"
 #include "tessera/core/error.h"
 
 int main(int argc, char** argv) {
@@ -12,13 +13,22 @@ int main(int argc, char** argv) {
       "and plan their layout. Run `tessera <command> --help` for each command's options."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tessera 0.1.0");
+  // A flag given twice keeps its last value: --config expands the file's
+  // settings before the command line's own flags, which therefore win.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   tessera::cli::register_train(app);
   tessera::cli::register_bench(app);
   tessera::cli::register_tokenize(app);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = tessera::cli::expand_config_files(argc, argv, app);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    app.parse(int(cargs.size()), cargs.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    fmt::print(stderr, "tessera: error: {}\nRun `tessera --help` or `tessera <command> --help`.\n",
+               e.what());
+    return 2;
   } catch (const tessera::Error& e) {
     fmt::print(stderr, "tessera: error: {}\n", e.what());
     return 2;

@@ -7,5 +7,6 @@ namespace tessera::cli {
 void register_train(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_plan(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_train(app);
   tessera::cli::register_bench(app);
   tessera::cli::register_tokenize(app);
+  tessera::cli::register_plan(app);
   try {
     std::vector<std::string> args = tessera::cli::expand_config_files(argc, argv, app);
     std::vector<char*> cargs;

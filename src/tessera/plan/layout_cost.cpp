@@ -155,10 +155,11 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
     a.total += korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
                                        Recompute::None, L.flash_attention);
   const double sbh = double(m.seq_length * par.micro_batch * m.hidden_size);
-  // First stage: the embedding output of each in-flight micro-batch (and its
-  // dropout mask), Korthikanti §4.3: (2 + 1) sbh, /t with SP.
+  // First stage: the embedding dropout's 1-byte mask of each in-flight
+  // micro-batch, Korthikanti §4.3: sbh, /t with SP. (The embedding output
+  // itself is the first layer's input, already counted.)
   if (stage == 0)
-    a.total += double(a.in_flight) * 3.0 * sbh / (par.sequence_parallel ? double(par.tp) : 1.0);
+    a.total += double(a.in_flight) * sbh / (par.sequence_parallel ? double(par.tp) : 1.0);
   // Last stage: the fp32 logits and their gradient for the micro-batch in
   // backward: 2 * 4 s b V / t.
   if (has_head)

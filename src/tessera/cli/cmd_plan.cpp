@@ -1,0 +1,164 @@
+// `tessera plan`: predict memory and step time of layouts of a model on a
+// system, search them, and print the best (or JSON for scripts).
+#include <fmt/core.h>
+
+#include <cmath>
+#include <fstream>
+#include <memory>
+
+#include "tessera/cli/commands.h"
+#include "tessera/core/error.h"
+#include "tessera/model/param_layout.h"
+#include "tessera/plan/model_presets.h"
+#include "tessera/plan/report.h"
+#include "tessera/plan/search.h"
+#include "tessera/plan/study.h"
+
+namespace tessera::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string model = "frontier-175b", system = "frontier", json, sequence_parallel = "both";
+  std::string precision = "mixed16";
+  int64_t devices = 0, global_batch = 0;
+  size_t top = 5;
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
+  std::vector<int> zero;
+  std::vector<std::string> recompute, schedule;
+  bool no_flash = false, tp_across_nodes = false, list = false, study = false;
+};
+
+Recompute parse_recompute(const std::string& s) {
+  if (s == "none") return Recompute::None;
+  if (s == "selective") return Recompute::Selective;
+  if (s == "full") return Recompute::Full;
+  fail("--recompute: '{}' is not none, selective or full", s);
+}
+
+plan::SearchSpace make_space(const PlanArgs& a) {
+  plan::SearchSpace sp;
+  sp.devices = a.devices;
+  sp.global_batch = a.global_batch;
+  sp.tp = a.tp;
+  sp.pp = a.pp;
+  sp.micro_batch = a.micro_batch;
+  sp.virtual_stages = a.virtual_stages;
+  if (!a.zero.empty()) sp.zero_stages = a.zero;
+  if (!a.recompute.empty()) {
+    sp.recompute.clear();
+    for (const auto& r : a.recompute) sp.recompute.push_back(parse_recompute(r));
+  }
+  if (!a.schedule.empty()) {
+    sp.schedules.clear();
+    for (const auto& s : a.schedule) sp.schedules.push_back(schedule_kind_parse(s));
+  }
+  if (a.sequence_parallel == "on") sp.sequence_parallel = {true};
+  else if (a.sequence_parallel == "off") sp.sequence_parallel = {false};
+  else TESSERA_CHECK(a.sequence_parallel == "both", "--sequence-parallel: on, off or both (got '{}')",
+                     a.sequence_parallel);
+  TESSERA_CHECK(a.precision == "mixed16" || a.precision == "fp32",
+                "--precision: mixed16 or fp32 (got '{}')", a.precision);
+  sp.precision = a.precision == "fp32" ? plan::Precision::FP32 : plan::Precision::Mixed16;
+  sp.flash_attention = !a.no_flash;
+  sp.tp_within_node = !a.tp_across_nodes;
+  return sp;
+}
+
+void run_plan(const PlanArgs& a) {
+  if (a.list) {
+    fmt::print("systems ({}/systems):", plan::config_dir());
+    for (const auto& s : plan::list_systems()) fmt::print(" {}", s);
+    fmt::print("\nmodel presets:\n");
+    for (const auto& p : plan::model_presets())
+      fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}B params  ({})\n", p.name,
+                 p.config.num_layers, p.config.hidden_size, p.config.num_heads, p.config.seq_length,
+                 double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
+    return;
+  }
+  const plan::SystemSpec sys = plan::load_system(a.system);
+  if (a.study) {
+    fmt::print("{}", plan::reproduce_study(sys));
+    return;
+  }
+  const GPTConfig model = plan::load_model(a.model);
+  TESSERA_CHECK(a.devices >= 1, "--devices: how many devices to plan for (got {})", a.devices);
+  TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step (got {})",
+                a.global_batch);
+  const plan::SearchSpace space = make_space(a);
+  plan::SearchResult r = plan::search_layouts(model, sys, space);
+  if (r.candidates == 0) {
+    auto near = plan::nearby_usable_device_counts(model, sys, space);
+    std::string alt;
+    for (auto n : near) alt += (alt.empty() ? "" : " or ") + std::to_string(n);
+    fail("no layout of {} devices for {} with global batch {}: tp must divide the heads ({}) "
+         "within a node of {}, pp the layers ({}), and dp the global batch; nearest usable "
+         "device counts: {}",
+         a.devices, a.model, a.global_batch, model.num_heads, sys.devices_per_node,
+         model.num_layers, alt.empty() ? "none found" : alt);
+  }
+  if (r.ranked.empty()) {
+    const plan::LayoutCost& c = r.closest_misses.front();
+    fail("{} fits no layout on {} x {} ({:.1f} GB usable each): the least memory, {}, needs "
+         "{:.1f} GB on stage {}. Try more devices (about {}), ZeRO-3, full recompute or a smaller "
+         "micro-batch",
+         a.model, a.devices, sys.device_name, sys.usable_memory() / 1e9, c.layout.str(),
+         c.peak_memory / 1e9, c.peak_stage,
+         int64_t(std::ceil(double(a.devices) * c.peak_memory / sys.usable_memory())));
+  }
+  if (!a.json.empty()) {
+    nlohmann::json j = plan::search_json(r, a.top);
+    j["model"] = a.model;
+    j["system"] = sys.name;
+    j["devices"] = a.devices;
+    if (a.json == "-") {
+      fmt::print("{}\n", j.dump(2));
+      return;
+    }
+    std::ofstream(a.json) << j.dump(2) << "\n";
+  }
+  fmt::print("{} ({:.2f}B parameters) on {} x {} ({}), global batch {}\n", a.model,
+             double(ParamLayout::count_model_params(model)) / 1e9, a.devices, sys.device_name,
+             sys.name, a.global_batch);
+  fmt::print("searched {} layouts in {:.3f} s: {} fit, {} do not fit memory\n\n", r.candidates,
+             r.seconds, r.ranked.size(), r.too_big);
+  fmt::print("{}\n", plan::format_table(r.ranked, a.top));
+  fmt::print("best: {}", plan::format_breakdown(r.ranked.front(), sys));
+  if (!r.closest_misses.empty() && r.too_big > 0)
+    fmt::print("dropped, e.g.: {}: {}\n", r.closest_misses.front().layout.str(),
+               r.closest_misses.front().why_not);
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* cmd = app.add_subcommand(
+      "plan", "predict memory and step time of parallel layouts, search for the fastest that fits");
+  cmd->add_option("--model", a->model, "model preset or .toml file")->capture_default_str();
+  cmd->add_option("--system", a->system, "system name (configs/systems/) or .toml file")
+      ->capture_default_str();
+  cmd->add_option("--devices", a->devices, "devices (ranks) to plan for");
+  cmd->add_option("--global-batch-size", a->global_batch, "sequences per optimizer step");
+  cmd->add_option("--top", a->top, "how many layouts to print")->capture_default_str();
+  cmd->add_option("--json", a->json, "also write the result as JSON to this file ('-': stdout only)");
+  cmd->add_option("--tp", a->tp, "tensor-parallel sizes to try (default: all that divide)");
+  cmd->add_option("--pp", a->pp, "pipeline-parallel sizes to try");
+  cmd->add_option("--micro-batch", a->micro_batch, "micro-batch sizes to try");
+  cmd->add_option("--virtual-stages", a->virtual_stages, "virtual stages to try (interleaved)");
+  cmd->add_option("--zero", a->zero, "ZeRO stages to try (0-3)");
+  cmd->add_option("--recompute", a->recompute, "recompute modes to try: none selective full");
+  cmd->add_option("--schedule", a->schedule, "schedules to try: 1f1b interleaved gpipe");
+  cmd->add_option("--sequence-parallel", a->sequence_parallel, "on, off or both")
+      ->capture_default_str();
+  cmd->add_option("--precision", a->precision, "mixed16 (fp16/bf16 + fp32 master) or fp32")
+      ->capture_default_str();
+  cmd->add_flag("--no-flash-attention", a->no_flash, "store the attention scores");
+  cmd->add_flag("--allow-tp-across-nodes", a->tp_across_nodes, "let tp exceed one node");
+  cmd->add_flag("--list", a->list, "list the systems and model presets");
+  cmd->add_flag("--study", a->study,
+                "reproduce Dash et al. 2024 (Frontier): the study's figures beside the planner's");
+  cmd->callback([a] { run_plan(*a); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,99 @@
+#include "tessera/plan/report.h"
+
+#include <fmt/format.h>
+
+namespace tessera::plan {
+
+namespace {
+double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+}  // namespace
+
+std::string format_table(const std::vector<LayoutCost>& costs, size_t top_k) {
+  std::string out = fmt::format("{:>3}  {:<46} {:>10} {:>9} {:>6} {:>8} {:>13} {:>7} {:>6} {:>6}\n",
+                                "#", "layout", "tokens/s", "step s", "MFU", "TFLOP/s", "peak mem",
+                                "bubble", "tp", "dp");
+  for (size_t i = 0; i < costs.size() && i < top_k; ++i) {
+    const LayoutCost& c = costs[i];
+    const StepBreakdown& t = c.time;
+    out += fmt::format("{:>3}  {:<46} {:>10.0f} {:>9.3f} {:>5.1f}% {:>8.1f} {:>7.1f} GB s{:<3} {:>6.1f}% {:>5.1f}% {:>5.1f}%\n",
+                       i + 1, c.layout.str(), c.tokens_per_second, t.step, 100 * c.mfu,
+                       c.tflops_per_device, c.peak_memory / 1e9, c.peak_stage,
+                       pct(t.bubble, t.step), pct(t.tp_comm, t.step), pct(t.dp_exposed, t.step));
+  }
+  return out;
+}
+
+std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
+  const StepBreakdown& t = c.time;
+  std::string out = fmt::format("{} on {} x {}\n", c.layout.str(), c.layout.devices(), sys.device_name);
+  out += fmt::format("  step {:.3f} s ({}), {:.0f} tokens/s, MFU {:.1f}% (HFU {:.1f}%), {:.1f} TFLOP/s per device\n",
+                     t.step, t.simulated ? "schedule simulated" : "closed form", c.tokens_per_second,
+                     100 * c.mfu, 100 * c.hfu, c.tflops_per_device);
+  out += fmt::format("  time: compute {:.3f} s ({:.1f}%), tp comm {:.3f} s ({:.1f}%), bubble {:.3f} s "
+                     "({:.1f}%, fraction {:.3f}), dp exposed {:.3f} of {:.3f} s, embedding sync {:.4f} s, "
+                     "optimizer {:.4f} s{}\n",
+                     t.compute, pct(t.compute, t.step), t.tp_comm, pct(t.tp_comm, t.step), t.bubble,
+                     pct(t.bubble, t.step), t.bubble_fraction, t.dp_exposed, t.dp_reduce,
+                     t.embedding_sync, t.optimizer,
+                     t.zero3_gather > 0 ? fmt::format(", zero-3 gathers {:.3f} s", t.zero3_gather) : "");
+  out += "  memory per stage (GB): stage: weights + grads + optimizer + activations = total (in flight)\n";
+  const size_t n = c.stages.size();
+  for (size_t i = 0; i < n; ++i) {
+    // Long pipelines: the first three, the last two.
+    if (n > 6 && i == 3) out += fmt::format("    ... {} stages ...\n", n - 5);
+    if (n > 6 && i >= 3 && i < n - 2) continue;
+    const StageCost& s = c.stages[i];
+    out += fmt::format("    {:>3}: {:.2f} + {:.2f} + {:.2f} + {:.2f}{} = {:.2f} ({} chunks)\n", s.stage,
+                       s.state.weights / 1e9, s.state.grads / 1e9, s.state.optimizer / 1e9,
+                       s.activations / 1e9,
+                       s.zero3_buffers > 0 ? fmt::format(" + {:.2f}", s.zero3_buffers / 1e9) : "",
+                       s.memory() / 1e9, s.in_flight);
+  }
+  out += fmt::format("  limited by: {}\n", c.limiter);
+  return out;
+}
+
+nlohmann::json layout_json(const LayoutCost& c) {
+  const auto& L = c.layout;
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : c.stages)
+    stages.push_back({{"stage", s.stage}, {"params", s.params}, {"weights_bytes", s.state.weights},
+                      {"grads_bytes", s.state.grads}, {"optimizer_bytes", s.state.optimizer},
+                      {"activation_bytes", s.activations}, {"zero3_buffer_bytes", s.zero3_buffers},
+                      {"in_flight_chunks", s.in_flight}, {"total_bytes", s.memory()}});
+  const auto& t = c.time;
+  return {{"layout",
+           {{"tp", L.par.tp}, {"pp", L.par.pp}, {"dp", L.par.dp}, {"virtual_stages", L.par.virtual_stages},
+            {"micro_batch", L.par.micro_batch}, {"global_batch", L.par.global_batch},
+            {"zero_stage", L.par.zero_stage}, {"recompute", recompute_name(L.par.recompute)},
+            {"sequence_parallel", L.par.sequence_parallel}, {"schedule", schedule_kind_name(L.schedule)},
+            {"precision", precision_name(L.precision)}, {"flash_attention", L.flash_attention}}},
+          {"fits", c.fits},
+          {"why_not", c.why_not},
+          {"step_seconds", t.step},
+          {"tokens_per_second", c.tokens_per_second},
+          {"mfu", c.mfu},
+          {"hfu", c.hfu},
+          {"tflops_per_device", c.tflops_per_device},
+          {"peak_memory_bytes", c.peak_memory},
+          {"peak_stage", c.peak_stage},
+          {"time",
+           {{"pipeline", t.pipeline}, {"compute", t.compute}, {"tp_comm", t.tp_comm},
+            {"bubble", t.bubble}, {"bubble_fraction", t.bubble_fraction}, {"p2p", t.p2p},
+            {"dp_reduce", t.dp_reduce}, {"dp_exposed", t.dp_exposed},
+            {"embedding_sync", t.embedding_sync}, {"optimizer", t.optimizer},
+            {"zero3_gather", t.zero3_gather}, {"schedule_simulated", t.simulated}}},
+          {"stages", stages},
+          {"limiter", c.limiter}};
+}
+
+nlohmann::json search_json(const SearchResult& r, size_t top_k) {
+  nlohmann::json top = nlohmann::json::array();
+  for (size_t i = 0; i < r.ranked.size() && i < top_k; ++i) top.push_back(layout_json(r.ranked[i]));
+  nlohmann::json misses = nlohmann::json::array();
+  for (const auto& c : r.closest_misses) misses.push_back(layout_json(c));
+  return {{"candidates", r.candidates}, {"fit", r.ranked.size()}, {"too_big", r.too_big},
+          {"search_seconds", r.seconds}, {"top", top}, {"closest_misses", misses}};
+}
+
+}  // namespace tessera::plan

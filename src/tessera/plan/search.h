@@ -1,0 +1,55 @@
+// Search: every layout of a model on a system, the ones that do not fit
+// dropped (with the reason), the rest ranked by predicted throughput.
+//
+// Two passes: all candidates with the closed-form pipeline time, then the
+// best few again with the engine's schedule simulated and every stage's
+// memory, re-ranked. Ties go to the layout with less memory.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/plan/layout_cost.h"
+
+namespace tessera::plan {
+
+struct SearchSpace {
+  int64_t devices = 1;
+  int64_t global_batch = 1;
+  // Empty: every value that divides (tp: heads, hidden and ffn, within one
+  // node; pp: layers; micro-batch: global batch / dp, up to max_micro_batch).
+  std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
+  std::vector<int> zero_stages{0, 1, 2, 3};
+  std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
+  std::vector<bool> sequence_parallel{false, true};
+  std::vector<ScheduleKind> schedules{ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
+                                      ScheduleKind::GPipe};
+  Precision precision = Precision::Mixed16;
+  bool flash_attention = true;
+  bool tp_within_node = true;  // TP stays on the fast intra-node links (DESIGN.md)
+  int64_t max_micro_batch = 16;
+  int64_t max_virtual_stages = 8;
+  int refine = 24;             // how many of the best to simulate exactly
+};
+
+struct SearchResult {
+  std::vector<LayoutCost> ranked;     // fitting layouts, best first
+  int64_t candidates = 0;             // layouts enumerated
+  int64_t too_big = 0;                // dropped: do not fit memory
+  std::vector<LayoutCost> closest_misses;  // the least-memory layouts that do not fit
+  double seconds = 0;                 // search wall time
+};
+
+SearchResult search_layouts(const GPTConfig& model, const SystemSpec& sys, const SearchSpace& space);
+
+// Enumerated (valid) layouts of the space, before any cost: for tests and
+// for telling a user that a device count has none.
+std::vector<PlanLayout> enumerate_layouts(const GPTConfig& model, const SystemSpec& sys,
+                                          const SearchSpace& space);
+
+// Device counts near `devices` (below and above) that have at least one
+// valid layout for the model and global batch; for error messages.
+std::vector<int64_t> nearby_usable_device_counts(const GPTConfig& model, const SystemSpec& sys,
+                                                 const SearchSpace& space);
+
+}  // namespace tessera::plan

@@ -1,0 +1,166 @@
+// Search on small synthetic systems whose best layout can be argued by hand,
+// and the loaders' and search's messages for bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/core/error.h"
+#include "tessera/plan/model_presets.h"
+#include "tessera/plan/search.h"
+#include "tessera/plan/system.h"
+
+using namespace tessera;
+using namespace tessera::plan;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// One node of 8 devices, an ideal GEMM (1 x 1 tiles, one unit: no tiling
+// loss), ample memory and a network so fast that no transfer costs anything
+// measurable.
+const char* kIdealSystem = R"(
+name = "ideal8"
+[device]
+memory_GB = 1000.0
+memory_bandwidth_GBps = 1000.0
+compute_units = 1
+peak_TFLOPs = { bf16 = 100.0 }
+[node]
+devices = 8
+[gemm]
+max_efficiency = 1.0
+tile_m = 1
+tile_n = 1
+[[network]]
+name = "node"
+ranks = 8
+bandwidth_GBps = 1.0e9
+latency_us = 0.0
+[[network]]
+name = "net"
+ranks = 0
+bandwidth_GBps = 1.0e9
+latency_us = 0.0
+)";
+
+GPTConfig small_model() {
+  GPTConfig m;
+  m.num_layers = 8;
+  m.hidden_size = 512;
+  m.num_heads = 8;
+  m.seq_length = 512;
+  m.vocab_size = 1000;
+  return m;
+}
+
+}  // namespace
+
+TEST(PlanSearch, IdealMachinePrefersPureDataParallelism) {
+  // With free communication, dp splits every FLOP and byte evenly; tp leaves
+  // the residual stream's element-wise passes replicated on every tp rank;
+  // pp adds the (p - 1)/m bubble. So tp 1, pp 1, dp 8 must win.
+  SystemSpec sys = load_system_file(write_temp("tessera_ideal8.toml", kIdealSystem));
+  SearchSpace sp;
+  sp.devices = 8;
+  sp.global_batch = 64;
+  sp.micro_batch = {1};
+  sp.zero_stages = {0};
+  sp.recompute = {Recompute::None};
+  sp.sequence_parallel = {false};
+  SearchResult r = search_layouts(small_model(), sys, sp);
+  ASSERT_FALSE(r.ranked.empty());
+  const auto& best = r.ranked.front().layout.par;
+  EXPECT_EQ(best.tp, 1);
+  EXPECT_EQ(best.pp, 1);
+  EXPECT_EQ(best.dp, 8);
+  EXPECT_EQ(r.too_big, 0);
+}
+
+TEST(PlanSearch, MemoryForcesShardingOnTheIdealMachine) {
+  // Shrink memory until the replicated model state (16 bytes/param) does not
+  // fit but a sharded one does: every surviving layout must shard something.
+  std::string text = kIdealSystem;
+  GPTConfig m = small_model();
+  const double state = 16.0 * double(ParamCounter(m).model_params());
+  text.replace(text.find("memory_GB = 1000.0"), 18, fmt::format("memory_GB = {:.6f}", 0.8 * state / 1e9));
+  SystemSpec sys = load_system_file(write_temp("tessera_small8.toml", text));
+  SearchSpace sp;
+  sp.devices = 8;
+  sp.global_batch = 64;
+  sp.recompute = {Recompute::Full};
+  SearchResult r = search_layouts(m, sys, sp);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_GT(r.too_big, 0);
+  for (const auto& c : r.ranked) {
+    const auto& p = c.layout.par;
+    EXPECT_TRUE(p.tp > 1 || p.pp > 1 || p.zero_stage >= 1) << c.layout.str();
+    EXPECT_LE(c.peak_memory, sys.usable_memory());
+  }
+}
+
+TEST(PlanSearch, FrontierOneTrillionOn3072IsFast) {
+  SystemSpec sys = load_system(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/frontier.toml");
+  SearchSpace sp;
+  sp.devices = 3072;
+  sp.global_batch = 1536;
+  SearchResult r = search_layouts(load_model("frontier-1t"), sys, sp);
+  EXPECT_GT(r.candidates, 1000);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_LT(r.seconds, 1.0);
+  EXPECT_TRUE(r.ranked.front().time.simulated);
+}
+
+TEST(PlanSearch, UnusableDeviceCountSuggestsNeighbours) {
+  // 7 devices: tp 7 does not divide 8 heads, pp 7 not 8 layers, dp 7 not 64;
+  // 6 fails the same way (dp 6 or 3 does not divide 64, pp 3 not 8 layers).
+  SystemSpec sys = load_system_file(write_temp("tessera_ideal8.toml", kIdealSystem));
+  SearchSpace sp;
+  sp.devices = 7;
+  sp.global_batch = 64;
+  EXPECT_TRUE(enumerate_layouts(small_model(), sys, sp).empty());
+  auto near = nearby_usable_device_counts(small_model(), sys, sp);
+  EXPECT_EQ(near, (std::vector<int64_t>{4, 8}));
+}
+
+TEST(PlanSystem, MissingFieldNamesFileAndField) {
+  std::string text = kIdealSystem;
+  text.erase(text.find("memory_bandwidth_GBps"), std::string("memory_bandwidth_GBps = 1000.0").size());
+  std::string path = write_temp("tessera_broken.toml", text);
+  try {
+    load_system_file(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("device.memory_bandwidth_GBps"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanSystem, ShippedSystemsLoad) {
+  for (const char* name : {"frontier", "dgx-a100-80gb", "h100"}) {
+    SystemSpec s = load_system(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/" + name + ".toml");
+    EXPECT_GT(s.peak_flops_16, 1e14) << name;
+    EXPECT_EQ(s.devices_per_node, 8) << name;
+    EXPECT_EQ(s.tiers.back().ranks, 0) << name;
+  }
+  SystemSpec f = load_system(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/frontier.toml");
+  EXPECT_DOUBLE_EQ(f.peak_flops_16, 191.5e12);
+  EXPECT_DOUBLE_EQ(f.tiers.back().bandwidth, 100e9 / 8);  // 4 x 25 GB/s NICs shared by 8 GCDs
+}
+
+TEST(PlanModels, UnknownPresetSuggestsTheNearest) {
+  try {
+    load_model("frontier-175");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'frontier-175b'"), std::string::npos) << e.what();
+  }
+  GPTConfig m = load_model_file(std::string(TESSERA_SOURCE_DIR) + "/configs/models/frontier-175b.toml");
+  EXPECT_EQ(m.hidden_size, 12288);
+  EXPECT_EQ(m.num_layers, 96);
+}

@@ -100,8 +100,8 @@ void run_plan(const PlanArgs& a) {
   if (r.ranked.empty()) {
     const plan::LayoutCost& c = r.closest_misses.front();
     fail("{} fits no layout on {} x {} ({:.1f} GB usable each): the least memory, {}, needs "
-         "{:.1f} GB on stage {}. Try more devices (about {}), ZeRO-3, full recompute or a smaller "
-         "micro-batch",
+         "{:.1f} GB on stage {} (every ZeRO stage, recompute mode and micro-batch was tried). "
+         "Try more devices: about {} by that layout's memory",
          a.model, a.devices, sys.device_name, sys.usable_memory() / 1e9, c.layout.str(),
          c.peak_memory / 1e9, c.peak_stage,
          int64_t(std::ceil(double(a.devices) * c.peak_memory / sys.usable_memory())));

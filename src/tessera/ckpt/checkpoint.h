@@ -1,0 +1,141 @@
+// Checkpoints: one directory per step, committed atomically, every file
+// checksummed, every tensor described by its global shape and the slices
+// each shard holds — so a single rank, a tp x pp x dp job and a ZeRO job
+// write the same format with more or fewer shards, and any layout can read
+// any other's checkpoint (tensors are assembled by global index).
+//
+//   DIR/latest                      "step_000100\n", replaced atomically
+//   DIR/step_000100/metadata.json   run state, configs, tensors, shards, files + CRC32C
+//   DIR/step_000100/params-tp00-pp00-dp000.bin      fp32, a flat range of the rank's layout
+//   DIR/step_000100/exp_avg-tp00-pp00-dp000.bin     AdamW m over the rank's optimizer range
+//   DIR/step_000100/exp_avg_sq-tp00-pp00-dp000.bin  AdamW v
+//
+// Writing: every rank writes its files into DIR/.step_000100.tmp-<tag>/ with
+// a small shard manifest; after a barrier rank 0 merges the manifests into
+// metadata.json, fsyncs, renames the directory to step_000100, fsyncs DIR,
+// points `latest` at it and prunes old steps. A crash at any point leaves
+// either the previous checkpoint or the new one, never a half-written one
+// under a loadable name. metadata.json's schema is in metadata.h.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/model/gpt_config.h"
+#include "tessera/model/param_layout.h"
+#include "tessera/parallel/parallel_config.h"
+
+namespace tessera {
+class AdamW;
+class GPT;
+namespace comm {
+class Communicator;
+}
+}  // namespace tessera
+
+namespace tessera::ckpt {
+
+inline constexpr int kFormatVersion = 1;
+
+// Everything besides tensors that a run needs to continue bit for bit.
+struct TrainState {
+  int64_t step = 0;              // optimizer steps done: AdamW's t and the LR schedule's position
+  int64_t consumed_samples = 0;  // training samples drawn so far: where the data resumes
+  uint64_t seed = 0;             // --seed. Init, data order and sampling draw from (seed, index)
+                                 // (core/rng.h), so with step and samples it is all the RNG state.
+  nlohmann::json extra = nlohmann::json::object();  // anything else the trainer wants back
+};
+
+// What the run is: written with every checkpoint, read before any allocation.
+struct RunInfo {
+  GPTConfig model;
+  ParallelConfig par;     // the layout that wrote it (loading may use another)
+  std::string tokenizer;  // "bytes" (token = byte), a vocab.json + merges.txt directory, or ""
+};
+
+// One rank's share of a checkpoint: ranges of its flat buffers laid out by
+// `layout`. Pointers point at the first element of their range.
+struct ShardView {
+  const ParamLayout* layout = nullptr;
+  int64_t tp_rank = 0, pp_rank = 0, dp_rank = 0;  // names this rank's files
+  // fp32 parameters [params_begin, params_end). Under ZeRO 0 the dp replicas
+  // are identical: ranks with dp_rank > 0 may pass nullptr.
+  const float* params = nullptr;
+  int64_t params_begin = 0, params_end = 0;
+  // AdamW moments over [optim_begin, optim_end) (AdamW::begin()/end(), a
+  // ZeRO shard may run past layout.numel() into padding: not saved).
+  // nullptr: no optimizer state in this shard.
+  const float* exp_avg = nullptr;
+  const float* exp_avg_sq = nullptr;
+  int64_t optim_begin = 0, optim_end = 0;
+};
+
+// The whole of one rank's model (and optimizer, if given).
+ShardView whole_rank(GPT& model, AdamW* optim, int64_t tp_rank = 0, int64_t pp_rank = 0,
+                     int64_t dp_rank = 0);
+
+struct SaveOptions {
+  int keep = 0;  // --save-keep: keep the newest K step directories (0: keep all)
+  // Every rank that writes a shard of this checkpoint (the world), or null
+  // for one process. save_checkpoint is then collective over it.
+  comm::Communicator* comm = nullptr;
+};
+
+// Write and commit a checkpoint of step state.step under dir. Returns the
+// step directory. Collective over opts.comm when set.
+std::string save_checkpoint(const std::string& dir, const ShardView& shard, const TrainState& state,
+                            const RunInfo& run, const SaveOptions& opts = {});
+
+// ---- the steps save_checkpoint is made of, for callers with their own sync ----
+std::string step_dir_name(int64_t step);  // "step_000100"
+// Rank 0, before any rank writes: remove stale staging directories under dir
+// (crashed saves) and create DIR/.step_N.tmp-<tag>. Returns its path.
+std::string begin_staging(const std::string& dir, int64_t step, const std::string& tag);
+// Every rank: write its files and shard manifest into the staging directory.
+void write_shard(const std::string& staging, const ShardView& shard);
+// Rank 0, after every rank's write_shard returned (a barrier): check that
+// `expected_shards` manifests are there, write metadata.json, rename to the
+// step directory, update `latest`, keep the newest `keep`. Returns the step dir.
+std::string commit_checkpoint(const std::string& dir, const std::string& staging,
+                              int64_t expected_shards, const TrainState& state, const RunInfo& run,
+                              int keep);
+
+// ---- reading ----
+struct Checkpoint {
+  std::string path;  // the step directory in use
+  TrainState state;
+  RunInfo run;
+  nlohmann::json metadata;
+  bool has_optimizer_state = false;
+  // What resolving `dir` had to skip, for the log: e.g. "step_000200 is
+  // unusable (...); using the previous good checkpoint step_000100".
+  std::vector<std::string> notes;
+};
+
+// dir: a step directory (used as is: any problem is an error naming the
+// file), or a checkpoint root: `latest`, and if that is unusable the newest
+// older step that is. verify: check every file's size and CRC32C (size alone
+// when false: for ranks that trust rank 0's check).
+Checkpoint open_checkpoint(const std::string& dir, bool verify = true);
+
+// Check one step directory: metadata parses, every file is there with its
+// size and checksum. Throws tessera::Error naming the file.
+void verify_checkpoint(const std::string& step_dir);
+
+// Fill elements [begin, end) of a flat buffer laid out by `layout` (out
+// points at element begin). The layout may differ from the writer's (other
+// tp, pp, ZeRO sharding): tensors are matched by name and global index. The
+// model must be the same (an error names the first difference).
+void load_params(const Checkpoint& ck, const ParamLayout& layout, int64_t begin, int64_t end,
+                 float* out);
+// AdamW moments of [begin, end) (a ZeRO range may run past layout.numel():
+// the padding is zeroed). Zeros when the checkpoint has no optimizer state.
+void load_optimizer(const Checkpoint& ck, const ParamLayout& layout, int64_t begin, int64_t end,
+                    float* exp_avg, float* exp_avg_sq);
+
+// load_params over the whole model, and load_optimizer over optim's range.
+void load_into(const Checkpoint& ck, GPT& model, AdamW* optim);
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,285 @@
+// Reading a checkpoint: resolving `latest` with fallback, verifying files,
+// assembling tensors by global index for any reader layout.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "tessera/ckpt/checkpoint.h"
+#include "tessera/ckpt/config_json.h"
+#include "tessera/ckpt/crc32c.h"
+#include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/metadata.h"
+#include "tessera/ckpt/slice_map.h"
+#include "tessera/ckpt/step_dirs.h"
+#include "tessera/core/error.h"
+#include "tessera/model/gpt.h"
+#include "tessera/optim/adamw.h"
+
+namespace tessera::ckpt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_metadata(const std::string& step_dir) {
+  const std::string path = (fs::path(step_dir) / kMetadataFile).string();
+  std::error_code ec;
+  TESSERA_CHECK(fs::exists(path, ec), "{}: missing (not a committed checkpoint)", path);
+  json md;
+  try {
+    md = json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    fail("{}: corrupted ({})", path, e.what());
+  }
+  TESSERA_CHECK(md.is_object() && md.value("format", "") == kFormatName,
+                "{}: not a tessera checkpoint", path);
+  TESSERA_CHECK(md.value("version", 0) == kFormatVersion,
+                "{}: format version {} (this build reads {})", path, md.value("version", 0),
+                kFormatVersion);
+  for (const char* key : {"step", "files", "tensors", "model"})
+    TESSERA_CHECK(md.contains(key), "{}: corrupted (no '{}')", path, key);
+  return md;
+}
+
+// Every listed file exists with its recorded size (and CRC32C when
+// verify), and every shard entry stays inside its file.
+void check_files(const std::string& step_dir, const json& md, bool verify) {
+  for (const auto& [name, f] : md.at("files").items()) {
+    TESSERA_CHECK(name.find('/') == std::string::npos, "{}: bad file name {}", step_dir, name);
+    const std::string path = (fs::path(step_dir) / name).string();
+    std::error_code ec;
+    TESSERA_CHECK(fs::exists(path, ec), "{}: missing", path);
+    const uint64_t want = f.at("bytes").get<uint64_t>();
+    uint64_t have = fs::file_size(path, ec);
+    TESSERA_CHECK(have == want, "{}: {} bytes, metadata.json says {} (truncated or damaged)", path,
+                  have, want);
+    if (verify) {
+      uint32_t crc = crc32c_file(path, &have);
+      TESSERA_CHECK(have == want, "{}: {} bytes, metadata.json says {}", path, have, want);
+      TESSERA_CHECK(crc32c_hex(crc) == f.at("crc32c").get<std::string>(),
+                    "{}: checksum {} does not match metadata.json's {} (corrupted)", path,
+                    crc32c_hex(crc), f.at("crc32c").get<std::string>());
+    }
+  }
+  for (const auto& [tname, t] : md.at("tensors").items())
+    for (const auto& [kind, pieces] : t.at("shards").items())
+      for (const auto& p : pieces) {
+        const std::string file = p.at("file");
+        TESSERA_CHECK(md["files"].contains(file), "{}: tensor {} refers to unlisted file {}",
+                      step_dir, tname, file);
+        const uint64_t end = p.at("byte_offset").get<uint64_t>() +
+                             (p.at("local_range")[1].get<uint64_t>() -
+                              p.at("local_range")[0].get<uint64_t>()) * sizeof(float);
+        TESSERA_CHECK(end <= md["files"][file]["bytes"].get<uint64_t>(),
+                      "{}: tensor {} runs past the end of {}", step_dir, tname, file);
+      }
+}
+
+Checkpoint from_metadata(const std::string& step_dir, json md) {
+  Checkpoint ck;
+  ck.path = step_dir;
+  ck.state.step = md.at("step").get<int64_t>();
+  ck.state.consumed_samples = md.value("consumed_samples", int64_t(0));
+  ck.state.seed = std::stoull(md.value("seed", std::string("0")));
+  ck.state.extra = md.value("extra", json::object());
+  ck.run.model = model_from_json(md.at("model"));
+  ck.run.par = parallel_from_json(md.value("parallel", json::object()));
+  ck.run.tokenizer = md.value("tokenizer", std::string());
+  for (const auto& [name, t] : md.at("tensors").items())
+    if (t.at("shards").contains("exp_avg")) ck.has_optimizer_state = true;
+  ck.metadata = std::move(md);
+  return ck;
+}
+
+Checkpoint open_step(const std::string& step_dir, bool verify) {
+  json md;
+  md = read_metadata(step_dir);
+  check_files(step_dir, md, verify);
+  return from_metadata(step_dir, std::move(md));
+}
+
+}  // namespace
+
+void verify_checkpoint(const std::string& step_dir) { open_step(step_dir, true); }
+
+Checkpoint open_checkpoint(const std::string& dir, bool verify) {
+  std::error_code ec;
+  TESSERA_CHECK(fs::is_directory(dir, ec), "checkpoint {}: no such directory", dir);
+  fs::path p(dir);
+  if (p.filename().empty()) p = p.parent_path();  // "dir/"
+  if (fs::exists(p / kMetadataFile, ec) || parse_step_dir(p.filename().string()))
+    return open_step(dir, verify);
+
+  // A root: `latest` first, then each older step, newest first. Staging
+  // directories are never candidates (their names do not parse as steps).
+  const std::string latest = read_latest(dir);
+  auto steps = list_steps(dir);
+  std::vector<std::string> notes;
+  std::optional<int64_t> latest_step = parse_step_dir(latest);
+  if (!latest_step) {
+    if (!steps.empty())
+      notes.push_back(fmt::format("{}/latest is missing or unreadable; trying the newest step",
+                                  dir));
+  }
+  std::vector<std::string> reasons;
+  for (const auto& [step, path] : steps) {
+    if (latest_step && step > *latest_step) continue;  // never committed as latest
+    try {
+      Checkpoint ck = open_step(path, verify);
+      if (!reasons.empty())
+        notes.push_back(fmt::format("using the previous good checkpoint {}", path));
+      ck.notes.insert(ck.notes.begin(), notes.begin(), notes.end());
+      return ck;
+    } catch (const Error& e) {
+      reasons.push_back(e.what());
+      notes.push_back(fmt::format("{} is unusable: {}", path, e.what()));
+    }
+  }
+  if (steps.empty()) fail("checkpoint {}: no step directories (nothing saved yet?)", dir);
+  std::string all;
+  for (const auto& r : reasons) all += "\n  " + r;
+  fail("checkpoint {}: no usable step directory:{}", dir, all);
+}
+
+namespace {
+
+// One piece of a stored tensor: elements [lo, hi) of a writer's slice.
+struct Piece {
+  std::string file;
+  uint64_t byte_offset;
+  int64_t lo, hi;
+  SliceMap slice;
+};
+
+// Gathers a stored tensor into a full global buffer, then the reader takes
+// its slice. Simple and layout-agnostic; a tensor at a time bounds memory.
+class TensorReader {
+ public:
+  explicit TensorReader(const Checkpoint& ck) : ck_(ck) {}
+  ~TensorReader() {
+    for (auto& [n, fd] : fds_) ::close(fd);
+  }
+
+  // Fill out[local - lo] for local elements [lo, hi) of the reader's slice
+  // `mine` of `name`. false if the checkpoint has no `kind` for the tensor.
+  bool read(const std::string& name, const char* kind, const SliceMap& mine, int64_t lo, int64_t hi,
+            float* out) {
+    const json& tensors = ck_.metadata.at("tensors");
+    TESSERA_CHECK(tensors.contains(name), "checkpoint {} has no tensor {}", ck_.path, name);
+    const json& t = tensors.at(name);
+    if (!t.at("shards").contains(kind)) return false;
+    const Shape stored = shape_from_json(t.at("global_shape"));
+    check_shape(name, stored, mine.global);
+
+    std::vector<float> global(size_t(stored.numel()), 0.0f);  // (stored shape) row-major
+    std::vector<uint8_t> have(global.size(), 0);
+    std::vector<float> buf;
+    for (const json& jp : t.at("shards").at(kind)) {
+      Piece p{jp.at("file"), jp.at("byte_offset"), jp.at("local_range")[0], jp.at("local_range")[1],
+              slice_from_json(stored, jp.at("slice"))};
+      TESSERA_CHECK(p.lo >= 0 && p.lo <= p.hi && p.hi <= p.slice.numel(),
+                    "checkpoint {}: tensor {} has a bad local range", ck_.path, name);
+      buf.resize(size_t(p.hi - p.lo));
+      const std::string path = (fs::path(ck_.path) / p.file).string();
+      read_exact(fd(path), buf.data(), buf.size() * sizeof(float), p.byte_offset, path);
+      p.slice.for_each_run(p.lo, p.hi, [&](int64_t l, int64_t g, int64_t n) {
+        std::memcpy(&global[size_t(g)], &buf[size_t(l - p.lo)], size_t(n) * sizeof(float));
+        std::fill_n(&have[size_t(g)], n, uint8_t(1));
+      });
+    }
+    // The tied token table's padding rows depend on tp; rows past the
+    // stored table are padding (zero), never real vocabulary.
+    const int64_t stored_n = stored.numel();
+    mine.for_each_run(lo, hi, [&](int64_t l, int64_t g, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t gi = g + i;
+        float v = 0.0f;
+        if (gi < stored_n) {
+          TESSERA_CHECK(have[size_t(gi)], "checkpoint {}: no shard holds element {} of {} ({})",
+                        ck_.path, gi, name, kind);
+          v = global[size_t(gi)];
+        }
+        out[l - lo + i] = v;
+      }
+    });
+    return true;
+  }
+
+ private:
+  void check_shape(const std::string& name, const Shape& stored, const Shape& want) {
+    if (stored == want) return;
+    // Only the vocabulary padding may differ (it is rounded up to a multiple
+    // of tp * make_vocab_size_divisible_by); the real rows must all exist.
+    const int64_t V = ck_.run.model.vocab_size;
+    bool ok = name == "wte" && stored.ndim == 2 && want.ndim == 2 && stored[1] == want[1] &&
+              stored[0] >= V && want[0] >= V;
+    TESSERA_CHECK(ok, "checkpoint {}: tensor {} is {} but this model's is {}", ck_.path, name,
+                  stored.str(), want.str());
+  }
+
+  int fd(const std::string& path) {
+    auto it = fds_.find(path);
+    if (it != fds_.end()) return it->second;
+    int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    TESSERA_CHECK(f >= 0, "cannot open {}: {}", path, std::strerror(errno));
+    fds_[path] = f;
+    return f;
+  }
+
+  const Checkpoint& ck_;
+  std::map<std::string, int> fds_;
+};
+
+// For every entry of layout overlapping [begin, end): fn(entry, lo, hi, out offset).
+template <typename F>
+void for_each_overlap(const ParamLayout& layout, int64_t begin, int64_t end, F&& fn) {
+  for (const ParamEntry& e : layout.entries()) {
+    const int64_t a = std::max(begin, e.offset), z = std::min(end, e.offset + e.numel());
+    if (a < z) fn(e, a - e.offset, z - e.offset, a - begin);
+  }
+}
+
+}  // namespace
+
+void load_params(const Checkpoint& ck, const ParamLayout& layout, int64_t begin, int64_t end,
+                 float* out) {
+  TensorReader r(ck);
+  std::fill(out, out + (end - begin), 0.0f);
+  for_each_overlap(layout, begin, end, [&](const ParamEntry& e, int64_t lo, int64_t hi, int64_t o) {
+    TESSERA_CHECK(r.read(e.name, "params", slice_of(layout, e), lo, hi, out + o),
+                  "checkpoint {} has no parameters for {}", ck.path, e.name);
+  });
+}
+
+void load_optimizer(const Checkpoint& ck, const ParamLayout& layout, int64_t begin, int64_t end,
+                    float* exp_avg, float* exp_avg_sq) {
+  std::fill(exp_avg, exp_avg + (end - begin), 0.0f);  // padding, and a fresh start
+  std::fill(exp_avg_sq, exp_avg_sq + (end - begin), 0.0f);
+  if (!ck.has_optimizer_state) return;
+  TensorReader r(ck);
+  for_each_overlap(layout, begin, end, [&](const ParamEntry& e, int64_t lo, int64_t hi, int64_t o) {
+    SliceMap s = slice_of(layout, e);
+    TESSERA_CHECK(r.read(e.name, "exp_avg", s, lo, hi, exp_avg + o) &&
+                      r.read(e.name, "exp_avg_sq", s, lo, hi, exp_avg_sq + o),
+                  "checkpoint {} has no optimizer state for {}", ck.path, e.name);
+  });
+}
+
+void load_into(const Checkpoint& ck, GPT& model, AdamW* optim) {
+  std::string diff = model_difference(ck.run.model, model.config());
+  TESSERA_CHECK(diff.empty(), "checkpoint {} holds a different model ({}: checkpoint vs this run)",
+                ck.path, diff);
+  load_params(ck, model.layout(), 0, model.layout().numel(), model.params().f32());
+  if (optim)
+    load_optimizer(ck, model.layout(), optim->begin(), optim->end(), optim->exp_avg().f32(),
+                   optim->exp_avg_sq().f32());
+}
+
+}  // namespace tessera::ckpt

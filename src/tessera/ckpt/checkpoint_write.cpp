@@ -1,0 +1,180 @@
+// Writing a checkpoint: each rank's files, rank 0's commit, pruning.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "tessera/ckpt/checkpoint.h"
+#include "tessera/ckpt/config_json.h"
+#include "tessera/ckpt/crc32c.h"
+#include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/metadata.h"
+#include "tessera/ckpt/slice_map.h"
+#include "tessera/ckpt/step_dirs.h"
+#include "tessera/comm/communicator.h"
+#include "tessera/core/error.h"
+#include "tessera/model/gpt.h"
+#include "tessera/optim/adamw.h"
+
+namespace tessera::ckpt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string step_dir_name(int64_t step) { return fmt::format("step_{:06}", step); }
+
+ShardView whole_rank(GPT& model, AdamW* optim, int64_t tp_rank, int64_t pp_rank, int64_t dp_rank) {
+  ShardView v;
+  v.layout = &model.layout();
+  v.tp_rank = tp_rank;
+  v.pp_rank = pp_rank;
+  v.dp_rank = dp_rank;
+  v.params = model.params().f32();
+  v.params_begin = 0;
+  v.params_end = model.layout().numel();
+  if (optim) {
+    v.exp_avg = optim->exp_avg().f32();
+    v.exp_avg_sq = optim->exp_avg_sq().f32();
+    v.optim_begin = optim->begin();
+    v.optim_end = optim->end();
+  }
+  return v;
+}
+
+std::string begin_staging(const std::string& dir, int64_t step, const std::string& tag) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TESSERA_CHECK(!ec, "cannot create checkpoint directory {}: {}", dir, ec.message());
+  remove_stale_staging(dir);
+  fs::path staging = fs::path(dir) / fmt::format(".{}.tmp-{}", step_dir_name(step), tag);
+  fs::create_directory(staging, ec);
+  TESSERA_CHECK(!ec, "cannot create {}: {}", staging.string(), ec.message());
+  return staging.string();
+}
+
+void write_shard(const std::string& staging, const ShardView& v) {
+  TESSERA_CHECK(v.layout, "write_shard: no layout");
+  const ParamLayout& L = *v.layout;
+  json files = json::object(), tensors = json::object();
+  json shard = {{"tp", v.tp_rank}, {"pp", v.pp_rank}, {"dp", v.dp_rank}};
+
+  // One file per kind: the range's elements in layout order, one write.
+  auto write_kind = [&](const char* kind, const float* data, int64_t begin, int64_t end) {
+    if (!data) return;
+    end = std::min(end, L.numel());  // past numel is ZeRO padding: nothing to keep
+    if (begin >= end) return;
+    const std::string name = shard_file_name(kind, v.tp_rank, v.pp_rank, v.dp_rank);
+    DurableWriter w((fs::path(staging) / name).string());
+    w.write(data, size_t(end - begin) * sizeof(float));
+    w.close();
+    files[name] = {{"bytes", w.bytes()}, {"crc32c", crc32c_hex(w.crc())}};
+    for (const ParamEntry& e : L.entries()) {
+      const int64_t a = std::max(begin, e.offset), z = std::min(end, e.offset + e.numel());
+      if (a >= z) continue;
+      json& t = tensors[e.name];
+      if (t.is_null()) t = {{"global_shape", shape_to_json(e.global_shape)}, {"shards", json::object()}};
+      t["shards"][kind].push_back({{"file", name},
+                                   {"byte_offset", (a - begin) * int64_t(sizeof(float))},
+                                   {"local_range", {a - e.offset, z - e.offset}},
+                                   {"slice", slice_to_json(slice_of(L, e))},
+                                   {"tp", v.tp_rank},
+                                   {"pp", v.pp_rank},
+                                   {"dp", v.dp_rank}});
+    }
+  };
+  write_kind("params", v.params, v.params_begin, v.params_end);
+  if (v.params) shard["params_range"] = {v.params_begin, v.params_end};
+  TESSERA_CHECK(!v.exp_avg == !v.exp_avg_sq, "write_shard: exp_avg and exp_avg_sq go together");
+  write_kind("exp_avg", v.exp_avg, v.optim_begin, v.optim_end);
+  write_kind("exp_avg_sq", v.exp_avg_sq, v.optim_begin, v.optim_end);
+  if (v.exp_avg) shard["optim_range"] = {v.optim_begin, v.optim_end};
+
+  json manifest = {{"files", files}, {"shard", shard}, {"tensors", tensors}};
+  write_file_durable((fs::path(staging) / shard_manifest_name(v.tp_rank, v.pp_rank, v.dp_rank)).string(),
+                     manifest.dump());
+}
+
+std::string commit_checkpoint(const std::string& dir, const std::string& staging,
+                              int64_t expected_shards, const TrainState& state, const RunInfo& run,
+                              int keep) {
+  json md = {{"format", kFormatName},
+             {"version", kFormatVersion},
+             {"step", state.step},
+             {"consumed_samples", state.consumed_samples},
+             {"seed", std::to_string(state.seed)},
+             {"extra", state.extra},
+             {"model", model_to_json(run.model)},
+             {"parallel", parallel_to_json(run.par)},
+             {"tokenizer", run.tokenizer},
+             {"created_unix", std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count()},
+             {"files", json::object()},
+             {"shards", json::array()},
+             {"tensors", json::object()}};
+
+  // Manifests in name order, so metadata.json does not depend on readdir order.
+  std::vector<fs::path> manifests;
+  for (const auto& de : fs::directory_iterator(staging)) {
+    const std::string n = de.path().filename().string();
+    if (n.starts_with("shard-") && n.ends_with(".json")) manifests.push_back(de.path());
+  }
+  std::sort(manifests.begin(), manifests.end());
+  TESSERA_CHECK(int64_t(manifests.size()) == expected_shards,
+                "checkpoint {}: {} of {} ranks wrote their shard; not committing", staging,
+                manifests.size(), expected_shards);
+  for (const fs::path& p : manifests) {
+    json m;
+    try {
+      m = json::parse(read_file(p.string()));
+    } catch (const json::exception& e) {
+      fail("{}: {}", p.string(), e.what());
+    }
+    merge_manifest(md, m);
+  }
+  for (const fs::path& p : manifests) fs::remove(p);
+  write_file_durable((fs::path(staging) / kMetadataFile).string(), md.dump(1));
+  fsync_dir(staging);
+
+  // The rename is the commit: before it the step does not exist by name.
+  const fs::path final_dir = fs::path(dir) / step_dir_name(state.step);
+  std::error_code ec;
+  fs::path old;
+  if (fs::exists(final_dir)) {
+    // Saving a step that already exists (a resumed run passing it again):
+    // move the old one aside first; rename cannot replace a directory.
+    old = fs::path(dir) / fmt::format(".{}.old-{}", step_dir_name(state.step), ::getpid());
+    fs::rename(final_dir, old, ec);
+    TESSERA_CHECK(!ec, "cannot move {} aside: {}", final_dir.string(), ec.message());
+  }
+  fs::rename(staging, final_dir, ec);
+  TESSERA_CHECK(!ec, "cannot rename {} to {}: {}", staging, final_dir.string(), ec.message());
+  fsync_dir(dir);
+  write_file_atomic((fs::path(dir) / kLatestFile).string(), step_dir_name(state.step) + "\n");
+  if (!old.empty()) fs::remove_all(old, ec);
+  prune_steps(dir, keep, state.step);
+  return final_dir.string();
+}
+
+std::string save_checkpoint(const std::string& dir, const ShardView& shard, const TrainState& state,
+                            const RunInfo& run, const SaveOptions& opts) {
+  comm::Communicator* c = opts.comm;
+  const bool root = !c || c->rank() == 0;
+  // The staging name must be the same on every rank: rank 0's pid.
+  int64_t tag = ::getpid();
+  if (c) c->broadcast(&tag, 2, DType::F32, 0);  // 8 bytes moved as two 4-byte elements
+  std::string staging =
+      (fs::path(dir) / fmt::format(".{}.tmp-{}", step_dir_name(state.step), tag)).string();
+  if (root) staging = begin_staging(dir, state.step, std::to_string(tag));
+  if (c) c->barrier();  // the staging directory exists
+  write_shard(staging, shard);
+  if (c) c->barrier();  // every shard is written and fsynced
+  std::string out = (fs::path(dir) / step_dir_name(state.step)).string();
+  if (root) out = commit_checkpoint(dir, staging, c ? c->size() : 1, state, run, opts.keep);
+  if (c) c->barrier();  // nobody moves on (or loads) before the commit
+  return out;
+}
+
+}  // namespace tessera::ckpt

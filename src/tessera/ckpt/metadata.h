@@ -1,0 +1,49 @@
+// metadata.json, the one file that says what a checkpoint holds:
+//
+// {
+//   "format": "tessera-checkpoint", "version": 1,
+//   "step": 100, "consumed_samples": 6400, "seed": "1234", "extra": {...},
+//   "model": {num_layers, hidden_size, ...}, "parallel": {tp, pp, dp, zero_stage, ...},
+//   "tokenizer": "bytes" | "/path/to/tokenizer" | "",
+//   "files": { "params-tp00-pp00-dp000.bin": {"bytes": 4096, "crc32c": "0x1a2b3c4d"}, ... },
+//   "shards": [ {"tp": 0, "pp": 0, "dp": 0, "params_range": [0, 1024],
+//                "optim_range": [0, 1024]}, ... ],
+//   "tensors": {
+//     "h.0.attn.qkv.weight": {
+//       "global_shape": [96, 32], "dtype": "F32",
+//       "shards": { "params": [ {"file": "params-tp00-pp00-dp000.bin", "byte_offset": 8704,
+//                                "local_range": [0, 3072],
+//                                "slice": {"blocks": [{"start": [0, 0], "shape": [96, 32]}]},
+//                                "tp": 0, "pp": 0, "dp": 0} ],
+//                   "exp_avg": [...], "exp_avg_sq": [...] } }, ... }
+// }
+//
+// A shard entry says: elements [local_range) of this rank's slice of the
+// tensor (the slice's place in the global tensor given by its blocks, see
+// slice_map.h) are stored as little-endian fp32 from byte_offset of file.
+// The seed is a string because JSON readers lose 64-bit integers.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::ckpt {
+
+inline constexpr const char* kFormatName = "tessera-checkpoint";
+inline constexpr const char* kMetadataFile = "metadata.json";
+inline constexpr const char* kLatestFile = "latest";
+inline constexpr std::array<const char*, 3> kKinds = {"params", "exp_avg", "exp_avg_sq"};
+
+// "params-tp00-pp00-dp000.bin"
+std::string shard_file_name(const char* kind, int64_t tp, int64_t pp, int64_t dp);
+// "shard-tp00-pp00-dp000.json": a rank's manifest in the staging directory
+std::string shard_manifest_name(int64_t tp, int64_t pp, int64_t dp);
+
+// Merge rank manifests ({"files", "shard", "tensors"} each) into the
+// "files", "shards" and "tensors" of metadata. Throws if two shards
+// disagree on a tensor's global shape.
+void merge_manifest(nlohmann::json& metadata, const nlohmann::json& manifest);
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,115 @@
+#include "tessera/ckpt/slice_map.h"
+
+#include <algorithm>
+
+#include "tessera/core/error.h"
+
+namespace tessera::ckpt {
+
+using nlohmann::json;
+
+int64_t SliceMap::numel() const {
+  int64_t n = 0;
+  for (const Block& b : blocks) n += b.shape.numel();
+  return n;
+}
+
+void SliceMap::for_each_run(int64_t lo, int64_t hi,
+                            const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
+  // Global row-major strides.
+  int64_t gstride[Shape::kMaxDims];
+  for (int d = global.ndim - 1, s = 1; d >= 0; --d) {
+    gstride[d] = s;
+    s *= global[d];
+  }
+  int64_t base = 0;  // local index of the block's first element
+  for (const Block& b : blocks) {
+    const int64_t n = b.shape.numel();
+    const int64_t a = std::max(lo, base), z = std::min(hi, base + n);
+    if (a < z) {
+      // A run is (part of) one row of the block along its last dim.
+      const int last = b.shape.ndim - 1;
+      const int64_t row = last >= 0 ? b.shape[last] : 1;
+      for (int64_t i = a - base; i < z - base;) {
+        const int64_t in_row = i % row, count = std::min(row - in_row, z - base - i);
+        // Block coordinates of element i, then its global flat index.
+        int64_t rem = i, g = 0;
+        for (int d = b.shape.ndim - 1; d >= 0; --d) {
+          g += (b.start[d] + rem % b.shape[d]) * gstride[d];
+          rem /= b.shape[d];
+        }
+        fn(base + i, g, count);
+        i += count;
+      }
+    }
+    base += n;
+  }
+}
+
+SliceMap slice_of(const ParamLayout& layout, const ParamEntry& e) {
+  SliceMap s;
+  s.global = e.global_shape;
+  Block whole;
+  whole.start = e.global_shape;
+  for (int d = 0; d < whole.start.ndim; ++d) whole.start[d] = 0;
+  whole.shape = e.global_shape;
+  if (e.split == TpSplit::None || layout.tp() == 1) {
+    s.blocks.push_back(whole);
+    return s;
+  }
+  const int d = e.split_dim();
+  if (d == 0) {
+    // dim 0 is `stride` parts, each split over tp on its own.
+    const int64_t global_part = e.global_shape[0] / e.split_stride;
+    const int64_t local_part = e.local_shape[0] / e.split_stride;
+    for (int64_t j = 0; j < e.split_stride; ++j) {
+      Block b = whole;
+      b.start[0] = j * global_part + layout.tp_rank() * local_part;
+      b.shape[0] = local_part;
+      s.blocks.push_back(b);
+    }
+  } else {
+    Block b = whole;
+    b.start[d] = layout.tp_rank() * e.local_shape[d];
+    b.shape[d] = e.local_shape[d];
+    s.blocks.push_back(b);
+  }
+  return s;
+}
+
+json shape_to_json(const Shape& s) {
+  json j = json::array();
+  for (int i = 0; i < s.ndim; ++i) j.push_back(s[i]);
+  return j;
+}
+
+Shape shape_from_json(const json& j) {
+  TESSERA_CHECK(j.is_array() && j.size() <= size_t(Shape::kMaxDims), "bad shape {}", j.dump());
+  Shape s;
+  for (const auto& x : j) s.dims[s.ndim++] = x.get<int64_t>();
+  return s;
+}
+
+json slice_to_json(const SliceMap& s) {
+  json blocks = json::array();
+  for (const Block& b : s.blocks)
+    blocks.push_back({{"start", shape_to_json(b.start)}, {"shape", shape_to_json(b.shape)}});
+  return {{"blocks", blocks}};
+}
+
+SliceMap slice_from_json(const Shape& global, const json& j) {
+  SliceMap s;
+  s.global = global;
+  for (const auto& jb : j.at("blocks")) {
+    Block b{shape_from_json(jb.at("start")), shape_from_json(jb.at("shape"))};
+    TESSERA_CHECK(b.start.ndim == global.ndim && b.shape.ndim == global.ndim,
+                  "slice block rank differs from the tensor's {}", global.str());
+    for (int d = 0; d < global.ndim; ++d)
+      TESSERA_CHECK(b.start[d] >= 0 && b.shape[d] >= 0 && b.start[d] + b.shape[d] <= global[d],
+                    "slice block outside the tensor {}", global.str());
+    s.blocks.push_back(b);
+  }
+  return s;
+}
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,70 @@
+// Text generation on one rank: an inference forward that appends positions
+// to a KV cache (each new token costs one position), and the sampling loop
+// around it. The no-cache path recomputes the whole window with
+// GPT::forward, the training math, so tests can hold the cache to it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "tessera/model/generate_sample.h"
+#include "tessera/model/gpt.h"
+#include "tessera/model/kv_cache.h"
+
+namespace tessera {
+
+// Incremental inference for one sequence. The model must be whole on this
+// rank (tp = 1, one pipeline stage) and outlive the decoder.
+class Decoder {
+ public:
+  explicit Decoder(const GPT& model);
+
+  void reset() { cache_.reset(); }
+  int64_t length() const { return cache_.len; }
+  int64_t capacity() const { return cache_.max_T; }  // seq_length: the position table's size
+
+  // Runs tokens (n) at positions length() .. length()+n-1, appending their
+  // keys and values; returns the logits (V) after the last one. Valid until
+  // the next call. length() + n must not exceed capacity().
+  const float* forward(const int32_t* tokens, int64_t n);
+
+ private:
+  void resize(int64_t n);
+
+  const GPT& model_;
+  int64_t C_, NH_, F_, V_;
+  KVCache cache_;
+  // Scratch for n tokens.
+  std::vector<float> x_;       // (n, C) residual stream
+  std::vector<float> ln_;      // (n, C)
+  std::vector<float> mean_;    // (n)
+  std::vector<float> rstd_;    // (n)
+  std::vector<float> qkv_;     // (n, 3C)
+  std::vector<float> atty_;    // (n, C)
+  std::vector<float> tmp_;     // (n, C) branch output before the residual add
+  std::vector<float> fch_;     // (n, F)
+  std::vector<float> gelu_;    // (n, F)
+  std::vector<float> logits_;  // (V)
+};
+
+// Logits (V) after the last of tokens (n), by GPT::forward over all n.
+std::vector<float> logits_no_cache(GPT& model, const int32_t* tokens, int64_t n);
+
+struct GenerateConfig {
+  int64_t max_new_tokens = 64;
+  SamplingConfig sampling;
+  uint64_t seed = 0;        // the sampling Rng's seed
+  int32_t stop_token = -1;  // stop after producing it (e.g. <|endoftext|>); -1: never
+  bool use_kv_cache = true;
+};
+
+// Continues prompt (non-empty) with up to max_new_tokens tokens and returns
+// them. on_token (optional) sees each token as it is chosen; returning false
+// stops. Past seq_length tokens the window slides: the newest half of it is
+// kept and re-run (the same rule with and without the cache).
+std::vector<int32_t> generate(GPT& model, std::span<const int32_t> prompt,
+                              const GenerateConfig& cfg,
+                              const std::function<bool(int32_t)>& on_token = {});
+
+}  // namespace tessera

@@ -1,0 +1,22 @@
+// KV cache for decoding one sequence: every layer's keys and values of the
+// positions seen so far, so a new token attends over them without
+// recomputing the prefix.
+#pragma once
+#include <cstdint>
+
+#include "tessera/core/buffer.h"
+
+namespace tessera {
+
+struct KVCache {
+  int64_t layers = 0, max_T = 0, C = 0;
+  int64_t len = 0;  // positions filled (the same in every layer)
+  Buffer k, v;      // (layers, max_T, C) each; row t of layer l is position t
+
+  void init(int64_t layers, int64_t max_T, int64_t C);
+  void reset() { len = 0; }
+  float* keys(int64_t layer) const { return k.f32() + layer * max_T * C; }    // (max_T, C)
+  float* values(int64_t layer) const { return v.f32() + layer * max_T * C; }  // (max_T, C)
+};
+
+}  // namespace tessera

@@ -18,6 +18,7 @@
 // under a loadable name. metadata.json's schema is in metadata.h.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -137,5 +138,9 @@ void load_optimizer(const Checkpoint& ck, const ParamLayout& layout, int64_t beg
 
 // load_params over the whole model, and load_optimizer over optim's range.
 void load_into(const Checkpoint& ck, GPT& model, AdamW* optim);
+
+// The whole model on one process (tp = 1, one stage), whatever layout wrote
+// the checkpoint: for generation and export.
+std::unique_ptr<GPT> load_whole_model(const Checkpoint& ck);
 
 }  // namespace tessera::ckpt

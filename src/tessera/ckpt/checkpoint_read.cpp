@@ -283,3 +283,14 @@ void load_into(const Checkpoint& ck, GPT& model, AdamW* optim) {
 }
 
 }  // namespace tessera::ckpt
+
+namespace tessera::ckpt {
+
+std::unique_ptr<GPT> load_whole_model(const Checkpoint& ck) {
+  ParamLayout L = ParamLayout::build(ck.run.model, ParallelConfig{}, 0, 0);
+  auto model = std::make_unique<GPT>(ck.run.model, L);
+  load_params(ck, model->layout(), 0, L.numel(), model->params().f32());
+  return model;
+}
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,154 @@
+#include "tessera/ckpt/hf_gpt2.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/safetensors.h"
+#include "tessera/core/error.h"
+
+namespace tessera::ckpt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string hf_name(const std::string& ours, bool* transpose) {
+  *transpose = false;
+  if (ours == "wte" || ours == "wpe") return "transformer." + ours + ".weight";
+  if (ours.starts_with("ln_f.")) return "transformer." + ours;
+  // "h.N.<rest>"
+  const size_t dot = ours.find('.', 2);
+  TESSERA_CHECK(ours.starts_with("h.") && dot != std::string::npos, "no GPT-2 name for {}", ours);
+  const std::string layer = ours.substr(0, dot), rest = ours.substr(dot + 1);
+  static const std::pair<const char*, const char*> kMap[] = {
+      {"attn.qkv.", "attn.c_attn."}, {"attn.proj.", "attn.c_proj."},
+      {"mlp.fc.", "mlp.c_fc."},      {"mlp.proj.", "mlp.c_proj."}};
+  for (const auto& [a, b] : kMap)
+    if (rest.starts_with(a)) {
+      std::string tail = rest.substr(std::string(a).size());
+      *transpose = tail == "weight";
+      return "transformer." + layer + "." + b + tail;
+    }
+  return "transformer." + ours;  // ln_1.*, ln_2.*
+}
+
+json hf_config(const GPTConfig& m) {
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"n_layer", m.num_layers},
+          {"n_embd", m.hidden_size},
+          {"n_head", m.num_heads},
+          {"n_positions", m.seq_length},
+          {"n_ctx", m.seq_length},
+          {"n_inner", m.ffn() == 4 * m.hidden_size ? json(nullptr) : json(m.ffn())},
+          {"vocab_size", m.vocab_size},
+          {"activation_function", "gelu_new"},
+          {"layer_norm_epsilon", 1e-5},
+          {"tie_word_embeddings", true},
+          {"resid_pdrop", 0.0},
+          {"embd_pdrop", 0.0},
+          {"attn_pdrop", 0.0},
+          {"initializer_range", m.init_std},
+          {"torch_dtype", "float32"}};
+}
+
+GPTConfig model_from_hf_config(const json& c) {
+  auto need = [&](const char* k) {
+    TESSERA_CHECK(c.contains(k) && c[k].is_number_integer(), "config.json: missing integer '{}'", k);
+    return c[k].get<int64_t>();
+  };
+  GPTConfig m;
+  m.num_layers = need("n_layer");
+  m.hidden_size = need("n_embd");
+  m.num_heads = need("n_head");
+  m.seq_length = c.contains("n_positions") ? need("n_positions") : need("n_ctx");
+  m.vocab_size = need("vocab_size");
+  if (c.contains("n_inner") && c["n_inner"].is_number_integer()) m.ffn_hidden_size = c["n_inner"];
+  if (c.contains("initializer_range") && c["initializer_range"].is_number())
+    m.init_std = c["initializer_range"].get<float>();
+  const std::string act = c.value("activation_function", std::string("gelu_new"));
+  TESSERA_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
+                "config.json: activation_function '{}' (this engine computes gelu_new, the tanh GELU)",
+                act);
+  const double eps = c.value("layer_norm_epsilon", 1e-5);
+  TESSERA_CHECK(std::fabs(eps - 1e-5) < 1e-12,
+                "config.json: layer_norm_epsilon {} (this engine uses 1e-5)", eps);
+  TESSERA_CHECK(c.value("tie_word_embeddings", true), "config.json: untied LM head is not supported");
+  m.validate();
+  return m;
+}
+
+namespace {
+
+void check_whole(const ParamLayout& L) {
+  TESSERA_CHECK(L.tp() == 1 && L.has_embedding() && L.has_head(),
+                "GPT-2 export/import works on a whole model (tp = 1, one stage)");
+}
+
+// (rows, cols) -> (cols, rows)
+std::vector<float> transposed(const float* x, int64_t rows, int64_t cols) {
+  std::vector<float> t(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = x[r * cols + c];
+  return t;
+}
+
+}  // namespace
+
+void export_hf_gpt2(const GPT& model, const std::string& out_dir) {
+  const ParamLayout& L = model.layout();
+  check_whole(L);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  TESSERA_CHECK(!ec, "cannot create {}: {}", out_dir, ec.message());
+  const float* base = const_cast<GPT&>(model).params().f32();
+  SafetensorsWriter w;
+  std::vector<std::vector<float>> keep;  // transposed copies, alive until write()
+  for (const ParamEntry& e : L.entries()) {
+    bool tr;
+    const std::string name = hf_name(e.name, &tr);
+    const float* p = base + e.offset;
+    if (e.name == "wte") {
+      // Only real vocabulary rows: the padding is our layout's business.
+      w.add(name, {model.config().vocab_size, e.global_shape[1]}, p);
+    } else if (tr) {
+      keep.push_back(transposed(p, e.global_shape[0], e.global_shape[1]));
+      w.add(name, {e.global_shape[1], e.global_shape[0]}, keep.back().data());
+    } else {
+      std::vector<int64_t> shape(e.global_shape.dims.begin(),
+                                 e.global_shape.dims.begin() + e.global_shape.ndim);
+      w.add(name, shape, p);
+    }
+  }
+  w.set_metadata("format", "pt");  // what transformers' loader expects
+  w.write((fs::path(out_dir) / "model.safetensors").string());
+  write_file_atomic((fs::path(out_dir) / "config.json").string(), hf_config(model.config()).dump(2) + "\n");
+}
+
+void import_hf_gpt2(const std::string& path, GPT& model) {
+  const ParamLayout& L = model.layout();
+  check_whole(L);
+  SafetensorsFile f(path);
+  float* base = model.params().f32();
+  model.params().zero();
+  for (const ParamEntry& e : L.entries()) {
+    bool tr;
+    std::string name = hf_name(e.name, &tr);
+    // The base GPT2Model's state dict (e.g. the hub's gpt2) has no prefix.
+    if (!f.contains(name) && f.contains(name.substr(std::string("transformer.").size())))
+      name = name.substr(std::string("transformer.").size());
+    TESSERA_CHECK(f.contains(name), "{}: no tensor {} (for {})", path, name, e.name);
+    const SafetensorsEntry& se = f.at(name);
+    std::vector<int64_t> want(e.global_shape.dims.begin(),
+                              e.global_shape.dims.begin() + e.global_shape.ndim);
+    if (e.name == "wte") want[0] = model.config().vocab_size;
+    if (tr) std::swap(want[0], want[1]);
+    TESSERA_CHECK(se.shape == want, "{}: tensor {} has shape {} but the model needs {}", path, name,
+                  json(se.shape).dump(), json(want).dump());
+    std::vector<float> v = f.to_f32(name);
+    if (tr) v = transposed(v.data(), want[0], want[1]);
+    std::copy(v.begin(), v.end(), base + e.offset);  // wte: real rows; padding stays zero
+  }
+}
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,36 @@
+// Hugging Face GPT-2 naming and orientation, both ways:
+//   ours                          theirs (GPT2LMHeadModel state dict)
+//   wte (Vp, C), real rows only   transformer.wte.weight (V, C)
+//   wpe                           transformer.wpe.weight
+//   h.N.ln_1/ln_2, ln_f           transformer.h.N.ln_1 / ln_2, transformer.ln_f
+//   h.N.attn.qkv.weight (3C, C)   transformer.h.N.attn.c_attn.weight (C, 3C)   Conv1D: (in, out)
+//   h.N.attn.proj.weight (C, C)   transformer.h.N.attn.c_proj.weight (C, C)    transposed
+//   h.N.mlp.fc.weight (F, C)      transformer.h.N.mlp.c_fc.weight (C, F)
+//   h.N.mlp.proj.weight (C, F)    transformer.h.N.mlp.c_proj.weight (F, C)
+// Biases keep their shape. lm_head.weight is tied to wte and not written.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/model/gpt.h"
+
+namespace tessera::ckpt {
+
+// Hugging Face name of one of our parameters; *transpose: Conv1D weights.
+std::string hf_name(const std::string& ours, bool* transpose);
+
+// GPT2Config of a model (n_layer, n_embd, n_head, n_positions, ...).
+nlohmann::json hf_config(const GPTConfig& m);
+// The model a GPT2Config describes. Refuses settings this engine does not
+// compute (another activation, LayerNorm epsilon).
+GPTConfig model_from_hf_config(const nlohmann::json& cfg);
+
+// out_dir/model.safetensors + out_dir/config.json of a whole model (tp = 1).
+void export_hf_gpt2(const GPT& model, const std::string& out_dir);
+
+// Fill a whole model (tp = 1) from a GPT-2 safetensors file (names with or
+// without the "transformer." prefix; F32, F16 or BF16). Padding rows stay zero.
+void import_hf_gpt2(const std::string& safetensors_path, GPT& model);
+
+}  // namespace tessera::ckpt

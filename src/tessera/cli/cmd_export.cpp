@@ -1,0 +1,99 @@
+// `tessera export` and `tessera import`: a checkpoint to and from Hugging
+// Face GPT-2 (model.safetensors + config.json).
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/ckpt/checkpoint.h"
+#include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/hf_gpt2.h"
+#include "tessera/cli/commands.h"
+#include "tessera/core/error.h"
+
+namespace tessera::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void register_export_cmd(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "export", "write a checkpoint as Hugging Face GPT-2 (model.safetensors + config.json)");
+  struct Opts {
+    std::string checkpoint, format = "safetensors", output;
+  };
+  auto o = std::make_shared<Opts>();
+  sub->add_option("--checkpoint", o->checkpoint, "checkpoint directory (a step, or a --save directory)")
+      ->required();
+  sub->add_option("--format", o->format, "output format")
+      ->check(CLI::IsMember({"safetensors"}))
+      ->capture_default_str();
+  sub->add_option("--output", o->output, "directory to write into")->required();
+  sub->callback([o] {
+    ckpt::Checkpoint ck = ckpt::open_checkpoint(o->checkpoint);
+    for (const auto& n : ck.notes) fmt::print(stderr, "tessera: note: {}\n", n);
+    std::unique_ptr<GPT> model = ckpt::load_whole_model(ck);
+    ckpt::export_hf_gpt2(*model, o->output);
+    // A BPE tokenizer travels along: GPT2TokenizerFast reads the same files.
+    const std::string& tok = ck.run.tokenizer;
+    if (!tok.empty() && tok != "bytes") {
+      for (const char* f : {"vocab.json", "merges.txt"}) {
+        std::error_code ec;
+        fs::copy_file(fs::path(tok) / f, fs::path(o->output) / f,
+                      fs::copy_options::overwrite_existing, ec);
+        if (ec) fmt::print(stderr, "tessera: note: tokenizer file {}/{} not copied: {}\n", tok, f, ec.message());
+      }
+    }
+    fmt::print("exported {} (step {}) to {}/model.safetensors and config.json\n", ck.path,
+               ck.state.step, o->output);
+  });
+}
+
+void register_import_cmd(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "import", "make a checkpoint (step 0, fresh optimizer state) from a GPT-2 safetensors file");
+  struct Opts {
+    std::string input, config, output, tokenizer;
+  };
+  auto o = std::make_shared<Opts>();
+  sub->add_option("--input", o->input, "model.safetensors")->required();
+  sub->add_option("--config", o->config, "config.json (default: next to --input)");
+  sub->add_option("--output", o->output, "checkpoint directory to create (as --save)")->required();
+  sub->add_option("--tokenizer", o->tokenizer,
+                  "record this tokenizer ('bytes' or a vocab.json + merges.txt directory)");
+  sub->callback([o] {
+    std::string cfg_path = o->config.empty()
+                               ? (fs::path(o->input).parent_path() / "config.json").string()
+                               : o->config;
+    nlohmann::json cfg;
+    try {
+      cfg = nlohmann::json::parse(ckpt::read_file(cfg_path));
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: {}", cfg_path, e.what());
+    }
+    GPTConfig m = ckpt::model_from_hf_config(cfg);
+    ParamLayout L = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+    GPT model(m, L);
+    ckpt::import_hf_gpt2(o->input, model);
+    ckpt::TrainState st;  // step 0: nothing trained here yet
+    std::string tok = o->tokenizer;
+    if (tok.empty() && fs::exists(fs::path(o->input).parent_path() / "vocab.json"))
+      tok = fs::absolute(fs::path(o->input).parent_path()).string();
+    std::string dir = ckpt::save_checkpoint(o->output, ckpt::whole_rank(model, nullptr), st,
+                                            ckpt::RunInfo{m, ParallelConfig{}, tok});
+    fmt::print("imported {} ({}) into {}\n", o->input, m.summary(), dir);
+  });
+}
+
+}  // namespace
+
+// Both commands: they are one conversion in two directions.
+void register_export(CLI::App& app) {
+  register_export_cmd(app);
+  register_import_cmd(app);
+}
+
+}  // namespace tessera::cli

@@ -3,17 +3,14 @@
 // on the command line win).
 #include <omp.h>
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/core.h>
 
 #include "tessera/cli/commands.h"
 #include "tessera/core/error.h"
-#include "tessera/data/fortunes_corpus.h"
 #include "tessera/model/param_layout.h"
-#include "tessera/train/token_windows.h"
+#include "tessera/train/data_setup.h"
 #include "tessera/train/trainer.h"
 
 namespace tessera::cli {
@@ -58,8 +55,13 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option("--adam-eps", o.eps, "AdamW epsilon")->capture_default_str();
   sub->add_option("--seed", c.seed, "seed of initialisation and data sampling")
       ->capture_default_str();
-  sub->add_option("--data-path", c.data_path,
-                  "text file to train on, read as bytes (default: the embedded fortunes corpus)");
+  sub->add_option("--data-path", c.data_paths,
+                  "token files: tessera (.tok), Megatron indexed (.bin/.idx prefix) or llm.c "
+                  "(.bin) (default: the embedded fortunes corpus)");
+  sub->add_option("--vocab-file", c.vocab_file, "GPT-2 style vocab.json of the data's tokenizer");
+  sub->add_option("--merge-file", c.merge_file, "GPT-2 style merges.txt of the data's tokenizer");
+  sub->add_option("--cache-dir", c.cache_dir,
+                  "where the embedded corpus is cached (default: ~/.cache/tessera)");
   sub->add_option("--split-valid", c.valid_fraction, "fraction of the data held out for validation")
       ->capture_default_str();
   sub->add_option("--eval-interval", c.eval_interval, "validation loss every N steps (0: never)")
@@ -77,35 +79,20 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
   sub->add_flag("!--no-progress", c.progress, "no progress bar on a terminal");
 }
 
-std::unique_ptr<TokenWindows> load_data(const TrainConfig& c) {
-  std::string text, name;
-  if (c.data_path.empty()) {
-    text = read_fortunes();
-    name = fmt::format("fortunes corpus ({})", kFortunesDir);
-  } else {
-    std::ifstream in(c.data_path, std::ios::binary);
-    TESSERA_CHECK(bool(in), "--data-path {}: cannot open for reading", c.data_path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-    TESSERA_CHECK(!text.empty(), "--data-path {}: file is empty", c.data_path);
-    name = c.data_path;
-  }
-  return std::make_unique<TokenWindows>(bytes_to_tokens(text), 256, c.seed, c.valid_fraction,
-                                        name);
-}
-
-void run_train(TrainConfig c) {
-  c.model.vocab_size = 256;  // byte-level tokens until a tokenizer is chosen
+void run_train(TrainConfig c, int64_t vocab_size_flag) {
+  c.model.vocab_size = 2;  // the data decides; validate the rest first
   c.validate(/*world=*/1);
   if (c.threads > 0) omp_set_num_threads(c.threads);
-  auto data = load_data(c);
-  fmt::print("data: {}\n", data->describe());
+  TrainingData data = open_training_data(c, vocab_size_flag);
+  c.model.vocab_size = data.vocab_size;
+  c.validate(/*world=*/1);
+  if (!data.note.empty()) fmt::print("data: {}\n", data.note);
+  fmt::print("data: {}\n", data.batches->describe());
   fmt::print("model: {} | {:.2f} M parameters\n", c.model.summary(),
              double(ParamLayout::count_model_params(c.model)) / 1e6);
   fmt::print("batch: {} | {} tokens per step | {} threads\n", c.par.summary(),
              c.par.global_batch * c.model.seq_length, omp_get_max_threads());
-  Trainer trainer(c, *data);
+  Trainer trainer(c, *data.batches);
   fmt::print("memory: parameters {:.1f} MB, gradients {:.1f} MB, optimizer {:.1f} MB, "
              "activations {:.1f} MB\n",
              trainer.param_bytes() / 1e6, trainer.grad_bytes() / 1e6,
@@ -123,11 +110,14 @@ void run_train(TrainConfig c) {
 void register_train(CLI::App& app) {
   auto* sub = app.add_subcommand("train", "train a GPT model (flags follow Megatron-LM's names)");
   auto cfg = std::make_shared<TrainConfig>();
+  auto vocab_size = std::make_shared<int64_t>(0);
   // Expanded into flags by main() before parsing (see config_file.h); listed
   // here so --help shows it.
   sub->add_option("--config", "TOML file of these options: key = long flag name, e.g. num-layers = 6");
   add_train_options(sub, *cfg);
-  sub->callback([cfg] { run_train(*cfg); });
+  sub->add_option("--vocab-size", *vocab_size,
+                  "model vocabulary (default: the tokenizer's, or the data file's)");
+  sub->callback([cfg, vocab_size] { run_train(*cfg, *vocab_size); });
 }
 
 }  // namespace tessera::cli

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tessera/model/gpt_config.h"
 #include "tessera/optim/adamw.h"
@@ -16,7 +17,9 @@ struct TrainConfig {
   AdamWConfig optim;
   int64_t train_iters = 200;     // --train-iters
   uint64_t seed = 1234;          // --seed
-  std::string data_path;         // --data-path (empty: the embedded corpus)
+  std::vector<std::string> data_paths;  // --data-path (empty: the embedded corpus)
+  std::string vocab_file, merge_file;  // --vocab-file, --merge-file (GPT-2 BPE files)
+  std::string cache_dir;               // --cache-dir (embedded corpus; default ~/.cache/tessera)
   double valid_fraction = 0.01;  // --split-valid
   int64_t eval_interval = 0;     // --eval-interval (0: never)
   int64_t eval_iters = 10;       // --eval-iters

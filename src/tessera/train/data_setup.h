@@ -1,0 +1,27 @@
+// Opening the training data named by a TrainConfig: token files given with
+// --data-path (tessera, Megatron indexed or llm.c formats), or the embedded
+// fortunes corpus; the tokenizer that goes with them; and the model's
+// vocabulary size. Everything is checked here, before the model allocates.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tessera/data/tokenizer.h"
+#include "tessera/train/sampled_batches.h"
+#include "tessera/train/train_config.h"
+
+namespace tessera {
+
+struct TrainingData {
+  std::unique_ptr<SampledBatches> batches;
+  std::optional<data::Tokenizer> tokenizer;  // absent for data without known tokenizer files
+  std::string tokenizer_dir;                 // where vocab.json + merges.txt live ("" if none)
+  int64_t vocab_size = 0;                    // the model's real vocabulary
+  std::string note;                          // e.g. "built the embedded corpus cache in ..."
+};
+
+// vocab_size_flag: --vocab-size (0: from the tokenizer or the data file).
+TrainingData open_training_data(const TrainConfig& cfg, int64_t vocab_size_flag);
+
+}  // namespace tessera

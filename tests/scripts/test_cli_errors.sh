@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Bad input to `tessera train`: each case must exit nonzero with one clear
+# message naming the flag or file, before any heavy work (each case runs in
+# well under a second), and never crash (exit codes >= 128 are signals).
+# Usage: test_cli_errors.sh TESSERA_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
+       --micro-batch-size 2 --global-batch-size 2 --train-iters 2 --no-progress)
+
+expect_error() {  # expect_error PATTERN ARGS...
+  local pattern=$1
+  shift
+  local out status
+  out=$(timeout 20 "$bin" "$@" 2>&1)
+  status=$?
+  if [ "$status" -eq 0 ] || [ "$status" -ge 124 ]; then
+    echo "FAIL: tessera $* exited $status (want a clean nonzero exit)"
+    failures=$((failures + 1))
+  elif ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL: tessera $*: message does not match /$pattern/:"
+    echo "$out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok: $(grep -E -- "$pattern" <<<"$out" | head -1)"
+  fi
+}
+
+expect_error 'not expected: .*--bogus' train --bogus 3
+expect_error '--num-attention-heads \(3\).*--hidden-size|--hidden-size \(32\) must be divisible by --num-attention-heads \(3\)' \
+  train "${small[@]}" --num-attention-heads 3
+expect_error '--global-batch-size \(3\) must be divisible by --micro-batch-size \(2\)' \
+  train "${small[@]}" --global-batch-size 3
+expect_error '--num-layers must be >= 1' train "${small[@]}" --num-layers 0
+expect_error '--lr must be > 0' train "${small[@]}" --lr -1
+expect_error '--min-lr .* must be in \[0, --lr' train "${small[@]}" --lr 1e-4 --min-lr 1e-3
+expect_error '--clip-grad must be >= 0' train "${small[@]}" --clip-grad -1
+expect_error '--adam-beta2 must be in \[0, 1\)' train "${small[@]}" --adam-beta2 1.5
+expect_error '--train-iters must be >= 1' train "${small[@]}" --train-iters 0
+expect_error '--micro-batch-size.*(could not be converted|integer|valid)|Could not convert' \
+  train "${small[@]}" --micro-batch-size two
+expect_error "cannot open token data $tmp/missing.tok" train "${small[@]}" --data-path "$tmp/missing.tok"
+printf 'not tokens' > "$tmp/garbage.bin"
+expect_error "$tmp/garbage.bin: unknown token file format" train "${small[@]}" --data-path "$tmp/garbage.bin"
+# llm.c shards: 256 int32 header (magic 20240520, version 1, token count), then uint16 ids.
+llmc_shard() {  # llmc_shard FILE ID...
+  local f=$1; shift
+  /usr/bin/python3 -c 'import struct,sys
+ids=[int(x) for x in sys.argv[2:]]
+h=[20240520,1,len(ids)]+[0]*253
+open(sys.argv[1],"wb").write(struct.pack("<256i",*h)+struct.pack("<%dH"%len(ids),*ids))' "$f" "$@"
+}
+llmc_shard "$tmp/short.bin" 1 2 3
+expect_error "records no vocabulary size: pass --vocab-size" train "${small[@]}" --data-path "$tmp/short.bin"
+expect_error "fewer than 2 window\\(s\\) of --seq-length \\+ 1" \
+  train "${small[@]}" --data-path "$tmp/short.bin" --vocab-size 10
+llmc_shard "$tmp/big_id.bin" $(seq 1 9) $(seq 1 9) $(seq 1 9) 77 $(seq 1 9) $(seq 1 9) $(seq 1 9)
+expect_error "$tmp/big_id.bin: token [0-9]+ has id 77, but the vocabulary has 10 tokens" \
+  train "${small[@]}" --data-path "$tmp/big_id.bin" --vocab-size 10 --split-valid 0.5
+expect_error "--vocab-file and --merge-file go together" \
+  train "${small[@]}" --vocab-file "$tmp/vocab.json"
+expect_error "--vocab-file/--merge-file need --data-path" \
+  train "${small[@]}" --vocab-file "$tmp/vocab.json" --merge-file "$tmp/merges.txt"
+expect_error "$tmp/vocab.json: no such file" \
+  train "${small[@]}" --vocab-file "$tmp/vocab.json" --merge-file "$tmp/merges.txt" --data-path "$tmp/short.bin"
+expect_error "--config $tmp/none.toml: cannot open" train --config "$tmp/none.toml"
+printf 'num-layerz = 2\n' > "$tmp/unknown.toml"
+expect_error "config $tmp/unknown.toml: unknown key 'num-layerz'" train --config "$tmp/unknown.toml"
+printf 'lr = \n' > "$tmp/syntax.toml"
+expect_error "config $tmp/syntax.toml: .*line 1" train --config "$tmp/syntax.toml"
+expect_error "--peak-file $tmp/nopeak.json|peak" train "${small[@]}" --peak-file "$tmp/bad.json" --peak-tflops -1
+printf '{"fp32_gemm_tflops": "x"}' > "$tmp/bad_peak.json"
+expect_error "peak file $tmp/bad_peak.json is not a valid" train "${small[@]}" --peak-file "$tmp/bad_peak.json"
+# Divergence is caught and reported with the step, not trained through.
+expect_error 'loss is (nan|inf|-nan).* at step [0-9]+|gradient norm is (nan|inf).* at step' \
+  train "${small[@]}" --lr 1e30 --min-lr 1e30 --clip-grad 0 --train-iters 20
+
+# And a valid run still works: the errors above are not the only outcome.
+if ! "$bin" train "${small[@]}" --peak-tflops 1 > "$tmp/ok.log" 2>&1; then
+  echo "FAIL: a valid small run failed:"; cat "$tmp/ok.log"; failures=$((failures + 1))
+fi
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures bad-input case(s) failed"
+  exit 1
+fi
+echo "all bad-input cases give their message and a clean nonzero exit"

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libopenblas-openmp-dev        # sgemm; the OpenMP build shares one thread pool with our kernels
+  libdnnl-dev                   # oneDNN: sgemm, picked by instruction set, on OpenMP
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev

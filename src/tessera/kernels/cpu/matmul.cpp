@@ -1,14 +1,28 @@
 #include "tessera/kernels/cpu/matmul.h"
 
-#include <cblas.h>
+#include <dnnl.h>
+
+#include "tessera/core/error.h"
 
 namespace tessera::cpu {
+
+namespace {
+
+// Row-major C (M, N) = alpha * op(A) * op(B) + beta * C on oneDNN's sgemm,
+// which picks its kernel from the CPU's instruction set (AVX-512, AVX2, ...)
+// at run time rather than from a table of known CPU models.
+void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  dnnl_status_t st = dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  TESSERA_CHECK(st == dnnl_success, "oneDNN sgemm failed (status {}) for {}x{}x{}", int(st), M, N, K);
+}
+
+}  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                     int64_t N, int64_t C, int64_t OC) {
   // out (N, OC) = inp (N, C) @ weight^T, weight (OC, C) row-major.
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f,
-              out, OC);
+  sgemm('N', 'T', N, OC, C, inp, C, weight, C, 0.0f, out, OC);
   if (!bias) return;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
@@ -23,11 +37,9 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      bool accumulate_dinp) {
   // dinp (N, C) = dout (N, OC) @ weight (OC, C)
   if (dinp)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
-                accumulate_dinp ? 1.0f : 0.0f, dinp, C);
+    sgemm('N', 'N', N, C, OC, dout, OC, weight, C, accumulate_dinp ? 1.0f : 0.0f, dinp, C);
   // dweight (OC, C) += dout^T (OC, N) @ inp (N, C)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-              dweight, C);
+  sgemm('T', 'N', OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
   if (!dbias) return;
   // dbias (OC): column sums of dout. Threads own disjoint column ranges, so the
   // sum order per column is fixed (deterministic) and nothing races.

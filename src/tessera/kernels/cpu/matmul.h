@@ -1,4 +1,4 @@
-// Linear layer on BLAS (sgemm). Weights are stored (out, in), as nn.Linear.
+// Linear layer on oneDNN's sgemm. Weights are stored (out, in), as nn.Linear.
 #pragma once
 #include <cstdint>
 

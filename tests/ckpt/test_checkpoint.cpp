@@ -12,6 +12,8 @@
 #include "tessera/ckpt/crc32c.h"
 #include "tessera/ckpt/slice_map.h"
 #include "tessera/ckpt/step_dirs.h"
+#include "tessera/comm/collective_log.h"
+#include "tessera/comm/local_communicator.h"
 #include "tessera/core/error.h"
 #include "tessera/optim/adamw.h"
 
@@ -236,6 +238,21 @@ TEST(Checkpoint, KeepsTheNewestK) {
   // Saving a step that exists again replaces it.
   a.save(dir.str(), 50, 2);
   EXPECT_EQ(list_steps(dir.str()).size(), 2u);
+}
+
+// The collective path of save_checkpoint (what an MPI job runs), on a
+// world of one: the same files, and the synchronisation is logged.
+TEST(Checkpoint, CollectiveSaveOverACommunicator) {
+  ScratchDir dir("ckpt_comm");
+  TinyRun a(1);
+  comm::LocalCommunicator world;
+  const uint64_t before = world.log().recorded();
+  save_checkpoint(dir.str(), whole_rank(a.model, &a.optim), TrainState{9}, RunInfo{a.cfg, {}, ""},
+                  {0, &world});
+  EXPECT_EQ(world.log().recorded() - before, 4u);  // tag broadcast + 3 barriers
+  TinyRun b(2);
+  load_into(open_checkpoint(dir.str()), b.model, &b.optim);
+  EXPECT_TRUE(same_bits(a.model.params(), b.model.params()));
 }
 
 // Shards written by a tp=2 x ZeRO(dp=2) job, read by one process: the same

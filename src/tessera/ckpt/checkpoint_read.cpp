@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -178,8 +179,9 @@ class TensorReader {
     const Shape stored = shape_from_json(t.at("global_shape"));
     check_shape(name, stored, mine.global);
 
-    std::vector<float> global(size_t(stored.numel()), 0.0f);  // (stored shape) row-major
-    std::vector<uint8_t> have(global.size(), 0);
+    // (stored shape) row-major; `have` marks what some shard covered.
+    std::unique_ptr<float[]> global(new float[size_t(stored.numel())]);
+    std::vector<uint8_t> have(size_t(stored.numel()), 0);
     std::vector<float> buf;
     for (const json& jp : t.at("shards").at(kind)) {
       Piece p{jp.at("file"), jp.at("byte_offset"), jp.at("local_range")[0], jp.at("local_range")[1],
@@ -191,23 +193,22 @@ class TensorReader {
       read_exact(fd(path), buf.data(), buf.size() * sizeof(float), p.byte_offset, path);
       p.slice.for_each_run(p.lo, p.hi, [&](int64_t l, int64_t g, int64_t n) {
         std::memcpy(&global[size_t(g)], &buf[size_t(l - p.lo)], size_t(n) * sizeof(float));
-        std::fill_n(&have[size_t(g)], n, uint8_t(1));
+        std::memset(&have[size_t(g)], 1, size_t(n));
       });
     }
     // The tied token table's padding rows depend on tp; rows past the
     // stored table are padding (zero), never real vocabulary.
     const int64_t stored_n = stored.numel();
     mine.for_each_run(lo, hi, [&](int64_t l, int64_t g, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t gi = g + i;
-        float v = 0.0f;
-        if (gi < stored_n) {
-          TESSERA_CHECK(have[size_t(gi)], "checkpoint {}: no shard holds element {} of {} ({})",
-                        ck_.path, gi, name, kind);
-          v = global[size_t(gi)];
-        }
-        out[l - lo + i] = v;
+      float* dst = out + (l - lo);
+      const int64_t inside = std::clamp<int64_t>(stored_n - g, 0, n);
+      if (inside > 0) {
+        const void* gap = std::memchr(&have[size_t(g)], 0, size_t(inside));
+        TESSERA_CHECK(!gap, "checkpoint {}: no shard holds element {} of {} ({})", ck_.path,
+                      g + (static_cast<const uint8_t*>(gap) - &have[size_t(g)]), name, kind);
+        std::memcpy(dst, &global[size_t(g)], size_t(inside) * sizeof(float));
       }
+      std::fill(dst + inside, dst + n, 0.0f);
     });
     return true;
   }

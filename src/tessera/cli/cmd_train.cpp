@@ -77,6 +77,13 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
                                                   default_peak_file() + ")");
   sub->add_option("--threads", c.threads, "threads (default: OpenMP's, usually all cores)");
   sub->add_flag("!--no-progress", c.progress, "no progress bar on a terminal");
+  sub->add_option("--save", c.save_dir, "write checkpoints under this directory");
+  sub->add_option("--save-interval", c.save_interval, "checkpoint every N steps (0: at the end)")
+      ->capture_default_str();
+  sub->add_option("--save-keep", c.save_keep, "keep the newest K checkpoints (0: all)")
+      ->capture_default_str();
+  sub->add_option("--load", c.load_dir,
+                  "resume from a checkpoint (a step directory, or a --save directory: its latest)");
 }
 
 void run_train(TrainConfig c, int64_t vocab_size_flag) {
@@ -85,6 +92,7 @@ void run_train(TrainConfig c, int64_t vocab_size_flag) {
   if (c.threads > 0) omp_set_num_threads(c.threads);
   TrainingData data = open_training_data(c, vocab_size_flag);
   c.model.vocab_size = data.vocab_size;
+  c.tokenizer = data.tokenizer_dir;
   c.validate(/*world=*/1);
   if (!data.note.empty()) fmt::print("data: {}\n", data.note);
   fmt::print("data: {}\n", data.batches->describe());

@@ -31,6 +31,9 @@ void TrainConfig::validate(int64_t world) const {
                 "--eval-interval needs a validation split (--split-valid > 0)");
   TESSERA_CHECK(log_interval >= 1, "--log-interval must be >= 1 (got {})", log_interval);
   TESSERA_CHECK(peak_tflops >= 0, "--peak-tflops must be >= 0 (got {})", peak_tflops);
+  TESSERA_CHECK(save_interval >= 0, "--save-interval must be >= 0 (got {})", save_interval);
+  TESSERA_CHECK(save_keep >= 0, "--save-keep must be >= 0 (got {})", save_keep);
+  TESSERA_CHECK(save_interval == 0 || !save_dir.empty(), "--save-interval needs --save DIR");
   TESSERA_CHECK(threads >= 0, "--threads must be >= 0 (got {})", threads);
 }
 

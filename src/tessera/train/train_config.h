@@ -29,6 +29,11 @@ struct TrainConfig {
   std::string peak_file;         // --peak-file (written by `tessera bench peak`)
   int threads = 0;               // --threads (0: OpenMP default)
   bool progress = true;          // --no-progress turns the terminal progress bar off
+  std::string save_dir;          // --save: checkpoint directory (empty: no checkpoints)
+  int64_t save_interval = 0;     // --save-interval: every N steps (0: only at the end)
+  int save_keep = 0;             // --save-keep: keep the newest K checkpoints (0: all)
+  std::string load_dir;          // --load: resume from this checkpoint directory
+  std::string tokenizer;         // recorded in checkpoints for generation (set from the data)
 
   // Throws tessera::Error naming the flag of the first bad value.
   void validate(int64_t world) const;

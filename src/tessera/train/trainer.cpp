@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/ckpt/checkpoint.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
 #include "tessera/kernels/cpu/elementwise.h"
@@ -111,14 +112,42 @@ float Trainer::evaluate() {
   return float(sum / double(cfg_.eval_iters));
 }
 
+int64_t Trainer::load(const std::string& dir) {
+  ckpt::Checkpoint ck = ckpt::open_checkpoint(dir);
+  for (const std::string& note : ck.notes) fmt::print("checkpoint: {}\n", note);
+  ckpt::load_into(ck, *model_, optim_.get());
+  TESSERA_CHECK(ck.has_optimizer_state, "--load {}: checkpoint {} has no optimizer state to resume",
+                dir, ck.path);
+  TESSERA_CHECK(ck.state.seed == cfg_.seed,
+                "--load {}: the checkpoint was trained with --seed {}, this run has --seed {} (the "
+                "data order would differ)",
+                dir, ck.state.seed, cfg_.seed);
+  start_step_ = ck.state.step + 1;
+  fmt::print("resumed from {} (step {})\n", ck.path, ck.state.step);
+  return ck.state.step;
+}
+
+std::string Trainer::save(int64_t step) {
+  ckpt::TrainState state;
+  state.step = step;
+  state.consumed_samples = step * cfg_.par.global_batch;
+  state.seed = cfg_.seed;
+  ckpt::RunInfo info{cfg_.model, cfg_.par, cfg_.tokenizer};
+  ckpt::SaveOptions opts;
+  opts.keep = cfg_.save_keep;
+  return ckpt::save_checkpoint(cfg_.save_dir, ckpt::whole_rank(*model_, optim_.get()), state, info,
+                               opts);
+}
+
 void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   std::ofstream metrics;
   if (!cfg_.metrics_file.empty()) {
     metrics.open(cfg_.metrics_file);
     TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", cfg_.metrics_file);
   }
+  if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
   Progress bar(cfg_.train_iters, cfg_.progress);
-  for (int64_t step = 1; step <= cfg_.train_iters; ++step) {
+  for (int64_t step = start_step_; step <= cfg_.train_iters; ++step) {
     StepStats s = train_step(step);
     if (cfg_.eval_interval > 0 && (step % cfg_.eval_interval == 0 || step == cfg_.train_iters))
       s.valid_loss = evaluate();
@@ -126,6 +155,9 @@ void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
     if (step % cfg_.log_interval == 0 || step == 1 || step == cfg_.train_iters ||
         s.valid_loss >= 0)
       bar.println(format_step_line(s));
+    if (!cfg_.save_dir.empty() &&
+        ((cfg_.save_interval > 0 && step % cfg_.save_interval == 0) || step == cfg_.train_iters))
+      bar.println(fmt::format("saved {}", save(step)));
     bar.update(step, fmt::format("loss {:.3f}", s.loss));
     if (on_step) on_step(s);
   }

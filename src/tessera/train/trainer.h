@@ -29,8 +29,15 @@ class Trainer {
   // Mean loss over eval_iters micro-batches of the validation split (a fixed set).
   float evaluate();
 
-  // Steps 1..train_iters with logging; on_step (optional) sees every step.
+  // Steps after the loaded checkpoint (or 1) .. train_iters with logging and
+  // checkpoints; on_step (optional) sees every step.
   void run(const std::function<void(const StepStats&)>& on_step = {});
+
+  // Loads parameters and optimizer state of a checkpoint (--load); returns
+  // the step it was written at. The next step to run is that + 1.
+  int64_t load(const std::string& dir);
+  // Writes a checkpoint of the state after `step` under cfg.save_dir.
+  std::string save(int64_t step);
 
   GPT& model() { return *model_; }
   AdamW& optimizer() { return *optim_; }
@@ -53,6 +60,7 @@ class Trainer {
   Peak peak_;
   Profile profile_;
   std::vector<int32_t> window_, inputs_, targets_;  // (B, T + 1), (B, T), (B, T)
+  int64_t start_step_ = 1;
 };
 
 }  // namespace tessera

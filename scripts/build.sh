@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds tessera (Release) into build/. Used by the README's
+# commands and by CI; re-running only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build build -j "$(nproc)"

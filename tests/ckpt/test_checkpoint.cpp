@@ -10,6 +10,7 @@
 #include "ckpt_test_util.h"
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/crc32c.h"
+#include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/slice_map.h"
 #include "tessera/ckpt/step_dirs.h"
 #include "tessera/comm/collective_log.h"
@@ -216,8 +217,15 @@ TEST(Checkpoint, TruncatedFileIsRefusedNamingTheFile) {
   EXPECT_NE(err.find("truncated"), std::string::npos) << err;
   EXPECT_EQ(open_checkpoint(dir.str()).state.step, 1);
 
-  // A damaged metadata.json is named too.
-  std::ofstream(step2 + "/metadata.json") << "{\"format\": \"tessera-checkpoint\", \"vers";
+  // A damaged metadata.json is named too: a digit changed (still valid
+  // JSON: caught by metadata.crc32c), or a cut.
+  std::string md = read_file(step2 + "/metadata.json");
+  size_t at = md.find("\"byte_offset\": ") + 15;
+  md[at] = md[at] == '9' ? '8' : char(md[at] + 1);
+  std::ofstream(step2 + "/metadata.json") << md;
+  err = error_of([&] { open_checkpoint(step2); });
+  EXPECT_NE(err.find(step2 + "/metadata.json: checksum"), std::string::npos) << err;
+  std::ofstream(step2 + "/metadata.json") << md.substr(0, md.size() / 2);
   err = error_of([&] { open_checkpoint(step2); });
   EXPECT_NE(err.find(step2 + "/metadata.json"), std::string::npos) << err;
   // A missing file.

@@ -6,6 +6,7 @@
 //
 //   DIR/latest                      "step_000100\n", replaced atomically
 //   DIR/step_000100/metadata.json   run state, configs, tensors, shards, files + CRC32C
+//   DIR/step_000100/metadata.crc32c metadata.json's own CRC32C
 //   DIR/step_000100/params-tp00-pp00-dp000.bin      fp32, a flat range of the rank's layout
 //   DIR/step_000100/exp_avg-tp00-pp00-dp000.bin     AdamW m over the rank's optimizer range
 //   DIR/step_000100/exp_avg_sq-tp00-pp00-dp000.bin  AdamW v

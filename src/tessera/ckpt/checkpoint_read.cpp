@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -33,9 +34,17 @@ json read_metadata(const std::string& step_dir) {
   const std::string path = (fs::path(step_dir) / kMetadataFile).string();
   std::error_code ec;
   TESSERA_CHECK(fs::exists(path, ec), "{}: missing (not a committed checkpoint)", path);
+  const std::string text = read_file(path);
+  const std::string crc_path = (fs::path(step_dir) / kMetadataCrcFile).string();
+  TESSERA_CHECK(fs::exists(crc_path, ec), "{}: missing", crc_path);
+  std::string want = read_file(crc_path);
+  while (!want.empty() && std::isspace(static_cast<unsigned char>(want.back()))) want.pop_back();
+  const std::string have = crc32c_hex(crc32c(text.data(), text.size()));
+  TESSERA_CHECK(have == want, "{}: checksum {} does not match {}'s {} (corrupted)", path, have,
+                crc_path, want);
   json md;
   try {
-    md = json::parse(read_file(path));
+    md = json::parse(text);
   } catch (const json::exception& e) {
     fail("{}: corrupted ({})", path, e.what());
   }

@@ -135,7 +135,10 @@ std::string commit_checkpoint(const std::string& dir, const std::string& staging
     merge_manifest(md, m);
   }
   for (const fs::path& p : manifests) fs::remove(p);
-  write_file_durable((fs::path(staging) / kMetadataFile).string(), md.dump(1));
+  const std::string text = md.dump(1);
+  write_file_durable((fs::path(staging) / kMetadataFile).string(), text);
+  write_file_durable((fs::path(staging) / kMetadataCrcFile).string(),
+                     crc32c_hex(crc32c(text.data(), text.size())) + "\n");
   fsync_dir(staging);
 
   // The rename is the commit: before it the step does not exist by name.

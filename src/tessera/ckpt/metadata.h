@@ -22,6 +22,8 @@
 // tensor (the slice's place in the global tensor given by its blocks, see
 // slice_map.h) are stored as little-endian fp32 from byte_offset of file.
 // The seed is a string because JSON readers lose 64-bit integers.
+// metadata.crc32c holds metadata.json's own CRC32C ("0x1a2b3c4d\n"), so a
+// flipped digit that still parses (an offset, a checksum) is caught too.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -33,6 +35,7 @@ namespace tessera::ckpt {
 
 inline constexpr const char* kFormatName = "tessera-checkpoint";
 inline constexpr const char* kMetadataFile = "metadata.json";
+inline constexpr const char* kMetadataCrcFile = "metadata.crc32c";
 inline constexpr const char* kLatestFile = "latest";
 inline constexpr std::array<const char*, 3> kKinds = {"params", "exp_avg", "exp_avg_sq"};
 

@@ -41,14 +41,11 @@ Peak resolve_peak(double stated_tflops, const std::string& file) {
   }
 }
 
-double measure_and_write_peak(const std::string& file, int threads, bool verbose) {
-  if (threads > 0) omp_set_num_threads(threads);
-  const int used = omp_get_max_threads();
+static double measure(bool verbose, nlohmann::json& results) {
   // Shapes like the GEMMs of a training step: square and the tall-skinny
   // (tokens x hidden) x (hidden x 4 hidden) kind.
   const int64_t shapes[][3] = {{1024, 1024, 1024}, {2048, 2048, 2048}, {1024, 3072, 768},
                                {2048, 4096, 1024}};
-  nlohmann::json results = nlohmann::json::array();
   double best = 0;
   for (auto& s : shapes) {
     const int64_t M = s[0], N = s[1], K = s[2];
@@ -71,6 +68,19 @@ double measure_and_write_peak(const std::string& file, int threads, bool verbose
     results.push_back({{"m", M}, {"n", N}, {"k", K}, {"tflops", tflops}});
     if (verbose) fmt::print("sgemm {:>5} x {:>5} x {:>5}: {:8.1f} GFLOP/s\n", M, N, K, tflops * 1e3);
   }
+  return best;
+}
+
+double measure_gemm_peak(bool verbose) {
+  nlohmann::json results = nlohmann::json::array();
+  return measure(verbose, results);
+}
+
+double measure_and_write_peak(const std::string& file, int threads, bool verbose) {
+  if (threads > 0) omp_set_num_threads(threads);
+  const int used = omp_get_max_threads();
+  nlohmann::json results = nlohmann::json::array();
+  const double best = measure(verbose, results);
   nlohmann::json j = {{"fp32_gemm_tflops", best}, {"threads", used},
                       {"measured_at", std::time(nullptr)}, {"shapes", results}};
   std::filesystem::path p(file);

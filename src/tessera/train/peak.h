@@ -18,8 +18,11 @@ std::string default_peak_file();
 // stated > 0 wins; otherwise the file (if present); otherwise unknown.
 Peak resolve_peak(double stated_tflops, const std::string& file);
 
-// Measures fp32 sgemm throughput on square-ish shapes with the current
-// thread count and returns the best TFLOP/s seen; writes the JSON file.
+// Measures fp32 sgemm throughput on training-like shapes with the current
+// thread count; returns the best TFLOP/s seen.
+double measure_gemm_peak(bool verbose);
+
+// measure_gemm_peak, written to `file` as JSON (the file the trainer reads).
 double measure_and_write_peak(const std::string& file, int threads, bool verbose);
 
 }  // namespace tessera

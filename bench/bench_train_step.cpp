@@ -1,0 +1,109 @@
+// Training-step throughput of the engine on GPT-2 shapes, fp32, with the
+// step-time breakdown by kind of work and the GEMM peak measured in the same
+// run (so % of peak compares like with like on a shared, noisy machine).
+//
+//   bench_train_step --L 12 --C 768 --NH 12 --B 4 --T 64 --steps 8
+// The last line (RESULT ...) carries the median step time and tokens/s, in
+// the same form as ../shared/peers/torch_gpt2_bench.py's, so
+// bench/train_throughput.sh can print the ratio.
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "tessera/core/rng.h"
+#include "tessera/model/param_layout.h"
+#include "tessera/train/peak.h"
+#include "tessera/train/sampled_batches.h"
+#include "tessera/train/trainer.h"
+
+using namespace tessera;
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera training-step benchmark"};
+  int64_t L = 12, C = 768, NH = 12, V = 50257, maxT = 1024, B = 4, T = 64;
+  int steps = 8, warmup = 2, threads = 2;
+  app.add_option("--L", L);
+  app.add_option("--C", C);
+  app.add_option("--NH", NH);
+  app.add_option("--V", V);
+  app.add_option("--maxT", maxT);
+  app.add_option("--B", B);
+  app.add_option("--T", T);
+  app.add_option("--steps", steps);
+  app.add_option("--warmup", warmup);
+  app.add_option("--threads", threads);
+  CLI11_PARSE(app, argc, argv);
+  omp_set_num_threads(threads);
+
+  TrainConfig cfg;
+  cfg.model.num_layers = L;
+  cfg.model.hidden_size = C;
+  cfg.model.num_heads = NH;
+  cfg.model.vocab_size = V;
+  cfg.model.seq_length = T;
+  cfg.model.max_position_embeddings = maxT;
+  cfg.par.micro_batch = B;
+  cfg.par.global_batch = B;
+  cfg.train_iters = steps + warmup;
+  // The PyTorch peer's optimizer settings.
+  cfg.optim.lr = 1e-4f;
+  cfg.optim.min_lr = 1e-4f;
+  cfg.optim.beta2 = 0.999f;
+  cfg.optim.weight_decay = 0;
+  cfg.optim.clip_grad = 0;  // the peer does not clip
+  cfg.peak_tflops = 1;      // replaced below by the in-run measurement
+  cfg.valid_fraction = 0;
+  cfg.validate(1);
+
+  std::vector<int32_t> tokens(size_t(64 * (T + 1) * (steps + warmup) * B));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(rng_u64(1, 0, i) % uint64_t(V));
+  SampledBatches data(memory_token_source(tokens, "random tokens"), V, T, cfg.seed, 0.0);
+  Trainer trainer(cfg, data);
+
+  fmt::print("shape: L {} C {} NH {} V {} | B {} T {} | {:.1f} M parameters | {} threads\n", L, C,
+             NH, V, B, T, double(ParamLayout::count_model_params(cfg.model)) / 1e6, threads);
+  const double peak = measure_gemm_peak(false);
+  fmt::print("measured fp32 GEMM peak (oneDNN sgemm, same run): {:.1f} GFLOP/s\n", peak * 1e3);
+
+  std::vector<StepStats> stats;
+  for (int s = 1; s <= steps + warmup; ++s) {
+    StepStats st = trainer.train_step(s);
+    if (s > warmup) stats.push_back(st);
+  }
+  std::vector<double> secs;
+  for (auto& s : stats) secs.push_back(s.seconds);
+  std::sort(secs.begin(), secs.end());
+  const double median = secs[secs.size() / 2];
+  const double tok_s = double(B * T) / median;
+  const double gflops = stats[0].model_flops / median / 1e9;
+  fmt::print("step {:.1f} ms (median of {}) | {:.1f} tokens/s | {:.1f} GFLOP/s | {:.1f}% of the "
+             "measured GEMM peak\n",
+             median * 1e3, steps, tok_s, gflops, 100.0 * gflops / (peak * 1e3));
+
+  // Where the time goes: mean seconds per step by kind of work.
+  Profile mean;
+  double mean_step = 0;
+  for (auto& s : stats) {
+    for (size_t i = 0; i < size_t(Op::kCount); ++i)
+      mean.seconds[i] += s.profile.seconds[i] / double(stats.size());
+    mean_step += s.seconds / double(stats.size());
+  }
+  fmt::print("breakdown (mean of {} steps, {:.1f} ms):\n", stats.size(), mean_step * 1e3);
+  for (size_t i = 0; i < size_t(Op::kCount); ++i)
+    if (mean.seconds[i] > 0)
+      fmt::print("  {:<10} {:8.1f} ms  {:5.1f}%\n", op_name(Op(i)), mean.seconds[i] * 1e3,
+                 100.0 * mean.seconds[i] / mean_step);
+  const double other = mean_step - mean.total();
+  fmt::print("  {:<10} {:8.1f} ms  {:5.1f}%\n", "other", other * 1e3, 100.0 * other / mean_step);
+  const double gemm_flops = stats[0].model_flops;  // nearly all model FLOPs are GEMMs
+  fmt::print("  GEMM time runs at {:.1f} GFLOP/s ({:.0f}% of peak)\n",
+             gemm_flops / mean.seconds[size_t(Op::Gemm)] / 1e9,
+             100.0 * gemm_flops / mean.seconds[size_t(Op::Gemm)] / 1e12 / peak);
+  fmt::print("RESULT tessera L={} C={} B={} T={} step_ms={:.1f} tok_per_s={:.1f}\n", L, C, B, T,
+             median * 1e3, tok_s);
+  return 0;
+}

@@ -31,6 +31,7 @@ json model_to_json(const GPTConfig& m) {
           {"hidden_size", m.hidden_size},
           {"num_heads", m.num_heads},
           {"seq_length", m.seq_length},
+          {"max_position_embeddings", m.positions()},
           {"vocab_size", m.vocab_size},
           {"ffn_hidden_size", m.ffn()},
           {"make_vocab_size_divisible_by", m.make_vocab_size_divisible_by},
@@ -43,6 +44,8 @@ GPTConfig model_from_json(const json& j) {
   m.hidden_size = need_int(j, "hidden_size");
   m.num_heads = need_int(j, "num_heads");
   m.seq_length = need_int(j, "seq_length");
+  if (j.contains("max_position_embeddings"))
+    m.max_position_embeddings = need_int(j, "max_position_embeddings");
   m.vocab_size = need_int(j, "vocab_size");
   m.ffn_hidden_size = j.value("ffn_hidden_size", int64_t(0));
   if (m.ffn_hidden_size == 4 * m.hidden_size) m.ffn_hidden_size = 0;  // the default, spelled out
@@ -87,6 +90,7 @@ std::string model_difference(const GPTConfig& a, const GPTConfig& b) {
                         diff("hidden_size", a.hidden_size, b.hidden_size),
                         diff("num_heads", a.num_heads, b.num_heads),
                         diff("seq_length", a.seq_length, b.seq_length),
+                        diff("max_position_embeddings", a.positions(), b.positions()),
                         diff("vocab_size", a.vocab_size, b.vocab_size),
                         diff("ffn_hidden_size", a.ffn(), b.ffn())})
     if (!d.empty()) return d;

@@ -38,8 +38,8 @@ json hf_config(const GPTConfig& m) {
           {"n_layer", m.num_layers},
           {"n_embd", m.hidden_size},
           {"n_head", m.num_heads},
-          {"n_positions", m.seq_length},
-          {"n_ctx", m.seq_length},
+          {"n_positions", m.positions()},
+          {"n_ctx", m.positions()},
           {"n_inner", m.ffn() == 4 * m.hidden_size ? json(nullptr) : json(m.ffn())},
           {"vocab_size", m.vocab_size},
           {"activation_function", "gelu_new"},
@@ -62,6 +62,7 @@ GPTConfig model_from_hf_config(const json& c) {
   m.hidden_size = need("n_embd");
   m.num_heads = need("n_head");
   m.seq_length = c.contains("n_positions") ? need("n_positions") : need("n_ctx");
+  m.max_position_embeddings = m.seq_length;
   m.vocab_size = need("vocab_size");
   if (c.contains("n_inner") && c["n_inner"].is_number_integer()) m.ffn_hidden_size = c["n_inner"];
   if (c.contains("initializer_range") && c["initializer_range"].is_number())

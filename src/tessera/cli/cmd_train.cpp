@@ -27,6 +27,9 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option("--ffn-hidden-size", m.ffn_hidden_size, "MLP width (0: 4 x hidden)")
       ->capture_default_str();
   sub->add_option("--seq-length", m.seq_length, "tokens per sequence")->capture_default_str();
+  sub->add_option("--max-position-embeddings", m.max_position_embeddings,
+                  "rows of the position table (0: --seq-length)")
+      ->capture_default_str();
   sub->add_option("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by,
                   "pad the embedding table to a multiple of this (x tensor-parallel size)")
       ->capture_default_str();

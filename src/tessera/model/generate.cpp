@@ -23,7 +23,7 @@ Decoder::Decoder(const GPT& model) : model_(model) {
   NH_ = c.num_heads;
   F_ = c.ffn();
   V_ = c.vocab_size;
-  cache_.init(c.num_layers, c.seq_length, C_);
+  cache_.init(c.num_layers, c.positions(), C_);
   logits_.resize(size_t(V_));
 }
 
@@ -102,7 +102,7 @@ std::vector<int32_t> generate(GPT& model, std::span<const int32_t> prompt,
                               const GenerateConfig& cfg,
                               const std::function<bool(int32_t)>& on_token) {
   TESSERA_CHECK(!prompt.empty(), "generation needs a non-empty prompt");
-  const int64_t T = model.config().seq_length, V = model.config().vocab_size;
+  const int64_t T = model.config().positions(), V = model.config().vocab_size;
   std::vector<int32_t> seq(prompt.begin(), prompt.end());
   // The window is seq[start:]; it never holds more than T tokens.
   int64_t start = std::max<int64_t>(0, int64_t(seq.size()) - T);

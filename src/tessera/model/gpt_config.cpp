@@ -14,6 +14,9 @@ void GPTConfig::validate() const {
                 "--hidden-size ({}) must be divisible by --num-attention-heads ({})", hidden_size,
                 num_heads);
   TESSERA_CHECK(seq_length >= 1, "--seq-length must be >= 1 (got {})", seq_length);
+  TESSERA_CHECK(max_position_embeddings == 0 || max_position_embeddings >= seq_length,
+                "--max-position-embeddings ({}) must be >= --seq-length ({})",
+                max_position_embeddings, seq_length);
   TESSERA_CHECK(vocab_size >= 2, "vocabulary size must be >= 2 (got {})", vocab_size);
   TESSERA_CHECK(vocab_size < (int64_t(1) << 31), "vocabulary size {} does not fit int32 token ids",
                 vocab_size);

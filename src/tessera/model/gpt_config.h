@@ -9,13 +9,17 @@ struct GPTConfig {
   int64_t num_layers = 6;
   int64_t hidden_size = 384;
   int64_t num_heads = 6;
-  int64_t seq_length = 256;          // training context; also the number of position embeddings
+  int64_t seq_length = 256;          // training context (tokens per sequence)
+  int64_t max_position_embeddings = 0;  // rows of the position table (0: seq_length)
   int64_t vocab_size = 256;          // real vocabulary (tokens the data can contain)
   int64_t ffn_hidden_size = 0;       // 0: 4 * hidden_size
   int64_t make_vocab_size_divisible_by = 128;  // Megatron's padding, times tp
   float init_std = 0.02f;
 
   int64_t head_size() const { return hidden_size / num_heads; }
+  int64_t positions() const {
+    return max_position_embeddings > 0 ? max_position_embeddings : seq_length;
+  }
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   // The embedding table's row count: vocab rounded up to a multiple of
   // make_vocab_size_divisible_by * tp, so every tp rank gets an equal slice.

@@ -53,7 +53,7 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
   // does not embed; its gradient is summed with the first stage's each step.
   if (L.has_embedding_ || L.has_head_)
     L.add("wte", {L.padded_vocab_, C}, TpSplit::Vocab, -1, true);
-  if (L.has_embedding_) L.add("wpe", {m.seq_length, C}, TpSplit::None, -1, true);
+  if (L.has_embedding_) L.add("wpe", {m.positions(), C}, TpSplit::None, -1, true);
   for (int64_t l : L.layers_) {
     auto n = [l](const char* s) { return fmt::format("h.{}.{}", l, s); };
     L.add(n("ln_1.weight"), {C}, TpSplit::None, l, false);

@@ -23,19 +23,38 @@ TEST(ParamLayout, Gpt2SmallHasItsPublishedParameterCount) {
   EXPECT_EQ(ParamLayout::count_model_params(gpt2_124m()), 124439808);
 }
 
-TEST(ParamLayout, OneRankBufferIsContiguousAndPadded) {
+TEST(ParamLayout, OneRankBufferIsContiguousWithinUnitsAndUnitsAligned) {
   GPTConfig m = gpt2_124m();
   ParamLayout L = ParamLayout::build(m, ParallelConfig{}, 0, 0);
   EXPECT_EQ(L.padded_vocab(), 50304);  // multiple of 128
+  ASSERT_EQ(int64_t(L.units().size()), 1 + 12 + 1);  // embeddings, layers, final norm
   int64_t expect_offset = 0;
+  size_t u = 0;
   for (const ParamEntry& e : L.entries()) {
+    if (expect_offset == L.units()[u].end) expect_offset = L.units()[++u].begin;
     EXPECT_EQ(e.offset, expect_offset) << e.name;
+    EXPECT_EQ(e.layer, L.units()[u].layer) << e.name;
     expect_offset += e.numel();
     EXPECT_EQ(e.global_shape, e.local_shape) << e.name;
   }
-  EXPECT_EQ(L.numel(), expect_offset);
-  EXPECT_EQ(L.numel(), 124439808 + (50304 - 50257) * 768);
+  for (size_t i = 0; i < L.units().size(); ++i) {
+    EXPECT_EQ(L.units()[i].begin, i ? L.units()[i - 1].end : 0);
+    EXPECT_EQ(L.units()[i].numel() % 16, 0);
+  }
+  EXPECT_EQ(L.numel(), L.units().back().end);
+  EXPECT_EQ(L.param_count(), 124439808 + (50304 - 50257) * 768);
   EXPECT_EQ(int64_t(L.entries().size()), 2 + 12 * 12 + 2);
+}
+
+TEST(ParamLayout, UnitsDivideByTheDataParallelSize) {
+  GPTConfig m = gpt2_124m();
+  for (int64_t dp : {2, 3, 4, 8}) {
+    ParallelConfig par;
+    par.dp = dp;
+    ParamLayout L = ParamLayout::build(m, par, 0, 0);
+    for (const ParamUnit& u : L.units()) EXPECT_EQ(u.numel() % (16 * dp), 0);
+    EXPECT_EQ(L.param_count(), ParamLayout::build(m, ParallelConfig{}, 0, 0).param_count());
+  }
 }
 
 TEST(ParamLayout, LayersAreContiguousRanges) {
@@ -118,10 +137,10 @@ TEST(ParamLayout, PipelineStagesSplitLayersAndPlaceEmbeddingAndHead) {
     EXPECT_EQ(L.has_embedding(), s == 0);
     EXPECT_EQ(L.has_head(), s == 3);
     EXPECT_EQ(L.contains("wte"), s == 0 || s == 3);  // the tied head needs the table too
-    total += L.numel();
+    total += L.param_count();
   }
   ParamLayout one = ParamLayout::build(m, ParallelConfig{}, 0, 0);
-  EXPECT_EQ(total, one.numel() + one.find("wte").numel());
+  EXPECT_EQ(total, one.param_count() + one.find("wte").numel());
 }
 
 TEST(ParamLayout, InterleavedStagesHoldNonContiguousChunks) {

@@ -19,7 +19,7 @@ TOL = 1e-4
 DTYPE = torch.float64
 
 
-def load(path, n):
+def load(path, n=-1):
     return torch.from_numpy(np.fromfile(path, dtype=np.float32, count=n).astype(np.float64))
 
 
@@ -82,8 +82,7 @@ def main():
     d = Path(sys.argv[1])
     man = json.loads((d / "manifest.json").read_text())
     c = man["config"]
-    n = sum(int(np.prod(e["shape"])) for e in man["params"])
-    flat = load(d / "params.f32", n)
+    flat = load(d / "params.f32")  # the whole flat buffer, unit padding included
     B, T, V, GB = c["micro_batch"], c["seq_length"], c["vocab_size"], c["global_batch"]
     tokens = torch.tensor(man["tokens"], dtype=torch.long).view(-1, T + 1)
 
@@ -93,7 +92,7 @@ def main():
     loss = ref.loss(tokens[:GB])
     compare("loss", man["loss_step1"], loss.item())
     loss.backward()
-    grads = load(d / "grads.f32", n)
+    grads = load(d / "grads.f32")
     for e in man["params"]:
         size = int(np.prod(e["shape"]))
         g = grads[e["offset"]:e["offset"] + size].view(e["shape"])

@@ -37,10 +37,24 @@ void ParamLayout::add(const std::string& name, Shape global, TpSplit split, int6
   entries_.push_back(std::move(e));
 }
 
+void ParamLayout::close_unit(int64_t layer) {
+  const int64_t begin = units_.empty() ? 0 : units_.back().end;
+  if (numel_ == begin) return;  // nothing added since the last unit
+  numel_ = (numel_ + unit_align_ - 1) / unit_align_ * unit_align_;
+  units_.push_back({begin, numel_, layer});
+}
+
+int64_t ParamLayout::param_count() const {
+  int64_t n = 0;
+  for (const auto& e : entries_) n += e.numel();
+  return n;
+}
+
 ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, int64_t tp_rank,
                                int64_t pp_rank) {
   ParamLayout L;
   L.tp_ = par.tp;
+  L.unit_align_ = 16 * par.dp;
   L.tp_rank_ = tp_rank;
   L.padded_vocab_ = m.padded_vocab(par.tp);
   L.vocab_begin_ = tp_rank * (L.padded_vocab_ / par.tp);
@@ -54,6 +68,7 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
   if (L.has_embedding_ || L.has_head_)
     L.add("wte", {L.padded_vocab_, C}, TpSplit::Vocab, -1, true);
   if (L.has_embedding_) L.add("wpe", {m.positions(), C}, TpSplit::None, -1, true);
+  L.close_unit(-1);
   for (int64_t l : L.layers_) {
     auto n = [l](const char* s) { return fmt::format("h.{}.{}", l, s); };
     L.add(n("ln_1.weight"), {C}, TpSplit::None, l, false);
@@ -68,10 +83,12 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
     L.add(n("mlp.fc.bias"), {F}, TpSplit::Column, l, false);
     L.add(n("mlp.proj.weight"), {C, F}, TpSplit::Row, l, true);
     L.add(n("mlp.proj.bias"), {C}, TpSplit::None, l, false);
+    L.close_unit(l);
   }
   if (L.has_head_) {
     L.add("ln_f.weight", {C}, TpSplit::None, -1, false);
     L.add("ln_f.bias", {C}, TpSplit::None, -1, false);
+    L.close_unit(-1);
   }
   return L;
 }
@@ -110,7 +127,7 @@ int64_t ParamLayout::count_model_params(const GPTConfig& m) {
   // Counted from the one-process layout itself, less the vocabulary padding
   // rows, so this number can never drift from what the engine allocates.
   ParamLayout one = build(m, ParallelConfig{}, 0, 0);
-  return one.numel() - (one.padded_vocab() - m.vocab_size) * m.hidden_size;
+  return one.param_count() - (one.padded_vocab() - m.vocab_size) * m.hidden_size;
 }
 
 }  // namespace tessera

@@ -7,9 +7,17 @@
 // offset arithmetic, checkpoints record it, the planner counts bytes with it.
 //
 // Order in the flat buffer: embeddings (first stage), then each transformer
-// layer's parameters contiguously (so one layer can be gathered or freed as
-// one range), then the final LayerNorm (last stage). Under pipeline
-// parallelism the last stage also holds a copy of the tied token embedding.
+// layer's parameters contiguously, then the final LayerNorm (last stage).
+// Under pipeline parallelism the last stage also holds a copy of the tied
+// token embedding.
+//
+// Units: the buffer is cut into units — the embeddings, each layer, the
+// final LayerNorm — each starting on a multiple of `unit_align` elements and
+// padded up to one (the padding is never a parameter and stays zero). ZeRO
+// shards every unit over the dp ranks (rank r owns the r-th of dp equal
+// slices of each unit), gathers a layer's unit before its forward under
+// ZeRO-3, and reduces a unit's gradients as soon as backward has finished it,
+// all in place and without copies because the unit divides by dp.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,6 +35,12 @@ enum class TpSplit {
   Column,  // dim 0 (output features) split: QKV, MLP up-projection and their biases
   Row,     // dim 1 (input features) split: attention output and MLP down-projection
   Vocab,   // dim 0 (vocabulary rows) split: token embedding / LM head
+};
+
+struct ParamUnit {
+  int64_t begin = 0, end = 0;  // [begin, end) in the flat buffer, end - begin a multiple of unit_align
+  int64_t layer = -1;          // the transformer layer, or -1 (embeddings, final norm)
+  int64_t numel() const { return end - begin; }
 };
 
 struct ParamEntry {
@@ -54,7 +68,13 @@ class ParamLayout {
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry& find(const std::string& name) const;
   bool contains(const std::string& name) const;
+  // Elements of the flat buffer, unit padding included.
   int64_t numel() const { return numel_; }
+  // Parameters this rank holds (no padding of any kind).
+  int64_t param_count() const;
+  const std::vector<ParamUnit>& units() const { return units_; }
+  // Every unit's size is a multiple of this: 16 (one 64-byte line) x dp.
+  int64_t unit_align() const { return unit_align_; }
 
   // Transformer layers held by this rank (global indices, ascending).
   const std::vector<int64_t>& layers() const { return layers_; }
@@ -79,10 +99,13 @@ class ParamLayout {
  private:
   void add(const std::string& name, Shape global, TpSplit split, int64_t layer, bool decay,
            int64_t stride = 1);
+  void close_unit(int64_t layer);  // pads the unit begun at the last close and records it
 
   std::vector<ParamEntry> entries_;
   std::vector<int64_t> layers_;
+  std::vector<ParamUnit> units_;
   int64_t numel_ = 0;
+  int64_t unit_align_ = 16;
   int64_t tp_ = 1, tp_rank_ = 0, padded_vocab_ = 0, vocab_begin_ = 0;
   bool has_embedding_ = false, has_head_ = false;
 };

@@ -10,10 +10,23 @@
 
 namespace tessera {
 
-GPT::GPT(const GPTConfig& config, const ParamLayout& layout)
-    : config_(config), layout_(layout), params_(layout.numel()), grads_(layout.numel()) {
-  w_ = bind_weights(layout_, params_.f32());
-  g_ = bind_weights(layout_, grads_.f32());
+GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bool own_grads)
+    : config_(config), layout_(layout) {
+  if (own_params) {
+    params_.allocate(layout.numel());
+    w_ = bind_weights(layout_, params_.f32());
+  }
+  if (own_grads) {
+    grads_.allocate(layout.numel());
+    g_ = bind_weights(layout_, grads_.f32());
+  }
+  w_.layers.resize(layout.layers().size());
+  g_.layers.resize(layout.layers().size());
+}
+
+void GPT::bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base) {
+  if (unit_base) tessera::bind_unit(w_, layout_, unit, unit_base);
+  if (grad_base) tessera::bind_unit(g_, layout_, unit, grad_base);
 }
 
 void GPT::init(uint64_t seed) { init_weights(layout_, config_, params_.f32(), seed); }
@@ -33,7 +46,8 @@ ActShape GPT::act_shape(int64_t B, int64_t T) const {
   return s;
 }
 
-float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targets) {
+float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targets,
+                   LayerHooks* hooks) {
   using namespace cpu;
   const ActShape& s = acts.s;
   const int64_t N = s.B * s.T;
@@ -43,8 +57,11 @@ float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targ
                             layout_.vocab_end());
     position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
   });
-  for (size_t l = 0; l < w_.layers.size(); ++l)
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    if (hooks) hooks->before_forward(l);
     block_forward(w_.layers[l], acts.layers[l], acts.layer_input(l), s, prof);
+    if (hooks) hooks->after_forward(l);
+  }
 
   TIMED(prof, Op::LayerNorm,
         layernorm_forward(acts.lnf, acts.lnf_mean, acts.lnf_rstd, acts.output(), w_.lnf_w,
@@ -63,7 +80,8 @@ float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targ
   return count ? float(sum / double(count)) : 0.0f;
 }
 
-void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss) {
+void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,
+                   LayerHooks* hooks) {
   using namespace cpu;
   const ActShape& s = acts.s;
   const int64_t N = s.B * s.T;
@@ -78,9 +96,12 @@ void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targ
   TIMED(prof, Op::LayerNorm,
         layernorm_backward(acts.dresid, g_.lnf_w, g_.lnf_b, acts.dln, acts.output(), w_.lnf_w,
                            acts.lnf_mean, acts.lnf_rstd, N, s.C));
-  for (size_t l = w_.layers.size(); l-- > 0;)
+  for (size_t l = w_.layers.size(); l-- > 0;) {
+    if (hooks) hooks->before_backward(l);
     block_backward(w_.layers[l], g_.layers[l], acts.layers[l], acts.layer_input(l), acts.dresid,
                    acts, s, prof);
+    if (hooks) hooks->after_backward(l);
+  }
   TIMED(prof, Op::Embedding, {
     token_embedding_backward(g_.wte, acts.dresid, inputs, N, s.C, layout_.vocab_begin(),
                              layout_.vocab_end());

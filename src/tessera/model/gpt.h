@@ -13,9 +13,25 @@
 
 namespace tessera {
 
+// Called around each layer of forward and backward (local layer index), so
+// a parallel engine can gather a layer's parameters just before it runs
+// (ZeRO-3) and reduce its gradients as soon as they are final (bucketed,
+// overlapped data-parallel reduction).
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  virtual void before_forward(size_t layer) {}
+  virtual void after_forward(size_t layer) {}
+  virtual void before_backward(size_t layer) {}
+  virtual void after_backward(size_t layer) {}
+};
+
 class GPT {
  public:
-  GPT(const GPTConfig& config, const ParamLayout& layout);
+  // own_params / own_grads: allocate the full flat buffers. A ZeRO engine
+  // that keeps only shards passes false and binds units itself (bind_unit).
+  GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params = true,
+      bool own_grads = true);
 
   const GPTConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -23,6 +39,8 @@ class GPT {
   Buffer& grads() { return grads_; }    // (layout.numel())
   const ModelWeights& weights() const { return w_; }
   const ModelWeights& grad_views() const { return g_; }
+  // Run the parameters (gradients) of `unit` from unit_base / grad_base.
+  void bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base);
 
   void init(uint64_t seed);
 
@@ -31,12 +49,14 @@ class GPT {
 
   // inputs, targets (B, T). Returns the mean loss over tokens with a target
   // >= 0; fills acts.losses (B, T).
-  float forward(Activations& acts, const int32_t* inputs, const int32_t* targets);
+  float forward(Activations& acts, const int32_t* inputs, const int32_t* targets,
+                LayerHooks* hooks = nullptr);
 
   // Accumulates into grads() the gradient of (dloss * sum of token losses),
   // using the activations saved by the forward of the same micro-batch. The
   // logits buffer is overwritten.
-  void backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss);
+  void backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,
+                LayerHooks* hooks = nullptr);
 
  private:
   GPTConfig config_;

@@ -1,28 +1,46 @@
 #include "tessera/model/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 
+#include "tessera/core/error.h"
 #include "tessera/core/rng.h"
 
 namespace tessera {
 
+void bind_unit(ModelWeights& w, const ParamLayout& layout, const ParamUnit& unit,
+               float* unit_base) {
+  auto at = [&](const std::string& name) -> float* {
+    const ParamEntry& e = layout.find(name);
+    TESSERA_CHECK(e.offset >= unit.begin && e.offset < unit.end, "{} is not in the unit", name);
+    return unit_base + (e.offset - unit.begin);
+  };
+  if (unit.layer < 0) {  // embeddings or final norm: bind whichever it holds
+    auto maybe = [&](const char* name, float*& view) {
+      if (!layout.contains(name)) return;
+      const ParamEntry& e = layout.find(name);
+      if (e.offset >= unit.begin && e.offset < unit.end) view = at(name);
+    };
+    maybe("wte", w.wte);
+    maybe("wpe", w.wpe);
+    maybe("ln_f.weight", w.lnf_w);
+    maybe("ln_f.bias", w.lnf_b);
+    return;
+  }
+  const auto& layers = layout.layers();
+  const size_t i = size_t(std::find(layers.begin(), layers.end(), unit.layer) - layers.begin());
+  TESSERA_CHECK(i < layers.size(), "layer {} is not on this rank", unit.layer);
+  if (w.layers.size() < layers.size()) w.layers.resize(layers.size());
+  auto p = [&](const char* s) { return at("h." + std::to_string(unit.layer) + "." + s); };
+  w.layers[i] = {p("ln_1.weight"), p("ln_1.bias"), p("attn.qkv.weight"), p("attn.qkv.bias"),
+                 p("attn.proj.weight"), p("attn.proj.bias"), p("ln_2.weight"), p("ln_2.bias"),
+                 p("mlp.fc.weight"), p("mlp.fc.bias"), p("mlp.proj.weight"), p("mlp.proj.bias")};
+}
+
 ModelWeights bind_weights(const ParamLayout& layout, float* base) {
   ModelWeights w;
-  auto at = [&](const std::string& name) { return base + layout.find(name).offset; };
-  if (layout.contains("wte")) w.wte = at("wte");
-  if (layout.contains("wpe")) w.wpe = at("wpe");
-  for (int64_t l : layout.layers()) {
-    auto p = [&](const char* s) { return at("h." + std::to_string(l) + "." + s); };
-    w.layers.push_back({p("ln_1.weight"), p("ln_1.bias"), p("attn.qkv.weight"),
-                        p("attn.qkv.bias"), p("attn.proj.weight"), p("attn.proj.bias"),
-                        p("ln_2.weight"), p("ln_2.bias"), p("mlp.fc.weight"), p("mlp.fc.bias"),
-                        p("mlp.proj.weight"), p("mlp.proj.bias")});
-  }
-  if (layout.contains("ln_f.weight")) {
-    w.lnf_w = at("ln_f.weight");
-    w.lnf_b = at("ln_f.bias");
-  }
+  for (const ParamUnit& u : layout.units()) bind_unit(w, layout, u, base + u.begin);
   return w;
 }
 

@@ -37,6 +37,11 @@ struct ModelWeights {
 // Resolve every named view of `layout` against `base` (a buffer of layout.numel() floats).
 ModelWeights bind_weights(const ParamLayout& layout, float* base);
 
+// Point the views of the parameters inside `unit` at unit_base, which holds
+// the unit's elements (unit.numel() floats, in layout order). ZeRO-3 uses
+// this to run a layer from its gathered copy.
+void bind_unit(ModelWeights& w, const ParamLayout& layout, const ParamUnit& unit, float* unit_base);
+
 // GPT-2 initialisation: N(0, std) for matrices and embeddings, residual
 // output projections scaled by 1/sqrt(2 * layers), zero biases, unit
 // LayerNorm gains; vocabulary padding rows stay zero. Every element is drawn

@@ -8,6 +8,7 @@ void register_train(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_plan(CLI::App& app);
+void register_calibrate(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_export(CLI::App& app);  // `export` and `import`
 

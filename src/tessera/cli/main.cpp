@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_bench(app);
   tessera::cli::register_tokenize(app);
   tessera::cli::register_plan(app);
+  tessera::cli::register_calibrate(app);
   tessera::cli::register_generate(app);
   tessera::cli::register_export(app);  // export and import
   try {

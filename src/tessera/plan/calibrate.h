@@ -1,0 +1,81 @@
+// Calibration: measure this machine with the engine's own kernels and write
+// it as a planner system file (`tessera calibrate` -> configs/systems/local.toml).
+//
+// What the planner's cost model reads, and how each is measured:
+//   [[gemm.measured]]   oneDNN sgemm on the shapes a training step calls
+//                       (forward, input gradient, weight gradient of every
+//                       linear and the LM head), in the planner's (m, n, k)
+//                       convention so `gemm_seconds` finds them exactly
+//   memory bandwidth    a STREAM triad over arrays far larger than the caches
+//   attention           the engine's flash-style kernel, forward + backward,
+//                       as an efficiency relative to the best GEMM
+//   network             ping-pong between ranks 0 and 1 (only with >= 2 ranks)
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/model/gpt_config.h"
+#include "tessera/plan/system.h"
+
+namespace tessera::comm {
+class Communicator;
+}
+
+namespace tessera::plan {
+
+// A GEMM as the planner names it (C = A B, A m x k, B k x n) and how the
+// engine calls it (sgemm transposes and argument order), so that what is
+// measured is what a training step runs.
+struct CalibShape {
+  int64_t m = 0, n = 0, k = 0;   // planner convention (gemm_model.h)
+  char ta = 'N', tb = 'N';       // sgemm call: M x N x K below
+  int64_t M = 0, N = 0, K = 0;
+  double flops() const { return 2.0 * double(m) * double(n) * double(k); }
+};
+
+// Every distinct GEMM of one training step of `model` at this micro-batch
+// and tp degree: forward (NT), input gradient (NN) and weight gradient (TN)
+// of the four block linears and the tied LM head.
+std::vector<CalibShape> training_gemm_shapes(const GPTConfig& model, int64_t micro_batch,
+                                             int64_t tp);
+
+// Achieved FLOP/s of one shape (best of repeats, at least `min_seconds` timed).
+double measure_gemm(const CalibShape& s, double min_seconds);
+// STREAM triad a = b + q c, bytes/s (3 arrays of `elements` floats, 12 bytes each).
+double measure_triad_bandwidth(int64_t elements);
+// Seconds of the engine's attention forward and backward for one micro-batch.
+struct AttentionTime {
+  double forward = 0, backward = 0;
+  double planner_flops = 0;  // the planner's forward count: 4 b s^2 h (layout_cost.cpp)
+  int64_t batch = 0, seq = 0, hidden = 0, heads = 0;
+};
+AttentionTime measure_attention(int64_t batch, int64_t seq, int64_t hidden, int64_t heads);
+
+// Ping-pong between group ranks 0 and 1 (others wait): one-way latency of a
+// small message and bandwidth of a large one. Collective over `comm`.
+struct NetworkMeasure {
+  double latency = 0;    // seconds
+  double bandwidth = 0;  // bytes/s, one direction
+};
+NetworkMeasure measure_network(comm::Communicator& comm);
+
+struct Calibration {
+  std::string cpu;                  // model name from /proc/cpuinfo
+  int threads = 1, ranks = 1;
+  int64_t devices_per_node = 1;
+  double memory_bytes = 0;          // per rank: the machine's memory / ranks
+  double triad_bandwidth = 0;       // bytes/s, per rank (all ranks measured at once)
+  double peak_gemm = 0;             // best measured FLOP/s
+  double attention_efficiency = 0;  // relative to peak_gemm, for the planner's formula
+  AttentionTime attention;
+  std::vector<GemmSample> gemm;
+  std::optional<NetworkMeasure> network;  // empty with one rank
+  double seconds = 0;               // how long calibration took
+};
+
+// The system file text (TOML), with comments saying what was measured how.
+std::string calibration_toml(const Calibration& c);
+
+}  // namespace tessera::plan

@@ -1,0 +1,89 @@
+// Writes a Calibration as a planner system file (the format system.cpp
+// loads), with comments that say what each number is and how it was measured.
+#include <fmt/format.h>
+
+#include <ctime>
+
+#include "tessera/plan/calibrate.h"
+
+namespace tessera::plan {
+
+namespace {
+
+std::string today() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", std::localtime(&t));
+  return buf;
+}
+
+// TOML basic strings: escape what would end or break them.
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (ch == '\n') continue;
+    out += ch;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string calibration_toml(const Calibration& c) {
+  std::string t;
+  auto add = [&t]<typename... A>(fmt::format_string<A...> f, A&&... args) {
+    t += fmt::format(f, std::forward<A>(args)...);
+  };
+  add("# This machine, measured by `tessera calibrate` on {} ({:.0f} s).\n", today(), c.seconds);
+  add("# One device = one rank running {} OpenMP thread(s); {} rank(s) measured at once, so\n"
+      "# the numbers include their contention. Calibrate again with the ranks x threads\n"
+      "# of the runs you plan or validate.\n",
+      c.threads, c.ranks);
+  add("name = \"local\"\n");
+  add("description = {}\n\n", quoted(fmt::format("{} ({} rank(s) x {} thread(s)), calibrated",
+                                                 c.cpu, c.ranks, c.threads)));
+  add("[device]\n");
+  add("name = {}\n", quoted(c.cpu));
+  add("memory_GB = {:.3f}                # the machine's memory / ranks per node\n",
+      c.memory_bytes / 1e9);
+  add("reserved_GB = {:.3f}              # 10 %: the OS, MPI buffers, the allocator\n",
+      0.1 * c.memory_bytes / 1e9);
+  add("memory_bandwidth_GBps = {:.3f}    # STREAM triad, all ranks at once\n",
+      c.triad_bandwidth / 1e9);
+  add("compute_units = {}\n", c.threads);
+  add("# fp32 peak = the best measured sgemm (oneDNN); there are no 16-bit units in use,\n"
+      "# so mixed precision is planned at the fp32 rate.\n");
+  add("peak_TFLOPs = {{ fp32 = {:.6f} }}\n\n", c.peak_gemm / 1e12);
+  add("[node]\n");
+  add("devices = {}\n\n", c.devices_per_node);
+  add("[gemm]\n");
+  add("max_efficiency = 1.0             # the peak above is itself measured\n");
+  add("# The engine's flash-style attention, forward + backward, as a fraction of peak\n"
+      "# under the planner's formula (4 b s^2 h forward, backward 2.5 x forward): measured\n"
+      "# {:.3f} ms + {:.3f} ms at b {} s {} h {} heads {}.\n",
+      c.attention.forward * 1e3, c.attention.backward * 1e3, c.attention.batch, c.attention.seq,
+      c.attention.hidden, c.attention.heads);
+  add("attention_efficiency = {:.6f}\n\n", c.attention_efficiency);
+  add("# sgemm as a training step calls it (forward N,T; input grad N,N; weight grad T,N),\n"
+      "# in the planner's (m, n, k) naming; the planner uses the nearest shape.\n");
+  for (const auto& g : c.gemm)
+    add("[[gemm.measured]]\nm = {}\nn = {}\nk = {}\nTFLOPs = {:.6f}\n", g.m, g.n, g.k, g.flops / 1e12);
+  t += "\n";
+  if (c.network) {
+    add("# Ping-pong between ranks 0 and 1 through the engine's Communicator (MPI).\n");
+    add("[[network]]\nname = \"mpi-shared-memory\"\nranks = 0\n");
+    add("bandwidth_GBps = {:.6f}\nlatency_us = {:.3f}\nefficiency = 1.0\n",
+        c.network->bandwidth / 1e9, c.network->latency * 1e6);
+  } else {
+    add("# NOT MEASURED: calibrated with one rank. A placeholder so the file loads:\n"
+        "# half the triad bandwidth (a copy reads and writes) and 1 us. Run\n"
+        "# `scripts/mpirun.sh -n 2 tessera calibrate` to measure it.\n");
+    add("[[network]]\nname = \"unmeasured\"\nranks = 0\n");
+    add("bandwidth_GBps = {:.6f}\nlatency_us = 1.0\nefficiency = 1.0\n",
+        c.triad_bandwidth / 2 / 1e9);
+  }
+  return t;
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,103 @@
+// `tessera calibrate`: the shapes it measures are the ones the planner asks
+// for, the file it writes loads, and `tessera plan` runs on it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/plan/calibrate.h"
+#include "tessera/plan/gemm_model.h"
+#include "tessera/plan/model_presets.h"
+#include "tessera/plan/system.h"
+
+using namespace tessera;
+using namespace tessera::plan;
+
+namespace {
+
+std::filesystem::path temp_dir() {
+  auto d = std::filesystem::temp_directory_path() / "tessera_test_calibrate";
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+int run(const std::string& args) {
+  std::string cmd = std::string(TESSERA_BINARY) + " " + args + " > /dev/null 2>&1";
+  return std::system(cmd.c_str());
+}
+
+}  // namespace
+
+// Each linear contributes forward, input gradient and weight gradient, named
+// as layout_cost.cpp names them: {m, n, k}, {m, k, n}, {k, n, m}.
+TEST(Calibrate, ShapesFollowThePlannersConvention) {
+  GPTConfig m;
+  m.num_layers = 2, m.hidden_size = 64, m.num_heads = 4, m.seq_length = 32, m.vocab_size = 300;
+  auto s = training_gemm_shapes(m, 2, 2);
+  ASSERT_EQ(s.size(), 15u);  // 5 linears x 3
+  // QKV forward: rows 64, out 3h/t = 96, in 64; sgemm N,T with the same sizes.
+  EXPECT_EQ(s[0].m, 64);
+  EXPECT_EQ(s[0].n, 96);
+  EXPECT_EQ(s[0].k, 64);
+  EXPECT_EQ(s[0].ta, 'N');
+  EXPECT_EQ(s[0].tb, 'T');
+  // Its input gradient {m, k, n} and weight gradient {k, n, m}.
+  EXPECT_EQ(s[1].m, 64);
+  EXPECT_EQ(s[1].n, 64);
+  EXPECT_EQ(s[1].k, 96);
+  EXPECT_EQ(s[2].m, 64);
+  EXPECT_EQ(s[2].n, 96);
+  EXPECT_EQ(s[2].k, 64);
+  EXPECT_EQ(s[2].M, 96);
+  EXPECT_EQ(s[2].K, 64);  // the engine computes dW (out, in);
+  // LM head: vocab padded to 128 * tp = 512, 256 per rank.
+  EXPECT_EQ(s[12].n, 256);
+  for (const auto& x : s) EXPECT_DOUBLE_EQ(x.flops(), 2.0 * double(x.M) * x.N * x.K);
+}
+
+// A synthetic calibration written and read back: every number survives, the
+// planner's GEMM model uses the table, and one rank means a placeholder tier.
+TEST(Calibrate, WrittenFileLoads) {
+  Calibration c;
+  c.cpu = "Test \"CPU\"";
+  c.threads = 2, c.ranks = 1, c.devices_per_node = 1;
+  c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 200e9;
+  c.attention_efficiency = 0.25;
+  c.gemm = {{256, 768, 256, 150e9}, {2048, 1024, 256, 200e9}};
+  auto path = temp_dir() / "synthetic.toml";
+  std::ofstream(path) << calibration_toml(c);
+  SystemSpec s = load_system_file(path.string());
+  EXPECT_EQ(s.name, "local");
+  EXPECT_NEAR(s.peak_flops_32, 200e9, 1e6);
+  EXPECT_NEAR(s.memory_bandwidth, 10e9, 1e6);
+  EXPECT_NEAR(s.attention_efficiency, 0.25, 1e-6);
+  ASSERT_EQ(s.gemm_measured.size(), 2u);
+  ASSERT_EQ(s.tiers.size(), 1u);
+  EXPECT_EQ(s.tiers[0].ranks, 0);
+  // An exactly measured shape takes exactly its measured time.
+  EXPECT_NEAR(gemm_seconds(s, Precision::FP32, {256, 768, 256}), 2.0 * 256 * 768 * 256 / 150e9, 1e-12);
+
+  c.ranks = 2, c.devices_per_node = 2;
+  c.network = NetworkMeasure{2e-6, 5e9};
+  std::ofstream(path) << calibration_toml(c);
+  s = load_system_file(path.string());
+  EXPECT_EQ(s.devices_per_node, 2);
+  EXPECT_NEAR(s.tiers[0].latency, 2e-6, 1e-9);
+  EXPECT_NEAR(s.tiers[0].bandwidth, 5e9, 1e3);
+}
+
+// The real command, quick: it measures, writes, and `tessera plan` uses the file.
+TEST(Calibrate, CommandWritesAFilePlanReads) {
+  auto out = temp_dir() / "local.toml";
+  std::filesystem::remove(out);
+  const std::string model = std::string(TESSERA_SOURCE_DIR) + "/configs/models/tiny-local.toml";
+  ASSERT_EQ(run("calibrate --quick --threads 1 --model " + model + " --output " + out.string()), 0);
+  SystemSpec s = load_system_file(out.string());
+  EXPECT_GT(s.peak_flops_32, 1e9);
+  EXPECT_GT(s.memory_bandwidth, 1e8);
+  EXPECT_FALSE(s.gemm_measured.empty());
+  EXPECT_EQ(run("plan --system " + out.string() + " --model " + model +
+                " --devices 1 --global-batch-size 8 --precision fp32"),
+            0);
+}

@@ -9,7 +9,8 @@
 
 namespace tessera {
 
-// Sizes of one micro-batch on one rank (tp-local widths).
+// Sizes of one micro-batch on one rank (tp-local widths). Shapes below: N =
+// B*T rows, Ns = the rows of the sequence-parallel regions (N without SP).
 struct ActShape {
   int64_t B = 1, T = 1;  // micro-batch sequences, tokens per sequence
   int64_t C = 1;         // hidden size
@@ -19,39 +20,51 @@ struct ActShape {
   int64_t V = 1;         // logit columns on this rank (real vocabulary when tp = 1)
   int64_t L = 1;         // transformer layers on this rank
   bool has_head = true;  // final LayerNorm, logits and loss live here
+  // Sequence parallelism: tokens per sequence held in the LayerNorm /
+  // residual regions (T / tp); 0 means T (no sequence parallelism). Those
+  // regions hold Ns() = B * Ts rows (see tensor_parallel.h for the layout).
+  int64_t Ts = 0;
+
+  int64_t N() const { return B * T; }
+  int64_t Ns() const { return B * (Ts > 0 ? Ts : T); }
+  bool sp() const { return Ts > 0 && Ts < T; }
 };
 
 struct LayerActs {
-  float* ln1 = nullptr;       // (B, T, C)
-  float* ln1_mean = nullptr;  // (B, T)
-  float* ln1_rstd = nullptr;  // (B, T)
+  float* ln1 = nullptr;       // (Ns, C)
+  float* ln1_mean = nullptr;  // (Ns)
+  float* ln1_rstd = nullptr;  // (Ns)
   float* qkv = nullptr;       // (B, T, 3*Cl)
   float* atty = nullptr;      // (B, T, Cl) attention output before projection
   float* lse = nullptr;       // (B, NH, T) attention row log-sum-exp
-  float* res_mid = nullptr;   // (B, T, C) residual after attention
-  float* ln2 = nullptr;       // (B, T, C)
-  float* ln2_mean = nullptr;  // (B, T)
-  float* ln2_rstd = nullptr;  // (B, T)
+  float* res_mid = nullptr;   // (Ns, C) residual after attention
+  float* ln2 = nullptr;       // (Ns, C)
+  float* ln2_mean = nullptr;  // (Ns)
+  float* ln2_rstd = nullptr;  // (Ns)
   float* fch = nullptr;       // (B, T, F) MLP pre-activation
   float* fch_gelu = nullptr;  // (B, T, F)
-  float* res_out = nullptr;   // (B, T, C) layer output
+  float* res_out = nullptr;   // (Ns, C) layer output
 };
 
 struct Activations {
   ActShape s;
   Buffer arena;
   Profile* profile = nullptr;  // optional: where the time of this micro-batch goes
-  float* encoded = nullptr;  // (B, T, C) embeddings, input of the first layer
+  float* encoded = nullptr;  // (Ns, C) embeddings, input of the first layer
   std::vector<LayerActs> layers;
-  float* lnf = nullptr;       // (B, T, C)
-  float* lnf_mean = nullptr;  // (B, T)
-  float* lnf_rstd = nullptr;  // (B, T)
+  float* lnf = nullptr;       // (Ns, C)
+  float* lnf_mean = nullptr;  // (Ns)
+  float* lnf_rstd = nullptr;  // (Ns)
   float* logits = nullptr;    // (B, T, V); overwritten in place by dlogits in backward
   float* ce_lse = nullptr;    // (B, T) log-sum-exp of each logit row
   float* losses = nullptr;    // (B, T)
+  float* ce_sums = nullptr;   // (2, B, T) vocab-parallel loss: sum-exp and target logit, reduced over tp
   // Backward scratch, reused layer after layer.
-  float* dresid = nullptr;  // (B, T, C) gradient of the residual stream
-  float* dln = nullptr;     // (B, T, C)
+  float* dresid = nullptr;  // (Ns, C) gradient of the residual stream
+  float* dln = nullptr;     // (B, T, C) full rows: a column-parallel linear's input gradient
+  // SP only: (B, T, C) all-gathered rows (LayerNorm output entering a
+  // column-parallel linear, or a row-parallel linear's partial output).
+  float* tp_full = nullptr;
   float* dqkv = nullptr;    // (B, T, 3*Cl)
   float* datty = nullptr;   // (B, T, Cl)
   float* dfch = nullptr;    // (B, T, F)

@@ -1,6 +1,9 @@
 #include "tessera/model/block.h"
 
+#include <algorithm>
+
 #include "tessera/kernels/cpu/attention.h"
+#include "tessera/kernels/cpu/bias.h"
 #include "tessera/kernels/cpu/elementwise.h"
 #include "tessera/kernels/cpu/gelu.h"
 #include "tessera/kernels/cpu/layernorm.h"
@@ -8,57 +11,107 @@
 
 namespace tessera {
 
-void block_forward(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
-                   Profile* prof) {
+// A row-parallel linear: out (Ns, C) = leave(inp (N, K) @ weight (C, K)^T) + bias.
+// Each rank's product is partial, so the bias is added once, after the sum.
+static void row_parallel_forward(float* out, const float* inp, const float* weight,
+                                 const float* bias, int64_t N, int64_t Ns, int64_t K, int64_t C,
+                                 const TensorParallel& tp, float* tp_full, Profile* prof) {
   using namespace cpu;
-  const int64_t N = s.B * s.T;
+  if (!tp.active()) {
+    TIMED(prof, Op::Gemm, matmul_forward(out, inp, weight, bias, N, K, C));
+    return;
+  }
+  float* partial = tp.sp() ? tp_full : out;  // (N, C)
+  TIMED(prof, Op::Gemm, matmul_forward(partial, inp, weight, nullptr, N, K, C));
+  TIMED(prof, Op::Comm, tp_leave_forward(tp, partial, out, N, C));
+  TIMED(prof, Op::Residual, bias_add(out, bias, Ns, C));
+}
+
+void block_forward(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
+                   const TensorParallel& tp, float* tp_full, Profile* prof) {
+  using namespace cpu;
+  const int64_t N = s.N(), Ns = s.Ns();
   TIMED(prof, Op::LayerNorm,
-        layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, N, s.C));
-  TIMED(prof, Op::Gemm, matmul_forward(a.qkv, a.ln1, w.qkv_w, w.qkv_b, N, s.C, 3 * s.Cl));
+        layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, Ns, s.C));
+  const float* ln1 = nullptr;  // (N, C)
+  TIMED(prof, Op::Comm, ln1 = tp_enter_forward(tp, a.ln1, tp_full, N, s.C));
+  TIMED(prof, Op::Gemm, matmul_forward(a.qkv, ln1, w.qkv_w, w.qkv_b, N, s.C, 3 * s.Cl));
   TIMED(prof, Op::Attention, attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH));
-  TIMED(prof, Op::Gemm, matmul_forward(a.res_mid, a.atty, w.proj_w, w.proj_b, N, s.Cl, s.C));
-  TIMED(prof, Op::Residual, add(a.res_mid, a.res_mid, x, N * s.C));
+  row_parallel_forward(a.res_mid, a.atty, w.proj_w, w.proj_b, N, Ns, s.Cl, s.C, tp, tp_full,
+                       prof);
+  TIMED(prof, Op::Residual, add(a.res_mid, a.res_mid, x, Ns * s.C));
 
   TIMED(prof, Op::LayerNorm,
-        layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, N, s.C));
-  TIMED(prof, Op::Gemm, matmul_forward(a.fch, a.ln2, w.fc_w, w.fc_b, N, s.C, s.F));
+        layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, Ns, s.C));
+  const float* ln2 = nullptr;  // (N, C)
+  TIMED(prof, Op::Comm, ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C));
+  TIMED(prof, Op::Gemm, matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.F));
   TIMED(prof, Op::Gelu, gelu_forward(a.fch_gelu, a.fch, N * s.F));
-  TIMED(prof, Op::Gemm,
-        matmul_forward(a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, s.F, s.C));
-  TIMED(prof, Op::Residual, add(a.res_out, a.res_out, a.res_mid, N * s.C));
+  row_parallel_forward(a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
+                       tp_full, prof);
+  TIMED(prof, Op::Residual, add(a.res_out, a.res_out, a.res_mid, Ns * s.C));
 }
 
 void block_backward(const LayerWeights& w, const LayerWeights& g, const LayerActs& a,
                     const float* x, float* dresid, const Activations& scratch, const ActShape& s,
-                    Profile* prof) {
+                    const TensorParallel& tp, float* ln_grads, Profile* prof) {
   using namespace cpu;
-  const int64_t N = s.B * s.T;
+  const int64_t N = s.N(), Ns = s.Ns(), C = s.C;
+  // Under SP each rank's LayerNorm gradients cover only its rows: collect
+  // this micro-batch's share apart, sum it over tp, then accumulate.
+  LayerWeights gl = g;
+  if (tp.sp()) {
+    std::fill_n(ln_grads, 4 * C, 0.0f);
+    gl.ln1_w = ln_grads;          // (C)
+    gl.ln1_b = ln_grads + C;      // (C)
+    gl.ln2_w = ln_grads + 2 * C;  // (C)
+    gl.ln2_b = ln_grads + 3 * C;  // (C)
+  }
   // The residual passes dresid straight through; each branch adds its part
   // (layernorm_backward accumulates into dresid).
-  // MLP branch.
+  // MLP branch. The row-parallel bias gradient is taken from the full dY
+  // (all rows, after the gather), so it is complete and equal on every rank.
+  const float* dy = nullptr;  // (N, C)
+  TIMED(prof, Op::Comm, dy = tp_leave_backward(tp, dresid, scratch.dln, N, C));
   TIMED(prof, Op::Gemm,
-        matmul_backward(scratch.dfch, g.fcproj_w, g.fcproj_b, dresid, a.fch_gelu, w.fcproj_w, N,
-                        s.F, s.C, false));
+        matmul_backward(scratch.dfch, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N,
+                        s.F, C, false));
   TIMED(prof, Op::Gelu, gelu_backward(scratch.dfch, a.fch, scratch.dfch, N * s.F));
+  const float* ln2 = nullptr;  // (N, C): re-gathered under SP, only the shard was kept
+  TIMED(prof, Op::Comm, ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C));
   TIMED(prof, Op::Gemm,
-        matmul_backward(scratch.dln, g.fc_w, g.fc_b, scratch.dfch, a.ln2, w.fc_w, N, s.C, s.F,
+        matmul_backward(scratch.dln, g.fc_w, g.fc_b, scratch.dfch, ln2, w.fc_w, N, C, s.F,
                         false));
+  const float* dln2 = nullptr;  // (Ns, C)
+  TIMED(prof, Op::Comm, dln2 = tp_enter_backward(tp, scratch.dln, N, C));
   TIMED(prof, Op::LayerNorm,
-        layernorm_backward(dresid, g.ln2_w, g.ln2_b, scratch.dln, a.res_mid, w.ln2_w, a.ln2_mean,
-                           a.ln2_rstd, N, s.C));
+        layernorm_backward(dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
+                           a.ln2_rstd, Ns, C));
   // Attention branch.
+  TIMED(prof, Op::Comm, dy = tp_leave_backward(tp, dresid, scratch.dln, N, C));
   TIMED(prof, Op::Gemm,
-        matmul_backward(scratch.datty, g.proj_w, g.proj_b, dresid, a.atty, w.proj_w, N, s.Cl,
-                        s.C, false));
+        matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C,
+                        false));
   TIMED(prof, Op::Attention,
         attention_backward(scratch.dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl,
                            s.NH));
+  const float* ln1 = nullptr;  // (N, C)
+  TIMED(prof, Op::Comm, ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C));
   TIMED(prof, Op::Gemm,
-        matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, scratch.dqkv, a.ln1, w.qkv_w, N, s.C,
+        matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, scratch.dqkv, ln1, w.qkv_w, N, C,
                         3 * s.Cl, false));
+  const float* dln1 = nullptr;  // (Ns, C)
+  TIMED(prof, Op::Comm, dln1 = tp_enter_backward(tp, scratch.dln, N, C));
   TIMED(prof, Op::LayerNorm,
-        layernorm_backward(dresid, g.ln1_w, g.ln1_b, scratch.dln, x, w.ln1_w, a.ln1_mean,
-                           a.ln1_rstd, N, s.C));
+        layernorm_backward(dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd,
+                           Ns, C));
+  if (tp.sp()) {
+    TIMED(prof, Op::Comm, tp_sum_region_grad(tp, ln_grads, 4 * C));
+    accumulate(g.ln1_w, ln_grads, C);
+    accumulate(g.ln1_b, ln_grads + C, C);
+    accumulate(g.ln2_w, ln_grads + 2 * C, C);
+    accumulate(g.ln2_b, ln_grads + 3 * C, C);
+  }
 }
 
 }  // namespace tessera

@@ -1,8 +1,11 @@
 #include "tessera/model/gpt.h"
 
 #include <algorithm>
+#include <span>
 
 #include "tessera/kernels/cpu/cross_entropy.h"
+#include "tessera/kernels/cpu/cross_entropy_vocab_parallel.h"
+#include "tessera/kernels/cpu/elementwise.h"
 #include "tessera/kernels/cpu/embedding.h"
 #include "tessera/kernels/cpu/layernorm.h"
 #include "tessera/kernels/cpu/matmul.h"
@@ -10,8 +13,12 @@
 
 namespace tessera {
 
-GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bool own_grads)
-    : config_(config), layout_(layout) {
+GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bool own_grads,
+         TensorParallel tp)
+    : config_(config), layout_(layout), tp_(tp) {
+  TESSERA_CHECK(tp_.size() == layout_.tp(),
+                "GPT: tensor-parallel group of {} ranks for a layout split over tp {}", tp_.size(),
+                layout_.tp());
   if (own_params) {
     params_.allocate(layout.numel());
     w_ = bind_weights(layout_, params_.f32());
@@ -22,6 +29,7 @@ GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bo
   }
   w_.layers.resize(layout.layers().size());
   g_.layers.resize(layout.layers().size());
+  if (tp_.sp()) ln_grads_.allocate(4 * config_.hidden_size);
 }
 
 void GPT::bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base) {
@@ -40,36 +48,93 @@ ActShape GPT::act_shape(int64_t B, int64_t T) const {
   s.Cl = s.C / layout_.tp();
   s.F = config_.ffn() / layout_.tp();
   // Only real vocabulary rows are ever predicted: padding never gets logits.
-  s.V = config_.vocab_size;
+  // This rank's columns are its slice's real rows (none on a slice that is
+  // all padding).
+  s.V = std::max<int64_t>(0, std::min(layout_.vocab_end(), config_.vocab_size) -
+                                 layout_.vocab_begin());
   s.L = int64_t(layout_.layers().size());
   s.has_head = layout_.has_head();
+  if (tp_.sp()) {
+    TESSERA_CHECK(T % tp_.size() == 0,
+                  "sequence parallelism: sequence length {} does not divide over tp {}", T,
+                  tp_.size());
+    s.Ts = T / tp_.size();
+  }
   return s;
+}
+
+// out (rows, C) += the position rows of flattened (B, T) token rows
+// [row0, row0 + rows): a sequence-parallel block may start mid-sequence and
+// cross into the next one, so it is added run by run.
+static void position_rows_forward(float* out, const float* wpe, int64_t row0, int64_t rows,
+                                  int64_t T, int64_t C) {
+  for (int64_t g = row0; g < row0 + rows;) {
+    const int64_t t = g % T, len = std::min(T - t, row0 + rows - g);
+    cpu::position_embedding_forward(out + (g - row0) * C, wpe, 1, len, C, t);
+    g += len;
+  }
 }
 
 float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targets,
                    LayerHooks* hooks) {
   using namespace cpu;
   const ActShape& s = acts.s;
-  const int64_t N = s.B * s.T;
+  const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = acts.profile;
-  TIMED(prof, Op::Embedding, {
-    token_embedding_forward(acts.encoded, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
-                            layout_.vocab_end());
-    position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
-  });
+  if (layout_.has_embedding()) {
+    if (!tp_.active()) {
+      TIMED(prof, Op::Embedding, {
+        token_embedding_forward(acts.encoded, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
+                                layout_.vocab_end());
+        position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
+      });
+    } else {
+      // Vocab-parallel lookup: rows of other slices are zero, the leave
+      // (all-reduce, or reduce-scatter to this rank's rows) sums the slices.
+      float* partial = tp_.sp() ? acts.tp_full : acts.encoded;  // (N, C)
+      TIMED(prof, Op::Embedding,
+            token_embedding_forward(partial, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
+                                    layout_.vocab_end()));
+      TIMED(prof, Op::Comm, tp_leave_forward(tp_, partial, acts.encoded, N, s.C));
+      TIMED(prof, Op::Embedding,
+            position_rows_forward(acts.encoded, w_.wpe, tp_.sp() ? tp_.rank() * Ns : 0, Ns, s.T,
+                                  s.C));
+    }
+  }
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     if (hooks) hooks->before_forward(l);
-    block_forward(w_.layers[l], acts.layers[l], acts.layer_input(l), s, prof);
+    block_forward(w_.layers[l], acts.layers[l], acts.layer_input(l), s, tp_, acts.tp_full, prof);
     if (hooks) hooks->after_forward(l);
   }
+  if (!layout_.has_head()) return 0.0f;
 
   TIMED(prof, Op::LayerNorm,
         layernorm_forward(acts.lnf, acts.lnf_mean, acts.lnf_rstd, acts.output(), w_.lnf_w,
-                          w_.lnf_b, N, s.C));
-  // Tied LM head: logits (N, V) = lnf (N, C) @ wte[:V]^T.
-  TIMED(prof, Op::Gemm, matmul_forward(acts.logits, acts.lnf, w_.wte, nullptr, N, s.C, s.V));
-  TIMED(prof, Op::Loss,
-        cross_entropy_forward(acts.losses, acts.ce_lse, acts.logits, targets, N, s.V));
+                          w_.lnf_b, Ns, s.C));
+  // Tied LM head, column-parallel over the vocabulary: logits (N, V) = lnf
+  // (N, C) @ wte[this rank's real rows]^T.
+  const float* lnf = nullptr;  // (N, C)
+  TIMED(prof, Op::Comm, lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C));
+  if (s.V > 0) TIMED(prof, Op::Gemm, matmul_forward(acts.logits, lnf, w_.wte, nullptr, N, s.C, s.V));
+  if (!tp_.active()) {
+    TIMED(prof, Op::Loss,
+          cross_entropy_forward(acts.losses, acts.ce_lse, acts.logits, targets, N, s.V));
+  } else {
+    for (int64_t i = 0; i < N; i++)
+      TESSERA_CHECK(targets[i] < config_.vocab_size,
+                    "cross_entropy: target {} at row {} is outside the vocabulary ({})",
+                    targets[i], i, config_.vocab_size);
+    // ce_lse holds the row max until vp_xent_finish turns it into the lse.
+    TIMED(prof, Op::Loss, vp_xent_local_max(acts.ce_lse, acts.logits, N, s.V));
+    TIMED(prof, Op::Comm,
+          tp_.group->all_reduce(std::span<float>(acts.ce_lse, size_t(N)), comm::ReduceOp::Max));
+    TIMED(prof, Op::Loss,
+          vp_xent_local_sums(acts.ce_sums, acts.logits, acts.ce_lse, targets, N, s.V,
+                             layout_.vocab_begin()));
+    TIMED(prof, Op::Comm, tp_.group->all_reduce(std::span<float>(acts.ce_sums, size_t(2 * N))));
+    TIMED(prof, Op::Loss,
+          vp_xent_finish(acts.losses, acts.ce_lse, acts.ce_lse, acts.ce_sums, targets, N));
+  }
   double sum = 0;
   int64_t count = 0;
   for (int64_t i = 0; i < N; ++i)
@@ -84,28 +149,58 @@ void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targ
                    LayerHooks* hooks) {
   using namespace cpu;
   const ActShape& s = acts.s;
-  const int64_t N = s.B * s.T;
+  const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = acts.profile;
-  // dlogits overwrite the logits in place.
-  TIMED(prof, Op::Loss,
-        cross_entropy_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V));
-  TIMED(prof, Op::Gemm,
-        matmul_backward(acts.dln, g_.wte, nullptr, acts.logits, acts.lnf, w_.wte, N, s.C, s.V,
-                        false));
-  std::fill_n(acts.dresid, N * s.C, 0.0f);
-  TIMED(prof, Op::LayerNorm,
-        layernorm_backward(acts.dresid, g_.lnf_w, g_.lnf_b, acts.dln, acts.output(), w_.lnf_w,
-                           acts.lnf_mean, acts.lnf_rstd, N, s.C));
+  if (layout_.has_head()) {
+    std::fill_n(acts.dresid, Ns * s.C, 0.0f);
+    // dlogits overwrite the logits in place.
+    if (!tp_.active()) {
+      TIMED(prof, Op::Loss,
+            cross_entropy_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N,
+                                   s.V));
+    } else {
+      TIMED(prof, Op::Loss,
+            vp_xent_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
+                             layout_.vocab_begin()));
+    }
+    const float* lnf = nullptr;  // (N, C): re-gathered under SP, only the shard was kept
+    TIMED(prof, Op::Comm, lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C));
+    if (s.V > 0)
+      TIMED(prof, Op::Gemm,
+            matmul_backward(acts.dln, g_.wte, nullptr, acts.logits, lnf, w_.wte, N, s.C, s.V,
+                            false));
+    else
+      std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
+    const float* dlnf = nullptr;  // (Ns, C)
+    TIMED(prof, Op::Comm, dlnf = tp_enter_backward(tp_, acts.dln, N, s.C));
+    // Under SP the final LayerNorm's gradients cover only this rank's rows.
+    float* glnf_w = tp_.sp() ? ln_grads_.f32() : g_.lnf_w;  // (C)
+    float* glnf_b = tp_.sp() ? glnf_w + s.C : g_.lnf_b;     // (C)
+    if (tp_.sp()) std::fill_n(glnf_w, 2 * s.C, 0.0f);
+    TIMED(prof, Op::LayerNorm,
+          layernorm_backward(acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w,
+                             acts.lnf_mean, acts.lnf_rstd, Ns, s.C));
+    if (tp_.sp()) {
+      TIMED(prof, Op::Comm, tp_sum_region_grad(tp_, glnf_w, 2 * s.C));
+      accumulate(g_.lnf_w, glnf_w, s.C);
+      accumulate(g_.lnf_b, glnf_b, s.C);
+    }
+  }
   for (size_t l = w_.layers.size(); l-- > 0;) {
     if (hooks) hooks->before_backward(l);
     block_backward(w_.layers[l], g_.layers[l], acts.layers[l], acts.layer_input(l), acts.dresid,
-                   acts, s, prof);
+                   acts, s, tp_, ln_grads_.f32(), prof);
     if (hooks) hooks->after_backward(l);
   }
+  if (!layout_.has_embedding()) return;
+  // The embedding gradient needs every row: under SP gather them first, so
+  // the position table's gradient is complete (and equal) on every rank.
+  const float* d = nullptr;  // (N, C)
+  TIMED(prof, Op::Comm, d = tp_leave_backward(tp_, acts.dresid, acts.dln, N, s.C));
   TIMED(prof, Op::Embedding, {
-    token_embedding_backward(g_.wte, acts.dresid, inputs, N, s.C, layout_.vocab_begin(),
+    token_embedding_backward(g_.wte, d, inputs, N, s.C, layout_.vocab_begin(),
                              layout_.vocab_end());
-    position_embedding_backward(g_.wpe, acts.dresid, s.B, s.T, s.C);
+    position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
   });
 }
 

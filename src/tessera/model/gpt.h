@@ -9,6 +9,7 @@
 #include "tessera/model/activations.h"
 #include "tessera/model/gpt_config.h"
 #include "tessera/model/param_layout.h"
+#include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
 
 namespace tessera {
@@ -30,11 +31,14 @@ class GPT {
  public:
   // own_params / own_grads: allocate the full flat buffers. A ZeRO engine
   // that keeps only shards passes false and binds units itself (bind_unit).
+  // tp: the tensor-parallel group (its size must equal layout.tp()) and the
+  // sequence-parallel switch; the default is no tensor parallelism.
   GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params = true,
-      bool own_grads = true);
+      bool own_grads = true, TensorParallel tp = {});
 
   const GPTConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
   Buffer& params() { return params_; }  // (layout.numel())
   Buffer& grads() { return grads_; }    // (layout.numel())
   const ModelWeights& weights() const { return w_; }
@@ -44,7 +48,9 @@ class GPT {
 
   void init(uint64_t seed);
 
-  // The activation shape of a micro-batch of B sequences of T tokens.
+  // The activation shape of a micro-batch of B sequences of T tokens on this
+  // rank (tp-local widths, this rank's vocabulary columns, T / tp rows per
+  // sequence in the LayerNorm regions under sequence parallelism).
   ActShape act_shape(int64_t B, int64_t T) const;
 
   // inputs, targets (B, T). Returns the mean loss over tokens with a target
@@ -61,7 +67,9 @@ class GPT {
  private:
   GPTConfig config_;
   ParamLayout layout_;
+  TensorParallel tp_;
   Buffer params_, grads_;
+  Buffer ln_grads_;  // (4 * C) sequence parallelism: one micro-batch's LayerNorm grads before their tp sum
   ModelWeights w_, g_;
 };
 

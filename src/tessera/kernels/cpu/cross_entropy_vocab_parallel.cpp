@@ -1,0 +1,72 @@
+// Vocab-parallel softmax cross-entropy: the local halves of each step.
+#include "tessera/kernels/cpu/cross_entropy_vocab_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tessera/kernels/cpu/vec_math.h"
+
+namespace tessera::cpu {
+
+void vp_xent_local_max(float* row_max, const float* logits, int64_t N, int64_t V) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = logits + n * V;  // (V)
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t v = 0; v < V; v++) m = std::max(m, x[v]);
+    row_max[n] = m;
+  }
+}
+
+void vp_xent_local_sums(float* sums, const float* logits, const float* row_max,
+                        const int32_t* targets, int64_t N, int64_t V, int64_t vocab_begin) {
+  float* sum_exp = sums;     // (N)
+  float* target_x = sums + N;  // (N)
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = logits + n * V;  // (V)
+    const float m = row_max[n];
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t v = 0; v < V; v++) s += exp_fast(x[v] - m);
+    sum_exp[n] = s;
+    // Exactly one rank holds the target column; the others add 0.
+    const int64_t t = int64_t(targets[n]) - vocab_begin;
+    target_x[n] = targets[n] >= 0 && t >= 0 && t < V ? x[t] : 0.0f;
+  }
+}
+
+void vp_xent_finish(float* losses, float* lse, const float* row_max, const float* sums,
+                    const int32_t* targets, int64_t N) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float l = row_max[n] + std::log(sums[n]);
+    lse[n] = l;
+    losses[n] = targets[n] >= 0 ? l - sums[N + n] : 0.0f;
+  }
+}
+
+void vp_xent_backward(float* dlogits, const float* logits, const float* lse,
+                      const int32_t* targets, float dloss, int64_t N, int64_t V,
+                      int64_t vocab_begin) {
+  // No __restrict: dlogits may alias logits, each element is read then written.
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = logits + n * V;  // (V)
+    float* dx = dlogits + n * V;      // (V)
+    if (targets[n] < 0) {
+#pragma omp simd
+      for (int64_t v = 0; v < V; v++) dx[v] = 0.0f;
+      continue;
+    }
+    const float l = lse[n];
+#pragma omp simd
+    for (int64_t v = 0; v < V; v++) dx[v] = exp_fast(x[v] - l) * dloss;
+    const int64_t t = int64_t(targets[n]) - vocab_begin;
+    if (t >= 0 && t < V) dx[t] -= dloss;
+  }
+}
+
+}  // namespace tessera::cpu

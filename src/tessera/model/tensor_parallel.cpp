@@ -1,0 +1,69 @@
+// The conjugate communication pairs of tensor parallelism, written once.
+#include "tessera/model/tensor_parallel.h"
+
+#include <algorithm>
+#include <span>
+
+namespace tessera {
+
+const float* tp_enter_forward(const TensorParallel& tp, const float* x, float* full, int64_t N,
+                              int64_t C) {
+  if (!tp.sp()) return x;  // every rank already holds all N rows
+  const int64_t shard = N / tp.size() * C;
+  tp.group->all_gather(std::span<const float>(x, size_t(shard)),
+                       std::span<float>(full, size_t(N * C)));
+  return full;
+}
+
+float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int64_t C) {
+  if (!tp.active()) return dfull;
+  if (!tp.sp()) {
+    tp.group->all_reduce(std::span<float>(dfull, size_t(N * C)));
+    return dfull;
+  }
+  const int64_t shard = N / tp.size() * C;
+  float* mine = dfull + tp.rank() * shard;  // in place: the rank's own block of the input
+  tp.group->reduce_scatter(std::span<const float>(dfull, size_t(N * C)),
+                           std::span<float>(mine, size_t(shard)));
+  return mine;
+}
+
+void tp_leave_forward(const TensorParallel& tp, float* partial, float* y, int64_t N, int64_t C) {
+  if (!tp.sp()) {
+    if (tp.active()) tp.group->all_reduce(std::span<float>(partial, size_t(N * C)));
+    if (y != partial) std::copy_n(partial, N * C, y);
+    return;
+  }
+  const int64_t shard = N / tp.size() * C;
+  tp.group->reduce_scatter(std::span<const float>(partial, size_t(N * C)),
+                           std::span<float>(y, size_t(shard)));
+}
+
+const float* tp_leave_backward(const TensorParallel& tp, const float* dy, float* full, int64_t N,
+                               int64_t C) {
+  return tp_enter_forward(tp, dy, full, N, C);  // the same all-gather, the conjugate role
+}
+
+void tp_sum_region_grad(const TensorParallel& tp, float* grad, int64_t n) {
+  if (tp.sp()) tp.group->all_reduce(std::span<float>(grad, size_t(n)));
+}
+
+TpCommElements tp_comm_elements_per_microbatch(const GPTConfig& m, int64_t B, int64_t T,
+                                               int64_t tp, bool sp, int64_t layers,
+                                               bool embedding, bool head) {
+  TpCommElements e;
+  if (tp <= 1) return e;
+  const int64_t L = layers < 0 ? m.num_layers : layers;
+  const int64_t N = B * T, C = m.hidden_size, NC = N * C;
+  const int64_t loss_stats = N + 2 * N;  // row max, then (sum-exp, target logit)
+  if (!sp) {
+    e.all_reduce = L * 4 * NC + (embedding ? NC : 0) + (head ? NC + loss_stats : 0);
+    return e;
+  }
+  e.all_gather = L * 6 * NC + (embedding ? NC : 0) + (head ? 2 * NC : 0);
+  e.reduce_scatter = L * 4 * NC + (embedding ? NC : 0) + (head ? NC : 0);
+  e.all_reduce = L * 4 * C + (head ? 2 * C + loss_stats : 0);
+  return e;
+}
+
+}  // namespace tessera

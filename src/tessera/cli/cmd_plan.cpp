@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -10,16 +11,19 @@
 #include "tessera/core/error.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
+#include "tessera/plan/plots.h"
 #include "tessera/plan/report.h"
 #include "tessera/plan/search.h"
 #include "tessera/plan/study.h"
+#include "tessera/plan/validate.h"
 
 namespace tessera::cli {
 
 namespace {
 
 struct PlanArgs {
-  std::string model = "frontier-175b", system = "frontier", json, sequence_parallel = "both";
+  // system "": frontier, or local with --validate (runs of this machine).
+  std::string model = "frontier-175b", system, json, sequence_parallel = "both";
   std::string precision = "mixed16";
   int64_t devices = 0, global_batch = 0;
   size_t top = 5;
@@ -27,7 +31,18 @@ struct PlanArgs {
   std::vector<int> zero;
   std::vector<std::string> recompute, schedule;
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
+  std::vector<std::string> validate;  // metrics files of `tessera train` runs
+  std::string svg_dir;                // --svg: write the charts here
 };
+
+void write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  std::filesystem::create_directories(dir);
+  const std::string path = (std::filesystem::path(dir) / name).string();
+  std::ofstream out(path);
+  TESSERA_CHECK(bool(out), "--svg: cannot write {}", path);
+  out << text;
+  fmt::print("wrote {}\n", path);
+}
 
 Recompute parse_recompute(const std::string& s) {
   if (s == "none") return Recompute::None;
@@ -76,9 +91,18 @@ void run_plan(const PlanArgs& a) {
                  double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
     return;
   }
-  const plan::SystemSpec sys = plan::load_system(a.system);
+  const plan::SystemSpec sys =
+      plan::load_system(!a.system.empty() ? a.system : !a.validate.empty() ? "local" : "frontier");
+  if (!a.validate.empty()) {
+    fmt::print("{}", plan::format_validation(plan::validate_runs(a.validate, sys), sys));
+    return;
+  }
   if (a.study) {
     fmt::print("{}", plan::reproduce_study(sys));
+    if (!a.svg_dir.empty())
+      write_file(a.svg_dir, "scaling.svg",
+                 plan::svg_scaling(plan::study_scaling(sys),
+                                   fmt::format("Dash et al. 2024 scaling on {}: planner vs study", sys.name)));
     return;
   }
   const GPTConfig model = plan::load_model(a.model);
@@ -127,6 +151,16 @@ void run_plan(const PlanArgs& a) {
   if (!r.closest_misses.empty() && r.too_big > 0)
     fmt::print("dropped, e.g.: {}: {}\n", r.closest_misses.front().layout.str(),
                r.closest_misses.front().why_not);
+  if (!a.svg_dir.empty()) {
+    const std::string what = fmt::format("{} on {} x {} ({}), global batch {}", a.model, a.devices,
+                                         sys.device_name, sys.name, a.global_batch);
+    write_file(a.svg_dir, "heatmap.svg",
+               plan::svg_heatmap(plan::heatmap_tp_pp(model, sys, space, what)));
+    // Every stage of the winner, simulated (the search may have screened it).
+    const plan::LayoutCost best = plan::evaluate_layout(model, sys, r.ranked.front().layout);
+    write_file(a.svg_dir, "memory.svg",
+               plan::svg_memory_stages(best, sys, "Memory per pipeline stage: " + what));
+  }
 }
 
 }  // namespace
@@ -136,8 +170,9 @@ void register_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "predict memory and step time of parallel layouts, search for the fastest that fits");
   cmd->add_option("--model", a->model, "model preset or .toml file")->capture_default_str();
-  cmd->add_option("--system", a->system, "system name (configs/systems/) or .toml file")
-      ->capture_default_str();
+  cmd->add_option("--system", a->system,
+                  "system name (configs/systems/) or .toml file (default: frontier; local with "
+                  "--validate)");
   cmd->add_option("--devices", a->devices, "devices (ranks) to plan for");
   cmd->add_option("--global-batch-size", a->global_batch, "sequences per optimizer step");
   cmd->add_option("--top", a->top, "how many layouts to print")->capture_default_str();
@@ -158,6 +193,13 @@ void register_plan(CLI::App& app) {
   cmd->add_flag("--list", a->list, "list the systems and model presets");
   cmd->add_flag("--study", a->study,
                 "reproduce Dash et al. 2024 (Frontier): the study's figures beside the planner's");
+  cmd->add_option("--svg", a->svg_dir,
+                  "write charts to this directory: heatmap.svg (throughput over tp x pp) and "
+                  "memory.svg (per stage) for a search, scaling.svg with --study");
+  cmd->add_option("--validate", a->validate,
+                  "metrics files of `tessera train --metrics-file` runs: predict each run's layout "
+                  "and print the errors")
+      ->check(CLI::ExistingFile);
   cmd->callback([a] { run_plan(*a); });
 }
 

@@ -62,8 +62,10 @@ double measure_gemm(const CalibShape& s, double min_seconds) {
   };
   run();  // warm-up: page faults, oneDNN's kernel choice, thread start
   // Best of repeats: the planner predicts a quiet machine; noise only adds.
+  // At least 10: on a shared box a descheduled OpenMP thread stalls a whole
+  // small GEMM for a scheduler time slice (~10 ms, 10x its time).
   double best = 1e30, total = 0;
-  for (int rep = 0; rep < 50 && (rep < 3 || total < min_seconds); ++rep) {
+  for (int rep = 0; rep < 500 && (rep < 10 || total < min_seconds); ++rep) {
     Stopwatch sw;
     run();
     double e = sw.elapsed();

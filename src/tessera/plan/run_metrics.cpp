@@ -1,0 +1,99 @@
+#include "tessera/plan/run_metrics.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tessera/ckpt/config_json.h"
+#include "tessera/core/error.h"
+
+namespace tessera::plan {
+
+using nlohmann::json;
+
+namespace {
+
+MeasuredMemory memory_from_json(const json& j, const std::string& where) {
+  TESSERA_CHECK(j.is_object(), "{}: memory_bytes entries must be objects", where);
+  auto get = [&](const char* key) {
+    TESSERA_CHECK(j.contains(key) && j[key].is_number(), "{}: memory_bytes needs a number '{}'",
+                  where, key);
+    return j[key].get<double>();
+  };
+  return {get("params"), get("grads"), get("optimizer"), get("activations")};
+}
+
+void read_header(const json& run, RunMetrics& r, const std::string& where) {
+  TESSERA_CHECK(run.is_object() && run.contains("model") && run.contains("parallel"),
+                "{}: the run header needs \"model\" and \"parallel\"", where);
+  try {
+    r.model = ckpt::model_from_json(run["model"]);
+    r.par = ckpt::parallel_from_json(run["parallel"]);
+    r.schedule = schedule_kind_parse(run["parallel"].value("schedule", std::string("1f1b")));
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
+  }
+  r.threads = run.value("threads", 0);
+  r.system = run.value("system", std::string());
+  if (run.contains("memory_bytes")) {
+    const json& m = run["memory_bytes"];
+    if (m.is_array()) {
+      TESSERA_CHECK(!m.empty(), "{}: memory_bytes is an empty list", where);
+      for (const auto& rank : m) {
+        MeasuredMemory x = memory_from_json(rank, where);
+        if (!r.memory || x.total() > r.memory->total()) r.memory = x;
+      }
+    } else {
+      r.memory = memory_from_json(m, where);
+    }
+  }
+}
+
+}  // namespace
+
+RunMetrics read_run_metrics(const std::string& path) {
+  std::ifstream in(path);
+  TESSERA_CHECK(bool(in), "--validate: cannot open '{}'", path);
+  RunMetrics r;
+  r.path = path;
+  bool header = false;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(n);
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::exception& e) {
+      fail("{}: not JSON ({})", where, e.what());
+    }
+    if (j.contains("run")) {
+      TESSERA_CHECK(!header, "{}: a second run header", where);
+      read_header(j["run"], r, where);
+      header = true;
+      continue;
+    }
+    TESSERA_CHECK(header, "{}: no run header before the first step; `tessera train --metrics-file` "
+                  "writes {{\"run\": {{\"model\", \"parallel\", ...}}}} as the first line",
+                  where);
+    TESSERA_CHECK(j.contains("step_seconds") && j["step_seconds"].is_number(),
+                  "{}: a step line needs a number \"step_seconds\"", where);
+    r.steps.push_back(j.value("step", int64_t(r.steps.size() + 1)));
+    r.step_seconds.push_back(j["step_seconds"].get<double>());
+  }
+  TESSERA_CHECK(header, "{}: empty, or no run header", path);
+  TESSERA_CHECK(!r.step_seconds.empty(), "{}: no steps", path);
+  return r;
+}
+
+double median_step_seconds(const RunMetrics& r, size_t skip) {
+  TESSERA_CHECK(r.step_seconds.size() > skip,
+                "{}: {} step(s), need more than the {} warm-up steps skipped", r.path,
+                r.step_seconds.size(), skip);
+  std::vector<double> t(r.step_seconds.begin() + long(skip), r.step_seconds.end());
+  std::sort(t.begin(), t.end());
+  const size_t n = t.size();
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,50 @@
+// Reading a `tessera train --metrics-file` JSONL file back: the run header
+// (model, layout, measured memory) and each step's wall time, for
+// `tessera plan --validate`.
+//
+// Expected format (docs/planner.md, "Metrics files"): the first line is
+//   {"run": {"model": {...model_to_json...},
+//            "parallel": {...parallel_to_json..., "schedule": "1f1b"},
+//            "memory_bytes": {"params": P, "grads": G, "optimizer": O, "activations": A},
+//            "threads": N, "system": "local"}}
+// ("memory_bytes" may also be a list with one such object per rank; the
+// largest total is the run's peak), then one step_to_json object per line.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/model/gpt_config.h"
+#include "tessera/parallel/parallel_config.h"
+#include "tessera/parallel/schedule.h"
+
+namespace tessera::plan {
+
+// Bytes one rank holds, by kind (the rank with the largest total).
+struct MeasuredMemory {
+  double params = 0, grads = 0, optimizer = 0, activations = 0;
+  double total() const { return params + grads + optimizer + activations; }
+};
+
+struct RunMetrics {
+  std::string path;
+  GPTConfig model;
+  ParallelConfig par;
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  int threads = 0;                     // 0: not recorded
+  std::string system;                  // as recorded ("" if absent)
+  std::optional<MeasuredMemory> memory;
+  std::vector<int64_t> steps;          // step numbers, file order
+  std::vector<double> step_seconds;    // wall time of each
+};
+
+// Parses one file. Throws tessera::Error naming the file and line for a
+// missing header, a malformed line or a file without steps.
+RunMetrics read_run_metrics(const std::string& path);
+
+// Median step time after dropping the first `skip` steps (warm-up: page
+// faults, oneDNN's kernel choice, thread start). Throws when none are left.
+double median_step_seconds(const RunMetrics& r, size_t skip);
+
+}  // namespace tessera::plan

@@ -1,0 +1,85 @@
+#include "tessera/plan/validate.h"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "tessera/core/error.h"
+
+namespace tessera::plan {
+
+namespace {
+
+// The engine's layout as the planner names it: the engine trains in fp32
+// and its attention is blockwise (kernels/cpu/attention.h), so it never
+// stores the score matrices — the planner's flash-attention case.
+PlanLayout engine_layout(const RunMetrics& r) {
+  PlanLayout L;
+  L.par = r.par;
+  L.schedule = r.schedule;
+  L.precision = Precision::FP32;
+  L.flash_attention = true;
+  return L;
+}
+
+}  // namespace
+
+Validation validate_runs(const std::vector<std::string>& paths, const SystemSpec& sys,
+                         size_t warmup_steps) {
+  TESSERA_CHECK(!paths.empty(), "--validate: give at least one metrics file");
+  Validation v;
+  double step_sum = 0, mem_sum = 0;
+  for (const auto& path : paths) {
+    RunCheck c;
+    c.run = read_run_metrics(path);
+    c.measured_step = median_step_seconds(c.run, warmup_steps);
+    try {
+      c.predicted = evaluate_layout(c.run.model, sys, engine_layout(c.run));
+    } catch (const Error& e) {
+      fail("{}: the planner rejects this run's layout: {}", path, e.what());
+    }
+    c.step_error = (c.predicted.time.step - c.measured_step) / c.measured_step;
+    step_sum += std::abs(c.step_error);
+    if (c.run.memory && c.run.memory->total() > 0) {
+      c.has_memory = true;
+      c.measured_memory = c.run.memory->total();
+      c.memory_error = (c.predicted.peak_memory - c.measured_memory) / c.measured_memory;
+      mem_sum += std::abs(c.memory_error);
+      ++v.memory_runs;
+    }
+    v.runs.push_back(std::move(c));
+  }
+  v.step_mape = step_sum / double(v.runs.size());
+  if (v.memory_runs > 0) v.memory_mape = mem_sum / double(v.memory_runs);
+  return v;
+}
+
+std::string format_validation(const Validation& v, const SystemSpec& sys) {
+  std::string out = fmt::format(
+      "planner ({}, fp32) against {} measured run(s); step time = median after 2 warm-up steps, "
+      "memory = the largest rank's params + grads + optimizer + activations\n\n",
+      sys.name, v.runs.size());
+  out += fmt::format("{:<28} {:<36} {:>10} {:>10} {:>7}   {:>9} {:>9} {:>7}\n", "run", "layout",
+                     "step (ms)", "predicted", "error", "mem (MB)", "predicted", "error");
+  for (const auto& c : v.runs) {
+    std::string name = c.run.path.substr(c.run.path.find_last_of('/') + 1);
+    if (name.size() > 28) name = "..." + name.substr(name.size() - 25);
+    out += fmt::format("{:<28} {:<36} {:>10.1f} {:>10.1f} {:>+6.1f}%", name,
+                       c.predicted.layout.str(), c.measured_step * 1e3,
+                       c.predicted.time.step * 1e3, 100 * c.step_error);
+    if (c.has_memory)
+      out += fmt::format("   {:>9.1f} {:>9.1f} {:>+6.1f}%", c.measured_memory / 1e6,
+                         c.predicted.peak_memory / 1e6, 100 * c.memory_error);
+    else
+      out += "   (no memory recorded)";
+    if (c.run.threads > 0) out += fmt::format("  [{} threads]", c.run.threads);
+    out += "\n";
+  }
+  out += fmt::format("\nmean absolute error: step time {:.1f}% over {} run(s)", 100 * v.step_mape,
+                     v.runs.size());
+  if (v.memory_runs > 0)
+    out += fmt::format(", memory {:.1f}% over {} run(s)", 100 * v.memory_mape, v.memory_runs);
+  out += "\n";
+  return out;
+}
+
+}  // namespace tessera::plan

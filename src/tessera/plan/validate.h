@@ -1,0 +1,38 @@
+// `tessera plan --validate RUNS.jsonl...`: the planner's prediction for each
+// measured run's own layout beside what the run measured, and the mean
+// absolute percentage error over the runs (issue 7: <= 10 % step time,
+// <= 5 % memory over 12 local layouts once the parallel engine has landed).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "tessera/plan/layout_cost.h"
+#include "tessera/plan/run_metrics.h"
+#include "tessera/plan/system.h"
+
+namespace tessera::plan {
+
+struct RunCheck {
+  RunMetrics run;
+  LayoutCost predicted;          // the layout as the engine runs it: fp32, flash attention
+  double measured_step = 0;      // median after warm-up
+  double step_error = 0;         // (predicted - measured) / measured
+  bool has_memory = false;
+  double measured_memory = 0, memory_error = 0;
+};
+
+struct Validation {
+  std::vector<RunCheck> runs;
+  double step_mape = 0;          // mean |step_error|
+  double memory_mape = 0;        // over the runs that recorded memory
+  int memory_runs = 0;
+};
+
+// Throws tessera::Error for unreadable files or layouts the planner rejects.
+Validation validate_runs(const std::vector<std::string>& paths, const SystemSpec& sys,
+                         size_t warmup_steps = 2);
+
+// One line per run and the two mean errors.
+std::string format_validation(const Validation& v, const SystemSpec& sys);
+
+}  // namespace tessera::plan

@@ -1,0 +1,120 @@
+// `tessera plan --validate`: metrics files (run header + step lines, the
+// schema in docs/planner.md) read back, each run predicted for its own
+// layout, errors and their mean computed; bad input named.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/core/error.h"
+#include "tessera/plan/validate.h"
+
+using namespace tessera;
+using namespace tessera::plan;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto dir = std::filesystem::temp_directory_path() / "tessera_test_validate";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return (dir / name).string();
+}
+
+const char* kSystem = R"(
+name = "local"
+[device]
+memory_GB = 16.0
+memory_bandwidth_GBps = 20.0
+peak_TFLOPs = { fp32 = 0.2 }
+[node]
+devices = 2
+[gemm]
+max_efficiency = 1.0
+tile_m = 1
+tile_n = 1
+attention_efficiency = 0.2
+[[network]]
+ranks = 0
+bandwidth_GBps = 5.0
+latency_us = 1.0
+)";
+
+const char* kHeader =
+    R"({"run": {"model": {"num_layers": 2, "hidden_size": 128, "num_heads": 4, "seq_length": 64,)"
+    R"( "vocab_size": 512}, "parallel": {"tp": 1, "pp": 1, "dp": 1, "micro_batch": 4,)"
+    R"( "global_batch": 8, "zero_stage": 0, "recompute": "none", "schedule": "1f1b"},)"
+    R"( "memory_bytes": MEM, "threads": 2, "system": "local"}})";
+
+std::string header(const std::string& mem) {
+  std::string h = kHeader;
+  return h.replace(h.find("MEM"), 3, mem) + "\n";
+}
+
+// Steps: two slow warm-ups, then 0.1, 0.3, 0.2 s (median 0.2).
+std::string steps() {
+  std::string s;
+  const double t[] = {5.0, 4.0, 0.1, 0.3, 0.2};
+  for (int i = 0; i < 5; ++i)
+    s += "{\"step\": " + std::to_string(i + 1) + ", \"loss\": 3.0, \"step_seconds\": " +
+         std::to_string(t[i]) + "}\n";
+  return s;
+}
+
+}  // namespace
+
+TEST(Validate, ReadsHeaderAndSkipsWarmup) {
+  auto path = write_temp("a.jsonl", header(R"({"params": 1e6, "grads": 1e6, "optimizer": 2e6, "activations": 4e6})") + steps());
+  RunMetrics r = read_run_metrics(path);
+  EXPECT_EQ(r.model.hidden_size, 128);
+  EXPECT_EQ(r.par.micro_batch, 4);
+  EXPECT_EQ(r.threads, 2);
+  ASSERT_TRUE(r.memory.has_value());
+  EXPECT_DOUBLE_EQ(r.memory->total(), 8e6);
+  EXPECT_EQ(r.step_seconds.size(), 5u);
+  EXPECT_DOUBLE_EQ(median_step_seconds(r, 2), 0.2);
+}
+
+TEST(Validate, PerRankMemoryTakesTheLargest) {
+  auto path = write_temp("b.jsonl",
+                         header(R"([{"params": 1, "grads": 1, "optimizer": 1, "activations": 1},)"
+                                R"( {"params": 2, "grads": 2, "optimizer": 2, "activations": 2}])") +
+                             steps());
+  EXPECT_DOUBLE_EQ(read_run_metrics(path).memory->total(), 8.0);
+}
+
+TEST(Validate, ErrorsAndMeanAgainstThePlanner) {
+  auto sys_path = write_temp("local.toml", kSystem);
+  SystemSpec sys = load_system_file(sys_path);
+  auto a = write_temp("c.jsonl", header(R"({"params": 1e6, "grads": 1e6, "optimizer": 2e6, "activations": 4e6})") + steps());
+  auto b = write_temp("d.jsonl", header(R"({"params": 2e6, "grads": 1e6, "optimizer": 2e6, "activations": 4e6})") + steps());
+  Validation v = validate_runs({a, b}, sys);
+  ASSERT_EQ(v.runs.size(), 2u);
+  for (const auto& c : v.runs) {
+    EXPECT_DOUBLE_EQ(c.measured_step, 0.2);
+    EXPECT_NEAR(c.step_error, (c.predicted.time.step - 0.2) / 0.2, 1e-12);
+    EXPECT_NEAR(c.memory_error, (c.predicted.peak_memory - c.measured_memory) / c.measured_memory, 1e-12);
+  }
+  EXPECT_NEAR(v.step_mape, std::abs(v.runs[0].step_error), 1e-12);  // same layout, same times
+  EXPECT_NEAR(v.memory_mape, (std::abs(v.runs[0].memory_error) + std::abs(v.runs[1].memory_error)) / 2, 1e-12);
+  EXPECT_EQ(v.memory_runs, 2);
+  const std::string text = format_validation(v, sys);
+  EXPECT_NE(text.find("mean absolute error"), std::string::npos);
+}
+
+TEST(Validate, BadInputIsNamed) {
+  auto no_header = write_temp("e.jsonl", steps());
+  EXPECT_THROW(read_run_metrics(no_header), Error);
+  auto too_short = write_temp("f.jsonl", header(R"({"params": 1, "grads": 1, "optimizer": 1, "activations": 1})") +
+                                            "{\"step\": 1, \"step_seconds\": 1.0}\n");
+  RunMetrics r = read_run_metrics(too_short);
+  EXPECT_THROW(median_step_seconds(r, 2), Error);
+  auto garbage = write_temp("g.jsonl", "not json\n");
+  try {
+    read_run_metrics(garbage);
+    FAIL() << "accepted a non-JSON line";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("g.jsonl:1"), std::string::npos) << e.what();
+  }
+}

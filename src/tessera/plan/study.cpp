@@ -53,6 +53,31 @@ struct ScalingSeries {
 
 }  // namespace
 
+std::vector<ScalingCurve> study_scaling(const SystemSpec& sys) {
+  const ScalingSeries series[] = {
+      {"frontier-175b", 4, 16, {2, 4, 8, 16}, 640, true, 100},
+      {"frontier-1t", 4, 128, {1, 2, 4, 6}, 1024, true, 100},
+      {"frontier-175b", 4, 16, {2, 4, 8, 16}, 2560, false, 89},
+      {"frontier-1t", 4, 128, {1, 2, 3, 6}, 3072, false, 87},
+  };
+  std::vector<ScalingCurve> out;
+  for (const auto& s : series) {
+    GPTConfig m = load_model(s.model);
+    ScalingCurve c{s.model, s.weak, s.tp, s.pp, s.batch, {}, {}, s.study_efficiency};
+    double base = 0;
+    for (int64_t dp : s.dps) {
+      const int64_t gbs = s.weak ? s.batch * dp : s.batch;
+      LayoutCost lc = evaluate_layout(m, sys, study_layout(s.tp, s.pp, dp, gbs));
+      const double per_gcd = lc.tokens_per_second / double(lc.layout.devices());
+      if (base == 0) base = per_gcd;
+      c.devices.push_back(lc.layout.devices());
+      c.efficiency.push_back(per_gcd / base);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::string reproduce_study(const SystemSpec& sys) {
   std::string out;
   const double peak_gcd = sys.peak_flops_16;
@@ -131,31 +156,16 @@ std::string reproduce_study(const SystemSpec& sys) {
   }
 
   // ---- 3. Scaling -----------------------------------------------------------
-  const ScalingSeries series[] = {
-      {"frontier-175b", 4, 16, {2, 4, 8, 16}, 640, true, 100},
-      {"frontier-1t", 4, 128, {1, 2, 4, 6}, 1024, true, 100},
-      {"frontier-175b", 4, 16, {2, 4, 8, 16}, 2560, false, 89},
-      {"frontier-1t", 4, 128, {1, 2, 3, 6}, 3072, false, 87},
-  };
   out += "3. Scaling efficiency (throughput per GCD relative to the first point; batch sizes are\n"
          "   the planner's choice, the study does not publish them all):\n";
-  for (const auto& s : series) {
-    GPTConfig m = load_model(s.model);
-    double base = 0;
-    int64_t base_gcds = 0;
+  for (const auto& s : study_scaling(sys)) {
     std::string line;
-    double eff = 0;
-    for (int64_t dp : s.dps) {
-      const int64_t gbs = s.weak ? s.batch * dp : s.batch;
-      LayoutCost c = evaluate_layout(m, sys, study_layout(s.tp, s.pp, dp, gbs));
-      const double per_gcd = c.tokens_per_second / double(c.layout.devices());
-      if (base == 0) base = per_gcd, base_gcds = c.layout.devices();
-      eff = per_gcd / base;
-      line += fmt::format(" {}:{:.1f}%", c.layout.devices(), 100 * eff);
-    }
+    for (size_t i = 0; i < s.devices.size(); ++i)
+      line += fmt::format(" {}:{:.1f}%", s.devices[i], 100 * s.efficiency[i]);
+    const double eff = s.efficiency.back();
     out += fmt::format("   {} {:<14} tp {} pp {:>3}, {} {:<5} from {:>4} GCDs:{}\n", s.weak ? "weak  " : "strong",
-                       s.model, s.tp, s.pp, s.weak ? "batch/replica" : "global batch ", s.batch, base_gcds,
-                       line);
+                       s.model, s.tp, s.pp, s.weak ? "batch/replica" : "global batch ", s.batch,
+                       s.devices.front(), line);
     out += fmt::format("   {:>6} study {:.0f}% at the largest, planner {:.1f}% ({:+.1f} points)\n", "",
                        s.study_efficiency, 100 * eff, 100 * eff - s.study_efficiency);
   }

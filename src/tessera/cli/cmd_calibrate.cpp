@@ -120,10 +120,13 @@ void run_calibrate(const CalibrateArgs& a) {
                                                                  : (int64_t(1) << 25)));
   if (lead) fmt::print("  triad: {:.2f} GB/s per rank\n", c.triad_bandwidth / 1e9);
 
-  // Attention at the first model's shape, one micro-batch, no tp.
+  // Attention at the first model's shape and the largest micro-batch up to 8
+  // (one sequence is too little work to time on a shared machine), no tp.
   const GPTConfig m0 = plan::load_model(a.models.front());
+  const int64_t att_batch =
+      std::min<int64_t>(8, *std::max_element(a.micro_batch.begin(), a.micro_batch.end()));
   world->barrier();
-  c.attention = plan::measure_attention(1, m0.seq_length, m0.hidden_size, m0.num_heads);
+  c.attention = plan::measure_attention(att_batch, m0.seq_length, m0.hidden_size, m0.num_heads);
   c.attention.forward = mean(c.attention.forward);
   c.attention.backward = mean(c.attention.backward);
   // The planner charges flops / (peak * efficiency) forward and 2.5 x that
@@ -131,9 +134,9 @@ void run_calibrate(const CalibrateArgs& a) {
   c.attention_efficiency = 3.5 * c.attention.planner_flops /
                            (c.peak_gemm * (c.attention.forward + c.attention.backward));
   if (lead)
-    fmt::print("  attention (s {} h {} heads {}): {:.3f} ms forward, {:.3f} ms backward "
+    fmt::print("  attention (b {} s {} h {} heads {}): {:.3f} ms forward, {:.3f} ms backward "
                "(efficiency {:.3f} of peak in the planner's terms)\n",
-               m0.seq_length, m0.hidden_size, m0.num_heads, c.attention.forward * 1e3,
+               att_batch, m0.seq_length, m0.hidden_size, m0.num_heads, c.attention.forward * 1e3,
                c.attention.backward * 1e3, c.attention_efficiency);
 
   if (world->size() >= 2) {

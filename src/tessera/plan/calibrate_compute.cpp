@@ -85,7 +85,7 @@ double measure_triad_bandwidth(int64_t n) {
   const float* pc = c.f32();
   const float q = 3.0f;
   double best = 1e30;
-  for (int rep = 0; rep < 6; ++rep) {
+  for (int rep = 0; rep < 11; ++rep) {
     Stopwatch sw;
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) pa[i] = pb[i] + q * pc[i];
@@ -101,7 +101,7 @@ AttentionTime measure_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
   fill(dout.f32(), B * T * C, 0.01f);
   AttentionTime r;
   r.forward = r.backward = 1e30;
-  for (int rep = 0; rep < 4; ++rep) {
+  for (int rep = 0; rep < 11; ++rep) {  // best of 10: a shared box stalls single runs
     Stopwatch f;
     cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, C, NH);
     double tf = f.elapsed();

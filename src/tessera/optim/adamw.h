@@ -1,7 +1,11 @@
-// AdamW over a range of a flat parameter buffer. Weight decay follows the
-// layout: matrices and embeddings decay, biases and LayerNorm do not. The
-// range is the whole buffer on one rank, or a rank's shard under ZeRO; the
-// moments are allocated for the range only.
+// AdamW over the part of a flat parameter buffer this rank updates. Weight
+// decay follows the layout: matrices and embeddings decay, biases and
+// LayerNorm do not.
+//
+// The part is a list of segments of the flat buffer (one segment [0, numel)
+// on one rank; under ZeRO, the rank's slice of every unit). The moments are
+// stored compactly for the segments only ("shard" order: segment after
+// segment at their shard offsets), so ZeRO divides them by dp.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,28 +27,44 @@ struct AdamWConfig {
   int64_t decay_iters = 0;   // --lr-decay-iters (0: train-iters)
 };
 
+// Elements [global_begin, global_end) of the flat buffer, stored from
+// shard_offset in the rank's compact (sharded) buffers.
+struct FlatSegment {
+  int64_t global_begin = 0, global_end = 0;
+  int64_t shard_offset = 0;
+  int64_t size() const { return global_end - global_begin; }
+};
+
+// How a buffer passed to AdamW::step is indexed: by flat-buffer offset (a
+// full buffer) or by shard offset (a compact shard).
+enum class Indexing { Global, Shard };
+
 class AdamW {
  public:
-  // Optimises elements [begin, end) of buffers laid out by `layout`.
-  AdamW(const ParamLayout& layout, int64_t begin, int64_t end, const AdamWConfig& cfg);
+  // shard_numel: size of the compact moment buffers (>= every segment's end
+  // shard offset).
+  AdamW(const ParamLayout& layout, std::vector<FlatSegment> segments, int64_t shard_numel,
+        const AdamWConfig& cfg);
+  // The whole buffer on one rank.
+  AdamW(const ParamLayout& layout, const AdamWConfig& cfg);
 
-  // params, grads: (end - begin) elements of this rank's range. grads are
-  // multiplied by grad_scale, used, and left zeroed. step is 1-based.
-  void step(float* params, float* grads, float lr, float grad_scale, int64_t step);
+  // grads are multiplied by grad_scale, used, and left zeroed (the segments'
+  // elements only). step is 1-based.
+  void step(float* params, Indexing params_at, float* grads, Indexing grads_at, float lr,
+            float grad_scale, int64_t step);
 
-  int64_t begin() const { return begin_; }
-  int64_t end() const { return end_; }
-  Buffer& exp_avg() { return m_; }     // (end - begin)
-  Buffer& exp_avg_sq() { return v_; }  // (end - begin)
+  const std::vector<FlatSegment>& segments() const { return segments_; }
+  Buffer& exp_avg() { return m_; }     // (shard_numel)
+  Buffer& exp_avg_sq() { return v_; }  // (shard_numel)
   int64_t state_bytes() const { return int64_t(m_.nbytes() + v_.nbytes()); }
 
  private:
-  struct Run {  // a maximal run of elements with one weight-decay setting
-    int64_t begin, end;
+  struct Run {  // a maximal stretch of one segment with one weight-decay setting
+    int64_t global_begin, size, shard_offset;
     bool decay;
   };
-  int64_t begin_, end_;
   AdamWConfig cfg_;
+  std::vector<FlatSegment> segments_;
   std::vector<Run> runs_;
   Buffer m_, v_;
 };

@@ -29,7 +29,7 @@ struct TinyRun {
   GPTConfig cfg = test::tiny_model();
   ParamLayout layout = ParamLayout::build(cfg, ParallelConfig{}, 0, 0);
   GPT model{cfg, layout};
-  AdamW optim{layout, 0, layout.numel(), AdamWConfig{}};
+  AdamW optim{layout, AdamWConfig{}};
   explicit TinyRun(uint64_t seed) {
     test::fill_random(model.params().f32(), layout.numel(), seed);
     test::fill_random(optim.exp_avg().f32(), layout.numel(), seed + 1);
@@ -295,19 +295,15 @@ TEST(Checkpoint, ShardedWriteReadsBackUnderAnotherLayout) {
       s.layout = &L;
       s.tp_rank = tp;
       s.dp_rank = dp;
-      if (dp == 0) {  // parameters are replicated over dp: one copy is enough
-        s.params = p.data();
-        s.params_end = L.numel();
-      }
+      if (dp == 0)  // parameters are replicated over dp: one copy is enough
+        s.params.push_back({0, L.numel(), p.data()});
       std::vector<float> mp(size_t(per), 0.0f), vp(size_t(per), 0.0f);
       for (int64_t i = b; i < std::min(e, L.numel()); ++i) {
         mp[size_t(i - b)] = m[size_t(i)];
         vp[size_t(i - b)] = v[size_t(i)];
       }
-      s.exp_avg = mp.data();
-      s.exp_avg_sq = vp.data();
-      s.optim_begin = b;
-      s.optim_end = e;
+      s.exp_avg.push_back({b, std::min(e, L.numel()), mp.data()});
+      s.exp_avg_sq.push_back({b, std::min(e, L.numel()), vp.data()});
       write_shard(staging, s);
     }
   }

@@ -57,21 +57,22 @@ struct RunInfo {
   std::string tokenizer;  // "bytes" (token = byte), a vocab.json + merges.txt directory, or ""
 };
 
+// Elements [begin, end) of a rank's flat buffer (laid out by its
+// ParamLayout), held at `data` (data[0] is element begin).
+struct DataRange {
+  int64_t begin = 0, end = 0;
+  const float* data = nullptr;
+};
+
 // One rank's share of a checkpoint: ranges of its flat buffers laid out by
-// `layout`. Pointers point at the first element of their range.
+// `layout`. One range each on a single rank; under ZeRO the rank's slice of
+// every unit. Parameters replicated over dp (ZeRO 0-2) are written by dp
+// rank 0 only: the others leave `params` empty. Unit padding is not saved.
 struct ShardView {
   const ParamLayout* layout = nullptr;
   int64_t tp_rank = 0, pp_rank = 0, dp_rank = 0;  // names this rank's files
-  // fp32 parameters [params_begin, params_end). Under ZeRO 0 the dp replicas
-  // are identical: ranks with dp_rank > 0 may pass nullptr.
-  const float* params = nullptr;
-  int64_t params_begin = 0, params_end = 0;
-  // AdamW moments over [optim_begin, optim_end) (AdamW::begin()/end(), a
-  // ZeRO shard may run past layout.numel() into padding: not saved).
-  // nullptr: no optimizer state in this shard.
-  const float* exp_avg = nullptr;
-  const float* exp_avg_sq = nullptr;
-  int64_t optim_begin = 0, optim_end = 0;
+  std::vector<DataRange> params;
+  std::vector<DataRange> exp_avg, exp_avg_sq;  // empty: no optimizer state in this shard
 };
 
 // The whole of one rank's model (and optimizer, if given).

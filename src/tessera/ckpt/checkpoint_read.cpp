@@ -288,8 +288,10 @@ void load_into(const Checkpoint& ck, GPT& model, AdamW* optim) {
                 ck.path, diff);
   load_params(ck, model.layout(), 0, model.layout().numel(), model.params().f32());
   if (optim)
-    load_optimizer(ck, model.layout(), optim->begin(), optim->end(), optim->exp_avg().f32(),
-                   optim->exp_avg_sq().f32());
+    for (const FlatSegment& s : optim->segments())
+      load_optimizer(ck, model.layout(), s.global_begin, s.global_end,
+                     optim->exp_avg().f32() + s.shard_offset,
+                     optim->exp_avg_sq().f32() + s.shard_offset);
 }
 
 }  // namespace tessera::ckpt

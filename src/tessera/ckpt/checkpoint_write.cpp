@@ -31,15 +31,13 @@ ShardView whole_rank(GPT& model, AdamW* optim, int64_t tp_rank, int64_t pp_rank,
   v.tp_rank = tp_rank;
   v.pp_rank = pp_rank;
   v.dp_rank = dp_rank;
-  v.params = model.params().f32();
-  v.params_begin = 0;
-  v.params_end = model.layout().numel();
-  if (optim) {
-    v.exp_avg = optim->exp_avg().f32();
-    v.exp_avg_sq = optim->exp_avg_sq().f32();
-    v.optim_begin = optim->begin();
-    v.optim_end = optim->end();
-  }
+  v.params.push_back({0, model.layout().numel(), model.params().f32()});
+  if (optim)
+    for (const FlatSegment& s : optim->segments()) {
+      v.exp_avg.push_back({s.global_begin, s.global_end, optim->exp_avg().f32() + s.shard_offset});
+      v.exp_avg_sq.push_back(
+          {s.global_begin, s.global_end, optim->exp_avg_sq().f32() + s.shard_offset});
+    }
   return v;
 }
 
@@ -60,36 +58,40 @@ void write_shard(const std::string& staging, const ShardView& v) {
   json files = json::object(), tensors = json::object();
   json shard = {{"tp", v.tp_rank}, {"pp", v.pp_rank}, {"dp", v.dp_rank}};
 
-  // One file per kind: the range's elements in layout order, one write.
-  auto write_kind = [&](const char* kind, const float* data, int64_t begin, int64_t end) {
-    if (!data) return;
-    end = std::min(end, L.numel());  // past numel is ZeRO padding: nothing to keep
-    if (begin >= end) return;
+  // One file per kind: the ranges' parameter elements in layout order,
+  // range after range (unit padding, which holds no parameter, is skipped).
+  auto write_kind = [&](const char* kind, const std::vector<DataRange>& ranges) {
+    if (ranges.empty()) return json();
     const std::string name = shard_file_name(kind, v.tp_rank, v.pp_rank, v.dp_rank);
     DurableWriter w((fs::path(staging) / name).string());
-    w.write(data, size_t(end - begin) * sizeof(float));
+    json covered = json::array();
+    for (const DataRange& r : ranges) {
+      covered.push_back({r.begin, r.end});
+      for (const ParamEntry& e : L.entries()) {
+        const int64_t a = std::max(r.begin, e.offset), z = std::min(r.end, e.offset + e.numel());
+        if (a >= z) continue;
+        json& t = tensors[e.name];
+        if (t.is_null())
+          t = {{"global_shape", shape_to_json(e.global_shape)}, {"shards", json::object()}};
+        t["shards"][kind].push_back({{"file", name},
+                                     {"byte_offset", int64_t(w.bytes())},
+                                     {"local_range", {a - e.offset, z - e.offset}},
+                                     {"slice", slice_to_json(slice_of(L, e))},
+                                     {"tp", v.tp_rank},
+                                     {"pp", v.pp_rank},
+                                     {"dp", v.dp_rank}});
+        w.write(r.data + (a - r.begin), size_t(z - a) * sizeof(float));
+      }
+    }
     w.close();
     files[name] = {{"bytes", w.bytes()}, {"crc32c", crc32c_hex(w.crc())}};
-    for (const ParamEntry& e : L.entries()) {
-      const int64_t a = std::max(begin, e.offset), z = std::min(end, e.offset + e.numel());
-      if (a >= z) continue;
-      json& t = tensors[e.name];
-      if (t.is_null()) t = {{"global_shape", shape_to_json(e.global_shape)}, {"shards", json::object()}};
-      t["shards"][kind].push_back({{"file", name},
-                                   {"byte_offset", (a - begin) * int64_t(sizeof(float))},
-                                   {"local_range", {a - e.offset, z - e.offset}},
-                                   {"slice", slice_to_json(slice_of(L, e))},
-                                   {"tp", v.tp_rank},
-                                   {"pp", v.pp_rank},
-                                   {"dp", v.dp_rank}});
-    }
+    return covered;
   };
-  write_kind("params", v.params, v.params_begin, v.params_end);
-  if (v.params) shard["params_range"] = {v.params_begin, v.params_end};
-  TESSERA_CHECK(!v.exp_avg == !v.exp_avg_sq, "write_shard: exp_avg and exp_avg_sq go together");
-  write_kind("exp_avg", v.exp_avg, v.optim_begin, v.optim_end);
-  write_kind("exp_avg_sq", v.exp_avg_sq, v.optim_begin, v.optim_end);
-  if (v.exp_avg) shard["optim_range"] = {v.optim_begin, v.optim_end};
+  if (json c = write_kind("params", v.params); !c.is_null()) shard["params_ranges"] = c;
+  TESSERA_CHECK(v.exp_avg.size() == v.exp_avg_sq.size(),
+                "write_shard: exp_avg and exp_avg_sq go together");
+  if (json c = write_kind("exp_avg", v.exp_avg); !c.is_null()) shard["optim_ranges"] = c;
+  write_kind("exp_avg_sq", v.exp_avg_sq);
 
   json manifest = {{"files", files}, {"shard", shard}, {"tensors", tensors}};
   write_file_durable((fs::path(staging) / shard_manifest_name(v.tp_rank, v.pp_rank, v.dp_rank)).string(),

@@ -6,8 +6,8 @@
 //   "model": {num_layers, hidden_size, ...}, "parallel": {tp, pp, dp, zero_stage, ...},
 //   "tokenizer": "bytes" | "/path/to/tokenizer" | "",
 //   "files": { "params-tp00-pp00-dp000.bin": {"bytes": 4096, "crc32c": "0x1a2b3c4d"}, ... },
-//   "shards": [ {"tp": 0, "pp": 0, "dp": 0, "params_range": [0, 1024],
-//                "optim_range": [0, 1024]}, ... ],
+//   "shards": [ {"tp": 0, "pp": 0, "dp": 0, "params_ranges": [[0, 1024]],
+//                "optim_ranges": [[0, 512], [2048, 2560]]}, ... ],
 //   "tensors": {
 //     "h.0.attn.qkv.weight": {
 //       "global_shape": [96, 32], "dtype": "F32",

@@ -54,10 +54,12 @@ static bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-void init_weights(const ParamLayout& layout, const GPTConfig& m, float* base, uint64_t seed) {
+void init_unit_weights(const ParamLayout& layout, const GPTConfig& m, const ParamUnit& unit,
+                       float* unit_base, uint64_t seed) {
   const float residual_std = m.init_std / std::sqrt(2.0f * float(m.num_layers));
   for (const ParamEntry& e : layout.entries()) {
-    float* p = base + e.offset;
+    if (e.offset < unit.begin || e.offset >= unit.end) continue;
+    float* p = unit_base + (e.offset - unit.begin);
     const int64_t n = e.numel();
     const bool is_ln_gain = ends_with(e.name, "ln_1.weight") || ends_with(e.name, "ln_2.weight") ||
                             e.name == "ln_f.weight";
@@ -81,6 +83,10 @@ void init_weights(const ParamLayout& layout, const GPTConfig& m, float* base, ui
       p[i] = g / cols < real_rows ? std * rng_normal(seed, stream, uint64_t(g)) : 0.0f;
     }
   }
+}
+
+void init_weights(const ParamLayout& layout, const GPTConfig& m, float* base, uint64_t seed) {
+  for (const ParamUnit& u : layout.units()) init_unit_weights(layout, m, u, base + u.begin, seed);
 }
 
 }  // namespace tessera

@@ -48,5 +48,9 @@ void bind_unit(ModelWeights& w, const ParamLayout& layout, const ParamUnit& unit
 // from (seed, parameter name, global index), so any layout starts from the
 // same model.
 void init_weights(const ParamLayout& layout, const GPTConfig& model, float* base, uint64_t seed);
+// The same for the parameters of one unit, written to unit_base (unit.numel()
+// floats): ZeRO-3 draws a unit at a time and keeps its slice.
+void init_unit_weights(const ParamLayout& layout, const GPTConfig& model, const ParamUnit& unit,
+                       float* unit_base, uint64_t seed);
 
 }  // namespace tessera

@@ -1,0 +1,272 @@
+#include "tessera/parallel/data_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tessera/core/error.h"
+#include "tessera/kernels/cpu/elementwise.h"
+#include "tessera/model/weights.h"
+
+namespace tessera {
+
+using comm::ReduceOp;
+
+ModelStateBytes zero_formula_bytes(int64_t numel, int64_t dp, int zero_stage) {
+  const int64_t full = 4 * numel, shard = 4 * numel / dp;  // numel divides by dp (unit padding)
+  ModelStateBytes b;
+  b.params = zero_stage >= 3 ? shard : full;
+  b.grads = zero_stage >= 2 ? shard : full;
+  b.optimizer = 2 * (zero_stage >= 1 ? shard : full);
+  return b;
+}
+
+DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
+                           const AdamWConfig& optim)
+    : model_(model), dp_(dp), stage_(zero_stage), part_(model.layout(), dp.size(), dp.rank()) {
+  const ParamLayout& L = model.layout();
+  TESSERA_CHECK(L.unit_align() % (16 * dp.size()) == 0,
+                "the parameter layout was built for another data-parallel size");
+  TESSERA_CHECK(stage_ >= 0 && stage_ <= 3, "--zero-stage must be 0, 1, 2 or 3 (got {})", stage_);
+  TESSERA_CHECK((model.params().numel() > 0) == (stage_ < 3) &&
+                    (model.grads().numel() > 0) == (stage_ < 2),
+                "DataParallel: the model's buffers do not match ZeRO stage {}", stage_);
+  const auto& units = L.units();
+  for (int64_t layer : L.layers())
+    for (size_t u = 0; u < units.size(); ++u)
+      if (units[u].layer == layer) layer_unit_.push_back(u);
+  for (size_t u = 0; u < units.size(); ++u)
+    if (units[u].layer < 0) root_units_.push_back(u);
+  if (stage_ == 0)
+    optim_ = std::make_unique<AdamW>(L, optim);
+  else
+    optim_ = std::make_unique<AdamW>(L, part_.segments(), part_.shard_numel(), optim);
+  if (stage_ >= 3) param_shard_.allocate(part_.shard_numel());
+  if (stage_ >= 2) grad_shard_.allocate(part_.shard_numel());
+  gathered_.resize(units.size());
+  unit_grads_.resize(units.size());
+}
+
+DataParallel::~DataParallel() {
+  // Outstanding reductions must finish before their buffers go away.
+  for (auto& p : pending_) p.work.wait();
+}
+
+void DataParallel::init_params(uint64_t seed) {
+  if (stage_ < 3) {
+    model_.init(seed);
+    return;
+  }
+  // Only the shard is kept: draw one unit at a time and keep this rank's slice.
+  const ParamLayout& L = model_.layout();
+  for (size_t u = 0; u < L.units().size(); ++u) {
+    const ParamUnit& unit = L.units()[u];
+    Buffer tmp(unit.numel());  // (unit numel)
+    init_unit_weights(L, model_.config(), unit, tmp.f32(), seed);
+    const FlatSegment& s = part_.segment(u);
+    std::memcpy(param_shard_.f32() + s.shard_offset, tmp.f32() + (s.global_begin - unit.begin),
+                size_t(s.size()) * sizeof(float));
+  }
+}
+
+// ---- stage 3: gathering parameters -----------------------------------------
+
+void DataParallel::gather_unit(size_t u) {
+  const ParamUnit& unit = model_.layout().units()[u];
+  const FlatSegment& s = part_.segment(u);
+  ProfileScope t(profile_, Op::Comm);
+  gathered_[u].allocate(unit.numel());
+  dp_.all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
+                 DType::F32);
+  model_.bind_unit(unit, gathered_[u].f32(), nullptr);
+}
+
+void DataParallel::release_unit(size_t u) { gathered_[u] = Buffer(); }
+
+void DataParallel::begin_step() {
+  if (stage_ >= 3)
+    for (size_t u : root_units_) gather_unit(u);
+}
+
+void DataParallel::before_forward(size_t layer) {
+  if (stage_ >= 3) gather_unit(layer_unit_[layer]);
+}
+
+void DataParallel::after_forward(size_t layer) {
+  if (stage_ >= 3) release_unit(layer_unit_[layer]);
+}
+
+// ---- gradients ---------------------------------------------------------------
+
+void DataParallel::begin_micro_batch(bool last) {
+  last_micro_batch_ = last;
+  if (stage_ < 2) return;
+  // The root units' gradients build up over the whole backward (the tied
+  // head at its start, the embedding at its end).
+  for (size_t u : root_units_) {
+    unit_grads_[u].allocate(model_.layout().units()[u].numel());
+    model_.bind_unit(model_.layout().units()[u], nullptr, unit_grads_[u].f32());
+  }
+}
+
+void DataParallel::before_backward(size_t layer) {
+  const size_t u = layer_unit_[layer];
+  if (stage_ >= 3) gather_unit(u);
+  if (stage_ >= 2) {
+    unit_grads_[u].allocate(model_.layout().units()[u].numel());
+    model_.bind_unit(model_.layout().units()[u], nullptr, unit_grads_[u].f32());
+  }
+}
+
+void DataParallel::after_backward(size_t layer) {
+  const size_t u = layer_unit_[layer];
+  if (stage_ >= 3) release_unit(u);
+  start_grad_reduction(u);
+  retire(/*wait_all=*/false);  // free what has finished, keep backward going
+}
+
+void DataParallel::start_grad_reduction(size_t u) {
+  if (dp_.size() == 1 && stage_ < 2) return;  // nothing to reduce
+  if (stage_ < 2 && !last_micro_batch_) return;  // accumulate locally first
+  const ParamUnit& unit = model_.layout().units()[u];
+  const FlatSegment& s = part_.segment(u);
+  ProfileScope t(profile_, Op::Comm);
+  Pending p;
+  p.shard_offset = s.shard_offset;
+  if (stage_ == 0) {
+    float* g = model_.grads().f32() + unit.begin;
+    p.work = dp_.all_reduce_async(g, size_t(unit.numel()), DType::F32, ReduceOp::Sum);
+  } else if (stage_ == 1) {
+    // In place: this rank's slice of the unit receives the sum.
+    float* g = model_.grads().f32();
+    p.work = dp_.reduce_scatter_async(g + unit.begin, g + s.global_begin, size_t(s.size()),
+                                      DType::F32, ReduceOp::Sum);
+  } else {
+    p.recv.allocate(s.size());
+    p.unit_grads = std::move(unit_grads_[u]);
+    p.work = dp_.reduce_scatter_async(p.unit_grads.f32(), p.recv.f32(), size_t(s.size()),
+                                      DType::F32, ReduceOp::Sum);
+  }
+  pending_.push_back(std::move(p));
+}
+
+void DataParallel::retire(bool wait_all) {
+  // Reductions complete in issue order (one stream per group).
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    if (wait_all) {
+      ProfileScope t(profile_, Op::Comm);
+      p.work.wait();
+    } else if (!p.work.test()) {
+      return;
+    }
+    if (stage_ >= 2)
+      cpu::accumulate(grad_shard_.f32() + p.shard_offset, p.recv.f32(), p.recv.numel());
+    pending_.pop_front();
+  }
+}
+
+void DataParallel::end_micro_batch() {
+  for (size_t u : root_units_) start_grad_reduction(u);
+  retire(/*wait_all=*/true);
+}
+
+double DataParallel::grad_norm_squared() {
+  double local = 0;
+  if (stage_ == 0) return cpu::sum_squares(model_.grads().f32(), model_.grads().numel());
+  if (stage_ == 1) {
+    for (const FlatSegment& s : part_.segments())
+      local += cpu::sum_squares(model_.grads().f32() + s.global_begin, s.size());
+  } else {
+    local = cpu::sum_squares(grad_shard_.f32(), grad_shard_.numel());
+  }
+  ProfileScope t(profile_, Op::Comm);
+  return double(dp_.all_reduce_scalar(float(local), ReduceOp::Sum));
+}
+
+void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
+  {
+    ProfileScope t(profile_, Op::Optimizer);
+    switch (stage_) {
+      case 0:
+      case 1:
+        optim_->step(model_.params().f32(), Indexing::Global, model_.grads().f32(),
+                     Indexing::Global, lr, grad_scale, step);
+        // AdamW zeroed the slices it read; under stage 1 the rest of the
+        // buffer holds this rank's unreduced sums.
+        if (stage_ == 1) model_.grads().zero();
+        break;
+      case 2:
+        optim_->step(model_.params().f32(), Indexing::Global, grad_shard_.f32(), Indexing::Shard,
+                     lr, grad_scale, step);
+        break;
+      default:
+        optim_->step(param_shard_.f32(), Indexing::Shard, grad_shard_.f32(), Indexing::Shard, lr,
+                     grad_scale, step);
+    }
+  }
+  if (stage_ == 1 || stage_ == 2) {
+    // Every rank updated its slice of each unit: gather the units in place.
+    ProfileScope t(profile_, Op::Comm);
+    std::vector<comm::Work> works;
+    float* p = model_.params().f32();
+    for (size_t u = 0; u < part_.segments().size(); ++u) {
+      const FlatSegment& s = part_.segment(u);
+      const ParamUnit& unit = model_.layout().units()[u];
+      works.push_back(
+          dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), DType::F32));
+    }
+    for (auto& w : works) w.wait();
+  }
+}
+
+void DataParallel::end_step() {
+  if (stage_ >= 3)
+    for (size_t u : root_units_) release_unit(u);
+}
+
+ModelStateBytes DataParallel::memory() const {
+  ModelStateBytes b;
+  b.params = stage_ >= 3 ? int64_t(param_shard_.nbytes()) : int64_t(model_.params().nbytes());
+  b.grads = stage_ >= 2 ? int64_t(grad_shard_.nbytes()) : int64_t(model_.grads().nbytes());
+  b.optimizer = optim_->state_bytes();
+  return b;
+}
+
+// ---- checkpoints -------------------------------------------------------------
+
+ckpt::ShardView DataParallel::shard_view(int64_t tp_rank, int64_t pp_rank) const {
+  ckpt::ShardView v;
+  v.layout = &model_.layout();
+  v.tp_rank = tp_rank;
+  v.pp_rank = pp_rank;
+  v.dp_rank = dp_.rank();
+  if (stage_ >= 3) {
+    for (const FlatSegment& s : part_.segments())
+      v.params.push_back({s.global_begin, s.global_end, param_shard_.f32() + s.shard_offset});
+  } else if (dp_.rank() == 0) {  // replicated: one copy is enough
+    v.params.push_back({0, model_.layout().numel(), model_.params().f32()});
+  }
+  if (stage_ >= 1 || dp_.rank() == 0)
+    for (const FlatSegment& s : optim_->segments()) {
+      v.exp_avg.push_back({s.global_begin, s.global_end, optim_->exp_avg().f32() + s.shard_offset});
+      v.exp_avg_sq.push_back(
+          {s.global_begin, s.global_end, optim_->exp_avg_sq().f32() + s.shard_offset});
+    }
+  return v;
+}
+
+void DataParallel::load(const ckpt::Checkpoint& ck) {
+  const ParamLayout& L = model_.layout();
+  if (stage_ >= 3) {
+    for (const FlatSegment& s : part_.segments())
+      ckpt::load_params(ck, L, s.global_begin, s.global_end, param_shard_.f32() + s.shard_offset);
+  } else {
+    ckpt::load_params(ck, L, 0, L.numel(), model_.params().f32());
+  }
+  for (const FlatSegment& s : optim_->segments())
+    ckpt::load_optimizer(ck, L, s.global_begin, s.global_end,
+                         optim_->exp_avg().f32() + s.shard_offset,
+                         optim_->exp_avg_sq().f32() + s.shard_offset);
+}
+
+}  // namespace tessera

@@ -7,11 +7,13 @@
 // test that deadlocks into a report and an abort instead of a CTest timeout.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <omp.h>
 
 #include <cstdio>
 #include <memory>
 
 #include "mpi_test_env.h"
+#include "tessera/comm/node_local.h"
 
 namespace tessera::test {
 namespace {
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
   test::g_runtime = &runtime;
   test::g_world = world.get();
   runtime.set_comm_timeout(30);
+  // Ranks share the cores: one OpenMP team per core, not per rank.
+  omp_set_num_threads(comm::default_threads_per_rank());
 
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
   if (runtime.world_rank() != 0) {

@@ -7,7 +7,11 @@
 
 #include <fmt/core.h>
 
+#include "tessera/cli/collective_errors.h"
 #include "tessera/cli/commands.h"
+#include "tessera/comm/grid.h"
+#include "tessera/comm/mpi_runtime.h"
+#include "tessera/comm/node_local.h"
 #include "tessera/core/error.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/train/data_setup.h"
@@ -34,6 +38,13 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
                   "pad the embedding table to a multiple of this (x tensor-parallel size)")
       ->capture_default_str();
   sub->add_option("--init-method-std", m.init_std, "std of the normal weight initialisation")
+      ->capture_default_str();
+  sub->add_option("--tensor-model-parallel-size", p.tp, "tensor-parallel ranks")
+      ->capture_default_str();
+  sub->add_option("--pipeline-model-parallel-size", p.pp, "pipeline stages")
+      ->capture_default_str();
+  sub->add_option("--zero-stage", p.zero_stage,
+                  "ZeRO: 0 replicate, 1 shard optimizer state, 2 and gradients, 3 and parameters")
       ->capture_default_str();
   sub->add_option("--micro-batch-size", p.micro_batch, "sequences per micro-batch")
       ->capture_default_str();
@@ -78,7 +89,8 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
                   "peak TFLOP/s per rank for MFU (default: the file of `tessera bench peak`)");
   sub->add_option("--peak-file", c.peak_file, "measured-peak file (default: " +
                                                   default_peak_file() + ")");
-  sub->add_option("--threads", c.threads, "threads (default: OpenMP's, usually all cores)");
+  sub->add_option("--threads", c.threads,
+                  "threads per rank (default: the node's cores / the ranks on the node)");
   sub->add_flag("!--no-progress", c.progress, "no progress bar on a terminal");
   sub->add_option("--save", c.save_dir, "write checkpoints under this directory");
   sub->add_option("--save-interval", c.save_interval, "checkpoint every N steps (0: at the end)")
@@ -89,31 +101,92 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
                   "resume from a checkpoint (a step directory, or a --save directory: its latest)");
 }
 
-void run_train(TrainConfig c, int64_t vocab_size_flag) {
-  c.model.vocab_size = 2;  // the data decides; validate the rest first
-  c.validate(/*world=*/1);
-  if (c.threads > 0) omp_set_num_threads(c.threads);
-  TrainingData data = open_training_data(c, vocab_size_flag);
-  c.model.vocab_size = data.vocab_size;
-  c.tokenizer = data.tokenizer_dir;
-  c.validate(/*world=*/1);
-  if (!data.note.empty()) fmt::print("data: {}\n", data.note);
-  fmt::print("data: {}\n", data.batches->describe());
-  fmt::print("model: {} | {:.2f} M parameters\n", c.model.summary(),
-             double(ParamLayout::count_model_params(c.model)) / 1e6);
-  fmt::print("batch: {} | {} tokens per step | {} threads\n", c.par.summary(),
-             c.par.global_batch * c.model.seq_length, omp_get_max_threads());
-  Trainer trainer(c, *data.batches);
-  fmt::print("memory: parameters {:.1f} MB, gradients {:.1f} MB, optimizer {:.1f} MB, "
-             "activations {:.1f} MB\n",
-             trainer.param_bytes() / 1e6, trainer.grad_bytes() / 1e6,
-             trainer.optimizer_bytes() / 1e6, trainer.activation_bytes() / 1e6);
-  fmt::print("peak for MFU: {}\n",
-             trainer.peak().tflops > 0
-                 ? fmt::format("{:.3f} TFLOP/s, {}", trainer.peak().tflops, trainer.peak().source)
-                 : trainer.peak().source);
-  std::fflush(stdout);
-  trainer.run();
+struct LaunchFlags {
+  int64_t vocab_size = 0;   // --vocab-size
+  double comm_timeout = 300;  // --comm-timeout
+};
+
+// Rank 0 prints every rank's bytes of model state (and activations), which
+// the ZeRO formula predicts exactly.
+void print_memory_table(comm::Communicator& world, const comm::Grid& grid, const Trainer& t,
+                        const TrainConfig& c) {
+  const ModelStateBytes mine = t.model_state_bytes();
+  std::vector<int64_t> row = {mine.params, mine.grads, mine.optimizer, t.activation_bytes()};
+  std::vector<int64_t> all(row.size() * size_t(world.size()));
+  // int64s travel as raw bytes (2 floats each): data movement, no arithmetic.
+  world.all_gather(row.data(), all.data(), row.size() * 2, DType::F32);
+  if (world.rank() != 0) return;
+  fmt::print("memory per rank (MB): model state = parameters + gradients + optimizer "
+             "(ZeRO-{}); activations of one micro-batch\n",
+             c.par.zero_stage);
+  fmt::print("  rank   tp pp dp   parameters  gradients  optimizer   total   activations\n");
+  for (int r = 0; r < world.size(); ++r) {
+    const int64_t* b = all.data() + size_t(r) * row.size();
+    comm::GridCoord x = grid.layout().coord_of(r);
+    fmt::print("  {:>4}   {:>2} {:>2} {:>2}   {:>10.1f} {:>10.1f} {:>10.1f} {:>7.1f}   {:>11.1f}\n",
+               r, x.tp, x.pp, x.dp, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6, (b[0] + b[1] + b[2]) / 1e6,
+               b[3] / 1e6);
+  }
+}
+
+void run_train(TrainConfig c, const LaunchFlags& flags) {
+  comm::MpiRuntime runtime(nullptr, nullptr);
+  std::unique_ptr<comm::Communicator> world = runtime.world();
+  const bool log = world->rank() == 0;
+  TrainingData data;
+  // Everything that can fail on bad input runs first, on every rank; the
+  // ranks agree before anything collective, so none is left waiting.
+  agree(*world, [&] {
+    TESSERA_CHECK(flags.comm_timeout >= 0, "--comm-timeout must be >= 0 (got {})",
+                  flags.comm_timeout);
+    TESSERA_CHECK(c.par.tp == 1,
+                  "--tensor-model-parallel-size {}: tensor parallelism is not in the trainer yet "
+                  "(use 1)",
+                  c.par.tp);
+    TESSERA_CHECK(c.par.pp == 1,
+                  "--pipeline-model-parallel-size {}: pipeline parallelism is not in the trainer "
+                  "yet (use 1)",
+                  c.par.pp);
+    TESSERA_CHECK(world->size() % (c.par.tp * c.par.pp) == 0,
+                  "world size {} is not divisible by --tensor-model-parallel-size ({}) x "
+                  "--pipeline-model-parallel-size ({})",
+                  world->size(), c.par.tp, c.par.pp);
+    c.par.dp = world->size() / (c.par.tp * c.par.pp);
+    c.model.vocab_size = 2;  // the data decides; check everything else first
+    c.validate(world->size());
+    omp_set_num_threads(c.threads > 0 ? c.threads : comm::default_threads_per_rank());
+    data = open_training_data(c, flags.vocab_size);
+    c.model.vocab_size = data.vocab_size;
+    c.tokenizer = data.tokenizer_dir;
+    c.validate(world->size());
+  });
+  if (flags.comm_timeout > 0) runtime.set_comm_timeout(flags.comm_timeout);
+  comm::Grid grid(*world, int(c.par.tp), int(c.par.pp));
+  if (log) {
+    if (world->size() > 1) fmt::print("{}", comm::format_layout_table(grid.layout()));
+    if (!data.note.empty()) fmt::print("data: {}\n", data.note);
+    fmt::print("data: {}\n", data.batches->describe());
+    fmt::print("model: {} | {:.2f} M parameters\n", c.model.summary(),
+               double(ParamLayout::count_model_params(c.model)) / 1e6);
+    fmt::print("batch: {} | {} tokens per step | {} rank(s) x {} threads\n", c.par.summary(),
+               c.par.global_batch * c.model.seq_length, world->size(), omp_get_max_threads());
+  }
+  std::unique_ptr<Trainer> trainer;
+  agree(*world, [&] { trainer = std::make_unique<Trainer>(c, *data.batches, world.get(), &grid); });
+  print_memory_table(*world, grid, *trainer, c);
+  if (log) {
+    const Peak& peak = trainer->peak();
+    fmt::print("peak for MFU: {}\n",
+               peak.tflops > 0 ? fmt::format("{:.3f} TFLOP/s per rank, {}", peak.tflops, peak.source)
+                               : peak.source);
+    std::fflush(stdout);
+  }
+  try {
+    trainer->run();
+  } catch (const Error& e) {
+    report_error(*world, e);
+    throw ReportedError();
+  }
 }
 
 }  // namespace
@@ -121,14 +194,18 @@ void run_train(TrainConfig c, int64_t vocab_size_flag) {
 void register_train(CLI::App& app) {
   auto* sub = app.add_subcommand("train", "train a GPT model (flags follow Megatron-LM's names)");
   auto cfg = std::make_shared<TrainConfig>();
-  auto vocab_size = std::make_shared<int64_t>(0);
+  auto flags = std::make_shared<LaunchFlags>();
   // Expanded into flags by main() before parsing (see config_file.h); listed
   // here so --help shows it.
   sub->add_option("--config", "TOML file of these options: key = long flag name, e.g. num-layers = 6");
   add_train_options(sub, *cfg);
-  sub->add_option("--vocab-size", *vocab_size,
+  sub->add_option("--vocab-size", flags->vocab_size,
                   "model vocabulary (default: the tokenizer's, or the data file's)");
-  sub->callback([cfg, vocab_size] { run_train(*cfg, *vocab_size); });
+  sub->add_option("--comm-timeout", flags->comm_timeout,
+                  "seconds a collective may take before the watchdog reports the ranks behind "
+                  "and aborts the job (0: no watchdog)")
+      ->capture_default_str();
+  sub->callback([cfg, flags] { run_train(*cfg, *flags); });
 }
 
 }  // namespace tessera::cli

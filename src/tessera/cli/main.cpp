@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tessera: error: {}\nRun `tessera --help` or `tessera <command> --help`.\n",
                e.what());
     return 2;
+  } catch (const tessera::ReportedError&) {
+    return 2;  // already printed (a multi-rank job reports once)
   } catch (const tessera::Error& e) {
     fmt::print(stderr, "tessera: error: {}\n", e.what());
     return 2;

@@ -12,6 +12,18 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An error every rank of a job raises at the same point with the same
+// message (a diverged loss, a layout every rank validates alike): rank 0
+// reports it for all.
+struct CollectiveError : Error {
+  using Error::Error;
+};
+
+// An error already reported to the user: exit nonzero without printing again.
+struct ReportedError : Error {
+  ReportedError() : Error("") {}
+};
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));

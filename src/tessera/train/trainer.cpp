@@ -7,23 +7,45 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/ckpt/checkpoint.h"
+#include "tessera/comm/grid.h"
+#include "tessera/comm/local_communicator.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
-#include "tessera/kernels/cpu/elementwise.h"
 #include "tessera/model/flops.h"
 #include "tessera/optim/grad_clip.h"
 #include "tessera/train/progress.h"
 
 namespace tessera {
 
-Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data) : cfg_(cfg), data_(data) {
+using comm::ReduceOp;
+
+Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communicator* world,
+                 comm::Grid* grid)
+    : cfg_(cfg), data_(data) {
   TESSERA_CHECK(data.vocab_size() <= cfg.model.vocab_size,
                 "the data's vocabulary ({}) is larger than the model's ({})", data.vocab_size(),
                 cfg.model.vocab_size);
-  ParamLayout layout = ParamLayout::build(cfg.model, cfg.par, 0, 0);
-  model_ = std::make_unique<GPT>(cfg.model, layout);
-  model_->init(cfg.seed);
-  optim_ = std::make_unique<AdamW>(model_->layout(), 0, layout.numel(), cfg.optim);
+  TESSERA_CHECK(!world == !grid, "Trainer: world and grid go together");
+  if (grid) {
+    world_ = world;
+    dp_group_ = &grid->dp();
+    tp_rank_ = grid->coord().tp;
+    pp_rank_ = grid->coord().pp;
+  } else {
+    local_world_ = std::make_unique<comm::LocalCommunicator>("world");
+    local_dp_ = std::make_unique<comm::LocalCommunicator>("dp");
+    world_ = local_world_.get();
+    dp_group_ = local_dp_.get();
+  }
+  TESSERA_CHECK(dp_group_->size() == cfg.par.dp, "data-parallel size {} but the grid has {}",
+                cfg.par.dp, dp_group_->size());
+  const int zero = cfg.par.zero_stage;
+  ParamLayout layout = ParamLayout::build(cfg.model, cfg.par, tp_rank_, pp_rank_);
+  model_ = std::make_unique<GPT>(cfg.model, layout, /*own_params=*/zero < 3,
+                                 /*own_grads=*/zero < 2);
+  dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim);
+  dp_->init_params(cfg.seed);
+  dp_->set_profile(&profile_);
   lr_.max_lr = cfg.optim.lr;
   lr_.min_lr = cfg.optim.min_lr;
   lr_.warmup_iters = cfg.optim.warmup_iters;
@@ -38,6 +60,8 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data) : cfg_(cfg), d
                        cfg.peak_file.empty() ? default_peak_file() : cfg.peak_file);
 }
 
+Trainer::~Trainer() = default;
+
 float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss) {
   const int64_t B = cfg_.par.micro_batch, T = cfg_.model.seq_length;
   {
@@ -49,8 +73,8 @@ float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward,
         targets_[b * T + t] = window_[b * (T + 1) + t + 1];
       }
   }
-  float loss = model_->forward(acts_, inputs_.data(), targets_.data());
-  if (backward) model_->backward(acts_, inputs_.data(), targets_.data(), dloss);
+  float loss = model_->forward(acts_, inputs_.data(), targets_.data(), dp_.get());
+  if (backward) model_->backward(acts_, inputs_.data(), targets_.data(), dloss, dp_.get());
   return loss;
 }
 
@@ -59,39 +83,47 @@ StepStats Trainer::train_step(int64_t step) {
   profile_.reset();
   const int64_t B = cfg_.par.micro_batch, T = cfg_.model.seq_length;
   const int64_t accum = cfg_.par.accumulation_steps();
-  const int64_t dp = cfg_.par.dp, dp_rank = 0;
-  // Every token of the global batch weighs the same: d(mean loss)/d(token loss).
+  const int64_t dp = cfg_.par.dp, dp_rank = dp_group_->rank();
+  // Every token of the global batch weighs the same: d(mean loss)/d(token
+  // loss). Summing over dp ranks then gives the gradient of the global mean.
   const float dloss = 1.0f / float(cfg_.par.global_batch * T);
+  dp_->begin_step();
   double loss_sum = 0;
   for (int64_t k = 0; k < accum; ++k) {
     // Sample numbering is layout-independent: step s owns samples
     // [(s-1)*GB, s*GB); micro-batch k of dp rank r takes the B after
     // (k*dp + r)*B.
-    int64_t first = (step - 1) * cfg_.par.global_batch + (k * dp + dp_rank) * B;
-    float loss = run_micro_batch(Split::Train, first, true, dloss);
-    TESSERA_CHECK(std::isfinite(loss), "loss is {} at step {} (micro-batch {}): training diverged",
-                  loss, step, k);
-    loss_sum += loss;
+    const int64_t first = (step - 1) * cfg_.par.global_batch + (k * dp + dp_rank) * B;
+    dp_->begin_micro_batch(k == accum - 1);
+    loss_sum += run_micro_batch(Split::Train, first, true, dloss);
+    dp_->end_micro_batch();
   }
+  // The mean over the global batch, identical on every rank, so a NaN stops
+  // every rank at the same step instead of leaving some in a collective.
+  float loss = float(loss_sum / double(accum));
+  if (dp > 1) {
+    ProfileScope t(&profile_, Op::Comm);
+    loss = dp_group_->all_reduce_scalar(loss, ReduceOp::Sum) / float(dp);
+  }
+  if (!std::isfinite(loss))
+    throw CollectiveError(fmt::format("loss is {} at step {}: training diverged", loss, step));
   double sq;
   {
     ProfileScope t(&profile_, Op::GradNorm);
-    sq = cpu::sum_squares(model_->grads().f32(), model_->grads().numel());
+    sq = dp_->grad_norm_squared();
   }
   const double norm = std::sqrt(sq);
-  TESSERA_CHECK(std::isfinite(norm), "gradient norm is {} at step {}: training diverged", norm,
-                step);
+  if (!std::isfinite(norm))
+    throw CollectiveError(
+        fmt::format("gradient norm is {} at step {}: training diverged", norm, step));
   const float lr = lr_.at(step);
-  {
-    ProfileScope t(&profile_, Op::Optimizer);
-    optim_->step(model_->params().f32(), model_->grads().f32(), lr,
-                 clip_scale(norm, cfg_.optim.clip_grad), step);
-  }
+  dp_->optimizer_step(lr, clip_scale(norm, cfg_.optim.clip_grad), step);
+  dp_->end_step();
 
   StepStats s;
   s.step = step;
   s.total_steps = cfg_.train_iters;
-  s.loss = float(loss_sum / double(accum));
+  s.loss = loss;
   s.lr = lr;
   s.grad_norm = float(norm);
   s.seconds = sw.elapsed();
@@ -100,30 +132,43 @@ StepStats Trainer::train_step(int64_t step) {
   s.model_flops = f.model;
   s.hardware_flops = f.hardware;
   s.peak_tflops = peak_.tflops;
+  s.ranks = world_->size();
   s.profile = profile_;
   return s;
 }
 
 float Trainer::evaluate() {
-  const int64_t B = cfg_.par.micro_batch;
+  const int64_t B = cfg_.par.micro_batch, dp = dp_group_->size();
+  dp_->begin_step();
   double sum = 0;
-  for (int64_t i = 0; i < cfg_.eval_iters; ++i)
-    sum += run_micro_batch(Split::Valid, i * B, false, 0.0f);
+  // The same eval_iters micro-batches whatever the layout, dealt round-robin.
+  // Every rank runs the same number of forwards (ZeRO-3 gathers inside
+  // them must pair up across ranks); a rank past the end repeats micro-batch
+  // 0 and does not count it.
+  const int64_t rounds = (cfg_.eval_iters + dp - 1) / dp;
+  for (int64_t j = 0; j < rounds; ++j) {
+    const int64_t i = j * dp + dp_group_->rank();
+    const float loss = run_micro_batch(Split::Valid, (i < cfg_.eval_iters ? i : 0) * B, false, 0);
+    if (i < cfg_.eval_iters) sum += loss;
+  }
+  dp_->end_step();
+  if (dp > 1) sum = dp_group_->all_reduce_scalar(float(sum), ReduceOp::Sum);
   return float(sum / double(cfg_.eval_iters));
 }
 
 int64_t Trainer::load(const std::string& dir) {
   ckpt::Checkpoint ck = ckpt::open_checkpoint(dir);
-  for (const std::string& note : ck.notes) fmt::print("checkpoint: {}\n", note);
-  ckpt::load_into(ck, *model_, optim_.get());
+  if (is_logging_rank())
+    for (const std::string& note : ck.notes) fmt::print("checkpoint: {}\n", note);
   TESSERA_CHECK(ck.has_optimizer_state, "--load {}: checkpoint {} has no optimizer state to resume",
                 dir, ck.path);
   TESSERA_CHECK(ck.state.seed == cfg_.seed,
                 "--load {}: the checkpoint was trained with --seed {}, this run has --seed {} (the "
                 "data order would differ)",
                 dir, ck.state.seed, cfg_.seed);
+  dp_->load(ck);
   start_step_ = ck.state.step + 1;
-  fmt::print("resumed from {} (step {})\n", ck.path, ck.state.step);
+  if (is_logging_rank()) fmt::print("resumed from {} (step {})\n", ck.path, ck.state.step);
   return ck.state.step;
 }
 
@@ -135,30 +180,34 @@ std::string Trainer::save(int64_t step) {
   ckpt::RunInfo info{cfg_.model, cfg_.par, cfg_.tokenizer};
   ckpt::SaveOptions opts;
   opts.keep = cfg_.save_keep;
-  return ckpt::save_checkpoint(cfg_.save_dir, ckpt::whole_rank(*model_, optim_.get()), state, info,
+  opts.comm = world_->size() > 1 ? world_ : nullptr;
+  return ckpt::save_checkpoint(cfg_.save_dir, dp_->shard_view(tp_rank_, pp_rank_), state, info,
                                opts);
 }
 
 void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
+  const bool logs = is_logging_rank();
   std::ofstream metrics;
-  if (!cfg_.metrics_file.empty()) {
+  if (!cfg_.metrics_file.empty() && logs) {
     metrics.open(cfg_.metrics_file);
     TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", cfg_.metrics_file);
   }
   if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
-  Progress bar(cfg_.train_iters, cfg_.progress);
+  Progress bar(cfg_.train_iters, cfg_.progress && logs);
   for (int64_t step = start_step_; step <= cfg_.train_iters; ++step) {
     StepStats s = train_step(step);
     if (cfg_.eval_interval > 0 && (step % cfg_.eval_interval == 0 || step == cfg_.train_iters))
       s.valid_loss = evaluate();
     if (metrics.is_open()) metrics << step_to_json(s).dump() << "\n" << std::flush;
-    if (step % cfg_.log_interval == 0 || step == 1 || step == cfg_.train_iters ||
-        s.valid_loss >= 0)
-      bar.println(format_step_line(s));
+    const bool line = step % cfg_.log_interval == 0 || step == 1 || step == cfg_.train_iters ||
+                      s.valid_loss >= 0;
+    if (logs && line) bar.println(format_step_line(s));
     if (!cfg_.save_dir.empty() &&
-        ((cfg_.save_interval > 0 && step % cfg_.save_interval == 0) || step == cfg_.train_iters))
-      bar.println(fmt::format("saved {}", save(step)));
-    bar.update(step, fmt::format("loss {:.3f}", s.loss));
+        ((cfg_.save_interval > 0 && step % cfg_.save_interval == 0) || step == cfg_.train_iters)) {
+      std::string path = save(step);
+      if (logs) bar.println(fmt::format("saved {}", path));
+    }
+    if (logs) bar.update(step, fmt::format("loss {:.3f}", s.loss));
     if (on_step) on_step(s);
   }
 }

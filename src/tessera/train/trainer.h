@@ -1,16 +1,19 @@
 // Trainer: the training loop of one rank — micro-batches with gradient
-// accumulation, global-norm clipping, AdamW with warm-up + cosine LR, NaN
-// detection, step metrics.
+// accumulation, data parallelism with ZeRO 0-3 (DataParallel), global-norm
+// clipping, AdamW with warm-up + cosine LR, NaN detection, step metrics and
+// checkpoints. One process is the special case dp = 1 of the same code.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "tessera/comm/communicator.h"
 #include "tessera/model/activations.h"
 #include "tessera/model/gpt.h"
 #include "tessera/optim/adamw.h"
 #include "tessera/optim/lr_schedule.h"
+#include "tessera/parallel/data_parallel.h"
 #include "tessera/train/batch_source.h"
 #include "tessera/train/peak.h"
 #include "tessera/train/step_stats.h"
@@ -18,15 +21,25 @@
 
 namespace tessera {
 
+namespace comm {
+class Grid;
+}
+
 class Trainer {
  public:
-  // cfg must be validated; data must outlive the trainer.
-  Trainer(const TrainConfig& cfg, const BatchSource& data);
+  // cfg must be validated; data must outlive the trainer. world and grid:
+  // the world and process grid of a multi-rank run (both outlive the
+  // trainer); null for one process.
+  Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communicator* world = nullptr,
+          comm::Grid* grid = nullptr);
+  ~Trainer();
 
-  // One optimizer step (1-based). Throws tessera::Error on a NaN/Inf loss or gradient.
+  // One optimizer step (1-based). Throws tessera::Error, on every rank
+  // alike, on a NaN/Inf loss or gradient.
   StepStats train_step(int64_t step);
 
-  // Mean loss over eval_iters micro-batches of the validation split (a fixed set).
+  // Mean loss over eval_iters micro-batches of the validation split (a fixed
+  // set, shared out over the dp ranks).
   float evaluate();
 
   // Steps after the loaded checkpoint (or 1) .. train_iters with logging and
@@ -36,16 +49,16 @@ class Trainer {
   // Loads parameters and optimizer state of a checkpoint (--load); returns
   // the step it was written at. The next step to run is that + 1.
   int64_t load(const std::string& dir);
-  // Writes a checkpoint of the state after `step` under cfg.save_dir.
+  // Writes a checkpoint of the state after `step` under cfg.save_dir
+  // (collective over the world).
   std::string save(int64_t step);
 
   GPT& model() { return *model_; }
-  AdamW& optimizer() { return *optim_; }
+  AdamW& optimizer() { return dp_->optimizer(); }
+  DataParallel& data_parallel() { return *dp_; }
   const Peak& peak() const { return peak_; }
-  // Bytes of parameters, gradients, optimizer state and activations on this rank.
-  int64_t param_bytes() const { return int64_t(model_->params().nbytes()); }
-  int64_t grad_bytes() const { return int64_t(model_->grads().nbytes()); }
-  int64_t optimizer_bytes() const { return optim_->state_bytes(); }
+  bool is_logging_rank() const { return world_->rank() == 0; }
+  ModelStateBytes model_state_bytes() const { return dp_->memory(); }
   int64_t activation_bytes() const { return acts_.bytes(); }
 
  private:
@@ -53,8 +66,12 @@ class Trainer {
 
   TrainConfig cfg_;
   const BatchSource& data_;
+  std::unique_ptr<comm::Communicator> local_world_, local_dp_;  // one process: no MPI needed
+  comm::Communicator* world_ = nullptr;
+  comm::Communicator* dp_group_ = nullptr;
+  int64_t tp_rank_ = 0, pp_rank_ = 0;
   std::unique_ptr<GPT> model_;
-  std::unique_ptr<AdamW> optim_;
+  std::unique_ptr<DataParallel> dp_;
   LrSchedule lr_;
   Activations acts_;
   Peak peak_;

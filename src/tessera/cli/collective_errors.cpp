@@ -1,0 +1,54 @@
+#include "tessera/cli/collective_errors.h"
+
+#include <fmt/core.h>
+
+#include "tessera/core/error.h"
+
+namespace tessera::cli {
+
+namespace {
+
+// A 24-bit hash: exact in a float, which is what the reductions carry.
+float message_hash(const std::string& s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) h = (h ^ c) * 16777619u;
+  return float((h & 0xFFFFFFu) + 1);  // 0 means "no error"
+}
+
+}  // namespace
+
+void report_error(const comm::Communicator& world, const Error& e) {
+  if (dynamic_cast<const ReportedError*>(&e)) return;
+  const bool collective = dynamic_cast<const CollectiveError*>(&e) != nullptr;
+  if (world.size() == 1 || (collective && world.rank() == 0))
+    fmt::print(stderr, "tessera: error: {}\n", e.what());
+  else if (!collective)
+    fmt::print(stderr, "tessera: error: [rank {}] {}\n", world.rank(), e.what());
+}
+
+void agree(comm::Communicator& world, const std::function<void()>& work) {
+  std::string message;
+  try {
+    work();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  if (world.size() == 1) {
+    if (!message.empty()) throw Error(message);
+    return;
+  }
+  const float mine = message.empty() ? 0.0f : message_hash(message);
+  const float any = world.all_reduce_scalar(mine, comm::ReduceOp::Max);
+  if (any == 0.0f) return;
+  float rank0 = world.rank() == 0 ? mine : 0.0f;
+  rank0 = world.all_reduce_scalar(rank0, comm::ReduceOp::Max);  // rank 0's outcome, everywhere
+  if (!message.empty()) {
+    if (world.rank() == 0)
+      fmt::print(stderr, "tessera: error: {}\n", message);
+    else if (mine != rank0)  // rank 0 did not say it: this rank must
+      fmt::print(stderr, "tessera: error: [rank {}] {}\n", world.rank(), message);
+  }
+  throw ReportedError();
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Bad layouts in a multi-rank job: one clear message (printed once, by rank
+# 0, when every rank fails alike), a nonzero exit of the whole job, and no
+# rank left hanging (each case must end well inside its time limit).
+# Usage: test_mpi_errors.sh TESSERA_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1
+src=$2
+mpirun="$src/scripts/mpirun.sh"
+failures=0
+small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
+       --micro-batch-size 2 --global-batch-size 4 --train-iters 2 --no-progress --peak-tflops 1)
+
+expect_job_error() {  # expect_job_error RANKS PATTERN ARGS...
+  local ranks=$1 pattern=$2
+  shift 2
+  local out status count
+  out=$(timeout 60 "$mpirun" -n "$ranks" "$bin" train "$@" 2>&1)
+  status=$?
+  count=$(grep -Ec -- "$pattern" <<<"$out")
+  if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
+    echo "FAIL: -n $ranks train $*: exited $status (want a clean nonzero exit, no hang)"
+    failures=$((failures + 1))
+  elif [ "$count" -ne 1 ]; then
+    echo "FAIL: -n $ranks train $*: message /$pattern/ printed $count times (want once):"
+    echo "$out" | sed 's/^/    /'
+    failures=$((failures + 1))
+  else
+    echo "ok: -n $ranks: $(grep -E -- "$pattern" <<<"$out")"
+  fi
+}
+
+expect_job_error 2 '--global-batch-size \(6\) must be divisible by --micro-batch-size \(2\) x data-parallel size \(2\)' \
+  "${small[@]}" --global-batch-size 6
+expect_job_error 3 'world size 3 is not divisible by --tensor-model-parallel-size \(2\)' \
+  "${small[@]}" --tensor-model-parallel-size 2
+expect_job_error 2 '--zero-stage must be 0, 1, 2 or 3 \(got 5\)' "${small[@]}" --zero-stage 5
+expect_job_error 2 '--num-layers must be >= 1' "${small[@]}" --num-layers 0
+expect_job_error 2 'cannot open token data /nonexistent.tok' "${small[@]}" --data-path /nonexistent.tok
+
+# And a valid two-rank run trains to the end.
+if ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --zero-stage 1 > /tmp/tessera_mpi_ok.$$ 2>&1; then
+  echo "FAIL: a valid 2-rank run failed:"; sed 's/^/    /' /tmp/tessera_mpi_ok.$$
+  failures=$((failures + 1))
+fi
+rm -f /tmp/tessera_mpi_ok.$$
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures multi-rank bad-input case(s) failed"
+  exit 1
+fi
+echo "all multi-rank bad-input cases exit cleanly with one message"

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 
 #include <fmt/core.h>
 
@@ -63,13 +65,22 @@ std::vector<StepStats> single_process_run(int64_t steps) {
   return out;
 }
 
+// One grid per shape for the whole binary: groups are registered with the
+// watchdog's progress board for the life of the process (64 at most).
+comm::Grid& grid_of(int tp) {
+  static std::map<int, std::unique_ptr<comm::Grid>> grids;
+  auto& g = grids[tp];
+  if (!g) g = std::make_unique<comm::Grid>(world(), tp, 1);
+  return *g;
+}
+
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-12); }
 
 class Zero : public ::testing::TestWithParam<int> {};
 
 TEST_P(Zero, TwentyStepsMatchOneProcess) {
   const int stage = GetParam();
-  comm::Grid grid(world(), 1, 1);
+  comm::Grid& grid = grid_of(1);
   const std::vector<StepStats> ref = single_process_run(20);
   TrainConfig c = tiny_config(stage, world().size());
   auto data = tiny_data(c);
@@ -92,7 +103,7 @@ TEST_P(Zero, TwentyStepsMatchOneProcess) {
 
 TEST_P(Zero, MemoryEqualsTheFormula) {
   const int stage = GetParam();
-  comm::Grid grid(world(), 1, 1);
+  comm::Grid& grid = grid_of(1);
   TrainConfig c = tiny_config(stage, world().size());
   auto data = tiny_data(c);
   Trainer t(c, *data, &world(), &grid);
@@ -111,7 +122,7 @@ TEST_P(Zero, MemoryEqualsTheFormula) {
 
 TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
   const int stage = GetParam();
-  comm::Grid grid(world(), 1, 1);
+  comm::Grid& grid = grid_of(1);
   // One directory for all ranks: rank 0 names it.
   float tag = world().all_reduce_scalar(world().rank() == 0 ? float(getpid() % 1000000) : 0.0f);
   const std::string dir = (std::filesystem::temp_directory_path() /
@@ -138,6 +149,37 @@ TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
   world().barrier();
   if (world().rank() == 0) std::filesystem::remove_all(dir);
 }
+
+// Tensor parallelism inside the trainer: tp 2 over the world's ranks (x dp 2
+// on 4 ranks), with each ZeRO stage and with sequence parallelism.
+class TensorAndData : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(TensorAndData, TwentyStepsMatchOneProcess) {
+  const auto [stage, sp] = GetParam();
+  if (world().size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks for tp 2";
+  comm::Grid& grid = grid_of(2);
+  const std::vector<StepStats> ref = single_process_run(20);
+  TrainConfig c = tiny_config(stage, world().size() / 2);
+  c.par.tp = 2;
+  c.par.sequence_parallel = sp;
+  c.validate(world().size());
+  auto data = tiny_data(c);
+  Trainer t(c, *data, &world(), &grid);
+  for (int64_t s = 1; s <= 20; ++s) {
+    StepStats st = t.train_step(s);
+    EXPECT_LE(rel(st.loss, ref[size_t(s - 1)].loss), s == 1 ? 1e-5 : 1e-4)
+        << "zero " << stage << " sp " << sp << " step " << s;
+    EXPECT_LE(rel(st.grad_norm, ref[size_t(s - 1)].grad_norm), s == 1 ? 1e-5 : 1e-3)
+        << "zero " << stage << " sp " << sp << " step " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, TensorAndData,
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "zero" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_sp" : "");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Stages, Zero, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "stage" + std::to_string(info.param); });

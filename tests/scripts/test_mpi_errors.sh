@@ -35,11 +35,17 @@ expect_job_error 2 '--global-batch-size \(6\) must be divisible by --micro-batch
 expect_job_error 3 'world size 3 is not divisible by --tensor-model-parallel-size \(2\)' \
   "${small[@]}" --tensor-model-parallel-size 2
 expect_job_error 2 '--zero-stage must be 0, 1, 2 or 3 \(got 5\)' "${small[@]}" --zero-stage 5
+expect_job_error 2 '--num-attention-heads \(3\) must be divisible by --tensor-model-parallel-size \(2\)' \
+  "${small[@]}" --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 48
+expect_job_error 2 '--seq-length \(15\) must be divisible by --tensor-model-parallel-size \(2\) with --sequence-parallel' \
+  "${small[@]}" --tensor-model-parallel-size 2 --sequence-parallel --seq-length 15
 expect_job_error 2 '--num-layers must be >= 1' "${small[@]}" --num-layers 0
 expect_job_error 2 'cannot open token data /nonexistent.tok' "${small[@]}" --data-path /nonexistent.tok
 
 # And a valid two-rank run trains to the end.
-if ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --zero-stage 1 > /tmp/tessera_mpi_ok.$$ 2>&1; then
+if ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --zero-stage 1 > /tmp/tessera_mpi_ok.$$ 2>&1 ||
+   ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --tensor-model-parallel-size 2 \
+       --sequence-parallel --zero-stage 3 >> /tmp/tessera_mpi_ok.$$ 2>&1; then
   echo "FAIL: a valid 2-rank run failed:"; sed 's/^/    /' /tmp/tessera_mpi_ok.$$
   failures=$((failures + 1))
 fi

@@ -43,6 +43,8 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
       ->capture_default_str();
   sub->add_option("--pipeline-model-parallel-size", p.pp, "pipeline stages")
       ->capture_default_str();
+  sub->add_flag("--sequence-parallel", p.sequence_parallel,
+                "split LayerNorm/residual regions along the sequence over the tp ranks");
   sub->add_option("--zero-stage", p.zero_stage,
                   "ZeRO: 0 replicate, 1 shard optimizer state, 2 and gradients, 3 and parameters")
       ->capture_default_str();
@@ -139,10 +141,6 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
   agree(*world, [&] {
     TESSERA_CHECK(flags.comm_timeout >= 0, "--comm-timeout must be >= 0 (got {})",
                   flags.comm_timeout);
-    TESSERA_CHECK(c.par.tp == 1,
-                  "--tensor-model-parallel-size {}: tensor parallelism is not in the trainer yet "
-                  "(use 1)",
-                  c.par.tp);
     TESSERA_CHECK(c.par.pp == 1,
                   "--pipeline-model-parallel-size {}: pipeline parallelism is not in the trainer "
                   "yet (use 1)",

@@ -21,8 +21,12 @@ ModelStateBytes zero_formula_bytes(int64_t numel, int64_t dp, int zero_stage) {
 }
 
 DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
-                           const AdamWConfig& optim)
-    : model_(model), dp_(dp), stage_(zero_stage), part_(model.layout(), dp.size(), dp.rank()) {
+                           const AdamWConfig& optim, comm::Communicator* tp)
+    : model_(model),
+      dp_(dp),
+      tp_(tp && tp->size() > 1 ? tp : nullptr),
+      stage_(zero_stage),
+      part_(model.layout(), dp.size(), dp.rank()) {
   const ParamLayout& L = model.layout();
   TESSERA_CHECK(L.unit_align() % (16 * dp.size()) == 0,
                 "the parameter layout was built for another data-parallel size");
@@ -42,6 +46,20 @@ DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
     optim_ = std::make_unique<AdamW>(L, part_.segments(), part_.shard_numel(), optim);
   if (stage_ >= 3) param_shard_.allocate(part_.shard_numel());
   if (stage_ >= 2) grad_shard_.allocate(part_.shard_numel());
+  const bool tp_rank0 = !tp_ || tp_->rank() == 0;
+  for (const ParamEntry& e : L.entries()) {
+    if (e.split == TpSplit::None && !tp_rank0) continue;
+    const int64_t e0 = e.offset, e1 = e.offset + e.numel();
+    if (stage_ == 0) {
+      norm_ranges_.push_back({e0, e1 - e0});
+      continue;
+    }
+    for (const FlatSegment& s : part_.segments()) {
+      const int64_t a = std::max(e0, s.global_begin), z = std::min(e1, s.global_end);
+      if (a >= z) continue;
+      norm_ranges_.push_back({stage_ == 1 ? a : s.shard_offset + (a - s.global_begin), z - a});
+    }
+  }
   gathered_.resize(units.size());
   unit_grads_.resize(units.size());
 }
@@ -171,16 +189,15 @@ void DataParallel::end_micro_batch() {
 }
 
 double DataParallel::grad_norm_squared() {
+  const float* g = stage_ >= 2 ? grad_shard_.f32() : model_.grads().f32();
   double local = 0;
-  if (stage_ == 0) return cpu::sum_squares(model_.grads().f32(), model_.grads().numel());
-  if (stage_ == 1) {
-    for (const FlatSegment& s : part_.segments())
-      local += cpu::sum_squares(model_.grads().f32() + s.global_begin, s.size());
-  } else {
-    local = cpu::sum_squares(grad_shard_.f32(), grad_shard_.numel());
-  }
+  for (const auto& [at, n] : norm_ranges_) local += cpu::sum_squares(g + at, n);
   ProfileScope t(profile_, Op::Comm);
-  return double(dp_.all_reduce_scalar(float(local), ReduceOp::Sum));
+  // Stage 0 holds the whole reduced gradient on every dp rank; the others
+  // hold disjoint parts of it.
+  if (tp_) local = tp_->all_reduce_scalar(float(local), ReduceOp::Sum);
+  if (stage_ >= 1 && dp_.size() > 1) local = dp_.all_reduce_scalar(float(local), ReduceOp::Sum);
+  return local;
 }
 
 void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {

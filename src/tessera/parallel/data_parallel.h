@@ -48,8 +48,10 @@ ModelStateBytes zero_formula_bytes(int64_t numel, int64_t dp, int zero_stage);
 class DataParallel : public LayerHooks {
  public:
   // model must have been built with own_params = (zero_stage < 3) and
-  // own_grads = (zero_stage < 2). dp outlives this object.
-  DataParallel(GPT& model, comm::Communicator& dp, int zero_stage, const AdamWConfig& optim);
+  // own_grads = (zero_stage < 2). dp (and tp, the model's tensor-parallel
+  // group or null) outlive this object.
+  DataParallel(GPT& model, comm::Communicator& dp, int zero_stage, const AdamWConfig& optim,
+               comm::Communicator* tp = nullptr);
   ~DataParallel() override;
 
   void init_params(uint64_t seed);
@@ -58,7 +60,9 @@ class DataParallel : public LayerHooks {
   void end_step();                         // stage 3: free them again
   void begin_micro_batch(bool last);       // before the micro-batch's forward
   void end_micro_batch();                  // after its backward: reductions finished
-  double grad_norm_squared();              // of the summed gradient, same on every rank
+  // Of the summed gradient of the whole model, the same on every rank.
+  // Parameters replicated over tp are counted once (on tp rank 0).
+  double grad_norm_squared();
   void optimizer_step(float lr, float grad_scale, int64_t step);
 
   // LayerHooks
@@ -91,11 +95,17 @@ class DataParallel : public LayerHooks {
 
   GPT& model_;
   comm::Communicator& dp_;
+  comm::Communicator* tp_;
   int stage_;
   ZeroPartition part_;
   std::unique_ptr<AdamW> optim_;
   std::vector<size_t> layer_unit_;  // local layer -> unit index
   std::vector<size_t> root_units_;  // embeddings, final norm
+  // Where this rank's gradient norm reads: the owned part of every parameter
+  // this rank counts (tp-split ones everywhere, replicated ones on tp rank
+  // 0), indexed as the gradient is stored (globally for stages 0-1, by
+  // shard offset for stages 2-3).
+  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
   Buffer param_shard_;              // (shard) stage 3
   Buffer grad_shard_;               // (shard) stages 2-3
   std::vector<Buffer> gathered_;    // (unit numel) per unit, stage 3, while in use

@@ -41,9 +41,11 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
                 cfg.par.dp, dp_group_->size());
   const int zero = cfg.par.zero_stage;
   ParamLayout layout = ParamLayout::build(cfg.model, cfg.par, tp_rank_, pp_rank_);
+  comm::Communicator* tp = grid ? &grid->tp() : nullptr;
   model_ = std::make_unique<GPT>(cfg.model, layout, /*own_params=*/zero < 3,
-                                 /*own_grads=*/zero < 2);
-  dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim);
+                                 /*own_grads=*/zero < 2,
+                                 TensorParallel{tp, cfg.par.sequence_parallel});
+  dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim, tp);
   dp_->init_params(cfg.seed);
   dp_->set_profile(&profile_);
   lr_.max_lr = cfg.optim.lr;

@@ -54,6 +54,7 @@ ActShape GPT::act_shape(int64_t B, int64_t T) const {
                                  layout_.vocab_begin());
   s.L = int64_t(layout_.layers().size());
   s.has_head = layout_.has_head();
+  s.recompute = recompute_;
   if (tp_.sp()) {
     TESSERA_CHECK(T % tp_.size() == 0,
                   "sequence parallelism: sequence length {} does not divide over tp {}", T,
@@ -75,39 +76,46 @@ static void position_rows_forward(float* out, const float* wpe, int64_t row0, in
   }
 }
 
-float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targets,
-                   LayerHooks* hooks) {
+void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
   using namespace cpu;
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = acts.profile;
-  if (layout_.has_embedding()) {
-    if (!tp_.active()) {
-      TIMED(prof, Op::Embedding, {
-        token_embedding_forward(acts.encoded, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
-                                layout_.vocab_end());
-        position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
-      });
-    } else {
-      // Vocab-parallel lookup: rows of other slices are zero, the leave
-      // (all-reduce, or reduce-scatter to this rank's rows) sums the slices.
-      float* partial = tp_.sp() ? acts.tp_full : acts.encoded;  // (N, C)
-      TIMED(prof, Op::Embedding,
-            token_embedding_forward(partial, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
-                                    layout_.vocab_end()));
-      TIMED(prof, Op::Comm, tp_leave_forward(tp_, partial, acts.encoded, N, s.C));
-      TIMED(prof, Op::Embedding,
-            position_rows_forward(acts.encoded, w_.wpe, tp_.sp() ? tp_.rank() * Ns : 0, Ns, s.T,
-                                  s.C));
-    }
+  if (!tp_.active()) {
+    TIMED(prof, Op::Embedding, {
+      token_embedding_forward(acts.encoded, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
+                              layout_.vocab_end());
+      position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
+    });
+  } else {
+    // Vocab-parallel lookup: rows of other slices are zero, the leave
+    // (all-reduce, or reduce-scatter to this rank's rows) sums the slices.
+    float* partial = tp_.sp() ? acts.tp_full : acts.encoded;  // (N, C)
+    TIMED(prof, Op::Embedding,
+          token_embedding_forward(partial, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
+                                  layout_.vocab_end()));
+    TIMED(prof, Op::Comm, tp_leave_forward(tp_, partial, acts.encoded, N, s.C));
+    TIMED(prof, Op::Embedding,
+          position_rows_forward(acts.encoded, w_.wpe, tp_.sp() ? tp_.rank() * Ns : 0, Ns, s.T,
+                                s.C));
   }
-  for (size_t l = 0; l < w_.layers.size(); ++l) {
+}
+
+void GPT::layers_forward(Activations& acts, size_t first, LayerHooks* hooks) {
+  for (size_t i = 0; i < acts.layers.size(); ++i) {
+    const size_t l = first + i;  // the rank's layer; i is the chunk's
     if (hooks) hooks->before_forward(l);
-    block_forward(w_.layers[l], acts.layers[l], acts.layer_input(l), s, tp_, acts.tp_full, prof);
+    block_forward(w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_, acts.tp_full,
+                  acts.profile);
     if (hooks) hooks->after_forward(l);
   }
-  if (!layout_.has_head()) return 0.0f;
+}
 
+float GPT::head_forward(Activations& acts, const int32_t* targets) {
+  using namespace cpu;
+  const ActShape& s = acts.s;
+  const int64_t N = s.N(), Ns = s.Ns();
+  Profile* prof = acts.profile;
   TIMED(prof, Op::LayerNorm,
         layernorm_forward(acts.lnf, acts.lnf_mean, acts.lnf_rstd, acts.output(), w_.lnf_w,
                           w_.lnf_b, Ns, s.C));
@@ -145,54 +153,71 @@ float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targ
   return count ? float(sum / double(count)) : 0.0f;
 }
 
-void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,
+float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targets,
                    LayerHooks* hooks) {
+  if (layout_.has_embedding()) embed_forward(acts, inputs);
+  layers_forward(acts, 0, hooks);
+  return layout_.has_head() ? head_forward(acts, targets) : 0.0f;
+}
+
+void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) {
   using namespace cpu;
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = acts.profile;
-  if (layout_.has_head()) {
-    std::fill_n(acts.dresid, Ns * s.C, 0.0f);
-    // dlogits overwrite the logits in place.
-    if (!tp_.active()) {
-      TIMED(prof, Op::Loss,
-            cross_entropy_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N,
-                                   s.V));
-    } else {
-      TIMED(prof, Op::Loss,
-            vp_xent_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
-                             layout_.vocab_begin()));
-    }
-    const float* lnf = nullptr;  // (N, C): re-gathered under SP, only the shard was kept
-    TIMED(prof, Op::Comm, lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C));
-    if (s.V > 0)
-      TIMED(prof, Op::Gemm,
-            matmul_backward(acts.dln, g_.wte, nullptr, acts.logits, lnf, w_.wte, N, s.C, s.V,
-                            false));
-    else
-      std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
-    const float* dlnf = nullptr;  // (Ns, C)
-    TIMED(prof, Op::Comm, dlnf = tp_enter_backward(tp_, acts.dln, N, s.C));
-    // Under SP the final LayerNorm's gradients cover only this rank's rows.
-    float* glnf_w = tp_.sp() ? ln_grads_.f32() : g_.lnf_w;  // (C)
-    float* glnf_b = tp_.sp() ? glnf_w + s.C : g_.lnf_b;     // (C)
-    if (tp_.sp()) std::fill_n(glnf_w, 2 * s.C, 0.0f);
-    TIMED(prof, Op::LayerNorm,
-          layernorm_backward(acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w,
-                             acts.lnf_mean, acts.lnf_rstd, Ns, s.C));
-    if (tp_.sp()) {
-      TIMED(prof, Op::Comm, tp_sum_region_grad(tp_, glnf_w, 2 * s.C));
-      accumulate(g_.lnf_w, glnf_w, s.C);
-      accumulate(g_.lnf_b, glnf_b, s.C);
-    }
+  std::fill_n(acts.dresid, Ns * s.C, 0.0f);
+  // dlogits overwrite the logits in place.
+  if (!tp_.active()) {
+    TIMED(prof, Op::Loss,
+          cross_entropy_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N,
+                                 s.V));
+  } else {
+    TIMED(prof, Op::Loss,
+          vp_xent_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
+                           layout_.vocab_begin()));
   }
-  for (size_t l = w_.layers.size(); l-- > 0;) {
+  const float* lnf = nullptr;  // (N, C): re-gathered under SP, only the shard was kept
+  TIMED(prof, Op::Comm, lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C));
+  if (s.V > 0)
+    TIMED(prof, Op::Gemm,
+          matmul_backward(acts.dln, g_.wte, nullptr, acts.logits, lnf, w_.wte, N, s.C, s.V,
+                          false));
+  else
+    std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
+  const float* dlnf = nullptr;  // (Ns, C)
+  TIMED(prof, Op::Comm, dlnf = tp_enter_backward(tp_, acts.dln, N, s.C));
+  // Under SP the final LayerNorm's gradients cover only this rank's rows.
+  float* glnf_w = tp_.sp() ? ln_grads_.f32() : g_.lnf_w;  // (C)
+  float* glnf_b = tp_.sp() ? glnf_w + s.C : g_.lnf_b;     // (C)
+  if (tp_.sp()) std::fill_n(glnf_w, 2 * s.C, 0.0f);
+  TIMED(prof, Op::LayerNorm,
+        layernorm_backward(acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w,
+                           acts.lnf_mean, acts.lnf_rstd, Ns, s.C));
+  if (tp_.sp()) {
+    TIMED(prof, Op::Comm, tp_sum_region_grad(tp_, glnf_w, 2 * s.C));
+    accumulate(g_.lnf_w, glnf_w, s.C);
+    accumulate(g_.lnf_b, glnf_b, s.C);
+  }
+}
+
+void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks) {
+  for (size_t i = acts.layers.size(); i-- > 0;) {
+    const size_t l = first + i;  // the rank's layer; i is the chunk's
     if (hooks) hooks->before_backward(l);
-    block_backward(w_.layers[l], g_.layers[l], acts.layers[l], acts.layer_input(l), acts.dresid,
-                   acts, s, tp_, ln_grads_.f32(), prof);
+    // After the hook: a ZeRO-3 engine has gathered the weights recomputation needs.
+    block_recompute(w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_, acts.tp_full,
+                    acts.profile);
+    block_backward(w_.layers[l], g_.layers[l], acts.layers[i], acts.layer_input(i), acts.dresid,
+                   acts, acts.s, tp_, ln_grads_.f32(), acts.profile);
     if (hooks) hooks->after_backward(l);
   }
-  if (!layout_.has_embedding()) return;
+}
+
+void GPT::embed_backward(Activations& acts, const int32_t* inputs) {
+  using namespace cpu;
+  const ActShape& s = acts.s;
+  const int64_t N = s.N();
+  Profile* prof = acts.profile;
   // The embedding gradient needs every row: under SP gather them first, so
   // the position table's gradient is complete (and equal) on every rank.
   const float* d = nullptr;  // (N, C)
@@ -202,6 +227,53 @@ void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targ
                              layout_.vocab_end());
     position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
   });
+}
+
+void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,
+                   LayerHooks* hooks) {
+  if (layout_.has_head()) head_backward(acts, targets, dloss);
+  layers_backward(acts, 0, hooks);
+  if (layout_.has_embedding()) embed_backward(acts, inputs);
+}
+
+// ---- pipeline stages ----
+
+StageChunk GPT::stage_chunk(int64_t local_chunk, int64_t chunks) const {
+  const int64_t L = int64_t(layout_.layers().size());
+  TESSERA_CHECK(chunks > 0 && L % chunks == 0 && local_chunk >= 0 && local_chunk < chunks,
+                "GPT::stage_chunk: chunk {} of {} over {} layers on this rank", local_chunk,
+                chunks, L);
+  StageChunk c;
+  c.layer_count = L / chunks;
+  c.layer_begin = local_chunk * c.layer_count;  // stage_layers() lists the chunks in order
+  // Global chunk 0 is local chunk 0 of the first stage; the last global
+  // chunk is the last local chunk of the last stage.
+  c.embeds = layout_.has_embedding() && local_chunk == 0;
+  c.head = layout_.has_head() && local_chunk == chunks - 1;
+  return c;
+}
+
+ActShape GPT::stage_act_shape(int64_t B, int64_t T, int64_t chunks) const {
+  ActShape s = act_shape(B, T);
+  s.L /= chunks;
+  return s;
+}
+
+float GPT::forward_stage(Activations& acts, const StageChunk& c, const int32_t* inputs,
+                         const int32_t* targets, LayerHooks* hooks) {
+  TESSERA_CHECK(int64_t(acts.layers.size()) == c.layer_count,
+                "GPT::forward_stage: activations for {} layers, chunk of {}", acts.layers.size(),
+                c.layer_count);
+  if (c.embeds) embed_forward(acts, inputs);
+  layers_forward(acts, size_t(c.layer_begin), hooks);
+  return c.head ? head_forward(acts, targets) : 0.0f;
+}
+
+void GPT::backward_stage(Activations& acts, const StageChunk& c, const int32_t* inputs,
+                         const int32_t* targets, float dloss, LayerHooks* hooks) {
+  if (c.head) head_backward(acts, targets, dloss);
+  layers_backward(acts, size_t(c.layer_begin), hooks);
+  if (c.embeds) embed_backward(acts, inputs);
 }
 
 }  // namespace tessera

@@ -27,6 +27,16 @@ class LayerHooks {
   virtual void after_backward(size_t layer) {}
 };
 
+// One pipeline chunk of this rank: consecutive layers of the rank's layer
+// list, plus the embedding (global chunk 0) or the final LayerNorm, tied
+// head and loss (the last global chunk).
+struct StageChunk {
+  int64_t layer_begin = 0;  // first rank-local layer (index into layout().layers())
+  int64_t layer_count = 0;
+  bool embeds = false;  // input: token ids (else the activation received into acts.encoded)
+  bool head = false;    // output: the loss (else acts.output(), sent to the next chunk)
+};
+
 class GPT {
  public:
   // own_params / own_grads: allocate the full flat buffers. A ZeRO engine
@@ -48,6 +58,11 @@ class GPT {
 
   void init(uint64_t seed);
 
+  // Activation recomputation (model/recompute.h): recorded into act_shape(),
+  // so it applies to Activations allocated after the call.
+  void set_recompute(Recompute r) { recompute_ = r; }
+  Recompute recompute() const { return recompute_; }
+
   // The activation shape of a micro-batch of B sequences of T tokens on this
   // rank (tp-local widths, this rank's vocabulary columns, T / tp rows per
   // sequence in the LayerNorm regions under sequence parallelism).
@@ -64,10 +79,38 @@ class GPT {
   void backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,
                 LayerHooks* hooks = nullptr);
 
+  // ---- pipeline stages: one (micro-batch, chunk) at a time ----
+  // Local chunk `local_chunk` of the `chunks` (virtual stages) this rank holds.
+  StageChunk stage_chunk(int64_t local_chunk, int64_t chunks) const;
+  // The activation shape of one chunk: act_shape with L / chunks layers.
+  // (has_head follows the rank, so one shape serves every chunk of it.)
+  ActShape stage_act_shape(int64_t B, int64_t T, int64_t chunks) const;
+  // Non-embedding chunks read their input (Ns, C) from acts.encoded, where
+  // the caller received it. Head chunk: returns the mean loss (needs
+  // targets); other chunks return 0 and leave their output in acts.output().
+  float forward_stage(Activations& acts, const StageChunk& c, const int32_t* inputs,
+                      const int32_t* targets, LayerHooks* hooks = nullptr);
+  // Non-head chunks read dL/d output (Ns, C) from acts.dresid, where the
+  // caller received it; on return acts.dresid holds dL/d input (Ns, C), to
+  // send back (the embedding chunk consumes it instead). The head chunk
+  // starts from dloss as backward() does. Gradients accumulate into grads().
+  void backward_stage(Activations& acts, const StageChunk& c, const int32_t* inputs,
+                      const int32_t* targets, float dloss, LayerHooks* hooks = nullptr);
+
  private:
+  // The pieces forward/backward and their stage forms are made of. The
+  // layer loops run acts.layers (a chunk's or all), starting at rank layer `first`.
+  void embed_forward(Activations& acts, const int32_t* inputs);
+  void layers_forward(Activations& acts, size_t first, LayerHooks* hooks);
+  float head_forward(Activations& acts, const int32_t* targets);
+  void head_backward(Activations& acts, const int32_t* targets, float dloss);
+  void layers_backward(Activations& acts, size_t first, LayerHooks* hooks);
+  void embed_backward(Activations& acts, const int32_t* inputs);
+
   GPTConfig config_;
   ParamLayout layout_;
   TensorParallel tp_;
+  Recompute recompute_ = Recompute::None;
   Buffer params_, grads_;
   Buffer ln_grads_;  // (4 * C) sequence parallelism: one micro-batch's LayerNorm grads before their tp sum
   ModelWeights w_, g_;

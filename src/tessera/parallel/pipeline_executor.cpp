@@ -1,0 +1,224 @@
+#include "tessera/parallel/pipeline_executor.h"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <utility>
+
+#include "tessera/core/error.h"
+
+namespace tessera {
+
+namespace {
+
+double now_us() {
+  using namespace std::chrono;
+  return double(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count()) /
+         1e3;
+}
+
+bool is_recv(ActionType t) {
+  return t == ActionType::RecvActivation || t == ActionType::RecvGrad;
+}
+
+}  // namespace
+
+// One in-flight (micro-batch, chunk): its activations, its tokens, and the
+// transfers that read or write them.
+struct PipelineExecutor::Slot {
+  Activations acts;
+  std::vector<int32_t> inputs, targets;  // (B, T) each, on stages that embed / compute the loss
+  int64_t mb = -1, chunk = -1;           // the owner; -1 when free
+  comm::Work act_recv, grad_recv;        // irecvs into acts.encoded / acts.dresid
+  bool act_posted = false, grad_posted = false;
+  std::vector<comm::Work> sends;  // isends reading acts.output() / acts.dresid
+
+  void finish_sends() {
+    for (auto& w : sends) w.wait();
+    sends.clear();
+  }
+};
+
+PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineOptions& options)
+    : model_(model), grid_(grid), opt_(options) {
+  p_ = grid.pp().size();
+  rank_ = grid.pp().rank();
+  actions_ = build_schedule(opt_.kind, p_, opt_.virtual_stages, opt_.micro_batches, rank_);
+  for (int64_t c = 0; c < opt_.virtual_stages; ++c)
+    chunks_.push_back(model_.stage_chunk(c, opt_.virtual_stages));
+  const ActShape shape =
+      model_.stage_act_shape(opt_.micro_batch, opt_.seq_length, opt_.virtual_stages);
+  const int64_t peak = peak_in_flight(actions_);
+  const bool tokens = model_.layout().has_embedding() || model_.layout().has_head();
+  for (int64_t i = 0; i < peak; ++i) {
+    auto s = std::make_unique<Slot>();
+    activations_init(s->acts, shape);
+    if (tokens) {
+      s->inputs.resize(size_t(shape.N()));
+      s->targets.resize(size_t(shape.N()));
+    }
+    slots_.push_back(std::move(s));
+  }
+}
+
+PipelineExecutor::~PipelineExecutor() = default;
+
+int64_t PipelineExecutor::activation_bytes() const {
+  int64_t n = 0;
+  for (const auto& s : slots_) n += s->acts.bytes();
+  return n;
+}
+
+int64_t PipelineExecutor::tag(const Action& a) const {
+  const bool grad = a.type == ActionType::SendGrad || a.type == ActionType::RecvGrad;
+  const int64_t boundary = message_boundary(a, p_, rank_);
+  return (a.micro_batch * p_ * opt_.virtual_stages + boundary) * 2 + (grad ? 1 : 0);
+}
+
+PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dloss) {
+  comm::Communicator& pp = grid_.pp();
+  const ActShape& shape = slots_.front()->acts.s;
+  const size_t wire = size_t(shape.Ns() * shape.C);  // (Ns, C) per message
+
+  // Slots are handed out in schedule order: to each RecvActivation (its
+  // irecv is posted the moment it has a slot) and to each Forward of the
+  // embedding chunk (which receives nothing). Handing them out in order
+  // keeps the count at the schedule's peak: an early receive never takes
+  // the slot an earlier Forward needs.
+  std::vector<size_t> demands, grad_recvs;
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    const Action& a = actions_[i];
+    if (a.type == ActionType::RecvActivation ||
+        (a.type == ActionType::Forward && chunks_[size_t(a.chunk)].embeds))
+      demands.push_back(i);
+    if (a.type == ActionType::RecvGrad) grad_recvs.push_back(i);
+  }
+  std::deque<Slot*> free_slots;
+  for (auto& s : slots_) free_slots.push_back(s.get());
+  std::map<std::pair<int64_t, int64_t>, Slot*> live;  // (mb, chunk) -> slot
+  size_t next_demand = 0, next_grad = 0;
+
+  auto release = [&](Slot* s) {
+    live.erase({s->mb, s->chunk});
+    s->mb = s->chunk = -1;
+    free_slots.push_back(s);
+  };
+  // Post every receive whose buffer exists, in schedule order.
+  auto pump = [&] {
+    while (next_demand < demands.size() && !free_slots.empty()) {
+      const Action& a = actions_[demands[next_demand++]];
+      Slot* s = free_slots.front();
+      free_slots.pop_front();
+      s->finish_sends();  // the last owner's input-gradient may still be leaving
+      s->mb = a.micro_batch;
+      s->chunk = a.chunk;
+      live[{a.micro_batch, a.chunk}] = s;
+      if (a.type == ActionType::RecvActivation) {
+        s->act_recv = pp.recv_async(s->acts.encoded, wire, DType::F32, int(a.peer_rank),
+                                    int(tag(a)));
+        s->act_posted = true;
+      }
+    }
+    // dresid is untouched by the forward, so a chunk's gradient can land
+    // any time after its slot is taken.
+    while (next_grad < grad_recvs.size()) {
+      const Action& a = actions_[grad_recvs[next_grad]];
+      auto it = live.find({a.micro_batch, a.chunk});
+      if (it == live.end()) break;
+      it->second->grad_recv = pp.recv_async(it->second->acts.dresid, wire, DType::F32,
+                                            int(a.peer_rank), int(tag(a)));
+      it->second->grad_posted = true;
+      ++next_grad;
+    }
+  };
+  auto slot_of = [&](const Action& a) {
+    auto it = live.find({a.micro_batch, a.chunk});
+    TESSERA_CHECK(it != live.end(), "pipeline executor: no activations for {} on pp rank {}",
+                  action_str(a), rank_);
+    return it->second;
+  };
+
+  PipelineStepStats st;
+  st.spans.reserve(actions_.size());
+  double loss_sum = 0.0, pipeline_end = 0.0;
+  const double t_begin = now_us();
+  for (const Action& a : actions_) {
+    pump();
+    const double t0 = now_us();
+    switch (a.type) {
+      case ActionType::RecvActivation: {
+        Slot* s = slot_of(a);
+        TESSERA_CHECK(s->act_posted, "pipeline executor: {} never posted", action_str(a));
+        s->act_recv.wait();
+        s->act_posted = false;
+        break;
+      }
+      case ActionType::RecvGrad: {
+        Slot* s = slot_of(a);
+        TESSERA_CHECK(s->grad_posted, "pipeline executor: {} never posted", action_str(a));
+        s->grad_recv.wait();
+        s->grad_posted = false;
+        break;
+      }
+      case ActionType::Forward: {
+        Slot* s = slot_of(a);
+        const StageChunk& c = chunks_[size_t(a.chunk)];
+        if (c.embeds || c.head) cb.data(a.micro_batch, s->inputs.data(), s->targets.data());
+        loss_sum += model_.forward_stage(s->acts, c, s->inputs.data(), s->targets.data());
+        break;
+      }
+      case ActionType::SendActivation: {
+        Slot* s = slot_of(a);
+        s->sends.push_back(
+            pp.send_async(s->acts.output(), wire, DType::F32, int(a.peer_rank), int(tag(a))));
+        break;
+      }
+      case ActionType::Backward: {
+        Slot* s = slot_of(a);
+        const StageChunk& c = chunks_[size_t(a.chunk)];
+        s->finish_sends();  // the output went out long ago; backward may reuse buffers
+        model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss);
+        if (c.embeds) release(s);  // nothing to send back: done
+        break;
+      }
+      case ActionType::SendGrad: {
+        Slot* s = slot_of(a);
+        s->sends.push_back(
+            pp.send_async(s->acts.dresid, wire, DType::F32, int(a.peer_rank), int(tag(a))));
+        release(s);  // the next owner waits for this send before touching the slot
+        break;
+      }
+      case ActionType::ReduceGrads: {
+        for (auto& s : slots_) s->finish_sends();
+        // The loss lives on the last stage; every stage reports it.
+        float loss = float(loss_sum / double(opt_.micro_batches));
+        if (p_ > 1) pp.broadcast(&loss, 1, DType::F32, int(p_ - 1));
+        loss_ = loss;
+        // The tied token table: the first stage's lookup and the last
+        // stage's head each hold part of its gradient; both copies must
+        // take the same step.
+        if (p_ > 1 && grid_.embedding() != nullptr) {
+          const ParamEntry& wte = model_.layout().find("wte");
+          grid_.embedding()->all_reduce(
+              std::span<float>(model_.grad_views().wte, size_t(wte.numel())));
+        }
+        if (cb.reduce_grads) cb.reduce_grads();
+        break;
+      }
+      case ActionType::OptimizerStep:
+        if (cb.optimizer_step) cb.optimizer_step();
+        break;
+    }
+    const double t1 = now_us();
+    st.spans.push_back({a, t0, t1});
+    if (is_recv(a.type)) st.wait_seconds += (t1 - t0) / 1e6;
+    if (a.type != ActionType::ReduceGrads && a.type != ActionType::OptimizerStep)
+      pipeline_end = t1;
+  }
+  st.loss = loss_;
+  st.pipeline_seconds = (pipeline_end - t_begin) / 1e6;
+  st.bubble_fraction = st.pipeline_seconds > 0 ? st.wait_seconds / st.pipeline_seconds : 0.0;
+  return st;
+}
+
+}  // namespace tessera

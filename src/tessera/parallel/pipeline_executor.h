@@ -1,0 +1,99 @@
+// PipelineExecutor: runs this rank's schedule (schedule.h) for one optimizer
+// step on a GPT that holds one pipeline stage (its v chunks).
+//
+// Per step: every Forward/Backward runs one (micro-batch, chunk) through
+// GPT::forward_stage / backward_stage; activations travel over the pp group
+// as (Ns, C) tensors (each tp rank to the same tp rank of the neighbour
+// stage), tagged by (kind, micro-batch, boundary). Receives are posted as
+// early as their buffer exists, sends are isends, a Recv* action is the
+// wait. Gradients accumulate in model.grads() across micro-batches. At
+// ReduceGrads the tied token embedding's gradient is summed between the
+// first and last stage (grid.embedding()), then the caller's reduction runs
+// (data parallelism); OptimizerStep runs the caller's optimizer.
+//
+// Activation memory: slots, not micro-batches. A slot is one Activations of
+// the chunk shape (GPT::stage_act_shape); the executor allocates
+// peak_in_flight(schedule) of them and hands a slot to a (micro-batch,
+// chunk) from its receive (or first-chunk Forward) until its Backward and
+// the send of its input-gradient are done, in schedule order, so the peak
+// is exactly the schedule's: 1F1B min(m, p - rank), GPipe m.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "tessera/comm/grid.h"
+#include "tessera/model/gpt.h"
+#include "tessera/parallel/pipeline_trace.h"
+#include "tessera/parallel/schedule.h"
+
+namespace tessera {
+
+struct PipelineOptions {
+  ScheduleKind kind = ScheduleKind::OneFOneB;
+  int64_t virtual_stages = 1;  // v: chunks per rank (> 1 only for Interleaved)
+  int64_t micro_batches = 1;   // m per step (per dp rank)
+  int64_t micro_batch = 1;     // B sequences per micro-batch
+  int64_t seq_length = 1;      // T
+};
+
+struct PipelineCallbacks {
+  // Fill inputs and targets (B, T) of micro-batch `mb` (0..m-1 of this
+  // step). Called only on ranks whose chunks embed or compute the loss,
+  // once per micro-batch and chunk that needs them.
+  std::function<void(int64_t mb, int32_t* inputs, int32_t* targets)> data;
+  // At ReduceGrads, after the tied-embedding sum: e.g. the dp reduction.
+  std::function<void()> reduce_grads;
+  // At OptimizerStep.
+  std::function<void()> optimizer_step;
+};
+
+// What one step measured on this rank.
+struct PipelineStepStats {
+  float loss = 0.0f;  // mean over the m micro-batches, the same on every pp rank
+  // Idle over total: time spent waiting in Recv* actions divided by the time
+  // from the step's start to the end of the rank's last pipeline action
+  // (ReduceGrads / OptimizerStep excluded). With equal costs and free
+  // transfers this is (p-1)/(m+p-1) for GPipe/1F1B, which is NOT the
+  // simulator's bubble-over-ideal (p-1)/m (schedule_sim.h) of the same run.
+  double bubble_fraction = 0.0;
+  double wait_seconds = 0.0, pipeline_seconds = 0.0;
+  std::vector<TraceSpan> spans;  // every action of the step, in list order
+};
+
+class PipelineExecutor {
+ public:
+  // grid: pp() carries the activations, embedding() the tied-embedding sum.
+  // model: this rank's stage (layout built with this rank's pp coordinate
+  // and options.virtual_stages). Validates the schedule (schedule_validate).
+  PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineOptions& options);
+  ~PipelineExecutor();
+
+  // One optimizer step. dloss: d(step loss)/d(token loss), as GPT::backward
+  // takes it (1 / (global batch * T) for the mean over the global batch).
+  PipelineStepStats step(const PipelineCallbacks& cb, float dloss);
+
+  // The step's mean loss, once its ReduceGrads has begun (for the
+  // callbacks: e.g. stop on a NaN before the optimizer runs).
+  float loss() const { return loss_; }
+  const std::vector<Action>& actions() const { return actions_; }
+  int64_t slots() const { return int64_t(slots_.size()); }
+  // Bytes of every activation slot allocated (the stage's activation memory).
+  int64_t activation_bytes() const;
+
+ private:
+  struct Slot;
+  int64_t tag(const Action& a) const;
+
+  GPT& model_;
+  comm::Grid& grid_;
+  PipelineOptions opt_;
+  int64_t p_ = 1, rank_ = 0;
+  std::vector<Action> actions_;
+  std::vector<StageChunk> chunks_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  float loss_ = 0.0f;
+};
+
+}  // namespace tessera

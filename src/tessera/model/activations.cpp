@@ -2,48 +2,87 @@
 
 namespace tessera {
 
-// Walks the views in a fixed order; with base == nullptr it only counts.
-static int64_t carve(Activations* a, const ActShape& s, float* base) {
-  int64_t off = 0;
-  auto take = [&](int64_t n) {
+namespace {
+
+// Two cursors: views saved from forward to backward, and scratch needed only
+// while one forward or backward call runs. With null bases they only count.
+struct Carver {
+  float* saved_base;
+  float* scratch_base;
+  int64_t saved = 0, scratch = 0;  // floats, each view rounded to 64 bytes
+  static int64_t round(int64_t n) { return (n + 15) / 16 * 16; }
+  float* take(int64_t& off, float* base, int64_t n) {
     float* p = base ? base + off : nullptr;
-    off += (n + 15) / 16 * 16;  // keep every view 64-byte aligned
+    off += round(n);
     return p;
-  };
+  }
+  float* keep(int64_t n) { return take(saved, saved_base, n); }
+  float* temp(int64_t n) { return take(scratch, scratch_base, n); }
+};
+
+// Walks the views in a fixed order; a == nullptr only counts.
+void carve(Activations* a, const ActShape& s, Carver& c) {
   const int64_t BT = s.N(), Ns = s.Ns();
+  const Recompute rc = s.recompute;
   std::vector<LayerActs> layers(size_t(s.L));
-  float* encoded = take(Ns * s.C);
+  float* encoded = c.keep(Ns * s.C);
+  // The recomputed layer: one set of the dropped views, shared by every layer.
+  LayerActs shared;
+  if (rc == Recompute::Full) {
+    shared.ln1 = c.temp(Ns * s.C);
+    shared.ln1_mean = c.temp(Ns);
+    shared.ln1_rstd = c.temp(Ns);
+    shared.qkv = c.temp(BT * 3 * s.Cl);
+    shared.res_mid = c.temp(Ns * s.C);
+    shared.ln2 = c.temp(Ns * s.C);
+    shared.ln2_mean = c.temp(Ns);
+    shared.ln2_rstd = c.temp(Ns);
+    shared.fch = c.temp(BT * s.F);
+  }
+  if (rc != Recompute::None) {
+    shared.atty = c.temp(BT * s.Cl);
+    shared.lse = c.temp(s.B * s.NH * s.T);
+    shared.fch_gelu = c.temp(BT * s.F);
+  }
   for (auto& l : layers) {
-    l.ln1 = take(Ns * s.C);
-    l.ln1_mean = take(Ns);
-    l.ln1_rstd = take(Ns);
-    l.qkv = take(BT * 3 * s.Cl);
-    l.atty = take(BT * s.Cl);
-    l.lse = take(s.B * s.NH * s.T);
-    l.res_mid = take(Ns * s.C);
-    l.ln2 = take(Ns * s.C);
-    l.ln2_mean = take(Ns);
-    l.ln2_rstd = take(Ns);
-    l.fch = take(BT * s.F);
-    l.fch_gelu = take(BT * s.F);
-    l.res_out = take(Ns * s.C);
+    l = shared;
+    if (rc != Recompute::Full) {
+      l.ln1 = c.keep(Ns * s.C);
+      l.ln1_mean = c.keep(Ns);
+      l.ln1_rstd = c.keep(Ns);
+      l.qkv = c.keep(BT * 3 * s.Cl);
+    }
+    if (rc == Recompute::None) {
+      l.atty = c.keep(BT * s.Cl);
+      l.lse = c.keep(s.B * s.NH * s.T);
+    }
+    if (rc != Recompute::Full) {
+      l.res_mid = c.keep(Ns * s.C);
+      l.ln2 = c.keep(Ns * s.C);
+      l.ln2_mean = c.keep(Ns);
+      l.ln2_rstd = c.keep(Ns);
+      l.fch = c.keep(BT * s.F);
+    }
+    if (rc == Recompute::None) l.fch_gelu = c.keep(BT * s.F);
+    // Always kept: the next layer's input (or the stage's output).
+    l.res_out = c.keep(Ns * s.C);
   }
   Activations tmp;
   if (s.has_head) {
-    tmp.lnf = take(Ns * s.C);
-    tmp.lnf_mean = take(Ns);
-    tmp.lnf_rstd = take(Ns);
-    tmp.logits = take(BT * s.V);
-    tmp.ce_lse = take(BT);
-    tmp.losses = take(BT);
-    tmp.ce_sums = take(2 * BT);
+    tmp.lnf = c.keep(Ns * s.C);
+    tmp.lnf_mean = c.keep(Ns);
+    tmp.lnf_rstd = c.keep(Ns);
+    tmp.logits = c.keep(BT * s.V);
+    tmp.ce_lse = c.keep(BT);
+    tmp.losses = c.keep(BT);
+    tmp.ce_sums = c.keep(2 * BT);
   }
-  tmp.dresid = take(Ns * s.C);
-  tmp.dln = take(BT * s.C);
-  tmp.dqkv = take(BT * 3 * s.Cl);
-  tmp.datty = take(BT * s.Cl);
-  tmp.dfch = take(BT * s.F);
-  if (s.sp()) tmp.tp_full = take(BT * s.C);
+  tmp.dresid = c.temp(Ns * s.C);
+  tmp.dln = c.temp(BT * s.C);
+  tmp.dqkv = c.temp(BT * 3 * s.Cl);
+  tmp.datty = c.temp(BT * s.Cl);
+  tmp.dfch = c.temp(BT * s.F);
+  if (s.sp()) tmp.tp_full = c.temp(BT * s.C);
   if (a) {
     a->encoded = encoded;
     a->layers = std::move(layers);
@@ -61,15 +100,36 @@ static int64_t carve(Activations* a, const ActShape& s, float* base) {
     a->dfch = tmp.dfch;
     a->tp_full = tmp.tp_full;
   }
-  return off;
 }
 
-int64_t activations_bytes(const ActShape& s) { return carve(nullptr, s, nullptr) * 4; }
+Carver count(const ActShape& s) {
+  Carver c{nullptr, nullptr};
+  carve(nullptr, s, c);
+  return c;
+}
+
+}  // namespace
+
+int64_t activations_saved_bytes(const ActShape& s) { return count(s).saved * 4; }
+int64_t activations_scratch_bytes(const ActShape& s) { return count(s).scratch * 4; }
+int64_t activations_bytes(const ActShape& s) {
+  const Carver c = count(s);
+  return (c.saved + c.scratch) * 4;
+}
 
 void activations_init(Activations& a, const ActShape& s) {
+  const Carver n = count(s);
   a.s = s;
-  a.arena.allocate(carve(nullptr, s, nullptr));
-  carve(&a, s, a.arena.f32());
+  a.arena.allocate(n.saved + n.scratch);
+  Carver c{a.arena.f32(), a.arena.f32() + n.saved};
+  carve(&a, s, c);
+}
+
+void activations_init(Activations& a, const ActShape& s, float* scratch) {
+  a.s = s;
+  a.arena.allocate(count(s).saved);
+  Carver c{a.arena.f32(), scratch};
+  carve(&a, s, c);
 }
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/core/profile.h"
+#include "tessera/parallel/parallel_config.h"
 
 namespace tessera {
 
@@ -24,12 +25,19 @@ struct ActShape {
   // residual regions (T / tp); 0 means T (no sequence parallelism). Those
   // regions hold Ns() = B * Ts rows (see tensor_parallel.h for the layout).
   int64_t Ts = 0;
+  // What forward keeps for backward (model/recompute.h). None keeps every
+  // view per layer; Selective and Full point the dropped views of every
+  // layer at one shared layer's worth of scratch, refilled in backward.
+  Recompute recompute = Recompute::None;
 
   int64_t N() const { return B * T; }
   int64_t Ns() const { return B * (Ts > 0 ? Ts : T); }
   bool sp() const { return Ts > 0 && Ts < T; }
 };
 
+// One layer's views. Under recompute some of them alias the same scratch in
+// every layer (recompute.h says which): valid only between that layer's
+// forward (or backward recomputation) and the next layer's.
 struct LayerActs {
   float* ln1 = nullptr;       // (Ns, C)
   float* ln1_mean = nullptr;  // (Ns)
@@ -77,9 +85,19 @@ struct Activations {
 
 // Allocate one arena and carve every view out of it.
 void activations_init(Activations& a, const ActShape& s);
+// The same, but the scratch views (backward scratch, tp_full, and the
+// recomputed layer's views) come from `scratch`
+// (activations_scratch_bytes(s) bytes), which micro-batches in flight
+// together may share: a forward or backward call must finish before another
+// micro-batch's starts. The arena then holds only the saved views.
+void activations_init(Activations& a, const ActShape& s, float* scratch);
 
 // Bytes activations_init will allocate for `s` (the planner and the memory
-// report use the same count).
+// report use the same count) = saved + scratch.
 int64_t activations_bytes(const ActShape& s);
+// What must live from a micro-batch's forward to its backward.
+int64_t activations_saved_bytes(const ActShape& s);
+// What is needed only while one forward or backward runs.
+int64_t activations_scratch_bytes(const ActShape& s);
 
 }  // namespace tessera

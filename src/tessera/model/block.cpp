@@ -52,6 +52,20 @@ void block_forward(const LayerWeights& w, LayerActs& a, const float* x, const Ac
   TIMED(prof, Op::Residual, add(a.res_out, a.res_out, a.res_mid, Ns * s.C));
 }
 
+void block_recompute(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
+                     const TensorParallel& tp, float* tp_full, Profile* prof) {
+  using namespace cpu;
+  switch (s.recompute) {
+    case Recompute::None: return;
+    case Recompute::Selective:
+      // The same kernels on the same saved inputs as forward: bit-identical.
+      TIMED(prof, Op::Attention, attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH));
+      TIMED(prof, Op::Gelu, gelu_forward(a.fch_gelu, a.fch, s.N() * s.F));
+      return;
+    case Recompute::Full: block_forward(w, a, x, s, tp, tp_full, prof); return;
+  }
+}
+
 void block_backward(const LayerWeights& w, const LayerWeights& g, const LayerActs& a,
                     const float* x, float* dresid, const Activations& scratch, const ActShape& s,
                     const TensorParallel& tp, float* ln_grads, Profile* prof) {

@@ -16,6 +16,15 @@ namespace tessera {
 void block_forward(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
                    const TensorParallel& tp, float* tp_full, Profile* prof);
 
+// Before block_backward under recomputation (s.recompute, recompute.h):
+// refill the views of `a` that forward did not keep. Selective reruns the
+// attention core (atty, lse from qkv) and GELU (fch_gelu from fch); full
+// reruns block_forward from the layer input x, collectives included (every
+// tp rank recomputes together), rewriting a.res_out with the same values.
+// Nothing to do without recomputation.
+void block_recompute(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
+                     const TensorParallel& tp, float* tp_full, Profile* prof);
+
 // Given dresid (Ns, C) = dL/d res_out, accumulates parameter gradients into
 // g and turns dresid into dL/d x in place. `scratch` supplies dln, dqkv,
 // datty, dfch and tp_full. Under sequence parallelism ln_grads (4*C) is

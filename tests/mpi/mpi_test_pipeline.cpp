@@ -116,6 +116,7 @@ struct Case {
   const char* name;
   ScheduleKind kind;
   int pp, v, tp;
+  bool sp = false;  // sequence parallelism: (Ns = N / tp, C) travels between stages
 };
 
 // This rank's stage of a pipelined run, with the minimal step loop.
@@ -131,7 +132,7 @@ struct PipelinedRun {
       : grid(g),
         dp(world().size() / (c.pp * c.tp)),
         layout(ParamLayout::build(tiny_model(), par_of(c, dp), g.coord().tp, g.coord().pp)),
-        model(tiny_model(), layout, true, true, TensorParallel{&g.tp(), false}),
+        model(tiny_model(), layout, true, true, TensorParallel{&g.tp(), c.sp}),
         exec((init(), model), g, PipelineOptions{c.kind, c.v, kM, kB, kT}),
         opt(layout, adamw_config()) {}
 
@@ -243,7 +244,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"interleaved_pp2_v2", ScheduleKind::Interleaved, 2, 2, 1},
                       Case{"gpipe_pp4", ScheduleKind::GPipe, 4, 1, 1},
                       Case{"1f1b_pp4", ScheduleKind::OneFOneB, 4, 1, 1},
-                      Case{"1f1b_pp2_tp2", ScheduleKind::OneFOneB, 2, 1, 2}),
+                      Case{"1f1b_pp2_tp2", ScheduleKind::OneFOneB, 2, 1, 2},
+                      Case{"1f1b_pp2_tp2_sp", ScheduleKind::OneFOneB, 2, 1, 2, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

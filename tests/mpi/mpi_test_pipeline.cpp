@@ -127,6 +127,7 @@ struct PipelinedRun {
   GPT model;
   PipelineExecutor exec;
   AdamW opt;
+  int64_t last_backwards = 0;  // Backwards flagged last for their chunk, this step
 
   PipelinedRun(const Case& c, comm::Grid& g)
       : grid(g),
@@ -158,6 +159,8 @@ struct PipelinedRun {
       // Micro-batch k of dp rank r takes the B sequences after (k*dp + r)*B.
       fill_micro_batch((step - 1) * GB + (mb * dp + dp_rank) * kB, in, tg);
     };
+    last_backwards = 0;
+    cb.before_backward = [&](int64_t, int64_t, bool last) { last_backwards += last; };
     cb.reduce_grads = [&] {
       if (dp > 1) grid.dp().all_reduce(std::span<float>(model.grads().f32(), size_t(layout.numel())));
     };
@@ -199,6 +202,7 @@ TEST_P(Pipeline, ActivationMemoryIsPeakInFlightSlots) {
   comm::Grid& grid = grid_of(c.tp, c.pp);
   PipelinedRun run(c, grid);
   run.step(1);
+  EXPECT_EQ(run.last_backwards, c.v);  // one final Backward per chunk
   const int64_t peak = peak_in_flight(run.exec.actions());
   const int64_t rank = grid.coord().pp;
   EXPECT_EQ(run.exec.slots(), peak);

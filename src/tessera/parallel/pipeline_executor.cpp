@@ -97,6 +97,7 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
   for (auto& s : slots_) free_slots.push_back(s.get());
   std::map<std::pair<int64_t, int64_t>, Slot*> live;  // (mb, chunk) -> slot
   size_t next_demand = 0, next_grad = 0;
+  std::vector<int64_t> backwards(size_t(opt_.virtual_stages), 0);  // per chunk, this step
 
   auto release = [&](Slot* s) {
     live.erase({s->mb, s->chunk});
@@ -164,7 +165,8 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
         Slot* s = slot_of(a);
         const StageChunk& c = chunks_[size_t(a.chunk)];
         if (c.embeds || c.head) cb.data(a.micro_batch, s->inputs.data(), s->targets.data());
-        loss_sum += model_.forward_stage(s->acts, c, s->inputs.data(), s->targets.data());
+        loss_sum +=
+            model_.forward_stage(s->acts, c, s->inputs.data(), s->targets.data(), cb.hooks);
         break;
       }
       case ActionType::SendActivation: {
@@ -177,7 +179,10 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
         Slot* s = slot_of(a);
         const StageChunk& c = chunks_[size_t(a.chunk)];
         s->finish_sends();  // the output went out long ago; backward may reuse buffers
-        model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss);
+        if (cb.before_backward)
+          cb.before_backward(a.micro_batch, a.chunk, ++backwards[size_t(a.chunk)] == opt_.micro_batches);
+        model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss, cb.hooks);
+        if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
         if (c.embeds) release(s);  // nothing to send back: done
         break;
       }

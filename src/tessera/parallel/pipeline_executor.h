@@ -43,6 +43,14 @@ struct PipelineCallbacks {
   // step). Called only on ranks whose chunks embed or compute the loss,
   // once per micro-batch and chunk that needs them.
   std::function<void(int64_t mb, int32_t* inputs, int32_t* targets)> data;
+  // Optional: around every layer of every Forward/Backward (rank-local
+  // layer index, as GPT::forward takes them), e.g. the ZeRO engine.
+  LayerHooks* hooks = nullptr;
+  // Optional: just before / after each Backward. `last` is true for the
+  // chunk's final Backward of the step, after which its layers' gradients
+  // are complete (a dp engine may start reducing them).
+  std::function<void(int64_t mb, int64_t chunk, bool last)> before_backward;
+  std::function<void(int64_t mb, int64_t chunk)> after_backward;
   // At ReduceGrads, after the tied-embedding sum: e.g. the dp reduction.
   std::function<void()> reduce_grads;
   // At OptimizerStep.

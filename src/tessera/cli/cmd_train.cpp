@@ -14,6 +14,7 @@
 #include "tessera/comm/node_local.h"
 #include "tessera/core/error.h"
 #include "tessera/model/param_layout.h"
+#include "tessera/model/recompute.h"
 #include "tessera/train/data_setup.h"
 #include "tessera/train/trainer.h"
 
@@ -43,6 +44,11 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
       ->capture_default_str();
   sub->add_option("--pipeline-model-parallel-size", p.pp, "pipeline stages")
       ->capture_default_str();
+  sub->add_option_function<std::string>(
+         "--recompute-granularity", [&p](const std::string& v) { p.recompute = recompute_parse(v); },
+         "activation recomputation: none, selective (attention core and GELU) or full (each "
+         "layer from its input)")
+      ->default_str("none");
   sub->add_flag("--sequence-parallel", p.sequence_parallel,
                 "split LayerNorm/residual regions along the sequence over the tp ranks");
   sub->add_option("--zero-stage", p.zero_stage,

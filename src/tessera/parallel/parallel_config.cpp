@@ -43,9 +43,11 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
 }
 
 std::string ParallelConfig::summary() const {
-  return fmt::format("tp {} pp {} dp {} | micro-batch {} global batch {} ({} accumulation steps) | "
-                     "zero {}",
-                     tp, pp, dp, micro_batch, global_batch, accumulation_steps(), zero_stage);
+  const char* rc = recompute == Recompute::Full ? "full" : recompute == Recompute::Selective ? "selective" : "none";
+  return fmt::format("tp {}{} pp {} dp {} | micro-batch {} global batch {} ({} accumulation steps) | "
+                     "zero {} | recompute {}",
+                     tp, sequence_parallel ? " (sequence parallel)" : "", pp, dp, micro_batch,
+                     global_batch, accumulation_steps(), zero_stage, rc);
 }
 
 }  // namespace tessera

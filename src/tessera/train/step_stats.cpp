@@ -12,6 +12,10 @@ std::string format_step_line(const StepStats& s) {
       s.step, fmt::formatted_size("{}", s.total_steps), s.total_steps, s.loss, s.lr, s.grad_norm,
       s.seconds * 1e3, s.tokens_per_second(), s.tflops());
   if (s.peak_tflops > 0) line += fmt::format(" | MFU {:.1f}%", 100.0 * s.mfu());
+  if (s.peak_tflops > 0 && s.hardware_flops > s.model_flops)  // recomputation: hardware FLOPs too
+    line += fmt::format(" (HFU {:.1f}%)",
+                        100.0 * s.hardware_flops / s.seconds / 1e12 / double(s.ranks) / s.peak_tflops);
+  if (s.comm_total_bytes() > 0) line += fmt::format(" | comm {:.2f} MB", s.comm_total_bytes() / 1e6);
   if (s.valid_loss >= 0) line += fmt::format(" | valid loss {:.4f}", s.valid_loss);
   return line;
 }
@@ -31,7 +35,9 @@ nlohmann::json step_to_json(const StepStats& s) {
                       {"hardware_flops", s.hardware_flops},
                       {"tflops_per_rank", s.tflops()},
                       {"ranks", s.ranks},
-                      {"seconds_by_op", breakdown}};
+                      {"seconds_by_op", breakdown},
+                      {"comm_bytes", s.comm_bytes},
+                      {"comm_seconds", s.comm_seconds}};
   if (s.peak_tflops > 0) {
     j["peak_tflops"] = s.peak_tflops;
     j["mfu"] = s.mfu();

@@ -2,6 +2,7 @@
 // as one JSONL object (for plots and `tessera plan --validate`).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -23,6 +24,18 @@ struct StepStats {
   int64_t ranks = 1;
   float valid_loss = -1;        // < 0: no evaluation this step
   Profile profile;              // seconds by kind of work
+  // This rank's communication in the step: bytes (data size S, see
+  // comm/comm_op.h) by "group/op", e.g. "tp/all_reduce".
+  std::map<std::string, uint64_t> comm_bytes;
+  // Seconds collectives were in flight (start to end, summed over calls);
+  // compare with profile's "comm" (time the step waited on them) for the
+  // share hidden behind computation.
+  double comm_seconds = 0;
+  uint64_t comm_total_bytes() const {
+    uint64_t t = 0;
+    for (const auto& [k, b] : comm_bytes) t += b;
+    return t;
+  }
 
   double tokens_per_second() const { return double(tokens) / seconds; }
   double tflops() const { return model_flops / seconds / 1e12 / double(ranks); }  // per rank

@@ -6,7 +6,11 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <omp.h>
+
 #include "tessera/ckpt/checkpoint.h"
+#include "tessera/ckpt/config_json.h"
+#include "tessera/comm/collective_log.h"
 #include "tessera/comm/grid.h"
 #include "tessera/comm/local_communicator.h"
 #include "tessera/core/error.h"
@@ -45,6 +49,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   model_ = std::make_unique<GPT>(cfg.model, layout, /*own_params=*/zero < 3,
                                  /*own_grads=*/zero < 2,
                                  TensorParallel{tp, cfg.par.sequence_parallel});
+  model_->set_recompute(cfg.par.recompute);
   dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim, tp);
   dp_->init_params(cfg.seed);
   dp_->set_profile(&profile_);
@@ -83,6 +88,7 @@ float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward,
 StepStats Trainer::train_step(int64_t step) {
   Stopwatch sw;
   profile_.reset();
+  world_->log().reset_counters();
   const int64_t B = cfg_.par.micro_batch, T = cfg_.model.seq_length;
   const int64_t accum = cfg_.par.accumulation_steps();
   const int64_t dp = cfg_.par.dp, dp_rank = dp_group_->rank();
@@ -136,6 +142,13 @@ StepStats Trainer::train_step(int64_t step) {
   s.peak_tflops = peak_.tflops;
   s.ranks = world_->size();
   s.profile = profile_;
+  const comm::CommCounters counters = world_->log().counters();
+  for (const auto& c : counters.by_op) s.comm_seconds += c.seconds;
+  for (const auto& [group, ops] : counters.by_group)
+    for (size_t op = 0; op < ops.size(); ++op)
+      if (ops[op].bytes > 0)
+        s.comm_bytes[group + "/" + std::string(comm::comm_op_name(comm::CommOp(op)))] =
+            ops[op].bytes;
   return s;
 }
 
@@ -187,12 +200,33 @@ std::string Trainer::save(int64_t step) {
                                opts);
 }
 
+nlohmann::json Trainer::run_header() const {
+  const ModelStateBytes m = dp_->memory();
+  return {{"run",
+           {{"model", ckpt::model_to_json(cfg_.model)},
+            {"parallel", ckpt::parallel_to_json(cfg_.par)},
+            {"memory_bytes",
+             {{"params", m.params},
+              {"grads", m.grads},
+              {"optimizer", m.optimizer},
+              {"activations", acts_.bytes()}}},
+            {"threads", omp_get_max_threads()},
+            {"ranks", world_->size()},
+            {"rank", world_->rank()},
+            {"system", "local"}}}};
+}
+
 void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   const bool logs = is_logging_rank();
   std::ofstream metrics;
-  if (!cfg_.metrics_file.empty() && logs) {
-    metrics.open(cfg_.metrics_file);
-    TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", cfg_.metrics_file);
+  // "{rank}" in the name gives every rank its own file; otherwise rank 0 writes.
+  std::string metrics_path = cfg_.metrics_file;
+  const size_t at = metrics_path.find("{rank}");
+  if (at != std::string::npos) metrics_path.replace(at, 6, std::to_string(world_->rank()));
+  if (!metrics_path.empty() && (logs || at != std::string::npos)) {
+    metrics.open(metrics_path);
+    TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", metrics_path);
+    metrics << run_header().dump() << "\n";
   }
   if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
   Progress bar(cfg_.train_iters, cfg_.progress && logs);

@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tessera/comm/communicator.h"
 #include "tessera/model/activations.h"
 #include "tessera/model/gpt.h"
@@ -59,6 +61,9 @@ class Trainer {
   const Peak& peak() const { return peak_; }
   bool is_logging_rank() const { return world_->rank() == 0; }
   ModelStateBytes model_state_bytes() const { return dp_->memory(); }
+  // The first line of the metrics file: model, layout, memory (the schema
+  // `tessera plan --validate` reads; docs/planner.md).
+  nlohmann::json run_header() const;
   int64_t activation_bytes() const { return acts_.bytes(); }
 
  private:

@@ -49,6 +49,17 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
          "activation recomputation: none, selective (attention core and GELU) or full (each "
          "layer from its input)")
       ->default_str("none");
+  sub->add_option_function<std::string>(
+         "--pipeline-schedule", [&c](const std::string& v) { c.schedule = schedule_kind_parse(v); },
+         "gpipe, 1f1b or interleaved")
+      ->default_str("1f1b");
+  sub->add_option("--virtual-pipeline-stages", p.virtual_stages,
+                  "model chunks per pipeline rank (interleaved schedule)")
+      ->capture_default_str();
+  sub->add_option("--trace", c.trace_file,
+                  "write a Chrome trace (Perfetto / chrome://tracing) of one pipelined step");
+  sub->add_option("--trace-step", c.trace_step, "the step to trace (0: the last)")
+      ->capture_default_str();
   sub->add_flag("--sequence-parallel", p.sequence_parallel,
                 "split LayerNorm/residual regions along the sequence over the tp ranks");
   sub->add_option("--zero-stage", p.zero_stage,
@@ -111,6 +122,7 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
 
 struct LaunchFlags {
   int64_t vocab_size = 0;   // --vocab-size
+  int64_t layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
   double comm_timeout = 300;  // --comm-timeout
 };
 
@@ -147,10 +159,13 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
   agree(*world, [&] {
     TESSERA_CHECK(flags.comm_timeout >= 0, "--comm-timeout must be >= 0 (got {})",
                   flags.comm_timeout);
-    TESSERA_CHECK(c.par.pp == 1,
-                  "--pipeline-model-parallel-size {}: pipeline parallelism is not in the trainer "
-                  "yet (use 1)",
-                  c.par.pp);
+    if (const int64_t per = flags.layers_per_virtual_stage; per > 0) {
+      TESSERA_CHECK(c.model.num_layers % (per * c.par.pp) == 0,
+                    "--num-layers ({}) must be divisible by --num-layers-per-virtual-pipeline-stage "
+                    "({}) x --pipeline-model-parallel-size ({})",
+                    c.model.num_layers, per, c.par.pp);
+      c.par.virtual_stages = c.model.num_layers / (per * c.par.pp);
+    }
     TESSERA_CHECK(world->size() % (c.par.tp * c.par.pp) == 0,
                   "world size {} is not divisible by --tensor-model-parallel-size ({}) x "
                   "--pipeline-model-parallel-size ({})",
@@ -205,6 +220,8 @@ void register_train(CLI::App& app) {
   add_train_options(sub, *cfg);
   sub->add_option("--vocab-size", flags->vocab_size,
                   "model vocabulary (default: the tokenizer's, or the data file's)");
+  sub->add_option("--num-layers-per-virtual-pipeline-stage", flags->layers_per_virtual_stage,
+                  "layers per model chunk (sets --virtual-pipeline-stages)");
   sub->add_option("--comm-timeout", flags->comm_timeout,
                   "seconds a collective may take before the watchdog reports the ranks behind "
                   "and aborts the job (0: no watchdog)")

@@ -21,10 +21,12 @@ ModelStateBytes zero_formula_bytes(int64_t numel, int64_t dp, int zero_stage) {
 }
 
 DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
-                           const AdamWConfig& optim, comm::Communicator* tp)
+                           const AdamWConfig& optim, comm::Communicator* tp,
+                           comm::Communicator* pp)
     : model_(model),
       dp_(dp),
       tp_(tp && tp->size() > 1 ? tp : nullptr),
+      pp_(pp && pp->size() > 1 ? pp : nullptr),
       stage_(zero_stage),
       part_(model.layout(), dp.size(), dp.rank()) {
   const ParamLayout& L = model.layout();
@@ -47,8 +49,10 @@ DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
   if (stage_ >= 3) param_shard_.allocate(part_.shard_numel());
   if (stage_ >= 2) grad_shard_.allocate(part_.shard_numel());
   const bool tp_rank0 = !tp_ || tp_->rank() == 0;
+  const bool tied_copy = pp_ && !L.has_embedding();  // the head's copy of wte
   for (const ParamEntry& e : L.entries()) {
     if (e.split == TpSplit::None && !tp_rank0) continue;
+    if (tied_copy && e.name == "wte") continue;
     const int64_t e0 = e.offset, e1 = e.offset + e.numel();
     if (stage_ == 0) {
       norm_ranges_.push_back({e0, e1 - e0});
@@ -188,6 +192,15 @@ void DataParallel::end_micro_batch() {
   retire(/*wait_all=*/true);
 }
 
+void DataParallel::reduce_all() {
+  TESSERA_CHECK(stage_ < 2, "reduce_all: ZeRO-{} reduces during backward", stage_);
+  const bool saved = last_micro_batch_;
+  last_micro_batch_ = true;
+  for (size_t u = 0; u < model_.layout().units().size(); ++u) start_grad_reduction(u);
+  retire(/*wait_all=*/true);
+  last_micro_batch_ = saved;
+}
+
 double DataParallel::grad_norm_squared() {
   const float* g = stage_ >= 2 ? grad_shard_.f32() : model_.grads().f32();
   double local = 0;
@@ -196,6 +209,7 @@ double DataParallel::grad_norm_squared() {
   // Stage 0 holds the whole reduced gradient on every dp rank; the others
   // hold disjoint parts of it.
   if (tp_) local = tp_->all_reduce_scalar(float(local), ReduceOp::Sum);
+  if (pp_) local = pp_->all_reduce_scalar(float(local), ReduceOp::Sum);
   if (stage_ >= 1 && dp_.size() > 1) local = dp_.all_reduce_scalar(float(local), ReduceOp::Sum);
   return local;
 }

@@ -50,8 +50,10 @@ class DataParallel : public LayerHooks {
   // model must have been built with own_params = (zero_stage < 3) and
   // own_grads = (zero_stage < 2). dp (and tp, the model's tensor-parallel
   // group or null) outlive this object.
+  // pp: the pipeline group (null: one stage). The last stage's copy of the
+  // tied embedding is left out of the gradient norm (the first stage's counts).
   DataParallel(GPT& model, comm::Communicator& dp, int zero_stage, const AdamWConfig& optim,
-               comm::Communicator* tp = nullptr);
+               comm::Communicator* tp = nullptr, comm::Communicator* pp = nullptr);
   ~DataParallel() override;
 
   void init_params(uint64_t seed);
@@ -60,6 +62,9 @@ class DataParallel : public LayerHooks {
   void end_step();                         // stage 3: free them again
   void begin_micro_batch(bool last);       // before the micro-batch's forward
   void end_micro_batch();                  // after its backward: reductions finished
+  // Reduces every unit now (a pipelined step, stages 0-1: the gradients of
+  // all micro-batches have been accumulated locally).
+  void reduce_all();
   // Of the summed gradient of the whole model, the same on every rank.
   // Parameters replicated over tp are counted once (on tp rank 0).
   double grad_norm_squared();
@@ -96,6 +101,7 @@ class DataParallel : public LayerHooks {
   GPT& model_;
   comm::Communicator& dp_;
   comm::Communicator* tp_;
+  comm::Communicator* pp_;
   int stage_;
   ZeroPartition part_;
   std::unique_ptr<AdamW> optim_;

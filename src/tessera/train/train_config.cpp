@@ -34,6 +34,24 @@ void TrainConfig::validate(int64_t world) const {
   TESSERA_CHECK(save_interval >= 0, "--save-interval must be >= 0 (got {})", save_interval);
   TESSERA_CHECK(save_keep >= 0, "--save-keep must be >= 0 (got {})", save_keep);
   TESSERA_CHECK(save_interval == 0 || !save_dir.empty(), "--save-interval needs --save DIR");
+  TESSERA_CHECK(trace_step >= 0 && trace_step <= train_iters,
+                "--trace-step must be in [0, --train-iters] (got {})", trace_step);
+  if (par.pp > 1) {
+    schedule_validate(schedule, par.pp, par.virtual_stages, par.accumulation_steps());
+    TESSERA_CHECK(par.zero_stage <= 1,
+                  "--zero-stage {} with --pipeline-model-parallel-size {}: the pipeline trainer "
+                  "supports ZeRO 0 and 1 (gradients of a pipelined step are reduced once, after "
+                  "all micro-batches)",
+                  par.zero_stage, par.pp);
+    TESSERA_CHECK(eval_interval == 0,
+                  "--eval-interval with --pipeline-model-parallel-size {}: validation through the "
+                  "pipeline is not implemented yet",
+                  par.pp);
+  } else {
+    TESSERA_CHECK(par.virtual_stages == 1 && schedule != ScheduleKind::Interleaved,
+                  "--virtual-pipeline-stages / --pipeline-schedule interleaved need "
+                  "--pipeline-model-parallel-size > 1");
+  }
   TESSERA_CHECK(threads >= 0, "--threads must be >= 0 (got {})", threads);
 }
 

@@ -17,6 +17,7 @@
 #include "tessera/core/timer.h"
 #include "tessera/model/flops.h"
 #include "tessera/optim/grad_clip.h"
+#include "tessera/parallel/pipeline_trace.h"
 #include "tessera/train/progress.h"
 
 namespace tessera {
@@ -50,7 +51,8 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
                                  /*own_grads=*/zero < 2,
                                  TensorParallel{tp, cfg.par.sequence_parallel});
   model_->set_recompute(cfg.par.recompute);
-  dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim, tp);
+  dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim, tp,
+                                       grid ? &grid->pp() : nullptr);
   dp_->init_params(cfg.seed);
   dp_->set_profile(&profile_);
   lr_.max_lr = cfg.optim.lr;
@@ -58,7 +60,14 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   lr_.warmup_iters = cfg.optim.warmup_iters;
   lr_.decay_iters = cfg.optim.decay_iters > 0 ? cfg.optim.decay_iters : cfg.train_iters;
   const int64_t B = cfg.par.micro_batch, T = cfg.model.seq_length;
-  activations_init(acts_, model_->act_shape(B, T));
+  if (cfg.par.pp > 1) {
+    // Activations live in the executor's in-flight slots.
+    pipe_ = std::make_unique<PipelineExecutor>(
+        *model_, *grid,
+        PipelineOptions{cfg.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B, T});
+  } else {
+    activations_init(acts_, model_->act_shape(B, T));
+  }
   acts_.profile = &profile_;
   window_.resize(size_t(B * (T + 1)));
   inputs_.resize(size_t(B * T));
@@ -69,49 +78,36 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
 
 Trainer::~Trainer() = default;
 
-float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss) {
+void Trainer::load_batch(Split split, int64_t first_sample, int32_t* inputs, int32_t* targets) {
   const int64_t B = cfg_.par.micro_batch, T = cfg_.model.seq_length;
-  {
-    ProfileScope t(&profile_, Op::Data);
-    data_.fill(split, first_sample, B, T, window_.data());
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        inputs_[b * T + t] = window_[b * (T + 1) + t];
-        targets_[b * T + t] = window_[b * (T + 1) + t + 1];
-      }
-  }
+  ProfileScope t(&profile_, Op::Data);
+  data_.fill(split, first_sample, B, T, window_.data());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      inputs[b * T + t] = window_[b * (T + 1) + t];
+      targets[b * T + t] = window_[b * (T + 1) + t + 1];
+    }
+}
+
+float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss) {
+  load_batch(split, first_sample, inputs_.data(), targets_.data());
   float loss = model_->forward(acts_, inputs_.data(), targets_.data(), dp_.get());
   if (backward) model_->backward(acts_, inputs_.data(), targets_.data(), dloss, dp_.get());
   return loss;
 }
 
-StepStats Trainer::train_step(int64_t step) {
-  Stopwatch sw;
-  profile_.reset();
-  world_->log().reset_counters();
-  const int64_t B = cfg_.par.micro_batch, T = cfg_.model.seq_length;
-  const int64_t accum = cfg_.par.accumulation_steps();
-  const int64_t dp = cfg_.par.dp, dp_rank = dp_group_->rank();
-  // Every token of the global batch weighs the same: d(mean loss)/d(token
-  // loss). Summing over dp ranks then gives the gradient of the global mean.
-  const float dloss = 1.0f / float(cfg_.par.global_batch * T);
-  dp_->begin_step();
-  double loss_sum = 0;
-  for (int64_t k = 0; k < accum; ++k) {
-    // Sample numbering is layout-independent: step s owns samples
-    // [(s-1)*GB, s*GB); micro-batch k of dp rank r takes the B after
-    // (k*dp + r)*B.
-    const int64_t first = (step - 1) * cfg_.par.global_batch + (k * dp + dp_rank) * B;
-    dp_->begin_micro_batch(k == accum - 1);
-    loss_sum += run_micro_batch(Split::Train, first, true, dloss);
-    dp_->end_micro_batch();
-  }
+// Sample numbering is layout-independent: step s owns samples
+// [(s-1)*GB, s*GB); micro-batch k of dp rank r takes the B after (k*dp + r)*B.
+static int64_t first_sample(const ParallelConfig& par, int64_t step, int64_t k, int64_t dp_rank) {
+  return (step - 1) * par.global_batch + (k * par.dp + dp_rank) * par.micro_batch;
+}
+
+void Trainer::finish_step(int64_t step, float loss, StepStats& s) {
   // The mean over the global batch, identical on every rank, so a NaN stops
   // every rank at the same step instead of leaving some in a collective.
-  float loss = float(loss_sum / double(accum));
-  if (dp > 1) {
+  if (cfg_.par.dp > 1) {
     ProfileScope t(&profile_, Op::Comm);
-    loss = dp_group_->all_reduce_scalar(loss, ReduceOp::Sum) / float(dp);
+    loss = dp_group_->all_reduce_scalar(loss, ReduceOp::Sum) / float(cfg_.par.dp);
   }
   if (!std::isfinite(loss))
     throw CollectiveError(fmt::format("loss is {} at step {}: training diverged", loss, step));
@@ -126,14 +122,60 @@ StepStats Trainer::train_step(int64_t step) {
         fmt::format("gradient norm is {} at step {}: training diverged", norm, step));
   const float lr = lr_.at(step);
   dp_->optimizer_step(lr, clip_scale(norm, cfg_.optim.clip_grad), step);
-  dp_->end_step();
-
-  StepStats s;
-  s.step = step;
-  s.total_steps = cfg_.train_iters;
   s.loss = loss;
   s.lr = lr;
   s.grad_norm = float(norm);
+}
+
+void Trainer::pipelined_step(int64_t step, StepStats& s) {
+  const int64_t dp_rank = dp_group_->rank();
+  PipelineCallbacks cb;
+  cb.data = [&](int64_t mb, int32_t* inputs, int32_t* targets) {
+    load_batch(Split::Train, first_sample(cfg_.par, step, mb, dp_rank), inputs, targets);
+  };
+  cb.hooks = dp_.get();
+  // ZeRO 0-1: every micro-batch accumulates locally; one reduction per unit
+  // after the last (the tied embedding gradient is summed between first and
+  // last stage by the executor just before).
+  cb.reduce_grads = [&] { dp_->reduce_all(); };
+  dp_->begin_micro_batch(/*last=*/false);  // no per-layer reductions inside the pipeline
+  cb.optimizer_step = [&] { finish_step(step, pipe_->loss(), s); };
+  PipelineStepStats st = pipe_->step(cb, 1.0f / float(cfg_.par.global_batch * cfg_.model.seq_length));
+  s.bubble_fraction = st.bubble_fraction;
+  const int64_t trace_at = cfg_.trace_step > 0 ? cfg_.trace_step : cfg_.train_iters;
+  if (!cfg_.trace_file.empty() && step == trace_at) {
+    auto spans = gather_spans(*world_, st.spans);
+    if (world_->rank() == 0) write_chrome_trace(cfg_.trace_file, spans);
+  }
+}
+
+StepStats Trainer::train_step(int64_t step) {
+  Stopwatch sw;
+  profile_.reset();
+  world_->log().reset_counters();
+  const int64_t T = cfg_.model.seq_length;
+  StepStats s;
+  dp_->begin_step();
+  if (pipe_) {
+    pipelined_step(step, s);
+  } else {
+    // Every token of the global batch weighs the same: d(mean loss)/d(token
+    // loss). Summing over dp ranks then gives the gradient of the global mean.
+    const float dloss = 1.0f / float(cfg_.par.global_batch * T);
+    const int64_t accum = cfg_.par.accumulation_steps();
+    double loss_sum = 0;
+    for (int64_t k = 0; k < accum; ++k) {
+      dp_->begin_micro_batch(k == accum - 1);
+      loss_sum += run_micro_batch(Split::Train, first_sample(cfg_.par, step, k, dp_group_->rank()),
+                                  true, dloss);
+      dp_->end_micro_batch();
+    }
+    finish_step(step, float(loss_sum / double(accum)), s);
+  }
+  dp_->end_step();
+
+  s.step = step;
+  s.total_steps = cfg_.train_iters;
   s.seconds = sw.elapsed();
   s.tokens = cfg_.par.global_batch * T;
   FlopCount f = step_flops(cfg_.model, cfg_.par.global_batch, cfg_.par.recompute);
@@ -202,9 +244,11 @@ std::string Trainer::save(int64_t step) {
 
 nlohmann::json Trainer::run_header() const {
   const ModelStateBytes m = dp_->memory();
+  nlohmann::json par = ckpt::parallel_to_json(cfg_.par);
+  par["schedule"] = schedule_kind_name(cfg_.schedule);
   return {{"run",
            {{"model", ckpt::model_to_json(cfg_.model)},
-            {"parallel", ckpt::parallel_to_json(cfg_.par)},
+            {"parallel", par},
             {"memory_bytes",
              {{"params", m.params},
               {"grads", m.grads},

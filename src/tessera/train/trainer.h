@@ -16,6 +16,7 @@
 #include "tessera/optim/adamw.h"
 #include "tessera/optim/lr_schedule.h"
 #include "tessera/parallel/data_parallel.h"
+#include "tessera/parallel/pipeline_executor.h"
 #include "tessera/train/batch_source.h"
 #include "tessera/train/peak.h"
 #include "tessera/train/step_stats.h"
@@ -64,10 +65,16 @@ class Trainer {
   // The first line of the metrics file: model, layout, memory (the schema
   // `tessera plan --validate` reads; docs/planner.md).
   nlohmann::json run_header() const;
-  int64_t activation_bytes() const { return acts_.bytes(); }
+  int64_t activation_bytes() const { return pipe_ ? pipe_->activation_bytes() : acts_.bytes(); }
 
  private:
   float run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss);
+  // The window of sample `first` + b for b < B, as inputs and targets (B, T).
+  void load_batch(Split split, int64_t first_sample, int32_t* inputs, int32_t* targets);
+  // One step through the pipeline executor; fills loss, norm, lr, bubble.
+  void pipelined_step(int64_t step, StepStats& s);
+  // Gradient norm, clipping, optimizer: the end of every step.
+  void finish_step(int64_t step, float loss, StepStats& s);
 
   TrainConfig cfg_;
   const BatchSource& data_;
@@ -77,6 +84,8 @@ class Trainer {
   int64_t tp_rank_ = 0, pp_rank_ = 0;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<PipelineExecutor> pipe_;  // pp > 1
+  comm::Grid* grid_ = nullptr;
   LrSchedule lr_;
   Activations acts_;
   Peak peak_;

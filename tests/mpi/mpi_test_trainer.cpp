@@ -189,6 +189,7 @@ struct PipeLayout {
   int world, tp, pp, v, zero;
   ScheduleKind kind;
   int64_t layers;
+  Recompute recompute = Recompute::None;
 };
 
 class Pipeline : public ::testing::TestWithParam<PipeLayout> {};
@@ -203,6 +204,7 @@ TEST_P(Pipeline, TwentyStepsMatchOneProcess) {
   c.par.pp = L.pp;
   c.par.virtual_stages = L.v;
   c.schedule = L.kind;
+  c.par.recompute = L.recompute;
   c.eval_interval = 0;
   c.validate(world().size());
   auto data = tiny_data(c);
@@ -223,6 +225,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(PipeLayout{"pp2_1f1b", 2, 1, 2, 1, 0, ScheduleKind::OneFOneB, 2},
                       PipeLayout{"pp2_1f1b_zero1", 2, 1, 2, 1, 1, ScheduleKind::OneFOneB, 2},
                       PipeLayout{"pp2_gpipe", 2, 1, 2, 1, 0, ScheduleKind::GPipe, 2},
+                      PipeLayout{"pp2_recompute_selective", 2, 1, 2, 1, 0, ScheduleKind::OneFOneB,
+                                 2, Recompute::Selective},
+                      PipeLayout{"pp2_recompute_full", 2, 1, 2, 1, 1, ScheduleKind::OneFOneB, 2,
+                                 Recompute::Full},
+                      PipeLayout{"pp2_tp2_recompute_full", 4, 2, 2, 1, 0,
+                                 ScheduleKind::OneFOneB, 2, Recompute::Full},
                       PipeLayout{"pp2_interleaved_v2", 2, 1, 2, 2, 1, ScheduleKind::Interleaved, 4},
                       PipeLayout{"pp4", 4, 1, 4, 1, 0, ScheduleKind::OneFOneB, 4},
                       PipeLayout{"pp2_tp2", 4, 2, 2, 1, 1, ScheduleKind::OneFOneB, 2},

@@ -130,18 +130,14 @@ struct LaunchFlags {
 // the ZeRO formula predicts exactly.
 void print_memory_table(comm::Communicator& world, const comm::Grid& grid, const Trainer& t,
                         const TrainConfig& c) {
-  const ModelStateBytes mine = t.model_state_bytes();
-  std::vector<int64_t> row = {mine.params, mine.grads, mine.optimizer, t.activation_bytes()};
-  std::vector<int64_t> all(row.size() * size_t(world.size()));
-  // int64s travel as raw bytes (2 floats each): data movement, no arithmetic.
-  world.all_gather(row.data(), all.data(), row.size() * 2, DType::F32);
+  const auto all = t.memory_by_rank();  // collective
   if (world.rank() != 0) return;
   fmt::print("memory per rank (MB): model state = parameters + gradients + optimizer "
-             "(ZeRO-{}); activations of one micro-batch\n",
+             "(ZeRO-{}); activations in flight\n",
              c.par.zero_stage);
   fmt::print("  rank   tp pp dp   parameters  gradients  optimizer   total   activations\n");
   for (int r = 0; r < world.size(); ++r) {
-    const int64_t* b = all.data() + size_t(r) * row.size();
+    const auto& b = all[size_t(r)];
     comm::GridCoord x = grid.layout().coord_of(r);
     fmt::print("  {:>4}   {:>2} {:>2} {:>2}   {:>10.1f} {:>10.1f} {:>10.1f} {:>7.1f}   {:>11.1f}\n",
                r, x.tp, x.pp, x.dp, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6, (b[0] + b[1] + b[2]) / 1e6,

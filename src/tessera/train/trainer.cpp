@@ -242,18 +242,25 @@ std::string Trainer::save(int64_t step) {
                                opts);
 }
 
-nlohmann::json Trainer::run_header() const {
+std::vector<std::array<int64_t, 4>> Trainer::memory_by_rank() const {
   const ModelStateBytes m = dp_->memory();
+  std::array<int64_t, 4> mine = {m.params, m.grads, m.optimizer, activation_bytes()};
+  std::vector<std::array<int64_t, 4>> all(size_t(world_->size()));
+  // int64s travel as raw bytes (2 floats each): data movement, no arithmetic.
+  world_->all_gather(mine.data(), all.data(), mine.size() * 2, DType::F32);
+  return all;
+}
+
+nlohmann::json Trainer::run_header() const {
+  nlohmann::json memory = nlohmann::json::array();
+  for (const auto& r : memory_by_rank())
+    memory.push_back({{"params", r[0]}, {"grads", r[1]}, {"optimizer", r[2]}, {"activations", r[3]}});
   nlohmann::json par = ckpt::parallel_to_json(cfg_.par);
   par["schedule"] = schedule_kind_name(cfg_.schedule);
   return {{"run",
            {{"model", ckpt::model_to_json(cfg_.model)},
             {"parallel", par},
-            {"memory_bytes",
-             {{"params", m.params},
-              {"grads", m.grads},
-              {"optimizer", m.optimizer},
-              {"activations", acts_.bytes()}}},
+            {"memory_bytes", memory},
             {"threads", omp_get_max_threads()},
             {"ranks", world_->size()},
             {"rank", world_->rank()},
@@ -267,10 +274,13 @@ void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   std::string metrics_path = cfg_.metrics_file;
   const size_t at = metrics_path.find("{rank}");
   if (at != std::string::npos) metrics_path.replace(at, 6, std::to_string(world_->rank()));
-  if (!metrics_path.empty() && (logs || at != std::string::npos)) {
-    metrics.open(metrics_path);
-    TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", metrics_path);
-    metrics << run_header().dump() << "\n";
+  if (!metrics_path.empty()) {
+    const nlohmann::json header = run_header();  // collective: every rank takes part
+    if (logs || at != std::string::npos) {
+      metrics.open(metrics_path);
+      TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", metrics_path);
+      metrics << header.dump() << "\n";
+    }
   }
   if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
   Progress bar(cfg_.train_iters, cfg_.progress && logs);

@@ -38,11 +38,6 @@ void TrainConfig::validate(int64_t world) const {
                 "--trace-step must be in [0, --train-iters] (got {})", trace_step);
   if (par.pp > 1) {
     schedule_validate(schedule, par.pp, par.virtual_stages, par.accumulation_steps());
-    TESSERA_CHECK(par.zero_stage <= 1,
-                  "--zero-stage {} with --pipeline-model-parallel-size {}: the pipeline trainer "
-                  "supports ZeRO 0 and 1 (gradients of a pipelined step are reduced once, after "
-                  "all micro-batches)",
-                  par.zero_stage, par.pp);
     TESSERA_CHECK(eval_interval == 0,
                   "--eval-interval with --pipeline-model-parallel-size {}: validation through the "
                   "pipeline is not implemented yet",

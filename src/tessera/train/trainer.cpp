@@ -134,11 +134,25 @@ void Trainer::pipelined_step(int64_t step, StepStats& s) {
     load_batch(Split::Train, first_sample(cfg_.par, step, mb, dp_rank), inputs, targets);
   };
   cb.hooks = dp_.get();
-  // ZeRO 0-1: every micro-batch accumulates locally; one reduction per unit
-  // after the last (the tied embedding gradient is summed between first and
-  // last stage by the executor just before).
-  cb.reduce_grads = [&] { dp_->reduce_all(); };
-  dp_->begin_micro_batch(/*last=*/false);  // no per-layer reductions inside the pipeline
+  // What ZeRO means across the micro-batches of a pipelined step:
+  //   0-1: every micro-batch accumulates into the full gradient buffer; each
+  //        unit is reduced once, after the last micro-batch.
+  //   2-3: there is no full buffer, so a layer's gradient is reduce-scattered
+  //        into the shard after every micro-batch's backward of that layer
+  //        (m reductions per layer per step, as DeepSpeed's ZeRO-2 does with
+  //        accumulation); the embeddings and final norm, which every
+  //        micro-batch touches at both ends of the pipeline, keep one buffer
+  //        for the whole step and are reduced once.
+  // In both cases the executor first sums the tied embedding's gradient
+  // between the first and the last stage.
+  const bool sharded_grads = cfg_.par.zero_stage >= 2;
+  cb.reduce_grads = [&] {
+    if (sharded_grads)
+      dp_->end_micro_batch();
+    else
+      dp_->reduce_all();
+  };
+  dp_->begin_micro_batch(/*last=*/false);  // stages 0-1: no per-layer reductions mid-step
   cb.optimizer_step = [&] { finish_step(step, pipe_->loss(), s); };
   PipelineStepStats st = pipe_->step(cb, 1.0f / float(cfg_.par.global_batch * cfg_.model.seq_length));
   s.bubble_fraction = st.bubble_fraction;

@@ -137,14 +137,20 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
   const double held_layers = double(a.in_flight * layers_per_chunk);
   const bool has_head = stage == p - 1;
   if (L.precision == Precision::FP32) {
-    // The engine's fp32 arena (model/activations.h). Full recompute keeps
-    // only each layer's (b s h) input.
-    double per_layer = par.recompute == Recompute::Full
-                           ? 4.0 * double(par.micro_batch * m.seq_length * m.hidden_size)
-                           : engine_layer_bytes(m, par.micro_batch, par.tp);
+    // The engine's fp32 arena, built from the same ActShape the engine
+    // builds (GPT::stage_act_shape: recompute, sequence parallelism, this
+    // stage's layers per chunk and head): the executor allocates one full
+    // arena per in-flight slot (peak_in_flight of the schedule; one without
+    // a pipeline), and the metrics header reports exactly their bytes.
+    const ActShape shape = engine_shape(m, par.micro_batch, par.tp, layers_per_chunk, has_head,
+                                        par.sequence_parallel, par.recompute);
+    ActShape one = shape;
+    one.L = 1, one.has_head = false;
+    ActShape two = one;
+    two.L = 2;
+    const double per_layer = double(activations_bytes(two) - activations_bytes(one));
     a.layers = held_layers * per_layer;
-    a.total = a.layers + engine_stage_extra_bytes(m, par.micro_batch, par.tp, has_head);
-    if (par.recompute == Recompute::Full) a.total += engine_layer_bytes(m, par.micro_batch, par.tp);
+    a.total = double(a.in_flight) * double(activations_bytes(shape));
     return a;
   }
   a.layers = held_layers * korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
@@ -197,8 +203,11 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
     sc.activations = a.total;
     sc.layer_activations = a.layers;
     sc.in_flight = a.in_flight;
-    // ZeRO-3 gathers a chunk's weights before using it, and prefetches the next.
-    if (par.zero_stage == 3 && dp > 1) sc.zero3_buffers = 2.0 * chunk_params * per_param.weights;
+    // ZeRO-3 gathers a chunk's weights before using it, and prefetches the
+    // next. fp32 (the engine): the gathered layer is a transient buffer that
+    // the trainer's memory header (params + grads + optimizer + activations)
+    // does not count, so neither does the prediction.
+    if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::FP32) sc.zero3_buffers = 2.0 * chunk_params * per_param.weights;
     c.stages.push_back(sc);
     if (sc.memory() > c.peak_memory) c.peak_memory = sc.memory(), c.peak_stage = s;
   }

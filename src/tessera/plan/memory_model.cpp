@@ -37,9 +37,8 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
   return sbh * (10 + split / t + scores / t);
 }
 
-namespace {
 ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
-                      bool has_head) {
+                      bool has_head, bool sequence_parallel, Recompute recompute) {
   ActShape s;
   s.B = micro_batch;
   s.T = m.seq_length;
@@ -47,21 +46,31 @@ ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64
   s.NH = m.num_heads / tp;
   s.Cl = m.hidden_size / tp;
   s.F = m.ffn() / tp;
-  s.V = tp == 1 ? m.vocab_size : m.padded_vocab(tp) / tp;
+  // GPT::act_shape: only real vocabulary rows get logits; tp rank 0 (the
+  // largest slice) holds min(padded / tp, vocab) of them.
+  s.V = std::min(m.padded_vocab(tp) / tp, m.vocab_size);
   s.L = layers;
   s.has_head = has_head;
+  s.recompute = recompute;
+  if (sequence_parallel && tp > 1) s.Ts = m.seq_length / tp;
   return s;
+}
+
+namespace {
+ActShape plain_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
+                     bool has_head) {
+  return engine_shape(m, micro_batch, tp, layers, has_head, false, Recompute::None);
 }
 }  // namespace
 
 double engine_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp) {
-  return double(activations_bytes(engine_shape(m, micro_batch, tp, 2, false)) -
-                activations_bytes(engine_shape(m, micro_batch, tp, 1, false)));
+  return double(activations_bytes(plain_shape(m, micro_batch, tp, 2, false)) -
+                activations_bytes(plain_shape(m, micro_batch, tp, 1, false)));
 }
 
 double engine_stage_extra_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
                                 bool has_head) {
-  return double(activations_bytes(engine_shape(m, micro_batch, tp, 1, has_head))) -
+  return double(activations_bytes(plain_shape(m, micro_batch, tp, 1, has_head))) -
          engine_layer_bytes(m, micro_batch, tp);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "tessera/model/activations.h"
 #include "tessera/model/gpt_config.h"
 #include "tessera/plan/layout.h"
 
@@ -37,6 +38,13 @@ StateBytes zero_state_bytes(double params, Precision p, int zero_stage, int64_t 
 // Flash attention never stores the s x s score matrices: the 5as/h term goes.
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
                                bool sequence_parallel, Recompute recompute, bool flash_attention);
+
+// The engine's activation shape of one micro-batch on tp rank 0 of a stage
+// holding `layers` layers: what GPT::act_shape / stage_act_shape build
+// (recompute and sequence parallelism included), so activations_bytes() of it
+// is exactly what `tessera train` allocates per micro-batch slot.
+ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
+                      bool has_head, bool sequence_parallel, Recompute recompute);
 
 // Activation bytes one layer keeps in the engine's own fp32 arena
 // (model/activations.h), per micro-batch: what `tessera train` allocates.

@@ -5,15 +5,16 @@
 namespace tessera::plan {
 
 int64_t ParamCounter::stage_params(const ParallelConfig& par, int64_t stage) {
-  auto key = std::make_tuple(par.tp, par.pp, par.virtual_stages, stage);
+  auto key = std::make_tuple(par.tp * 1000003 + par.dp, par.pp, par.virtual_stages, stage);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  // Only tp, pp and v shape the layout; the rest of `par` does not matter.
+  // Only tp, pp, v and dp (units padded to 16 dp) shape the layout.
   ParallelConfig shape;
   shape.tp = par.tp;
+  shape.dp = par.dp;
   shape.pp = par.pp;
   shape.virtual_stages = par.virtual_stages;
   int64_t n = ParamLayout::build(model_, shape, 0, stage).numel();

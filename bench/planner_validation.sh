@@ -12,7 +12,7 @@ build=${1:-$root/build}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mpirun="$root/scripts/mpirun.sh"
-"$mpirun" -n 2 "$build/tessera" calibrate --output "$out/local.toml" \
+"$mpirun" -n 2 "$build/tessera" calibrate --threads 1 --output "$out/local.toml" \
   --model "$root/configs/models/default-small.toml" --micro-batch 4 8 > "$out/calibrate.log" 2>&1 || {
   cat "$out/calibrate.log"; exit 1; }
 common=(--config "$root/configs/default.toml" --train-iters 8 --eval-interval 0

@@ -16,13 +16,6 @@ int64_t need_int(const json& j, const char* key) {
   return j[key].get<int64_t>();
 }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::Selective: return "selective";
-    case Recompute::Full: return "full";
-    default: return "none";
-  }
-}
 
 }  // namespace
 

@@ -14,7 +14,6 @@
 #include "tessera/comm/node_local.h"
 #include "tessera/core/error.h"
 #include "tessera/model/param_layout.h"
-#include "tessera/model/recompute.h"
 #include "tessera/train/data_setup.h"
 #include "tessera/train/trainer.h"
 

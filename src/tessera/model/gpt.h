@@ -58,7 +58,7 @@ class GPT {
 
   void init(uint64_t seed);
 
-  // Activation recomputation (model/recompute.h): recorded into act_shape(),
+  // Activation recomputation (parallel/parallel_config.h): recorded into act_shape(),
   // so it applies to Activations allocated after the call.
   void set_recompute(Recompute r) { recompute_ = r; }
   Recompute recompute() const { return recompute_; }

@@ -6,6 +6,22 @@
 
 namespace tessera {
 
+Recompute recompute_parse(std::string_view name) {
+  if (name == "none") return Recompute::None;
+  if (name == "selective") return Recompute::Selective;
+  if (name == "full") return Recompute::Full;
+  fail("--recompute-granularity: '{}' is not one of none, selective, full", name);
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
 void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
   TESSERA_CHECK(tp >= 1, "--tensor-model-parallel-size must be >= 1 (got {})", tp);
   TESSERA_CHECK(pp >= 1, "--pipeline-model-parallel-size must be >= 1 (got {})", pp);
@@ -43,11 +59,10 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
 }
 
 std::string ParallelConfig::summary() const {
-  const char* rc = recompute == Recompute::Full ? "full" : recompute == Recompute::Selective ? "selective" : "none";
   return fmt::format("tp {}{} pp {} dp {} | micro-batch {} global batch {} ({} accumulation steps) | "
                      "zero {} | recompute {}",
                      tp, sequence_parallel ? " (sequence parallel)" : "", pp, dp, micro_batch,
-                     global_batch, accumulation_steps(), zero_stage, rc);
+                     global_batch, accumulation_steps(), zero_stage, recompute_name(recompute));
 }
 
 }  // namespace tessera

@@ -3,12 +3,17 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "tessera/model/gpt_config.h"
 
 namespace tessera {
 
 enum class Recompute { None, Selective, Full };
+
+// --recompute-granularity none|selective|full; throws naming the flag.
+Recompute recompute_parse(std::string_view name);
+const char* recompute_name(Recompute r);
 
 struct ParallelConfig {
   int64_t tp = 1;                  // --tensor-model-parallel-size

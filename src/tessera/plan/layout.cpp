@@ -4,15 +4,6 @@
 
 namespace tessera::plan {
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::None: return "none";
-    case Recompute::Selective: return "selective";
-    case Recompute::Full: return "full";
-  }
-  return "?";
-}
-
 const char* precision_name(Precision p) { return p == Precision::FP32 ? "fp32" : "mixed16"; }
 
 int64_t activation_element_bytes(Precision p) { return p == Precision::FP32 ? 4 : 2; }

@@ -25,7 +25,6 @@ struct PlanLayout {
   std::string str() const;
 };
 
-const char* recompute_name(Recompute r);
 const char* precision_name(Precision p);
 int64_t activation_element_bytes(Precision p);  // 2 for mixed, 4 for fp32
 

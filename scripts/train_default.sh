@@ -9,6 +9,7 @@ bash scripts/setup.sh
 bash scripts/build.sh
 peak_file=${TESSERA_PEAK_FILE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/peak.json}
 [ -f "$peak_file" ] || build/tessera bench peak
+mkdir -p runs
 build/tessera train --config configs/default.toml --save runs/default --save-keep 2 \
   --metrics-file runs/default-metrics.jsonl "$@"
 echo

@@ -1,6 +1,7 @@
 #include "tessera/train/trainer.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/core.h>
@@ -291,6 +292,9 @@ void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   if (!metrics_path.empty()) {
     const nlohmann::json header = run_header();  // collective: every rank takes part
     if (logs || at != std::string::npos) {
+      const std::filesystem::path parent = std::filesystem::path(metrics_path).parent_path();
+      std::error_code ec;
+      if (!parent.empty()) std::filesystem::create_directories(parent, ec);
       metrics.open(metrics_path);
       TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", metrics_path);
       metrics << header.dump() << "\n";

@@ -20,12 +20,14 @@ struct Carver {
   float* temp(int64_t n) { return take(scratch, scratch_base, n); }
 };
 
-// Walks the views in a fixed order; a == nullptr only counts.
-void carve(Activations* a, const ActShape& s, Carver& c) {
+// Walks the views in a fixed order, pointing a's views into c's bases (null
+// pointers when c only counts).
+void carve(Activations& a, const ActShape& s, Carver& c) {
   const int64_t BT = s.N(), Ns = s.Ns();
   const Recompute rc = s.recompute;
-  std::vector<LayerActs> layers(size_t(s.L));
-  float* encoded = c.keep(Ns * s.C);
+  std::vector<LayerActs>& layers = a.layers;
+  layers.assign(size_t(s.L), LayerActs{});
+  a.encoded = c.keep(Ns * s.C);
   // The recomputed layer: one set of the dropped views, shared by every layer.
   LayerActs shared;
   if (rc == Recompute::Full) {
@@ -67,44 +69,29 @@ void carve(Activations* a, const ActShape& s, Carver& c) {
     // Always kept: the next layer's input (or the stage's output).
     l.res_out = c.keep(Ns * s.C);
   }
-  Activations tmp;
   if (s.has_head) {
-    tmp.lnf = c.keep(Ns * s.C);
-    tmp.lnf_mean = c.keep(Ns);
-    tmp.lnf_rstd = c.keep(Ns);
-    tmp.logits = c.keep(BT * s.V);
-    tmp.ce_lse = c.keep(BT);
-    tmp.losses = c.keep(BT);
-    tmp.ce_sums = c.keep(2 * BT);
+    a.lnf = c.keep(Ns * s.C);
+    a.lnf_mean = c.keep(Ns);
+    a.lnf_rstd = c.keep(Ns);
+    a.logits = c.keep(BT * s.V);
+    a.ce_lse = c.keep(BT);
+    a.losses = c.keep(BT);
+    a.ce_sums = c.keep(2 * BT);
+  } else {  // a stage without the head: no head views (a may be re-carved)
+    a.lnf = a.lnf_mean = a.lnf_rstd = a.logits = a.ce_lse = a.losses = a.ce_sums = nullptr;
   }
-  tmp.dresid = c.temp(Ns * s.C);
-  tmp.dln = c.temp(BT * s.C);
-  tmp.dqkv = c.temp(BT * 3 * s.Cl);
-  tmp.datty = c.temp(BT * s.Cl);
-  tmp.dfch = c.temp(BT * s.F);
-  if (s.sp()) tmp.tp_full = c.temp(BT * s.C);
-  if (a) {
-    a->encoded = encoded;
-    a->layers = std::move(layers);
-    a->lnf = tmp.lnf;
-    a->lnf_mean = tmp.lnf_mean;
-    a->lnf_rstd = tmp.lnf_rstd;
-    a->logits = tmp.logits;
-    a->ce_lse = tmp.ce_lse;
-    a->losses = tmp.losses;
-    a->ce_sums = tmp.ce_sums;
-    a->dresid = tmp.dresid;
-    a->dln = tmp.dln;
-    a->dqkv = tmp.dqkv;
-    a->datty = tmp.datty;
-    a->dfch = tmp.dfch;
-    a->tp_full = tmp.tp_full;
-  }
+  a.dresid = c.temp(Ns * s.C);
+  a.dln = c.temp(BT * s.C);
+  a.dqkv = c.temp(BT * 3 * s.Cl);
+  a.datty = c.temp(BT * s.Cl);
+  a.dfch = c.temp(BT * s.F);
+  a.tp_full = s.sp() ? c.temp(BT * s.C) : nullptr;
 }
 
 Carver count(const ActShape& s) {
   Carver c{nullptr, nullptr};
-  carve(nullptr, s, c);
+  Activations unused;
+  carve(unused, s, c);
   return c;
 }
 
@@ -122,14 +109,14 @@ void activations_init(Activations& a, const ActShape& s) {
   a.s = s;
   a.arena.allocate(n.saved + n.scratch);
   Carver c{a.arena.f32(), a.arena.f32() + n.saved};
-  carve(&a, s, c);
+  carve(a, s, c);
 }
 
 void activations_init(Activations& a, const ActShape& s, float* scratch) {
   a.s = s;
   a.arena.allocate(count(s).saved);
   Carver c{a.arena.f32(), scratch};
-  carve(&a, s, c);
+  carve(a, s, c);
 }
 
 }  // namespace tessera

@@ -14,14 +14,8 @@ void cross_entropy_forward(float* losses, float* lse, const float* logits, const
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     const float* x = logits + n * V;  // (V)
-    // Subtract the row max so exp never overflows.
-    float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-    for (int64_t v = 0; v < V; v++) m = std::max(m, x[v]);
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t v = 0; v < V; v++) s += exp_fast(x[v] - m);
-    const float l = m + std::log(s);
+    const float m = row_max(x, V);  // subtracted so exp never overflows
+    const float l = m + std::log(row_sum_exp(x, m, V));
     lse[n] = l;
     const int32_t tgt = targets[n];
     losses[n] = tgt >= 0 && tgt < V ? l - x[tgt] : 0.0f;

@@ -12,11 +12,7 @@ namespace tessera::cpu {
 void vp_xent_local_max(float* row_max, const float* logits, int64_t N, int64_t V) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
-    const float* x = logits + n * V;  // (V)
-    float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-    for (int64_t v = 0; v < V; v++) m = std::max(m, x[v]);
-    row_max[n] = m;
+    row_max[n] = cpu::row_max(logits + n * V, V);  // (V) row
   }
 }
 
@@ -27,11 +23,7 @@ void vp_xent_local_sums(float* sums, const float* logits, const float* row_max,
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     const float* x = logits + n * V;  // (V)
-    const float m = row_max[n];
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t v = 0; v < V; v++) s += exp_fast(x[v] - m);
-    sum_exp[n] = s;
+    sum_exp[n] = row_sum_exp(x, row_max[n], V);
     // Exactly one rank holds the target column; the others add 0.
     const int64_t t = int64_t(targets[n]) - vocab_begin;
     target_x[n] = targets[n] >= 0 && t >= 0 && t < V ? x[t] : 0.0f;

@@ -2,8 +2,10 @@
 // loops. glibc's vector expf is only used under -ffast-math, which we do not
 // build with, so a libm call would keep softmax / GELU loops scalar.
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <limits>
 
 namespace tessera::cpu {
 
@@ -37,5 +39,21 @@ inline float exp_fast(float x) {
 // tanh(x) = 1 - 2 / (exp(2x) + 1): saturates to +-1 through the exp clamp.
 // Absolute error ~1e-7 (relative error is larger near 0, which GELU does not care about).
 inline float tanh_fast(float x) { return 1.0f - 2.0f / (exp_fast(2.0f * x) + 1.0f); }
+
+// max of x (V), the shift that keeps a softmax's exponentials from overflowing.
+inline float row_max(const float* x, int64_t V) {
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t v = 0; v < V; v++) m = std::max(m, x[v]);
+  return m;
+}
+
+// sum of exp(x[v] - m) over x (V).
+inline float row_sum_exp(const float* x, float m, int64_t V) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t v = 0; v < V; v++) s += exp_fast(x[v] - m);
+  return s;
+}
 
 }  // namespace tessera::cpu

@@ -1,38 +1,55 @@
 #!/usr/bin/env bash
-# Closes the planner's loop on this machine: calibrates the `local` system
-# under 2 ranks (GEMMs of the default model, memory bandwidth, attention,
-# MPI between the ranks), trains 12 different 2-rank layouts of the default
-# model for a few steps with metrics files, and runs `tessera plan --validate`
-# on them (error per run, mean absolute percentage error of step time and
-# memory).
+# Closes the planner's loop on this machine: trains 12 different 2-rank
+# layouts of the default model (dp with ZeRO 0-3, micro-batch 4/8, tp, tp+SP,
+# pp 1F1B/GPipe, recompute full/selective) for a few steps with metrics
+# files, in ROUNDS round-robin rounds (default 3) so each layout is measured
+# at several moments of a shared machine; calibrates the `local` system
+# under 2 ranks x 1 thread (GEMMs of the default model, the engine's other
+# kernels, memory bandwidth, attention, MPI, overlap, sync waits) between
+# the first and second round; and runs `tessera plan --validate` on all the
+# files (repeats of a layout are pooled): error per layout and the mean
+# absolute percentage error of step time and memory.
 # Usage: bench/planner_validation.sh [BUILD_DIR]
+#   KEEP=DIR keeps the calibration and the runs' logs and metrics there;
+#   BY_OP=1 also prints each layout's time by kind of work.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [[ -n "${KEEP:-}" ]]; then out=$KEEP; mkdir -p "$out"; else
+  out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
+rounds=${ROUNDS:-3}
 mpirun="$root/scripts/mpirun.sh"
-"$mpirun" -n 2 "$build/tessera" calibrate --threads 1 --output "$out/local.toml" \
-  --model "$root/configs/models/default-small.toml" --micro-batch 4 8 > "$out/calibrate.log" 2>&1 || {
-  cat "$out/calibrate.log"; exit 1; }
-common=(--config "$root/configs/default.toml" --train-iters 8 --eval-interval 0
-        --log-interval 100 --no-progress --peak-tflops 1)
-i=0
-run() {
-  i=$((i + 1))
-  "$mpirun" -n 2 "$build/tessera" train "${common[@]}" --metrics-file "$out/run$i.jsonl" "$@" \
-    > "$out/run$i.log" 2>&1 || { echo "run $i failed: $*"; cat "$out/run$i.log"; exit 1; }
+calibrate() {
+  "$mpirun" -n 2 "$build/tessera" calibrate --threads 1 --output "$out/local.toml" \
+    --model "$root/configs/models/default-small.toml" --micro-batch 4 8 > "$out/calibrate.log" 2>&1 || {
+    cat "$out/calibrate.log"; exit 1; }
 }
-run --zero-stage 0
-run --zero-stage 1
-run --zero-stage 2
-run --zero-stage 3
-run --zero-stage 1 --micro-batch-size 4
-run --tensor-model-parallel-size 2
-run --tensor-model-parallel-size 2 --sequence-parallel
-run --pipeline-model-parallel-size 2 --micro-batch-size 4
-run --pipeline-model-parallel-size 2 --micro-batch-size 4 --pipeline-schedule gpipe
-run --zero-stage 0 --recompute-granularity full
-run --zero-stage 1 --recompute-granularity selective
-run --tensor-model-parallel-size 2 --micro-batch-size 4 --recompute-granularity full
-"$build/tessera" plan --system "$out/local.toml" --validate "$out"/run*.jsonl
+common=(--config "$root/configs/default.toml" --train-iters 8 --eval-interval 0
+        --log-interval 100 --no-progress --peak-tflops 1 --threads 1)
+layouts=(
+  "--zero-stage 0"
+  "--zero-stage 1"
+  "--zero-stage 2"
+  "--zero-stage 3"
+  "--zero-stage 1 --micro-batch-size 4"
+  "--tensor-model-parallel-size 2"
+  "--tensor-model-parallel-size 2 --sequence-parallel"
+  "--pipeline-model-parallel-size 2 --micro-batch-size 4"
+  "--pipeline-model-parallel-size 2 --micro-batch-size 4 --pipeline-schedule gpipe"
+  "--zero-stage 0 --recompute-granularity full"
+  "--zero-stage 1 --recompute-granularity selective"
+  "--tensor-model-parallel-size 2 --micro-batch-size 4 --recompute-granularity full"
+)
+for ((r = 1; r <= rounds; r++)); do
+  for i in "${!layouts[@]}"; do
+    name=$(printf "layout%02d.r%d" $((i + 1)) "$r")
+    # shellcheck disable=SC2086  # each layout is a list of flags
+    "$mpirun" -n 2 "$build/tessera" train "${common[@]}" --metrics-file "$out/$name.jsonl" \
+      ${layouts[$i]} > "$out/$name.log" 2>&1 || {
+      echo "run failed: ${layouts[$i]}"; cat "$out/$name.log"; exit 1; }
+  done
+  [[ $r == 1 ]] && calibrate
+done
+[[ -f "$out/local.toml" ]] || calibrate
+grep -E "triad|attention|overlap|network|peak" "$out/calibrate.log"
+"$build/tessera" plan --system "$out/local.toml" --validate "$out"/layout*.jsonl ${BY_OP:+--by-op}

@@ -221,6 +221,11 @@ TEST_P(Pipeline, TwentyStepsMatchOneProcess) {
         << L.name << " step " << s;
     EXPECT_GE(st.bubble_fraction, 0.0);
     EXPECT_LT(st.bubble_fraction, 1.0);
+    // The executor's slots time the model's kernels as the one-rank path
+    // does (the metrics' seconds_by_op, planner --validate --by-op).
+    EXPECT_GT(st.profile[Op::Gemm], 0.0) << L.name;
+    EXPECT_GT(st.profile[Op::LayerNorm], 0.0) << L.name;
+    EXPECT_GT(st.profile[Op::Attention], 0.0) << L.name;
   }
 }
 

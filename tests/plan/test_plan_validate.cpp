@@ -47,9 +47,11 @@ const char* kHeader =
     R"( "global_batch": 8, "zero_stage": 0, "recompute": "none", "schedule": "1f1b"},)"
     R"( "memory_bytes": MEM, "threads": 2, "system": "local"}})";
 
-std::string header(const std::string& mem) {
+std::string header(const std::string& mem, int64_t micro_batch = 4) {
   std::string h = kHeader;
-  return h.replace(h.find("MEM"), 3, mem) + "\n";
+  h.replace(h.find("MEM"), 3, mem);
+  return h.replace(h.find("\"micro_batch\": 4"), 16,
+                   "\"micro_batch\": " + std::to_string(micro_batch)) + "\n";
 }
 
 // Steps: two slow warm-ups, then 0.1, 0.3, 0.2 s (median 0.2).
@@ -88,19 +90,68 @@ TEST(Validate, ErrorsAndMeanAgainstThePlanner) {
   auto sys_path = write_temp("local.toml", kSystem);
   SystemSpec sys = load_system_file(sys_path);
   auto a = write_temp("c.jsonl", header(R"({"params": 1e6, "grads": 1e6, "optimizer": 2e6, "activations": 4e6})") + steps());
-  auto b = write_temp("d.jsonl", header(R"({"params": 2e6, "grads": 1e6, "optimizer": 2e6, "activations": 4e6})") + steps());
+  // A second layout (micro-batch 2): two checks, not one.
+  auto b = write_temp("d.jsonl", header(R"({"params": 2e6, "grads": 1e6, "optimizer": 2e6, "activations": 4e6})", 2) + steps());
   Validation v = validate_runs({a, b}, sys);
   ASSERT_EQ(v.runs.size(), 2u);
   for (const auto& c : v.runs) {
+    EXPECT_EQ(c.repeats, 1u);
     EXPECT_DOUBLE_EQ(c.measured_step, 0.2);
     EXPECT_NEAR(c.step_error, (c.predicted.time.step - 0.2) / 0.2, 1e-12);
     EXPECT_NEAR(c.memory_error, (c.predicted.peak_memory - c.measured_memory) / c.measured_memory, 1e-12);
   }
-  EXPECT_NEAR(v.step_mape, std::abs(v.runs[0].step_error), 1e-12);  // same layout, same times
+  EXPECT_EQ(v.runs[1].predicted.layout.par.micro_batch, 2);
+  EXPECT_NE(v.runs[0].predicted.time.step, v.runs[1].predicted.time.step);
+  EXPECT_NEAR(v.step_mape, (std::abs(v.runs[0].step_error) + std::abs(v.runs[1].step_error)) / 2, 1e-12);
   EXPECT_NEAR(v.memory_mape, (std::abs(v.runs[0].memory_error) + std::abs(v.runs[1].memory_error)) / 2, 1e-12);
   EXPECT_EQ(v.memory_runs, 2);
   const std::string text = format_validation(v, sys);
   EXPECT_NE(text.find("mean absolute error"), std::string::npos);
+}
+
+TEST(Validate, RepeatsOfALayoutArePooled) {
+  // Two files of one layout: one check whose median spans both files' steps
+  // after each file's warm-up: {0.1, 0.3, 0.2} and {0.6, 0.7, 0.5} -> 0.4.
+  SystemSpec sys = load_system_file(write_temp("local.toml", kSystem));
+  const std::string mem = R"({"params": 1e6, "grads": 1e6, "optimizer": 2e6, "activations": 4e6})";
+  auto a = write_temp("p1.jsonl", header(mem) + steps());
+  std::string slow = header(mem);
+  const double t[] = {9.0, 9.0, 0.6, 0.7, 0.5};
+  for (int i = 0; i < 5; ++i)
+    slow += "{\"step\": " + std::to_string(i + 1) + ", \"step_seconds\": " + std::to_string(t[i]) + "}\n";
+  auto b = write_temp("p2.jsonl", slow);
+  Validation v = validate_runs({a, b}, sys);
+  ASSERT_EQ(v.runs.size(), 1u);
+  EXPECT_EQ(v.runs[0].repeats, 2u);
+  EXPECT_EQ(v.runs[0].run.step_seconds.size(), 6u);
+  EXPECT_DOUBLE_EQ(v.runs[0].measured_step, 0.4);
+  EXPECT_NE(format_validation(v, sys).find("(+1 repeats)"), std::string::npos);
+}
+
+TEST(Validate, TimeByKindOfWorkBesideThePrediction) {
+  // seconds_by_op of each step (the engine's profile names) are read back,
+  // their medians set beside the planner's prediction for the writing rank's
+  // stage, and --by-op prints a line per kind.
+  SystemSpec sys = load_system_file(write_temp("local.toml", kSystem));
+  std::string text = header(R"({"params": 1, "grads": 1, "optimizer": 1, "activations": 1})");
+  for (int i = 1; i <= 5; ++i)
+    text += "{\"step\": " + std::to_string(i) + ", \"step_seconds\": 0.2, \"seconds_by_op\": "
+            "{\"gemm\": " + std::to_string(0.1 * i) + ", \"loss\": 0.01, \"unknown\": 3}}\n";
+  Validation v = validate_runs({write_temp("ops.jsonl", text)}, sys);
+  ASSERT_EQ(v.runs.size(), 1u);
+  const RunCheck& c = v.runs[0];
+  EXPECT_NEAR(c.measured_ops[Op::Gemm], 0.4, 1e-12);  // median of 0.3, 0.4, 0.5
+  EXPECT_NEAR(c.measured_ops[Op::Loss], 0.01, 1e-12);
+  EXPECT_DOUBLE_EQ(c.measured_ops[Op::Attention], 0.0);
+  EXPECT_EQ(c.stage, 0);
+  // One rank, one stage: its kinds of work add up to the predicted step.
+  EXPECT_GT(c.predicted_ops[Op::Gemm], 0.0);
+  EXPECT_GT(c.predicted_ops[Op::Attention], 0.0);
+  EXPECT_NEAR(c.predicted_ops.total(), c.predicted.time.step, 1e-9 * c.predicted.time.step);
+  const std::string text_out = format_validation(v, sys, /*by_op=*/true);
+  EXPECT_NE(text_out.find("gemm"), std::string::npos);
+  EXPECT_NE(text_out.find("layernorm"), std::string::npos);
+  EXPECT_EQ(format_validation(v, sys).find("layernorm"), std::string::npos);
 }
 
 TEST(Validate, BadInputIsNamed) {

@@ -17,6 +17,7 @@
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
+#include "tessera/model/param_layout.h"
 #include "tessera/plan/calibrate.h"
 #include "tessera/plan/model_presets.h"
 
@@ -139,11 +140,31 @@ void run_calibrate(const CalibrateArgs& a) {
                att_batch, m0.seq_length, m0.hidden_size, m0.num_heads, c.attention.forward * 1e3,
                c.attention.backward * 1e3, c.attention_efficiency);
 
+  // The memory-bound kernels at the same shape.
+  world->barrier();
+  c.kernel_rows = att_batch * m0.seq_length;
+  c.kernels = plan::measure_kernels(c.kernel_rows, m0.hidden_size, m0.ffn(), m0.padded_vocab(1),
+                                    m0.seq_length, ParamLayout::count_model_params(m0),
+                                    min_seconds);
+  for (double& k : c.kernels) k = mean(k * 1e9) * 1e-9;  // ns: float all-reduce keeps digits
+  if (lead) {
+    fmt::print("  kernels (ns per element, {} tokens):", c.kernel_rows);
+    for (size_t i = 0; i < plan::kKernelCount; ++i)
+      fmt::print(" {} {:.3f}", plan::kernel_name(plan::Kernel(i)), c.kernels[i] * 1e9);
+    fmt::print("\n");
+  }
+
   if (world->size() >= 2) {
     c.network = plan::measure_network(*world);
+    c.comm_overlap = plan::measure_comm_overlap(*world);
+    c.sync_wait = plan::measure_sync_wait(*world);
     if (lead)
       fmt::print("  network: {:.2f} us latency, {:.2f} GB/s (ranks 0 <-> 1)\n",
                  c.network->latency * 1e6, c.network->bandwidth / 1e9);
+    if (lead)
+      fmt::print("  overlap: {:.0f}% of an async all-reduce hidden by compute; sync wait {:.1f}% "
+                 "of the compute between synchronisations\n",
+                 100 * c.comm_overlap, 100 * c.sync_wait);
   }
   c.seconds = total.elapsed();
 

@@ -32,6 +32,7 @@ struct PlanArgs {
   std::vector<std::string> recompute, schedule;
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
   std::vector<std::string> validate;  // metrics files of `tessera train` runs
+  bool by_op = false;                 // --validate: also each run's time by kind of work
   std::string svg_dir;                // --svg: write the charts here
 };
 
@@ -94,7 +95,7 @@ void run_plan(const PlanArgs& a) {
   const plan::SystemSpec sys =
       plan::load_system(!a.system.empty() ? a.system : !a.validate.empty() ? "local" : "frontier");
   if (!a.validate.empty()) {
-    fmt::print("{}", plan::format_validation(plan::validate_runs(a.validate, sys), sys));
+    fmt::print("{}", plan::format_validation(plan::validate_runs(a.validate, sys), sys, a.by_op));
     return;
   }
   if (a.study) {
@@ -200,6 +201,9 @@ void register_plan(CLI::App& app) {
                   "metrics files of `tessera train --metrics-file` runs: predict each run's layout "
                   "and print the errors")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--by-op", a->by_op,
+                "with --validate: each run's measured and predicted time by kind of work "
+                "(gemm, attention, layernorm, ..., comm) on the rank that wrote the file");
   cmd->callback([a] { run_plan(*a); });
 }
 

@@ -22,6 +22,13 @@ constexpr std::string_view op_name(Op op) {
 struct Profile {
   std::array<double, size_t(Op::kCount)> seconds{};
   void reset() { seconds.fill(0.0); }
+  // this += scale * other, kind by kind (the planner sums predicted profiles).
+  Profile& add(const Profile& other, double scale = 1.0) {
+    for (size_t i = 0; i < seconds.size(); ++i) seconds[i] += scale * other.seconds[i];
+    return *this;
+  }
+  double& operator[](Op op) { return seconds[size_t(op)]; }
+  double operator[](Op op) const { return seconds[size_t(op)]; }
   double total() const {
     double t = 0;
     for (double s : seconds) t += s;

@@ -63,6 +63,10 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
 
 PipelineExecutor::~PipelineExecutor() = default;
 
+void PipelineExecutor::set_profile(Profile* profile) {
+  for (auto& s : slots_) s->acts.profile = profile;
+}
+
 int64_t PipelineExecutor::activation_bytes() const {
   int64_t n = 0;
   for (const auto& s : slots_) n += s->acts.bytes();

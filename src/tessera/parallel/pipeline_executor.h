@@ -87,6 +87,9 @@ class PipelineExecutor {
   float loss() const { return loss_; }
   const std::vector<Action>& actions() const { return actions_; }
   int64_t slots() const { return int64_t(slots_.size()); }
+  // Time the model's kernels into `profile` (core/profile.h; null: none):
+  // every slot's activations carry the pointer the model's TIMED scopes read.
+  void set_profile(Profile* profile);
   // Bytes of every activation slot allocated (the stage's activation memory).
   int64_t activation_bytes() const;
 

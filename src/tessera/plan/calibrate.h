@@ -9,8 +9,12 @@
 //   memory bandwidth    a STREAM triad over arrays far larger than the caches
 //   attention           the engine's flash-style kernel, forward + backward,
 //                       as an efficiency relative to the best GEMM
+//   [kernels]           LayerNorm, GELU, residual, bias, embedding,
+//                       cross-entropy, AdamW, gradient norm: seconds per
+//                       element of the engine's own kernels
 //   network             ping-pong between ranks 0 and 1 (only with >= 2 ranks)
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,7 +45,7 @@ struct CalibShape {
 std::vector<CalibShape> training_gemm_shapes(const GPTConfig& model, int64_t micro_batch,
                                              int64_t tp);
 
-// Achieved FLOP/s of one shape (best of repeats, at least `min_seconds` timed).
+// Achieved FLOP/s of one shape (median of repeats, at least `min_seconds` timed).
 double measure_gemm(const CalibShape& s, double min_seconds);
 // STREAM triad a = b + q c, bytes/s (3 arrays of `elements` floats, 12 bytes each).
 double measure_triad_bandwidth(int64_t elements);
@@ -53,6 +57,14 @@ struct AttentionTime {
 };
 AttentionTime measure_attention(int64_t batch, int64_t seq, int64_t hidden, int64_t heads);
 
+// Seconds per element of each memory-bound kernel of the engine
+// (kernel_cost.h), timed at a training step's shapes: `rows` tokens of width
+// C, MLP width F, vocabulary V, sequence T; the optimizer and norm over
+// `params` parameters. Medians of repeats, each from cold private caches.
+using KernelTimes = std::array<double, kKernelCount>;
+KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64_t T,
+                            int64_t params, double min_seconds);
+
 // Ping-pong between group ranks 0 and 1 (others wait): one-way latency of a
 // small message and bandwidth of a large one. Collective over `comm`.
 struct NetworkMeasure {
@@ -60,6 +72,18 @@ struct NetworkMeasure {
   double bandwidth = 0;  // bytes/s, one direction
 };
 NetworkMeasure measure_network(comm::Communicator& comm);
+
+// The fraction of an asynchronous all-reduce (16 MiB) that compute running
+// at the same time hides: (compute + collective - both at once) / collective,
+// in [0, 1]. Near 1 where dedicated engines move data; near 0 where the
+// collective needs the cores the compute already uses (a CPU).
+double measure_comm_overlap(comm::Communicator& comm);
+
+// Waiting at synchronisation points as a fraction of the compute between
+// them: every rank runs the same ~5 ms of GEMMs, then a barrier; the time
+// past the barrier's own latency over the compute (median of 20 groups of
+// 10). Noise (a shared machine, the OS) makes some rank late at every sync.
+double measure_sync_wait(comm::Communicator& comm);
 
 struct Calibration {
   std::string cpu;                  // model name from /proc/cpuinfo
@@ -70,8 +94,12 @@ struct Calibration {
   double peak_gemm = 0;             // best measured FLOP/s
   double attention_efficiency = 0;  // relative to peak_gemm, for the planner's formula
   AttentionTime attention;
+  KernelTimes kernels{};            // seconds per element (kernel_cost.h)
+  int64_t kernel_rows = 0;          // the tokens they were timed at
   std::vector<GemmSample> gemm;
   std::optional<NetworkMeasure> network;  // empty with one rank
+  double comm_overlap = 1.0;        // measure_comm_overlap (with >= 2 ranks)
+  double sync_wait = 0.0;           // measure_sync_wait (with >= 2 ranks)
   double seconds = 0;               // how long calibration took
 };
 

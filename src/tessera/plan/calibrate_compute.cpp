@@ -10,7 +10,14 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
+#include "tessera/kernels/cpu/adamw.h"
 #include "tessera/kernels/cpu/attention.h"
+#include "tessera/kernels/cpu/bias.h"
+#include "tessera/kernels/cpu/cross_entropy.h"
+#include "tessera/kernels/cpu/elementwise.h"
+#include "tessera/kernels/cpu/embedding.h"
+#include "tessera/kernels/cpu/gelu.h"
+#include "tessera/kernels/cpu/layernorm.h"
 #include "tessera/plan/calibrate.h"
 
 namespace tessera::plan {
@@ -34,6 +41,40 @@ void fill(float* p, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) p[i] = scale * float((i * 7919) % 101 - 50) / 50.0f;
 }
 
+// Evicts the caches a core owns (L1, L2) by writing a buffer several times
+// their size: in a training step a kernel's operands were last touched many
+// kernels ago, so they arrive from the shared cache or memory, not L2.
+void evict_private_caches() {
+  static Buffer scratch(int64_t(4) << 20);  // 16 MiB: 4 x this machine class's L2 per core
+  float* p = scratch.f32();
+  const int64_t n = scratch.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; i += 16) p[i] += 1.0f;  // one write per 64-byte line
+}
+
+// The median seconds of `run` over at least `min_reps` timed repeats and at
+// least `min_seconds` in all, after one untimed warm-up (page faults,
+// oneDNN's kernel choice, thread start), each repeat starting with cold
+// private caches. The median, not the best: the planner is checked against
+// the median step of training runs on the same shared machine, where a
+// descheduled thread or a neighbour's burst stalls single repeats, and the
+// best repeat is a machine nobody trains on.
+template <typename F>
+double median_seconds(F&& run, int min_reps, double min_seconds) {
+  run();
+  std::vector<double> t;
+  double total = 0;
+  for (int rep = 0; rep < 500 && (rep < min_reps || total < min_seconds); ++rep) {
+    evict_private_caches();
+    Stopwatch sw;
+    run();
+    t.push_back(sw.elapsed());
+    total += t.back();
+  }
+  std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
 }  // namespace
 
 std::vector<CalibShape> training_gemm_shapes(const GPTConfig& m, int64_t micro_batch, int64_t tp) {
@@ -55,24 +96,15 @@ double measure_gemm(const CalibShape& s, double min_seconds) {
   fill(a.f32(), a_rows * a_cols, 0.1f);
   fill(b.f32(), b_rows * b_cols, 0.1f);
   fill(c.f32(), s.M * s.N, 0.0f);
+  // The weight gradient accumulates into dW (beta 1, matmul.cpp); the
+  // forward and input-gradient products overwrite their output.
+  const float beta = s.ta == 'T' ? 1.0f : 0.0f;
   auto run = [&] {
     dnnl_status_t st = dnnl_sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, a.f32(), a_cols, b.f32(),
-                                  b_cols, 0.0f, c.f32(), s.N);
+                                  b_cols, beta, c.f32(), s.N);
     TESSERA_CHECK(st == dnnl_success, "calibrate: oneDNN sgemm failed for {}x{}x{}", s.M, s.N, s.K);
   };
-  run();  // warm-up: page faults, oneDNN's kernel choice, thread start
-  // Best of repeats: the planner predicts a quiet machine; noise only adds.
-  // At least 10: on a shared box a descheduled OpenMP thread stalls a whole
-  // small GEMM for a scheduler time slice (~10 ms, 10x its time).
-  double best = 1e30, total = 0;
-  for (int rep = 0; rep < 500 && (rep < 10 || total < min_seconds); ++rep) {
-    Stopwatch sw;
-    run();
-    double e = sw.elapsed();
-    best = std::min(best, e);
-    total += e;
-  }
-  return 2.0 * double(s.M) * double(s.N) * double(s.K) / best;
+  return 2.0 * double(s.M) * double(s.N) * double(s.K) / median_seconds(run, 10, min_seconds);
 }
 
 double measure_triad_bandwidth(int64_t n) {
@@ -100,21 +132,83 @@ AttentionTime measure_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
   fill(qkv.f32(), B * T * 3 * C, 1.0f);
   fill(dout.f32(), B * T * C, 0.01f);
   AttentionTime r;
-  r.forward = r.backward = 1e30;
-  for (int rep = 0; rep < 11; ++rep) {  // best of 10: a shared box stalls single runs
-    Stopwatch f;
-    cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, C, NH);
-    double tf = f.elapsed();
-    Stopwatch b;
-    cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), B, T, C, NH);
-    double tb = b.elapsed();
-    if (rep == 0) continue;  // warm-up
-    r.forward = std::min(r.forward, tf);
-    r.backward = std::min(r.backward, tb);
-  }
+  r.forward = median_seconds(
+      [&] { cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, C, NH); }, 10, 0.05);
+  r.backward = median_seconds(
+      [&] {
+        cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), B, T, C,
+                                NH);
+      },
+      10, 0.05);
   r.batch = B, r.seq = T, r.hidden = C, r.heads = NH;
   r.planner_flops = 4.0 * double(B) * double(T) * double(T) * double(C);
   return r;
+}
+
+KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64_t T,
+                            int64_t params, double min_seconds) {
+  using namespace cpu;
+  const int64_t B = rows / T;
+  Buffer x(rows * F), y(rows * F), dy(rows * F), dx(rows * F);  // (rows, F) covers (rows, C)
+  Buffer w(C), bias(F), dw(C), db(F), mean(rows), rstd(rows);
+  Buffer logits(rows * V), lse(rows), losses(rows), wte(V * C), wpe(T * C), dwte(V * C);
+  fill(x.f32(), rows * F, 1.0f);
+  fill(dy.f32(), rows * F, 0.01f);
+  fill(w.f32(), C, 1.0f);
+  fill(bias.f32(), F, 0.1f);
+  fill(logits.f32(), rows * V, 1.0f);
+  fill(wte.f32(), V * C, 0.02f);
+  fill(wpe.f32(), T * C, 0.02f);
+  std::vector<int32_t> tokens(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) tokens[size_t(i)] = int32_t((i * 7919) % V);
+  layernorm_forward(y.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), bias.f32(), rows, C);
+
+  KernelTimes k{};
+  auto per = [&](Kernel kind, double elements, auto&& run) {
+    k[size_t(kind)] = median_seconds(run, 10, min_seconds) / elements;
+  };
+  const double rc = double(rows * C), rf = double(rows * F), rv = double(rows * V);
+  per(Kernel::LayerNormForward, rc, [&] {
+    layernorm_forward(y.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), bias.f32(), rows, C);
+  });
+  per(Kernel::LayerNormBackward, rc, [&] {
+    layernorm_backward(dx.f32(), dw.f32(), db.f32(), dy.f32(), x.f32(), w.f32(), mean.f32(),
+                       rstd.f32(), rows, C);
+  });
+  per(Kernel::GeluForward, rf, [&] { gelu_forward(y.f32(), x.f32(), rows * F); });
+  per(Kernel::GeluBackward, rf, [&] { gelu_backward(dx.f32(), x.f32(), dy.f32(), rows * F); });
+  per(Kernel::Residual, rc, [&] { add(y.f32(), y.f32(), x.f32(), rows * C); });
+  per(Kernel::BiasAdd, rf, [&] { bias_add(y.f32(), bias.f32(), rows, F); });
+  per(Kernel::BiasGrad, rf, [&] { bias_backward(db.f32(), dy.f32(), rows, F); });
+  per(Kernel::EmbeddingForward, rc, [&] {
+    token_embedding_forward(y.f32(), tokens.data(), wte.f32(), rows, C, 0, V);
+    position_embedding_forward(y.f32(), wpe.f32(), B, T, C, 0);
+  });
+  per(Kernel::EmbeddingBackward, rc, [&] {
+    token_embedding_backward(dwte.f32(), dy.f32(), tokens.data(), rows, C, 0, V);
+    position_embedding_backward(dwte.f32(), dy.f32(), B, T, C);
+  });
+  per(Kernel::CrossEntropyForward, rv, [&] {
+    cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tokens.data(), rows, V);
+  });
+  // In place, as the engine runs it (dlogits overwrite the logits); the
+  // values drift between repeats, the memory traffic does not.
+  per(Kernel::CrossEntropyBackward, rv, [&] {
+    cross_entropy_backward(logits.f32(), logits.f32(), lse.f32(), tokens.data(), 1e-6f, rows, V);
+  });
+  // The optimizer and the norm over the model's parameters.
+  const int64_t n = params;
+  Buffer p(n), g(n), m(n), v(n);
+  fill(p.f32(), n, 0.02f);
+  fill(g.f32(), n, 0.001f);
+  fill(m.f32(), n, 0.0f);
+  fill(v.f32(), n, 0.0f);
+  AdamWArgs args;
+  args.lr = 1e-4f;
+  per(Kernel::AdamW, double(n), [&] { adamw_update(p.f32(), g.f32(), m.f32(), v.f32(), n, args); });
+  volatile double sink = 0;
+  per(Kernel::GradNorm, double(n), [&] { sink = sink + sum_squares(g.f32(), n); });
+  return k;
 }
 
 }  // namespace tessera::plan

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "tessera/comm/communicator.h"
+#include "tessera/core/buffer.h"
 #include "tessera/core/error.h"
+#include "tessera/kernels/cpu/matmul.h"
 #include "tessera/core/timer.h"
 #include "tessera/plan/calibrate.h"
 
@@ -39,7 +41,100 @@ double one_way_seconds(comm::Communicator& comm, size_t count, int reps) {
   return double(mine);
 }
 
+// A fixed piece of compute, the engine's own GEMM: 512 x 512 x 512 (0.27 GFLOP).
+class GemmWork {
+ public:
+  GemmWork() : a_(n_ * n_), w_(n_ * n_), c_(n_ * n_) {
+    for (int64_t i = 0; i < n_ * n_; ++i) a_.f32()[i] = w_.f32()[i] = float(i % 7) * 0.01f;
+  }
+  void run(int times) {
+    for (int i = 0; i < times; ++i)
+      cpu::matmul_forward(c_.f32(), a_.f32(), w_.f32(), nullptr, n_, n_, n_);
+  }
+
+ private:
+  static constexpr int64_t n_ = 512;
+  Buffer a_, w_, c_;  // (512, 512) each
+};
+
+double median(std::vector<double> t) {
+  std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
+// The mean over the group's ranks.
+double group_mean(comm::Communicator& comm, double x) {
+  float v = float(x);
+  comm.all_reduce(std::span<float>(&v, 1), comm::ReduceOp::Sum);
+  return double(v) / comm.size();
+}
+
 }  // namespace
+
+double measure_comm_overlap(comm::Communicator& comm) {
+  std::vector<float> buf(size_t(4) << 20, 1.0f);  // 16 MiB, a data-parallel bucket's size
+  std::span<float> data(buf.data(), buf.size());
+  GemmWork work;
+  work.run(2);  // warm-up
+  auto timed = [&](auto&& body) {
+    std::vector<double> t;
+    for (int rep = 0; rep < 5; ++rep) {
+      comm.barrier();
+      Stopwatch sw;
+      body();
+      t.push_back(sw.elapsed());
+    }
+    return median(std::move(t));
+  };
+  const double comm_alone = timed([&] { comm.all_reduce_async(data).wait(); });
+  const double one_gemm = timed([&] { work.run(1); });
+  // About twice the collective's time of compute, so all of it could hide.
+  const int gemms = std::max(1, int(2.0 * comm_alone / one_gemm + 0.5));
+  const double compute_alone = timed([&] { work.run(gemms); });
+  const double both = timed([&] {
+    comm::Work w = comm.all_reduce_async(data);
+    work.run(gemms);
+    w.wait();
+  });
+  const double hidden = (compute_alone + comm_alone - both) / comm_alone;
+  return std::clamp(group_mean(comm, hidden), 0.0, 1.0);
+}
+
+double measure_sync_wait(comm::Communicator& comm) {
+  GemmWork work;
+  work.run(2);  // warm-up
+  comm.barrier();
+  // The barrier alone: what a synchronisation costs with nobody late.
+  std::vector<double> alone;
+  for (int rep = 0; rep < 50; ++rep) {
+    Stopwatch sw;
+    comm.barrier();
+    alone.push_back(sw.elapsed());
+  }
+  const double latency = median(std::move(alone));
+  // Equal work on every rank, then a barrier: the time in the barrier past
+  // its latency is waiting for the rank that came late. Segments of about
+  // 5 ms (a layer's compute between tensor-parallel collectives here), in
+  // 20 groups of 10 like the syncs of one step; the median group's waits
+  // over its compute, as the planner is checked against median steps.
+  Stopwatch one;
+  work.run(1);
+  const int gemms = std::max(1, int(0.005 / one.elapsed() + 0.5));
+  std::vector<double> ratio;
+  for (int group = 0; group < 20; ++group) {
+    double busy = 0, waited = 0;
+    for (int rep = 0; rep < 10; ++rep) {
+      Stopwatch w;
+      work.run(gemms);
+      busy += w.elapsed();
+      Stopwatch b;
+      comm.barrier();
+      waited += std::max(0.0, b.elapsed() - latency);
+    }
+    ratio.push_back(waited / busy);
+  }
+  return std::max(0.0, group_mean(comm, median(std::move(ratio))));
+}
 
 NetworkMeasure measure_network(comm::Communicator& comm) {
   TESSERA_CHECK(comm.size() >= 2, "calibrate: the network needs at least 2 ranks");

@@ -56,7 +56,15 @@ std::string calibration_toml(const Calibration& c) {
       "# so mixed precision is planned at the fp32 rate.\n");
   add("peak_TFLOPs = {{ fp32 = {:.6f} }}\n\n", c.peak_gemm / 1e12);
   add("[node]\n");
-  add("devices = {}\n\n", c.devices_per_node);
+  add("devices = {}\n", c.devices_per_node);
+  if (c.network) {
+    add("# An async 16 MiB all-reduce beside the engine's GEMMs: the part compute hid.\n");
+    add("comm_overlap = {:.3f}\n", c.comm_overlap);
+    add("# Equal ~5 ms GEMM segments then a barrier: the mean wait for the late rank,\n"
+        "# as a fraction of the compute between synchronisations.\n");
+    add("sync_wait = {:.4f}\n", c.sync_wait);
+  }
+  t += "\n";
   add("[gemm]\n");
   add("max_efficiency = 1.0             # the peak above is itself measured\n");
   add("# The engine's flash-style attention, forward + backward, as a fraction of peak\n"
@@ -69,6 +77,13 @@ std::string calibration_toml(const Calibration& c) {
       "# in the planner's (m, n, k) naming; the planner uses the nearest shape.\n");
   for (const auto& g : c.gemm)
     add("[[gemm.measured]]\nm = {}\nn = {}\nk = {}\nTFLOPs = {:.6f}\n", g.m, g.n, g.k, g.flops / 1e12);
+  t += "\n";
+  add("# The engine's memory-bound kernels (kernels/cpu), ns per element, timed at\n"
+      "# {} tokens of the model above; the planner scales them by element count.\n",
+      c.kernel_rows);
+  add("[kernels]\n");
+  for (size_t i = 0; i < kKernelCount; ++i)
+    if (c.kernels[i] > 0) add("{} = {:.6g}\n", kernel_name(Kernel(i)), c.kernels[i] * 1e9);
   t += "\n";
   if (c.network) {
     add("# Ping-pong between ranks 0 and 1 through the engine's Communicator (MPI).\n");

@@ -7,119 +7,148 @@
 #include "tessera/model/flops.h"
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/gemm_model.h"
+#include "tessera/plan/kernel_cost.h"
 #include "tessera/plan/pipeline_time.h"
 
 namespace tessera::plan {
 
 namespace {
 
-// Element-wise passes over the (b s h) residual stream per layer forward:
-// two LayerNorms (read + write), two residual adds (2 reads + 1 write), two
-// dropouts (read, write, mask), rounded: 15. GELU reads and writes the
-// (b s f) MLP activation. Backward moves about twice as much.
-constexpr double kResidualPasses = 15.0;
-constexpr double kMlpPasses = 2.0;
 // Flash attention's backward recomputes the scores: 5 matmuls against the
 // forward's 2 (Dao et al. 2022), at similar efficiency.
 constexpr double kFlashBackwardRatio = 2.5;
-// Optimizer bytes moved per local parameter: read/write fp32 master, m and v
-// (24), read the gradient, write the low-precision weight (4) — about 28
-// either precision.
-constexpr double kOptimizerBytesPerParam = 28.0;
 
-// Seconds of one transformer layer on one tp rank for one micro-batch.
-struct LayerTimes {
-  double forward = 0, backward = 0;  // compute (GEMMs, attention, element-wise)
-  double recompute = 0;              // extra compute in backward from recomputation
-  double tp_forward = 0, tp_backward = 0;  // tensor-parallel collectives
-  double attention_forward = 0;
+// Seconds of one transformer layer on one tp rank for one micro-batch, by
+// kind of work as the engine's profile names it (core/profile.h): the
+// kernels model/block.cpp calls, in its order. Op::Comm holds the
+// tensor-parallel collectives (not overlapped with compute).
+struct LayerOps {
+  Profile forward, backward;
+  Profile recompute;  // what backward re-runs of the forward (none / selective / full)
 };
 
-LayerTimes layer_times(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
+LayerOps layer_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
   const auto& par = L.par;
   const Precision prec = L.precision;
   const int64_t t = par.tp, rows = par.micro_batch * m.seq_length;
   const int64_t h = m.hidden_size, f = m.ffn(), s = m.seq_length;
+  // Rows this rank holds outside the tensor-parallel regions (Ns): all of
+  // them, or 1/t with sequence parallelism.
+  const double ns = par.sequence_parallel ? double(rows) / double(t) : double(rows);
   const double elt = double(activation_element_bytes(prec));
-  LayerTimes r;
+  auto kernel = [&](Kernel k, double elements) { return kernel_seconds(sys, k, elements, elt); };
+  LayerOps r;
+  Profile& fw = r.forward;
+  Profile& bw = r.backward;
   // The four linears of a Megatron layer on one tp rank: QKV and MLP-up are
   // column-parallel (output split), attention-out and MLP-down row-parallel.
   const GemmShape linears[] = {{rows, 3 * h / t, h}, {rows, h, h / t}, {rows, f / t, h},
                                {rows, h, f / t}};
   for (const auto& g : linears) {
-    r.forward += gemm_seconds(sys, prec, g);
+    fw[Op::Gemm] += gemm_seconds(sys, prec, g);
     // Backward: input gradient dY W^T (rows x k x n) and weight gradient X^T dY (k x n x rows).
-    r.backward += gemm_seconds(sys, prec, {g.m, g.k, g.n}) + gemm_seconds(sys, prec, {g.k, g.n, g.m});
+    bw[Op::Gemm] += gemm_seconds(sys, prec, {g.m, g.k, g.n}) + gemm_seconds(sys, prec, {g.k, g.n, g.m});
+    // Every linear has a bias; its gradient is a column sum of dY (matmul.cpp).
+    bw[Op::Gemm] += kernel(Kernel::BiasGrad, double(g.m) * double(g.n));
   }
+  // Column-parallel biases are added inside the GEMM call; row-parallel ones
+  // too without tp, after the sum (to Ns rows, block.cpp) with it.
+  fw[Op::Gemm] += kernel(Kernel::BiasAdd, double(rows) * double(3 * h / t + f / t));
+  if (t == 1)
+    fw[Op::Gemm] += kernel(Kernel::BiasAdd, 2.0 * double(rows) * double(h));
+  else
+    fw[Op::Residual] += kernel(Kernel::BiasAdd, 2.0 * ns * double(h));
+  fw[Op::Residual] += 2 * kernel(Kernel::Residual, ns * double(h));
+  fw[Op::LayerNorm] += 2 * kernel(Kernel::LayerNormForward, ns * double(h));
+  bw[Op::LayerNorm] += 2 * kernel(Kernel::LayerNormBackward, ns * double(h));
+  fw[Op::Gelu] += kernel(Kernel::GeluForward, double(rows) * double(f / t));
+  bw[Op::Gelu] += kernel(Kernel::GeluBackward, double(rows) * double(f / t));
+
   // Attention core: Q K^T and P V over the (s x s) scores of a/t heads.
   const int64_t heads = m.num_heads / t, hd = m.head_size();
-  double attn_f = 0, attn_b = 0;
   if (L.flash_attention) {
     const double flops = 4.0 * double(par.micro_batch) * double(s) * double(s) * double(h / t);
-    attn_f = flops / (peak_flops(sys, prec) * sys.gemm_max_efficiency * sys.attention_efficiency);
-    attn_b = kFlashBackwardRatio * attn_f;
+    fw[Op::Attention] =
+        flops / (peak_flops(sys, prec) * sys.gemm_max_efficiency * sys.attention_efficiency);
+    bw[Op::Attention] = kFlashBackwardRatio * fw[Op::Attention];
   } else {
     const int64_t batch = par.micro_batch * heads;
     const double softmax = 3.0 * elt * double(batch) * double(s) * double(s) / sys.memory_bandwidth;
-    attn_f = gemm_seconds(sys, prec, {s, s, hd, batch}) + gemm_seconds(sys, prec, {s, hd, s, batch}) +
-             softmax;
-    attn_b = 2 * (gemm_seconds(sys, prec, {s, s, hd, batch}) +
-                  gemm_seconds(sys, prec, {s, hd, s, batch})) +
-             2 * softmax;
+    const double gemms =
+        gemm_seconds(sys, prec, {s, s, hd, batch}) + gemm_seconds(sys, prec, {s, hd, s, batch});
+    fw[Op::Attention] = gemms + softmax;
+    bw[Op::Attention] = 2 * gemms + 2 * softmax;
   }
-  r.attention_forward = attn_f;
-  const double replicated = par.sequence_parallel ? double(t) : 1.0;
-  const double elementwise = elt * double(rows) *
-                             (kResidualPasses * double(h) / replicated + kMlpPasses * double(f / t)) /
-                             sys.memory_bandwidth;
-  r.forward += attn_f + elementwise;
-  r.backward += attn_b + 2 * elementwise;
-  if (par.recompute == Recompute::Full) r.recompute = r.forward;
-  if (par.recompute == Recompute::Selective) r.recompute = attn_f;
 
-  // Megatron TP: two all-reduces of the (b s h) activations forward and two
-  // backward (f and g of Shoeybi et al. 2019); with SP each becomes an
-  // all-gather + reduce-scatter pair of the same volume (Korthikanti §4.2.2).
+  // Megatron TP: the attention and MLP regions each enter (f: identity
+  // forward, all-reduce backward) and leave (g: all-reduce forward, identity
+  // backward), Shoeybi et al. 2019. With SP enter all-gathers the LayerNorm
+  // output and leave reduce-scatters (Korthikanti §4.2.2); backward gathers
+  // dY for each region, re-gathers each LayerNorm output (only the shard is
+  // kept) and reduce-scatters each input gradient (block.cpp).
   if (t > 1) {
     const double bytes = elt * double(rows) * double(h);
-    double one;
-    if (par.sequence_parallel)
-      one = collective_cost(sys, Collective::AllGather, bytes, t, 1).seconds +
-            collective_cost(sys, Collective::ReduceScatter, bytes, t, 1).seconds;
-    else
-      one = collective_cost(sys, Collective::AllReduce, bytes, t, 1).seconds;
-    r.tp_forward = 2 * one;
-    r.tp_backward = 2 * one + (par.recompute == Recompute::Full ? 2 * one : 0.0);
+    auto cost = [&](Collective c) { return collective_cost(sys, c, bytes, t, 1).seconds; };
+    if (par.sequence_parallel) {
+      fw[Op::Comm] = 2 * (cost(Collective::AllGather) + cost(Collective::ReduceScatter));
+      bw[Op::Comm] = 4 * cost(Collective::AllGather) + 2 * cost(Collective::ReduceScatter);
+    } else {
+      fw[Op::Comm] = 2 * cost(Collective::AllReduce);
+      bw[Op::Comm] = 2 * cost(Collective::AllReduce);
+    }
+  }
+  if (par.recompute == Recompute::Full) r.recompute = r.forward;
+  if (par.recompute == Recompute::Selective) {
+    r.recompute[Op::Attention] = fw[Op::Attention];
+    r.recompute[Op::Gelu] = fw[Op::Gelu];
   }
   return r;
 }
 
-// The LM head (logits over the tp-local vocabulary slice and the loss) for
-// one micro-batch, forward and backward, and the embedding lookup.
-struct EndTimes {
-  double head_forward = 0, head_backward = 0, embed_forward = 0, embed_backward = 0;
-  double tp_forward = 0, tp_backward = 0;  // embedding all-reduce, loss statistics
+// The ends of the model for one micro-batch: the embedding lookup on the
+// first stage; the final LayerNorm, the tied LM head over the tp-local
+// vocabulary slice and the loss on the last (gpt.cpp).
+struct EndOps {
+  Profile embed_forward, embed_backward, head_forward, head_backward;
 };
 
-EndTimes end_times(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
+EndOps end_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
   const auto& par = L.par;
   const Precision prec = L.precision;
   const int64_t t = par.tp, rows = par.micro_batch * m.seq_length, h = m.hidden_size;
   const int64_t v = m.padded_vocab(t) / t;
+  const double ns = par.sequence_parallel ? double(rows) / double(t) : double(rows);
   const double elt = double(activation_element_bytes(prec));
-  EndTimes e;
-  // Cross-entropy in fp32 over the logits: read, exp-sum, write the gradient.
-  const double loss = 3.0 * 4.0 * double(rows) * double(v) / sys.memory_bandwidth;
-  e.head_forward = gemm_seconds(sys, prec, {rows, v, h}) + loss;
-  e.head_backward = gemm_seconds(sys, prec, {rows, h, v}) + gemm_seconds(sys, prec, {h, v, rows}) + loss;
-  e.embed_forward = 2.0 * elt * double(rows) * double(h) / sys.memory_bandwidth;
-  e.embed_backward = e.embed_forward;
+  auto kernel = [&](Kernel k, double elements) { return kernel_seconds(sys, k, elements, elt); };
+  EndOps e;
+  e.embed_forward[Op::Embedding] = kernel(Kernel::EmbeddingForward, double(rows) * double(h));
+  e.embed_backward[Op::Embedding] = kernel(Kernel::EmbeddingBackward, double(rows) * double(h));
+  e.head_forward[Op::LayerNorm] = kernel(Kernel::LayerNormForward, ns * double(h));
+  e.head_backward[Op::LayerNorm] = kernel(Kernel::LayerNormBackward, ns * double(h));
+  e.head_forward[Op::Gemm] = gemm_seconds(sys, prec, {rows, v, h});
+  e.head_backward[Op::Gemm] =
+      gemm_seconds(sys, prec, {rows, h, v}) + gemm_seconds(sys, prec, {h, v, rows});
+  e.head_forward[Op::Loss] = kernel(Kernel::CrossEntropyForward, double(rows) * double(v));
+  e.head_backward[Op::Loss] = kernel(Kernel::CrossEntropyBackward, double(rows) * double(v));
   if (t > 1) {
-    // Vocab-parallel embedding sums its partial lookups; vocab-parallel
-    // cross-entropy all-reduces a max and a sum per token.
-    e.tp_forward = collective_cost(sys, Collective::AllReduce, elt * double(rows) * double(h), t, 1).seconds +
-                   2 * collective_cost(sys, Collective::AllReduce, 4.0 * double(rows), t, 1).seconds;
-    e.tp_backward = 0;
+    const double bytes = elt * double(rows) * double(h);
+    auto cost = [&](Collective c, double b) { return collective_cost(sys, c, b, t, 1).seconds; };
+    // Vocab-parallel cross-entropy all-reduces a max and then two sums per token.
+    e.head_forward[Op::Comm] = cost(Collective::AllReduce, 4.0 * double(rows)) +
+                               cost(Collective::AllReduce, 8.0 * double(rows));
+    if (par.sequence_parallel) {
+      // The vocab-parallel lookup's partial rows are reduce-scattered; the
+      // final LayerNorm's output gathered forward and again backward; its
+      // input gradient reduce-scattered; the embedding gradient gathered.
+      e.embed_forward[Op::Comm] = cost(Collective::ReduceScatter, bytes);
+      e.embed_backward[Op::Comm] = cost(Collective::AllGather, bytes);
+      e.head_forward[Op::Comm] += cost(Collective::AllGather, bytes);
+      e.head_backward[Op::Comm] =
+          cost(Collective::AllGather, bytes) + cost(Collective::ReduceScatter, bytes);
+    } else {
+      e.embed_forward[Op::Comm] = cost(Collective::AllReduce, bytes);
+      e.head_backward[Op::Comm] = cost(Collective::AllReduce, bytes);
+    }
   }
   return e;
 }
@@ -223,26 +252,32 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   }
 
   // ---- time -------------------------------------------------------------
-  const LayerTimes lt = layer_times(m, sys, L);
-  const EndTimes et = end_times(m, sys, L);
+  const LayerOps lo = layer_ops(m, sys, L);
+  const EndOps eo = end_ops(m, sys, L);
   const double lc = double(layers_per_chunk);
   double zero3_chunk = 0;  // per micro-batch per chunk: gather forward and again backward
   if (par.zero_stage == 3 && dp > 1)
     zero3_chunk = collective_cost(sys, Collective::AllGather, chunk_params * per_param.weights * double(dp),
                                   dp, t).seconds;
+  // One micro-batch through one chunk of layers, by kind of work; the first
+  // chunk adds the embedding, the last the head and loss.
+  Profile chunk_forward, chunk_backward;
+  chunk_forward.add(lo.forward, lc);
+  chunk_backward.add(lo.backward, lc).add(lo.recompute, lc);
+  chunk_forward[Op::Comm] += zero3_chunk;
+  chunk_backward[Op::Comm] += zero3_chunk;
   PipelineCosts pc;
   pc.kind = L.schedule;
   pc.p = p;
   pc.v = v;
   pc.m = mb;
   const int64_t chunks = p * v;
-  pc.forward.assign(size_t(chunks), lc * (lt.forward + lt.tp_forward) + zero3_chunk);
-  pc.backward.assign(size_t(chunks),
-                     lc * (lt.backward + lt.recompute + lt.tp_backward) + zero3_chunk);
-  pc.forward.front() += et.embed_forward + et.tp_forward;
-  pc.backward.front() += et.embed_backward;
-  pc.forward.back() += et.head_forward;
-  pc.backward.back() += et.head_backward + et.tp_backward;
+  pc.forward.assign(size_t(chunks), chunk_forward.total());
+  pc.backward.assign(size_t(chunks), chunk_backward.total());
+  pc.forward.front() += eo.embed_forward.total();
+  pc.backward.front() += eo.embed_backward.total();
+  pc.forward.back() += eo.head_forward.total();
+  pc.backward.back() += eo.head_backward.total();
   const double elt = double(activation_element_bytes(L.precision));
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.
@@ -257,39 +292,66 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   b.bubble = std::max(0.0, pt.seconds - pt.busiest);
   b.bubble_fraction = pt.bubble_fraction;
   b.p2p = pc.p2p_seconds;
-  // The busiest rank is the one with the last chunk (the head) when v = 1.
-  const double per_mb_chunks = double(mb) * double(v);
-  b.compute = per_mb_chunks * lc * (lt.forward + lt.backward + lt.recompute) +
-              double(mb) * (et.head_forward + et.head_backward);
-  b.tp_comm = per_mb_chunks * lc * (lt.tp_forward + lt.tp_backward) + double(mb) * (et.tp_forward + et.tp_backward);
-  b.zero3_gather = per_mb_chunks * 2 * zero3_chunk;
 
-  // Data-parallel reduction of each stage's gradients; ZeRO-1/2 reduce-scatter
-  // the gradients and all-gather the updated weights (the same volume as one
-  // all-reduce), ZeRO-3 only reduce-scatters (weights are gathered per use).
+  // What a rank of stage s does in one step, before the step-level work
+  // below: m micro-batches through each of its v chunks (s, s + p, ...).
+  auto stage_ops = [&](int64_t s) {
+    Profile ops;
+    ops.add(chunk_forward, double(mb * v)).add(chunk_backward, double(mb * v));
+    if (s == 0) ops.add(eo.embed_forward, double(mb)).add(eo.embed_backward, double(mb));
+    if (s == p - 1) ops.add(eo.head_forward, double(mb)).add(eo.head_backward, double(mb));
+    return ops;
+  };
+  // The busiest rank is the one with the last chunk (the head).
+  const Profile busiest = stage_ops(p - 1);
+  b.zero3_gather = double(mb * v) * 2 * zero3_chunk;
+  b.tp_comm = busiest[Op::Comm] - b.zero3_gather;
+  b.compute = busiest.total() - busiest[Op::Comm];
+
+  // Data-parallel reduction of each stage's gradients, per unit during the
+  // last micro-batch's backward: an all-reduce (ZeRO-0) or a reduce-scatter
+  // (1-3); the system's comm_overlap of it hides behind that backward. ZeRO-1
+  // and 2 then all-gather the updated weights after the optimizer, which
+  // nothing hides; ZeRO-3 gathers weights per use instead (zero3_chunk).
   int64_t max_params = 0;
   for (const auto& s : c.stages) max_params = std::max(max_params, s.params);
   if (dp > 1) {
     const double grads = double(max_params) * per_param.grads;
     const double weights = double(max_params) * per_param.weights;
-    if (par.zero_stage == 0)
-      b.dp_reduce = collective_cost(sys, Collective::AllReduce, grads, dp, t).seconds;
-    else if (par.zero_stage <= 2)
-      b.dp_reduce = collective_cost(sys, Collective::ReduceScatter, grads, dp, t).seconds +
-                    collective_cost(sys, Collective::AllGather, weights, dp, t).seconds;
-    else
-      b.dp_reduce = collective_cost(sys, Collective::ReduceScatter, grads, dp, t).seconds;
-    // Buckets start reducing while the last micro-batch's backward runs.
+    const double reduce =
+        par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t).seconds
+                            : collective_cost(sys, Collective::ReduceScatter, grads, dp, t).seconds;
+    const double gather = par.zero_stage == 1 || par.zero_stage == 2
+                              ? collective_cost(sys, Collective::AllGather, weights, dp, t).seconds
+                              : 0.0;
+    b.dp_reduce = reduce + gather;
     const double window = opt.dp_overlap ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
-    b.dp_exposed = std::max(0.0, b.dp_reduce - window);
+    b.dp_exposed = reduce - sys.comm_overlap * std::min(reduce, window) + gather;
   }
   if (p > 1) {
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;
     b.embedding_sync = collective_cost(sys, Collective::AllReduce, emb, 2, (p - 1) * t * dp).seconds;
   }
+  // AdamW and the gradient norm over what this rank owns: its dp shard from
+  // ZeRO-1 on (the norm: ZeRO-0 reads the whole reduced gradient).
   const double shard = par.zero_stage >= 1 ? double(dp) : 1.0;
-  b.optimizer = kOptimizerBytesPerParam * double(max_params) / shard / sys.memory_bandwidth;
-  b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer;
+  auto step_kernels = [&](int64_t params, Profile& ops) {
+    ops[Op::Optimizer] += kernel_seconds(sys, Kernel::AdamW, double(params) / shard, elt);
+    ops[Op::GradNorm] += kernel_seconds(sys, Kernel::GradNorm, double(params) / shard, elt);
+  };
+  Profile largest;
+  step_kernels(max_params, largest);
+  b.optimizer = largest[Op::Optimizer] + largest[Op::GradNorm];
+  // Ranks that synchronise wait for the late one at every collective: the
+  // system's sync_wait of the compute between them.
+  if (L.devices() > 1) b.sync_wait = sys.sync_wait * b.compute;
+  b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
+  for (auto& sc : c.stages) {
+    sc.ops = stage_ops(sc.stage);
+    step_kernels(sc.params, sc.ops);
+    sc.ops[Op::Comm] += b.dp_exposed + b.sync_wait;
+    if (p > 1 && (sc.stage == 0 || sc.stage == p - 1)) sc.ops[Op::Comm] += b.embedding_sync;
+  }
 
   const FlopCount fl = step_flops(m, par.global_batch, par.recompute);
   c.model_flops = fl.model;
@@ -304,7 +366,8 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   const std::pair<double, const char*> parts[] = {
       {b.bubble, "pipeline bubble"},       {b.tp_comm, "tensor-parallel communication"},
       {b.dp_exposed, "data-parallel reduction"}, {b.zero3_gather, "ZeRO-3 weight gathers"},
-      {b.optimizer, "optimizer step"},     {b.embedding_sync, "embedding sync"}};
+      {b.optimizer, "optimizer step"},     {b.embedding_sync, "embedding sync"},
+      {b.sync_wait, "waiting at synchronisations"}};
   auto worst = *std::max_element(std::begin(parts), std::end(parts));
   c.limiter = fmt::format("compute {:.0f}% of step; largest overhead: {} {:.0f}%",
                           100 * b.compute / b.step, worst.second, 100 * worst.first / b.step);

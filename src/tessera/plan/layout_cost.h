@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/profile.h"
 #include "tessera/model/gpt_config.h"
 #include "tessera/plan/layout.h"
 #include "tessera/plan/memory_model.h"
@@ -20,6 +21,10 @@ struct StageCost {
   double layer_activations = 0;  // of which transformer layers (Korthikanti's Fig. 1 quantity)
   double zero3_buffers = 0;    // gathered weights of the chunk in use (ZeRO-3)
   int64_t in_flight = 0;       // micro-batch chunks held at the peak
+  // One step on a rank of this stage by kind of work, as the engine's
+  // profile names it (`seconds_by_op` of its metrics): compute, its exposed
+  // collectives as Op::Comm. Pipeline idle time (bubble) is not in it.
+  Profile ops;
   double memory() const { return state.total() + activations + zero3_buffers; }
 };
 
@@ -36,7 +41,8 @@ struct StepBreakdown {
   double dp_reduce = 0;        // data-parallel gradient reduction (+ ZeRO gathers)
   double dp_exposed = 0;       // the part not hidden behind the last backward
   double embedding_sync = 0;   // tied-embedding gradient sum, first <-> last stage
-  double optimizer = 0;        // the optimizer step (memory bound)
+  double optimizer = 0;        // the optimizer step and gradient norm (memory bound)
+  double sync_wait = 0;        // waiting for late ranks at collectives (system sync_wait)
   bool simulated = false;      // pipeline from the engine's schedule, not the closed form
 };
 

@@ -34,6 +34,7 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
     fail("{}: {}", where, e.what());
   }
   r.threads = run.value("threads", 0);
+  r.rank = run.value("rank", int64_t(0));
   r.system = run.value("system", std::string());
   if (run.contains("memory_bytes")) {
     const json& m = run["memory_bytes"];
@@ -80,20 +81,68 @@ RunMetrics read_run_metrics(const std::string& path) {
                   "{}: a step line needs a number \"step_seconds\"", where);
     r.steps.push_back(j.value("step", int64_t(r.steps.size() + 1)));
     r.step_seconds.push_back(j["step_seconds"].get<double>());
+    Profile ops;
+    if (j.contains("seconds_by_op") && j["seconds_by_op"].is_object())
+      for (size_t k = 0; k < size_t(Op::kCount); ++k) {
+        const auto it = j["seconds_by_op"].find(std::string(op_name(Op(k))));
+        if (it != j["seconds_by_op"].end() && it->is_number()) ops.seconds[k] = it->get<double>();
+      }
+    r.step_ops.push_back(ops);
   }
   TESSERA_CHECK(header, "{}: empty, or no run header", path);
   TESSERA_CHECK(!r.step_seconds.empty(), "{}: no steps", path);
   return r;
 }
 
-double median_step_seconds(const RunMetrics& r, size_t skip) {
-  TESSERA_CHECK(r.step_seconds.size() > skip,
-                "{}: {} step(s), need more than the {} warm-up steps skipped", r.path,
-                r.step_seconds.size(), skip);
-  std::vector<double> t(r.step_seconds.begin() + long(skip), r.step_seconds.end());
+namespace {
+
+double median(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   const size_t n = t.size();
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+}  // namespace
+
+void check_enough_steps(const RunMetrics& r, size_t skip) {
+  TESSERA_CHECK(r.step_seconds.size() > skip,
+                "{}: {} step(s), need more than the {} warm-up steps skipped", r.path,
+                r.step_seconds.size(), skip);
+}
+
+double median_step_seconds(const RunMetrics& r, size_t skip) {
+  check_enough_steps(r, skip);
+  return median(std::vector<double>(r.step_seconds.begin() + long(skip), r.step_seconds.end()));
+}
+
+Profile median_step_ops(const RunMetrics& r, size_t skip) {
+  check_enough_steps(r, skip);
+  Profile out;
+  for (size_t k = 0; k < size_t(Op::kCount); ++k) {
+    std::vector<double> t;
+    for (size_t i = skip; i < r.step_ops.size(); ++i) t.push_back(r.step_ops[i].seconds[k]);
+    out.seconds[k] = median(std::move(t));
+  }
+  return out;
+}
+
+RunMetrics pool_runs(const std::vector<RunMetrics>& repeats, size_t skip) {
+  TESSERA_CHECK(!repeats.empty(), "pool_runs: no runs");
+  RunMetrics pooled = repeats.front();
+  pooled.steps.clear();
+  pooled.step_seconds.clear();
+  pooled.step_ops.clear();
+  for (const auto& r : repeats) {
+    check_enough_steps(r, skip);
+    for (size_t i = skip; i < r.step_seconds.size(); ++i) {
+      pooled.steps.push_back(r.steps[i]);
+      pooled.step_seconds.push_back(r.step_seconds[i]);
+      pooled.step_ops.push_back(r.step_ops[i]);
+    }
+  }
+  if (repeats.size() > 1)
+    pooled.path = fmt::format("{} (+{} repeats)", repeats.front().path, repeats.size() - 1);
+  return pooled;
 }
 
 }  // namespace tessera::plan

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/profile.h"
 #include "tessera/model/gpt_config.h"
 #include "tessera/parallel/parallel_config.h"
 #include "tessera/parallel/schedule.h"
@@ -33,18 +34,31 @@ struct RunMetrics {
   ParallelConfig par;
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   int threads = 0;                     // 0: not recorded
+  int64_t rank = 0;                    // the world rank that wrote the file
   std::string system;                  // as recorded ("" if absent)
   std::optional<MeasuredMemory> memory;
   std::vector<int64_t> steps;          // step numbers, file order
   std::vector<double> step_seconds;    // wall time of each
+  std::vector<Profile> step_ops;       // each step's "seconds_by_op" (zeros when absent)
 };
 
 // Parses one file. Throws tessera::Error naming the file and line for a
 // missing header, a malformed line or a file without steps.
 RunMetrics read_run_metrics(const std::string& path);
 
+// Throws unless `r` has steps left after the first `skip` (warm-up).
+void check_enough_steps(const RunMetrics& r, size_t skip);
+
 // Median step time after dropping the first `skip` steps (warm-up: page
 // faults, oneDNN's kernel choice, thread start). Throws when none are left.
 double median_step_seconds(const RunMetrics& r, size_t skip);
+// The median of each kind of work over the same steps (kind by kind).
+Profile median_step_ops(const RunMetrics& r, size_t skip);
+
+// Repeats of one layout (same model, layout, rank) as one run: every file's
+// steps after its first `skip`, in file order, so a median over them spans
+// the repeats (taken at different times on a shared machine). The result
+// has no warm-up steps left; its path names the first file and the count.
+RunMetrics pool_runs(const std::vector<RunMetrics>& repeats, size_t skip);
 
 }  // namespace tessera::plan

@@ -67,6 +67,12 @@ SystemSpec load_system_file(const std::string& path) {
   const auto& node = need_table(root, "node", path);
   s.devices_per_node = int64_t(need_number(node, "devices", "node.", path));
   TESSERA_CHECK(s.devices_per_node >= 1, "{}: node.devices must be >= 1", path);
+  s.comm_overlap = get_number(node, "comm_overlap", s.comm_overlap);
+  s.sync_wait = get_number(node, "sync_wait", s.sync_wait);
+  TESSERA_CHECK(s.comm_overlap >= 0 && s.comm_overlap <= 1,
+                "{}: node.comm_overlap must be in [0, 1] (the fraction of a collective compute hides)",
+                path);
+  TESSERA_CHECK(s.sync_wait >= 0, "{}: node.sync_wait must be >= 0", path);
 
   if (const toml::table* g = root["gemm"].as_table()) {
     s.gemm_max_efficiency = get_number(*g, "max_efficiency", s.gemm_max_efficiency);
@@ -84,6 +90,19 @@ SystemSpec load_system_file(const std::string& path) {
         sm.flops = need_number(*row, "TFLOPs", "gemm.measured[].", path) * 1e12;
         s.gemm_measured.push_back(sm);
       }
+    }
+  }
+
+  if (const toml::table* k = root["kernels"].as_table()) {
+    for (const auto& [key, value] : *k) {
+      size_t i = 0;
+      while (i < kKernelCount && kernel_name(Kernel(i)) != key.str()) ++i;
+      TESSERA_CHECK(i < kKernelCount, "{}: kernels.{} is not a kernel the planner knows", path,
+                    key.str());
+      const auto ns = value.value<double>();
+      TESSERA_CHECK(ns && *ns > 0, "{}: kernels.{} must be a positive number (ns per element)",
+                    path, key.str());
+      s.kernel_seconds_per_element[i] = *ns * 1e-9;
     }
   }
 

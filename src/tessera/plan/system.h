@@ -2,9 +2,12 @@
 // per node, and the network as tiers of consecutive ranks. Loaded from TOML
 // (configs/systems/*.toml); every missing field is an error naming the file.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "tessera/plan/kernel_cost.h"
 
 namespace tessera::plan {
 
@@ -39,7 +42,17 @@ struct SystemSpec {
   int64_t tile_m = 128, tile_n = 128;
   double attention_efficiency = 0.5;  // flash attention, relative to a large GEMM
   std::vector<NetworkTier> tiers;     // fastest first; the last has ranks = 0
+  // [node] comm_overlap: the fraction of an overlapped collective that
+  // compute hides (1: dedicated copy engines and NICs; a CPU's collectives
+  // need the cores the compute uses). sync_wait: waiting at each
+  // synchronisation as a fraction of the compute before it (noise makes
+  // some rank late). Both measured by `tessera calibrate` with >= 2 ranks.
+  double comm_overlap = 1.0;
+  double sync_wait = 0.0;
   std::vector<GemmSample> gemm_measured;  // empty: the roofline/tiling model
+  // [kernels]: measured seconds per element of the engine's memory-bound
+  // kernels (kernel_cost.h); 0 = not measured, use bytes / memory_bandwidth.
+  std::array<double, kKernelCount> kernel_seconds_per_element{};
 
   double usable_memory() const { return memory_bytes - reserved_bytes; }
 };

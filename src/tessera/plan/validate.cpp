@@ -1,8 +1,10 @@
 #include "tessera/plan/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
+#include "tessera/ckpt/config_json.h"
 #include "tessera/core/error.h"
 
 namespace tessera::plan {
@@ -28,16 +30,38 @@ Validation validate_runs(const std::vector<std::string>& paths, const SystemSpec
   TESSERA_CHECK(!paths.empty(), "--validate: give at least one metrics file");
   Validation v;
   double step_sum = 0, mem_sum = 0;
+  // Repeats of one layout are pooled into one check (run_metrics.h).
+  std::vector<std::vector<RunMetrics>> groups;
+  std::vector<std::string> keys;
   for (const auto& path : paths) {
+    RunMetrics r = read_run_metrics(path);
+    check_enough_steps(r, warmup_steps);
+    const std::string key = fmt::format("{}|{}|{}", ckpt::model_to_json(r.model).dump(),
+                                        engine_layout(r).str(), r.rank);
+    const auto at = std::find(keys.begin(), keys.end(), key);
+    if (at == keys.end()) {
+      keys.push_back(key);
+      groups.push_back({std::move(r)});
+    } else {
+      groups[size_t(at - keys.begin())].push_back(std::move(r));
+    }
+  }
+  for (const auto& group : groups) {
     RunCheck c;
-    c.run = read_run_metrics(path);
-    c.measured_step = median_step_seconds(c.run, warmup_steps);
+    c.run = pool_runs(group, warmup_steps);
+    c.repeats = group.size();
+    c.measured_step = median_step_seconds(c.run, 0);
     try {
       c.predicted = evaluate_layout(c.run.model, sys, engine_layout(c.run));
     } catch (const Error& e) {
-      fail("{}: the planner rejects this run's layout: {}", path, e.what());
+      fail("{}: the planner rejects this run's layout: {}", group.front().path, e.what());
     }
     c.step_error = (c.predicted.time.step - c.measured_step) / c.measured_step;
+    // Megatron rank order (comm/grid.h): tp fastest, then dp, then pp.
+    c.stage = c.run.rank / (c.run.par.tp * c.run.par.dp);
+    c.measured_ops = median_step_ops(c.run, 0);
+    for (const auto& sc : c.predicted.stages)
+      if (sc.stage == c.stage) c.predicted_ops = sc.ops;
     step_sum += std::abs(c.step_error);
     if (c.run.memory && c.run.memory->total() > 0) {
       c.has_memory = true;
@@ -53,7 +77,30 @@ Validation validate_runs(const std::vector<std::string>& paths, const SystemSpec
   return v;
 }
 
-std::string format_validation(const Validation& v, const SystemSpec& sys) {
+namespace {
+
+// Each kind of work of one run: measured and predicted milliseconds per step.
+std::string format_ops(const RunCheck& c) {
+  std::string out = fmt::format("\n{} ({}), pipeline stage {}: ms per step by kind of work\n",
+                                c.run.path, c.predicted.layout.str(), c.stage);
+  out += fmt::format("  {:<10} {:>9} {:>9} {:>8}\n", "kind", "measured", "predicted", "error");
+  for (size_t k = 0; k < size_t(Op::kCount); ++k) {
+    const double meas = c.measured_ops.seconds[k], pred = c.predicted_ops.seconds[k];
+    if (meas < 1e-4 && pred < 1e-4) continue;  // under 0.1 ms either way: not worth a line
+    out += fmt::format("  {:<10} {:>9.1f} {:>9.1f}", op_name(Op(k)), meas * 1e3, pred * 1e3);
+    out += meas > 0 ? fmt::format(" {:>+7.0f}%\n", 100 * (pred - meas) / meas) : "\n";
+  }
+  const double meas = c.measured_ops.total(), pred = c.predicted_ops.total();
+  out += fmt::format("  {:<10} {:>9.1f} {:>9.1f} {:>+7.0f}%   (step {:.1f} / {:.1f}: the rest is "
+                     "waiting, bubble and untimed work)\n",
+                     "sum", meas * 1e3, pred * 1e3, meas > 0 ? 100 * (pred - meas) / meas : 0.0,
+                     c.measured_step * 1e3, c.predicted.time.step * 1e3);
+  return out;
+}
+
+}  // namespace
+
+std::string format_validation(const Validation& v, const SystemSpec& sys, bool by_op) {
   std::string out = fmt::format(
       "planner ({}, fp32) against {} measured run(s); step time = median after 2 warm-up steps, "
       "memory = the largest rank's params + grads + optimizer + activations\n\n",
@@ -79,6 +126,8 @@ std::string format_validation(const Validation& v, const SystemSpec& sys) {
   if (v.memory_runs > 0)
     out += fmt::format(", memory {:.1f}% over {} run(s)", 100 * v.memory_mape, v.memory_runs);
   out += "\n";
+  if (by_op)
+    for (const auto& c : v.runs) out += format_ops(c);
   return out;
 }
 

@@ -13,12 +13,17 @@
 namespace tessera::plan {
 
 struct RunCheck {
-  RunMetrics run;
+  RunMetrics run;                // pooled over the repeats of this layout
+  size_t repeats = 1;            // metrics files pooled
   LayoutCost predicted;          // the layout as the engine runs it: fp32, flash attention
   double measured_step = 0;      // median after warm-up
   double step_error = 0;         // (predicted - measured) / measured
   bool has_memory = false;
   double measured_memory = 0, memory_error = 0;
+  // Where the time goes on the rank that wrote the file (its pipeline
+  // stage): medians of its "seconds_by_op" beside the planner's StageCost::ops.
+  int64_t stage = 0;
+  Profile measured_ops, predicted_ops;
 };
 
 struct Validation {
@@ -28,11 +33,14 @@ struct Validation {
   int memory_runs = 0;
 };
 
-// Throws tessera::Error for unreadable files or layouts the planner rejects.
+// Files of the same model, layout and writing rank are repeats and pooled
+// into one check. Throws tessera::Error for unreadable files, runs with no
+// steps past the warm-up, or layouts the planner rejects.
 Validation validate_runs(const std::vector<std::string>& paths, const SystemSpec& sys,
                          size_t warmup_steps = 2);
 
-// One line per run and the two mean errors.
-std::string format_validation(const Validation& v, const SystemSpec& sys);
+// One line per run and the two mean errors; with by_op, then a table per
+// run of each kind of work, measured beside predicted.
+std::string format_validation(const Validation& v, const SystemSpec& sys, bool by_op = false);
 
 }  // namespace tessera::plan

@@ -66,6 +66,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
     pipe_ = std::make_unique<PipelineExecutor>(
         *model_, *grid,
         PipelineOptions{cfg.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B, T});
+    pipe_->set_profile(&profile_);
   } else {
     activations_init(acts_, model_->act_shape(B, T));
   }

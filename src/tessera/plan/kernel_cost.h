@@ -1,0 +1,48 @@
+// Seconds of the engine's memory-bound (non-GEMM, non-attention) kernels:
+// LayerNorm, GELU, residual adds, biases, embedding, cross-entropy, AdamW
+// and the gradient norm. Pluggable like gemm_model.h: a system file with a
+// [kernels] table (written by `tessera calibrate` from the engine's own
+// kernels) gives seconds per element; otherwise the bytes each kernel moves
+// per element over the device's memory bandwidth.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace tessera::plan {
+
+struct SystemSpec;
+
+// Per element of what each kernel is applied to (see kernel_unit below).
+enum class Kernel {
+  LayerNormForward, LayerNormBackward,  // per (row, feature) of the normalised activation
+  GeluForward, GeluBackward,            // per MLP activation
+  Residual,                             // one add: per output element
+  BiasAdd, BiasGrad,                    // per output element of the linear / of dY
+  EmbeddingForward, EmbeddingBackward,  // token + position, per (token, feature)
+  CrossEntropyForward, CrossEntropyBackward,  // per logit
+  AdamW,                                // per parameter this rank updates
+  GradNorm,                             // per gradient element this rank reads
+  kCount
+};
+constexpr size_t kKernelCount = size_t(Kernel::kCount);
+
+// The name in a system file's [kernels] table ("layernorm_forward", ...).
+constexpr std::string_view kernel_name(Kernel k) {
+  constexpr std::array<std::string_view, kKernelCount> names = {
+      "layernorm_forward", "layernorm_backward", "gelu_forward",        "gelu_backward",
+      "residual",          "bias_add",           "bias_grad",           "embedding_forward",
+      "embedding_backward", "cross_entropy_forward", "cross_entropy_backward", "adamw",
+      "grad_norm"};
+  return names[size_t(k)];
+}
+
+// Bytes moved per element when nothing is measured, for activations of
+// `element_bytes` (2 mixed precision, 4 fp32). The optimizer and the norm
+// are fp32 either way.
+double kernel_bytes_per_element(Kernel k, double element_bytes);
+
+// Seconds for `elements` elements on one device of `sys`.
+double kernel_seconds(const SystemSpec& sys, Kernel k, double elements, double element_bytes);
+
+}  // namespace tessera::plan

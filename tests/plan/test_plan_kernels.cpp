@@ -1,0 +1,154 @@
+// The planner's memory-bound kernels (kernel_cost.h): bytes over bandwidth by
+// default, a system file's measured [kernels] table when present, bad tables
+// named; the [node] overlap and sync-wait terms; and calibrate's own
+// measurement of the engine's kernels.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tessera/core/error.h"
+#include "tessera/plan/calibrate.h"
+#include "tessera/plan/kernel_cost.h"
+#include "tessera/plan/layout_cost.h"
+#include "tessera/plan/system.h"
+
+using namespace tessera;
+using namespace tessera::plan;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+const std::string kBase = R"(
+name = "k"
+[device]
+memory_GB = 16.0
+memory_bandwidth_GBps = 10.0
+peak_TFLOPs = { fp32 = 0.2 }
+[node]
+devices = 2
+[[network]]
+ranks = 0
+bandwidth_GBps = 5.0
+latency_us = 1.0
+)";
+
+GPTConfig small_model() {
+  GPTConfig m;
+  m.num_layers = 2;
+  m.hidden_size = 128;
+  m.num_heads = 4;
+  m.seq_length = 64;
+  m.vocab_size = 512;
+  return m;
+}
+
+PlanLayout dp2() {
+  PlanLayout L;
+  L.par.dp = 2;
+  L.par.micro_batch = 4;
+  L.par.global_batch = 8;
+  L.precision = Precision::FP32;
+  return L;
+}
+
+}  // namespace
+
+TEST(KernelCost, BytesOverBandwidthWithoutATable) {
+  SystemSpec s = load_system_file(write_temp("tessera_k0.toml", kBase));
+  // LayerNorm forward reads and writes each fp32 element: 8 bytes at 10 GB/s.
+  EXPECT_DOUBLE_EQ(kernel_seconds(s, Kernel::LayerNormForward, 1e6, 4), 8e6 / 10e9);
+  // AdamW moves 28 bytes per parameter whatever the activations' precision.
+  EXPECT_DOUBLE_EQ(kernel_seconds(s, Kernel::AdamW, 1e6, 2), 28e6 / 10e9);
+  EXPECT_DOUBLE_EQ(kernel_seconds(s, Kernel::GeluBackward, 0, 4), 0.0);
+  for (size_t k = 0; k < kKernelCount; ++k)
+    EXPECT_GT(kernel_bytes_per_element(Kernel(k), 4), 0.0) << kernel_name(Kernel(k));
+}
+
+TEST(KernelCost, MeasuredTableWinsAndMovesThePrediction) {
+  SystemSpec plain = load_system_file(write_temp("tessera_k1.toml", kBase));
+  SystemSpec measured = load_system_file(
+      write_temp("tessera_k2.toml", kBase + "[kernels]\nlayernorm_forward = 2.5\nadamw = 10\n"));
+  EXPECT_DOUBLE_EQ(kernel_seconds(measured, Kernel::LayerNormForward, 1e6, 4), 2.5e-3);
+  EXPECT_DOUBLE_EQ(kernel_seconds(measured, Kernel::AdamW, 1e6, 4), 10e-3);
+  // Not in the table: the bandwidth model still.
+  EXPECT_DOUBLE_EQ(kernel_seconds(measured, Kernel::GeluForward, 1e6, 4),
+                   kernel_seconds(plain, Kernel::GeluForward, 1e6, 4));
+  // The layout's LayerNorm time follows: 2 per layer forward x 2 layers + the
+  // final one, over 4 x 64 rows x 128 features, one micro-batch per dp rank.
+  const LayoutCost a = evaluate_layout(small_model(), plain, dp2());
+  const LayoutCost b = evaluate_layout(small_model(), measured, dp2());
+  const double elements = 4.0 * 64 * 128;
+  const double ln_forward_plain = 5 * elements * 8 / 10e9;
+  const double ln_forward_measured = 5 * elements * 2.5e-9;
+  EXPECT_NEAR(b.stages[0].ops[Op::LayerNorm] - a.stages[0].ops[Op::LayerNorm],
+              ln_forward_measured - ln_forward_plain, 1e-12);
+  EXPECT_GT(b.time.optimizer, a.time.optimizer);
+}
+
+TEST(KernelCost, BadTablesAreNamed) {
+  try {
+    load_system_file(write_temp("tessera_k3.toml", kBase + "[kernels]\nlayer_norm = 1.0\n"));
+    FAIL() << "accepted an unknown kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kernels.layer_norm"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_system_file(write_temp("tessera_k4.toml", kBase + "[kernels]\nadamw = -1\n")),
+               Error);
+  std::string bad_overlap = kBase;
+  bad_overlap.replace(bad_overlap.find("devices = 2"), 11, "devices = 2\ncomm_overlap = 1.5");
+  try {
+    load_system_file(write_temp("tessera_k5.toml", bad_overlap));
+    FAIL() << "accepted comm_overlap 1.5";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node.comm_overlap"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KernelCost, OverlapAndSyncWaitEnterTheStep) {
+  std::string text = kBase;
+  SystemSpec hidden = load_system_file(write_temp("tessera_k6.toml", text));
+  text.replace(text.find("devices = 2"), 11, "devices = 2\ncomm_overlap = 0.0\nsync_wait = 0.1");
+  SystemSpec exposed = load_system_file(write_temp("tessera_k7.toml", text));
+  EXPECT_DOUBLE_EQ(hidden.comm_overlap, 1.0);
+  EXPECT_DOUBLE_EQ(hidden.sync_wait, 0.0);
+  const LayoutCost a = evaluate_layout(small_model(), hidden, dp2());
+  const LayoutCost b = evaluate_layout(small_model(), exposed, dp2());
+  // ZeRO-0's all-reduce: hidden (up to the backward window) vs all exposed.
+  EXPECT_GT(b.time.dp_exposed, a.time.dp_exposed);
+  EXPECT_NEAR(b.time.dp_exposed, b.time.dp_reduce, 1e-15);
+  EXPECT_DOUBLE_EQ(a.time.sync_wait, 0.0);
+  EXPECT_NEAR(b.time.sync_wait, 0.1 * b.time.compute, 1e-15);
+  EXPECT_NEAR(b.time.step - a.time.step,
+              (b.time.dp_exposed - a.time.dp_exposed) + b.time.sync_wait, 1e-12);
+  // One device synchronises with nobody.
+  PlanLayout one = dp2();
+  one.par.dp = 1;
+  one.par.global_batch = 4;
+  EXPECT_DOUBLE_EQ(evaluate_layout(small_model(), exposed, one).time.sync_wait, 0.0);
+}
+
+TEST(KernelCost, CalibrateMeasuresTheEnginesKernels) {
+  const KernelTimes k = measure_kernels(/*rows=*/128, /*C=*/64, /*F=*/256, /*V=*/512, /*T=*/64,
+                                        /*params=*/100000, /*min_seconds=*/0.001);
+  for (size_t i = 0; i < kKernelCount; ++i) {
+    EXPECT_GT(k[i], 0.0) << kernel_name(Kernel(i));
+    EXPECT_LT(k[i], 1e-6) << kernel_name(Kernel(i));  // under 1 us per element on any CPU
+  }
+  Calibration c;
+  c.cpu = "test";
+  c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 100e9;
+  c.attention_efficiency = 0.3;
+  c.gemm = {{256, 256, 256, 100e9}};
+  c.kernels = k;
+  c.kernel_rows = 128;
+  SystemSpec s = load_system_file(write_temp("tessera_k8.toml", calibration_toml(c)));
+  for (size_t i = 0; i < kKernelCount; ++i)
+    EXPECT_NEAR(s.kernel_seconds_per_element[i], k[i], 1e-4 * k[i] + 1e-15) << kernel_name(Kernel(i));
+}

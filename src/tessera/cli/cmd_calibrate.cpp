@@ -13,6 +13,7 @@
 #include <memory>
 #include <tuple>
 
+#include "tessera/cli/collective_errors.h"
 #include "tessera/cli/commands.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/core/error.h"
@@ -29,9 +30,10 @@ struct CalibrateArgs {
   std::string output;
   std::vector<std::string> models;
   std::vector<int64_t> micro_batch{1, 2, 4, 8, 16}, tp{1, 2};
-  double max_gflop = 40;  // skip larger GEMMs: the planner's nearest shape is at the plateau
+  double max_gflop = 4;  // skip larger grid GEMMs: the planner's nearest shape is at the plateau
   int threads = 0;
   bool quick = false;
+  int passes = 5;
 };
 
 std::string cpu_name() {
@@ -63,9 +65,7 @@ double machine_memory_bytes() {
 // that the planner's nearest-shape lookup has neighbours for other models.
 std::vector<plan::CalibShape> shapes_to_measure(const CalibrateArgs& a) {
   std::map<std::tuple<int64_t, int64_t, int64_t>, plan::CalibShape> unique;
-  auto add = [&](const plan::CalibShape& s) {
-    if (s.flops() <= a.max_gflop * 1e9) unique.emplace(std::tuple{s.m, s.n, s.k}, s);
-  };
+  auto add = [&](const plan::CalibShape& s) { unique.emplace(std::tuple{s.m, s.n, s.k}, s); };
   for (const auto& name : a.models) {
     const GPTConfig m = plan::load_model(name);
     for (int64_t t : a.tp)
@@ -76,10 +76,16 @@ std::vector<plan::CalibShape> shapes_to_measure(const CalibrateArgs& a) {
   if (!a.quick)
     for (int64_t m : {128, 512, 2048, 8192})
       for (int64_t n : {256, 1024, 4096})
-        for (int64_t k : {256, 1024, 4096}) add({m, n, k, 'N', 'T', m, n, k});
+        for (int64_t k : {256, 1024, 4096})
+          if (2.0 * double(m * n * k) <= a.max_gflop * 1e9) add({m, n, k, 'N', 'T', m, n, k});
   std::vector<plan::CalibShape> out;
   for (auto& [key, s] : unique) out.push_back(s);
   return out;
+}
+
+double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
 }
 
 void run_calibrate(const CalibrateArgs& a) {
@@ -87,6 +93,18 @@ void run_calibrate(const CalibrateArgs& a) {
   auto world = rt.world();
   const bool lead = world->rank() == 0;
   if (a.threads > 0) omp_set_num_threads(a.threads);
+  // Bad input before a minute of measuring: the output must be writable and
+  // every model must load, on every rank alike.
+  agree(*world, [&] {
+    for (const auto& m : a.models) plan::load_model(m);
+    if (!lead) return;
+    const std::filesystem::path p(a.output);
+    std::error_code ec;
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+    const std::string probe = a.output + ".tmp";
+    TESSERA_CHECK(bool(std::ofstream(probe)), "--output {}: cannot write there", a.output);
+    std::filesystem::remove(probe);
+  });
   Stopwatch total;
 
   plan::Calibration c;
@@ -104,32 +122,62 @@ void run_calibrate(const CalibrateArgs& a) {
                "attention{}\n",
                c.ranks, c.threads, shapes.size(),
                c.ranks >= 2 ? ", network (ranks 0 and 1)" : "; one rank: network not measured");
-  const double min_seconds = a.quick ? 0.005 : 0.05;
+  // Attention and the memory-bound kernels at the first model's shape and
+  // the largest micro-batch up to 8 (one sequence is too little work to time
+  // on a shared machine), no tp.
+  const GPTConfig m0 = plan::load_model(a.models.front());
+  const int64_t att_batch =
+      std::min<int64_t>(8, *std::max_element(a.micro_batch.begin(), a.micro_batch.end()));
+  c.kernel_rows = att_batch * m0.seq_length;
+
+  // Passes: every GEMM shape, the attention and the kernels are timed once
+  // per pass and each takes the median over the passes. On a shared machine
+  // the speed drifts by tens of percent from one minute to the next; a shape
+  // timed in one burst would carry its moment's speed, interleaved passes
+  // spread every measurement over the whole calibration.
+  const int passes = a.quick ? 1 : a.passes;
+  const double min_seconds = (a.quick ? 0.005 : 0.05) / passes;
+  std::vector<std::vector<double>> gemm_flops(shapes.size());
+  std::vector<double> att_forward, att_backward;
+  std::vector<std::vector<double>> kernels(plan::kKernelCount);
+  std::vector<double> sync_waits;  // with >= 2 ranks
+  for (int pass = 0; pass < passes; ++pass) {
+    if (world->size() >= 2) sync_waits.push_back(plan::measure_sync_wait(*world));
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      world->barrier();
+      gemm_flops[i].push_back(mean(plan::measure_gemm(shapes[i], min_seconds)));
+    }
+    world->barrier();
+    const plan::AttentionTime at =
+        plan::measure_attention(att_batch, m0.seq_length, m0.hidden_size, m0.num_heads);
+    att_forward.push_back(mean(at.forward));
+    att_backward.push_back(mean(at.backward));
+    c.attention = at;
+    world->barrier();
+    const plan::KernelTimes k =
+        plan::measure_kernels(c.kernel_rows, m0.hidden_size, m0.ffn(), m0.padded_vocab(1),
+                              m0.seq_length, ParamLayout::count_model_params(m0), min_seconds);
+    // ns through the float all-reduce, which keeps their digits
+    for (size_t i = 0; i < plan::kKernelCount; ++i) kernels[i].push_back(mean(k[i] * 1e9) * 1e-9);
+  }
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto& s = shapes[i];
-    world->barrier();
-    const double flops = mean(plan::measure_gemm(s, min_seconds));
+    const double flops = median_of(gemm_flops[i]);
     c.gemm.push_back({s.m, s.n, s.k, flops});
     c.peak_gemm = std::max(c.peak_gemm, flops);
     if (lead)
       fmt::print("  sgemm {}{} {:>5} x {:>5} x {:>5}  (plan m {} n {} k {}): {:7.1f} GFLOP/s\n",
                  s.ta, s.tb, s.M, s.N, s.K, s.m, s.n, s.k, flops / 1e9);
   }
+  c.attention.forward = median_of(att_forward);
+  c.attention.backward = median_of(att_backward);
+  for (size_t i = 0; i < plan::kKernelCount; ++i) c.kernels[i] = median_of(kernels[i]);
 
   world->barrier();
   c.triad_bandwidth = mean(plan::measure_triad_bandwidth(a.quick ? (int64_t(1) << 22)
                                                                  : (int64_t(1) << 25)));
   if (lead) fmt::print("  triad: {:.2f} GB/s per rank\n", c.triad_bandwidth / 1e9);
 
-  // Attention at the first model's shape and the largest micro-batch up to 8
-  // (one sequence is too little work to time on a shared machine), no tp.
-  const GPTConfig m0 = plan::load_model(a.models.front());
-  const int64_t att_batch =
-      std::min<int64_t>(8, *std::max_element(a.micro_batch.begin(), a.micro_batch.end()));
-  world->barrier();
-  c.attention = plan::measure_attention(att_batch, m0.seq_length, m0.hidden_size, m0.num_heads);
-  c.attention.forward = mean(c.attention.forward);
-  c.attention.backward = mean(c.attention.backward);
   // The planner charges flops / (peak * efficiency) forward and 2.5 x that
   // backward; pick the efficiency that makes the sum what was measured.
   c.attention_efficiency = 3.5 * c.attention.planner_flops /
@@ -140,13 +188,6 @@ void run_calibrate(const CalibrateArgs& a) {
                att_batch, m0.seq_length, m0.hidden_size, m0.num_heads, c.attention.forward * 1e3,
                c.attention.backward * 1e3, c.attention_efficiency);
 
-  // The memory-bound kernels at the same shape.
-  world->barrier();
-  c.kernel_rows = att_batch * m0.seq_length;
-  c.kernels = plan::measure_kernels(c.kernel_rows, m0.hidden_size, m0.ffn(), m0.padded_vocab(1),
-                                    m0.seq_length, ParamLayout::count_model_params(m0),
-                                    min_seconds);
-  for (double& k : c.kernels) k = mean(k * 1e9) * 1e-9;  // ns: float all-reduce keeps digits
   if (lead) {
     fmt::print("  kernels (ns per element, {} tokens):", c.kernel_rows);
     for (size_t i = 0; i < plan::kKernelCount; ++i)
@@ -157,7 +198,7 @@ void run_calibrate(const CalibrateArgs& a) {
   if (world->size() >= 2) {
     c.network = plan::measure_network(*world);
     c.comm_overlap = plan::measure_comm_overlap(*world);
-    c.sync_wait = plan::measure_sync_wait(*world);
+    c.sync_wait = median_of(sync_waits);
     if (lead)
       fmt::print("  network: {:.2f} us latency, {:.2f} GB/s (ranks 0 <-> 1)\n",
                  c.network->latency * 1e6, c.network->bandwidth / 1e9);
@@ -168,18 +209,21 @@ void run_calibrate(const CalibrateArgs& a) {
   }
   c.seconds = total.elapsed();
 
-  if (lead) {
-    std::filesystem::path p(a.output);
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    std::ofstream out(a.output);
-    TESSERA_CHECK(bool(out), "--output {}: cannot open for writing", a.output);
-    out << plan::calibration_toml(c);
-    out.close();
-    plan::load_system_file(a.output);  // what was written must load
+  // Rank 0 writes; agree() so that a failure there (the file does not load
+  // back) ends every rank instead of leaving the others in a barrier.
+  agree(*world, [&] {
+    if (!lead) return;
+    const std::string tmp = a.output + ".tmp";
+    {
+      std::ofstream out(tmp);
+      TESSERA_CHECK(bool(out), "--output {}: cannot open for writing", a.output);
+      out << plan::calibration_toml(c);
+    }
+    plan::load_system_file(tmp);  // what was written must load
+    std::filesystem::rename(tmp, a.output);
     fmt::print("peak sgemm {:.1f} GFLOP/s; wrote {} in {:.0f} s\n", c.peak_gemm / 1e9, a.output,
                c.seconds);
-  }
-  world->barrier();
+  });
 }
 
 }  // namespace
@@ -198,9 +242,17 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--micro-batch", a->micro_batch, "micro-batch sizes to measure")
       ->capture_default_str();
   cmd->add_option("--tp", a->tp, "tensor-parallel degrees to measure")->capture_default_str();
-  cmd->add_option("--max-gflop", a->max_gflop, "skip GEMMs larger than this")->capture_default_str();
+  cmd->add_option("--max-gflop", a->max_gflop,
+                  "skip coarse-grid GEMMs larger than this (the models' own shapes are always "
+                  "measured)")
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "threads per rank (default: OpenMP's)");
-  cmd->add_flag("--quick", a->quick, "fewer shapes and shorter timings (tests)");
+  cmd->add_flag("--quick", a->quick, "fewer shapes and shorter timings, one pass (tests)");
+  cmd->add_option("--passes", a->passes,
+                  "interleaved passes over every measurement, each taking the median over them "
+                  "(a shared machine's speed drifts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   cmd->callback([a] {
     CalibrateArgs args = *a;
     if (args.quick) args.micro_batch = {args.micro_batch.front()}, args.tp = {1};

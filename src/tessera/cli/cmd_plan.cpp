@@ -24,6 +24,9 @@ namespace {
 struct PlanArgs {
   // system "": frontier, or local with --validate (runs of this machine).
   std::string model = "frontier-175b", system, json, sequence_parallel = "both";
+  // --validate: further calibrations of the same machine (--system given
+  // several times); each run's prediction is the median over all of them.
+  std::vector<std::string> more_systems;
   std::string precision = "mixed16";
   int64_t devices = 0, global_batch = 0;
   size_t top = 5;
@@ -92,10 +95,14 @@ void run_plan(const PlanArgs& a) {
                  double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
     return;
   }
+  TESSERA_CHECK(a.more_systems.empty() || !a.validate.empty(),
+                "--system: several system files only with --validate (one search needs one machine)");
   const plan::SystemSpec sys =
       plan::load_system(!a.system.empty() ? a.system : !a.validate.empty() ? "local" : "frontier");
   if (!a.validate.empty()) {
-    fmt::print("{}", plan::format_validation(plan::validate_runs(a.validate, sys), sys, a.by_op));
+    std::vector<plan::SystemSpec> systems{sys};
+    for (const auto& s : a.more_systems) systems.push_back(plan::load_system(s));
+    fmt::print("{}", plan::format_validation(plan::validate_runs(a.validate, systems), sys, a.by_op));
     return;
   }
   if (a.study) {
@@ -171,9 +178,16 @@ void register_plan(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "plan", "predict memory and step time of parallel layouts, search for the fastest that fits");
   cmd->add_option("--model", a->model, "model preset or .toml file")->capture_default_str();
-  cmd->add_option("--system", a->system,
-                  "system name (configs/systems/) or .toml file (default: frontier; local with "
-                  "--validate)");
+  cmd->add_option_function<std::vector<std::string>>(
+         "--system",
+         [a](const std::vector<std::string>& v) {
+           a->system = v.front();
+           a->more_systems.assign(v.begin() + 1, v.end());
+         },
+         "system name (configs/systems/) or .toml file (default: frontier; local with "
+         "--validate); with --validate, several calibrations of one machine taken across the "
+         "runs: each run is predicted on each and the median prediction compared")
+      ->expected(1, 64);
   cmd->add_option("--devices", a->devices, "devices (ranks) to plan for");
   cmd->add_option("--global-batch-size", a->global_batch, "sequences per optimizer step");
   cmd->add_option("--top", a->top, "how many layouts to print")->capture_default_str();

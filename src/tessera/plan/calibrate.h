@@ -75,8 +75,10 @@ NetworkMeasure measure_network(comm::Communicator& comm);
 
 // The fraction of an asynchronous all-reduce (16 MiB) that compute running
 // at the same time hides: (compute + collective - both at once) / collective,
-// in [0, 1]. Near 1 where dedicated engines move data; near 0 where the
-// collective needs the cores the compute already uses (a CPU).
+// in [-1, 1] (medians of 15 interleaved repeats). Near 1 where dedicated
+// engines move data; near 0 where the collective needs the cores the
+// compute already uses (a CPU); below 0 when running them together costs
+// more than one after the other (a polling thread steals the compute's core).
 double measure_comm_overlap(comm::Communicator& comm);
 
 // Waiting at synchronisation points as a fraction of the compute between

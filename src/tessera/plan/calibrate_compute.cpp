@@ -104,7 +104,7 @@ double measure_gemm(const CalibShape& s, double min_seconds) {
                                   b_cols, beta, c.f32(), s.N);
     TESSERA_CHECK(st == dnnl_success, "calibrate: oneDNN sgemm failed for {}x{}x{}", s.M, s.N, s.K);
   };
-  return 2.0 * double(s.M) * double(s.N) * double(s.K) / median_seconds(run, 10, min_seconds);
+  return 2.0 * double(s.M) * double(s.N) * double(s.K) / median_seconds(run, 3, min_seconds);
 }
 
 double measure_triad_bandwidth(int64_t n) {
@@ -133,13 +133,13 @@ AttentionTime measure_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
   fill(dout.f32(), B * T * C, 0.01f);
   AttentionTime r;
   r.forward = median_seconds(
-      [&] { cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, C, NH); }, 10, 0.05);
+      [&] { cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, C, NH); }, 3, 0.01);
   r.backward = median_seconds(
       [&] {
         cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), B, T, C,
                                 NH);
       },
-      10, 0.05);
+      3, 0.01);
   r.batch = B, r.seq = T, r.hidden = C, r.heads = NH;
   r.planner_flops = 4.0 * double(B) * double(T) * double(T) * double(C);
   return r;
@@ -165,7 +165,7 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64
 
   KernelTimes k{};
   auto per = [&](Kernel kind, double elements, auto&& run) {
-    k[size_t(kind)] = median_seconds(run, 10, min_seconds) / elements;
+    k[size_t(kind)] = median_seconds(run, 3, min_seconds) / elements;
   };
   const double rc = double(rows * C), rf = double(rows * F), rv = double(rows * V);
   per(Kernel::LayerNormForward, rc, [&] {

@@ -76,28 +76,31 @@ double measure_comm_overlap(comm::Communicator& comm) {
   std::span<float> data(buf.data(), buf.size());
   GemmWork work;
   work.run(2);  // warm-up
-  auto timed = [&](auto&& body) {
-    std::vector<double> t;
-    for (int rep = 0; rep < 5; ++rep) {
-      comm.barrier();
-      Stopwatch sw;
-      body();
-      t.push_back(sw.elapsed());
-    }
-    return median(std::move(t));
+  auto time = [&](auto&& body) {
+    comm.barrier();
+    Stopwatch sw;
+    body();
+    return sw.elapsed();
   };
-  const double comm_alone = timed([&] { comm.all_reduce_async(data).wait(); });
-  const double one_gemm = timed([&] { work.run(1); });
+  const double comm_first = time([&] { comm.all_reduce_async(data).wait(); });
+  const double one_gemm = time([&] { work.run(1); });
   // About twice the collective's time of compute, so all of it could hide.
-  const int gemms = std::max(1, int(2.0 * comm_alone / one_gemm + 0.5));
-  const double compute_alone = timed([&] { work.run(gemms); });
-  const double both = timed([&] {
-    comm::Work w = comm.all_reduce_async(data);
-    work.run(gemms);
-    w.wait();
-  });
-  const double hidden = (compute_alone + comm_alone - both) / comm_alone;
-  return std::clamp(group_mean(comm, hidden), 0.0, 1.0);
+  const int gemms = std::max(1, int(2.0 * comm_first / one_gemm + 0.5));
+  // The three configurations interleaved, 15 times each, medians: the
+  // machine's drift then touches all three alike.
+  std::vector<double> comm_alone, compute_alone, both;
+  for (int rep = 0; rep < 15; ++rep) {
+    comm_alone.push_back(time([&] { comm.all_reduce_async(data).wait(); }));
+    compute_alone.push_back(time([&] { work.run(gemms); }));
+    both.push_back(time([&] {
+      comm::Work w = comm.all_reduce_async(data);
+      work.run(gemms);
+      w.wait();
+    }));
+  }
+  const double c = median(comm_alone);
+  const double hidden = (median(compute_alone) + c - median(both)) / c;
+  return std::clamp(group_mean(comm, hidden), -1.0, 1.0);
 }
 
 double measure_sync_wait(comm::Communicator& comm) {

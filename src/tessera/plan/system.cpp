@@ -69,8 +69,9 @@ SystemSpec load_system_file(const std::string& path) {
   TESSERA_CHECK(s.devices_per_node >= 1, "{}: node.devices must be >= 1", path);
   s.comm_overlap = get_number(node, "comm_overlap", s.comm_overlap);
   s.sync_wait = get_number(node, "sync_wait", s.sync_wait);
-  TESSERA_CHECK(s.comm_overlap >= 0 && s.comm_overlap <= 1,
-                "{}: node.comm_overlap must be in [0, 1] (the fraction of a collective compute hides)",
+  TESSERA_CHECK(s.comm_overlap >= -1 && s.comm_overlap <= 1,
+                "{}: node.comm_overlap must be in [-1, 1] (the fraction of a collective compute "
+                "hides; below 0: overlapping costs extra)",
                 path);
   TESSERA_CHECK(s.sync_wait >= 0, "{}: node.sync_wait must be >= 0", path);
 

@@ -44,7 +44,8 @@ struct SystemSpec {
   std::vector<NetworkTier> tiers;     // fastest first; the last has ranks = 0
   // [node] comm_overlap: the fraction of an overlapped collective that
   // compute hides (1: dedicated copy engines and NICs; a CPU's collectives
-  // need the cores the compute uses). sync_wait: waiting at each
+  // need the cores the compute uses; below 0, overlapping costs more than
+  // running one after the other). sync_wait: waiting at each
   // synchronisation as a fraction of the compute before it (noise makes
   // some rank late). Both measured by `tessera calibrate` with >= 2 ranks.
   double comm_overlap = 1.0;

@@ -27,8 +27,15 @@ PlanLayout engine_layout(const RunMetrics& r) {
 
 Validation validate_runs(const std::vector<std::string>& paths, const SystemSpec& sys,
                          size_t warmup_steps) {
+  return validate_runs(paths, std::vector<SystemSpec>{sys}, warmup_steps);
+}
+
+Validation validate_runs(const std::vector<std::string>& paths,
+                         const std::vector<SystemSpec>& systems, size_t warmup_steps) {
   TESSERA_CHECK(!paths.empty(), "--validate: give at least one metrics file");
+  TESSERA_CHECK(!systems.empty(), "--validate: no system to predict on");
   Validation v;
+  v.systems = systems.size();
   double step_sum = 0, mem_sum = 0;
   // Repeats of one layout are pooled into one check (run_metrics.h).
   std::vector<std::vector<RunMetrics>> groups;
@@ -51,11 +58,16 @@ Validation validate_runs(const std::vector<std::string>& paths, const SystemSpec
     c.run = pool_runs(group, warmup_steps);
     c.repeats = group.size();
     c.measured_step = median_step_seconds(c.run, 0);
+    std::vector<LayoutCost> predictions;
     try {
-      c.predicted = evaluate_layout(c.run.model, sys, engine_layout(c.run));
+      for (const auto& sys : systems)
+        predictions.push_back(evaluate_layout(c.run.model, sys, engine_layout(c.run)));
     } catch (const Error& e) {
       fail("{}: the planner rejects this run's layout: {}", group.front().path, e.what());
     }
+    std::sort(predictions.begin(), predictions.end(),
+              [](const LayoutCost& x, const LayoutCost& y) { return x.time.step < y.time.step; });
+    c.predicted = std::move(predictions[predictions.size() / 2]);
     c.step_error = (c.predicted.time.step - c.measured_step) / c.measured_step;
     // Megatron rank order (comm/grid.h): tp fastest, then dp, then pp.
     c.stage = c.run.rank / (c.run.par.tp * c.run.par.dp);
@@ -103,8 +115,11 @@ std::string format_ops(const RunCheck& c) {
 std::string format_validation(const Validation& v, const SystemSpec& sys, bool by_op) {
   std::string out = fmt::format(
       "planner ({}, fp32) against {} measured run(s); step time = median after 2 warm-up steps, "
-      "memory = the largest rank's params + grads + optimizer + activations\n\n",
+      "memory = the largest rank's params + grads + optimizer + activations\n",
       sys.name, v.runs.size());
+  if (v.systems > 1)
+    out += fmt::format("predicted: the median over {} calibrations of the machine\n", v.systems);
+  out += "\n";
   out += fmt::format("{:<28} {:<36} {:>10} {:>10} {:>7}   {:>9} {:>9} {:>7}\n", "run", "layout",
                      "step (ms)", "predicted", "error", "mem (MB)", "predicted", "error");
   for (const auto& c : v.runs) {

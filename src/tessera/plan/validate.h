@@ -27,6 +27,7 @@ struct RunCheck {
 };
 
 struct Validation {
+  size_t systems = 1;            // calibrations each run was predicted on
   std::vector<RunCheck> runs;
   double step_mape = 0;          // mean |step_error|
   double memory_mape = 0;        // over the runs that recorded memory
@@ -34,8 +35,13 @@ struct Validation {
 };
 
 // Files of the same model, layout and writing rank are repeats and pooled
-// into one check. Throws tessera::Error for unreadable files, runs with no
-// steps past the warm-up, or layouts the planner rejects.
+// into one check. With several systems (calibrations of one machine taken
+// across the runs, which on a shared machine drift in speed from minute to
+// minute) each check is predicted on every one and the prediction with the
+// median step time is compared. Throws tessera::Error for unreadable files,
+// runs with no steps past the warm-up, or layouts the planner rejects.
+Validation validate_runs(const std::vector<std::string>& paths,
+                         const std::vector<SystemSpec>& systems, size_t warmup_steps = 2);
 Validation validate_runs(const std::vector<std::string>& paths, const SystemSpec& sys,
                          size_t warmup_steps = 2);
 

@@ -128,6 +128,26 @@ TEST(Validate, RepeatsOfALayoutArePooled) {
   EXPECT_NE(format_validation(v, sys).find("(+1 repeats)"), std::string::npos);
 }
 
+TEST(Validate, SeveralCalibrationsGiveTheMedianPrediction) {
+  // Three calibrations of one drifting machine (peak 0.1, 0.2, 0.4 TFLOP/s):
+  // each run is predicted on all three and the middle prediction compared.
+  std::vector<SystemSpec> systems;
+  for (const char* peak : {"0.4", "0.1", "0.2"}) {
+    std::string text = kSystem;
+    text.replace(text.find("fp32 = 0.2"), 10, std::string("fp32 = ") + peak);
+    systems.push_back(load_system_file(write_temp(std::string("local_") + peak + ".toml", text)));
+  }
+  auto run = write_temp("m.jsonl", header(R"({"params": 1, "grads": 1, "optimizer": 1, "activations": 1})") + steps());
+  Validation all = validate_runs({run}, systems);
+  Validation middle = validate_runs({run}, systems[2]);
+  ASSERT_EQ(all.runs.size(), 1u);
+  EXPECT_EQ(all.systems, 3u);
+  EXPECT_DOUBLE_EQ(all.runs[0].predicted.time.step, middle.runs[0].predicted.time.step);
+  EXPECT_LT(validate_runs({run}, systems[0]).runs[0].predicted.time.step,
+            all.runs[0].predicted.time.step);
+  EXPECT_NE(format_validation(all, systems[0]).find("median over 3 calibrations"), std::string::npos);
+}
+
 TEST(Validate, TimeByKindOfWorkBesideThePrediction) {
   // seconds_by_op of each step (the engine's profile names) are read back,
   // their medians set beside the planner's prediction for the writing rank's

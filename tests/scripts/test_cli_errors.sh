@@ -77,6 +77,11 @@ expect_error "peak file $tmp/bad_peak.json is not a valid" train "${small[@]}" -
 # Divergence is caught and reported with the step, not trained through.
 expect_error 'loss is (nan|inf|-nan).* at step [0-9]+|gradient norm is (nan|inf).* at step' \
   train "${small[@]}" --lr 1e30 --min-lr 1e30 --clip-grad 0 --train-iters 20
+# The planner: several systems only make sense when validating runs;
+# calibrate names a model it cannot load before measuring anything.
+expect_error '--system: several system files only with --validate' \
+  plan --system frontier h100 --model gpt2-small --devices 8 --global-batch-size 8
+expect_error 'nonexistent-model' calibrate --quick --model nonexistent-model --output "$tmp/local.toml"
 
 # And a valid run still works: the errors above are not the only outcome.
 if ! "$bin" train "${small[@]}" --peak-tflops 1 > "$tmp/ok.log" 2>&1; then

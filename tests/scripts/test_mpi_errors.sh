@@ -11,18 +11,18 @@ failures=0
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 4 --train-iters 2 --no-progress --peak-tflops 1)
 
-expect_job_error() {  # expect_job_error RANKS PATTERN ARGS...
+expect_job_error() {  # expect_job_error RANKS PATTERN COMMAND ARGS...
   local ranks=$1 pattern=$2
   shift 2
   local out status count
-  out=$(timeout 60 "$mpirun" -n "$ranks" "$bin" train "$@" 2>&1)
+  out=$(timeout 60 "$mpirun" -n "$ranks" "$bin" "$@" 2>&1)
   status=$?
   count=$(grep -Ec -- "$pattern" <<<"$out")
   if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
-    echo "FAIL: -n $ranks train $*: exited $status (want a clean nonzero exit, no hang)"
+    echo "FAIL: -n $ranks $*: exited $status (want a clean nonzero exit, no hang)"
     failures=$((failures + 1))
   elif [ "$count" -ne 1 ]; then
-    echo "FAIL: -n $ranks train $*: message /$pattern/ printed $count times (want once):"
+    echo "FAIL: -n $ranks $*: message /$pattern/ printed $count times (want once):"
     echo "$out" | sed 's/^/    /'
     failures=$((failures + 1))
   else
@@ -31,16 +31,20 @@ expect_job_error() {  # expect_job_error RANKS PATTERN ARGS...
 }
 
 expect_job_error 2 '--global-batch-size \(6\) must be divisible by --micro-batch-size \(2\) x data-parallel size \(2\)' \
-  "${small[@]}" --global-batch-size 6
+  train "${small[@]}" --global-batch-size 6
 expect_job_error 3 'world size 3 is not divisible by --tensor-model-parallel-size \(2\)' \
-  "${small[@]}" --tensor-model-parallel-size 2
-expect_job_error 2 '--zero-stage must be 0, 1, 2 or 3 \(got 5\)' "${small[@]}" --zero-stage 5
+  train "${small[@]}" --tensor-model-parallel-size 2
+expect_job_error 2 '--zero-stage must be 0, 1, 2 or 3 \(got 5\)' train "${small[@]}" --zero-stage 5
 expect_job_error 2 '--num-attention-heads \(3\) must be divisible by --tensor-model-parallel-size \(2\)' \
-  "${small[@]}" --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 48
+  train "${small[@]}" --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 48
 expect_job_error 2 '--seq-length \(15\) must be divisible by --tensor-model-parallel-size \(2\) with --sequence-parallel' \
-  "${small[@]}" --tensor-model-parallel-size 2 --sequence-parallel --seq-length 15
-expect_job_error 2 '--num-layers must be >= 1' "${small[@]}" --num-layers 0
-expect_job_error 2 'cannot open token data /nonexistent.tok' "${small[@]}" --data-path /nonexistent.tok
+  train "${small[@]}" --tensor-model-parallel-size 2 --sequence-parallel --seq-length 15
+expect_job_error 2 '--num-layers must be >= 1' train "${small[@]}" --num-layers 0
+expect_job_error 2 'cannot open token data /nonexistent.tok' train "${small[@]}" --data-path /nonexistent.tok
+# calibrate: rank 0 alone finds the output unwritable; the job still ends,
+# before any measuring, with the message once.
+expect_job_error 2 '--output /proc/nonexistent/local.toml: cannot write there' \
+  calibrate --quick --output /proc/nonexistent/local.toml
 
 # And a valid two-rank run trains to the end.
 if ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --zero-stage 1 > /tmp/tessera_mpi_ok.$$ 2>&1 ||

@@ -4,6 +4,8 @@
 // measurement of the engine's kernels.
 #include <gtest/gtest.h>
 
+#include "temp_file.h"
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -18,12 +20,6 @@ using namespace tessera;
 using namespace tessera::plan;
 
 namespace {
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / name;
-  std::ofstream(path) << text;
-  return path.string();
-}
 
 const std::string kBase = R"(
 name = "k"
@@ -40,13 +36,8 @@ latency_us = 1.0
 )";
 
 GPTConfig small_model() {
-  GPTConfig m;
-  m.num_layers = 2;
-  m.hidden_size = 128;
-  m.num_heads = 4;
-  m.seq_length = 64;
-  m.vocab_size = 512;
-  return m;
+  return GPTConfig{
+      .num_layers = 2, .hidden_size = 128, .num_heads = 4, .seq_length = 64, .vocab_size = 512};
 }
 
 PlanLayout dp2() {
@@ -139,7 +130,9 @@ TEST(KernelCost, CalibrateMeasuresTheEnginesKernels) {
                                         /*params=*/100000, /*min_seconds=*/0.001);
   for (size_t i = 0; i < kKernelCount; ++i) {
     EXPECT_GT(k[i], 0.0) << kernel_name(Kernel(i));
-    EXPECT_LT(k[i], 1e-6) << kernel_name(Kernel(i));  // under 1 us per element on any CPU
+    // Per element, not per call: a few ns here; under 10 us even on a loaded
+    // machine (this is a unit check, not a timing test).
+    EXPECT_LT(k[i], 1e-5) << kernel_name(Kernel(i));
   }
   Calibration c;
   c.cpu = "test";

@@ -2,6 +2,8 @@
 // and the loaders' and search's messages for bad input.
 #include <gtest/gtest.h>
 
+#include "temp_file.h"
+
 #include <filesystem>
 #include <fstream>
 
@@ -14,12 +16,6 @@ using namespace tessera;
 using namespace tessera::plan;
 
 namespace {
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  auto path = std::filesystem::temp_directory_path() / name;
-  std::ofstream(path) << text;
-  return path.string();
-}
 
 // One node of 8 devices, an ideal GEMM (1 x 1 tiles, one unit: no tiling
 // loss), ample memory, memory bandwidth high enough that the optimizer step
@@ -51,13 +47,8 @@ latency_us = 0.0
 )";
 
 GPTConfig small_model() {
-  GPTConfig m;
-  m.num_layers = 8;
-  m.hidden_size = 512;
-  m.num_heads = 8;
-  m.seq_length = 512;
-  m.vocab_size = 1000;
-  return m;
+  return GPTConfig{
+      .num_layers = 8, .hidden_size = 512, .num_heads = 8, .seq_length = 512, .vocab_size = 1000};
 }
 
 }  // namespace

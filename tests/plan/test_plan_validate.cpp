@@ -3,6 +3,8 @@
 // layout, errors and their mean computed; bad input named.
 #include <gtest/gtest.h>
 
+#include "temp_file.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,13 +16,6 @@ using namespace tessera;
 using namespace tessera::plan;
 
 namespace {
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "tessera_test_validate";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / name) << text;
-  return (dir / name).string();
-}
 
 const char* kSystem = R"(
 name = "local"

@@ -105,7 +105,7 @@ TEST(KernelCost, BadTablesAreNamed) {
 TEST(KernelCost, OverlapAndSyncWaitEnterTheStep) {
   std::string text = kBase;
   SystemSpec hidden = load_system_file(write_temp("tessera_k6.toml", text));
-  text.replace(text.find("devices = 2"), 11, "devices = 2\ncomm_overlap = 0.0\nsync_wait = 0.1");
+  text.replace(text.find("devices = 2"), 11, "devices = 2\ncomm_overlap = 0.0\nsync_wait_us = 1000");
   SystemSpec exposed = load_system_file(write_temp("tessera_k7.toml", text));
   EXPECT_DOUBLE_EQ(hidden.comm_overlap, 1.0);
   EXPECT_DOUBLE_EQ(hidden.sync_wait, 0.0);
@@ -115,9 +115,19 @@ TEST(KernelCost, OverlapAndSyncWaitEnterTheStep) {
   EXPECT_GT(b.time.dp_exposed, a.time.dp_exposed);
   EXPECT_NEAR(b.time.dp_exposed, b.time.dp_reduce, 1e-15);
   EXPECT_DOUBLE_EQ(a.time.sync_wait, 0.0);
-  EXPECT_NEAR(b.time.sync_wait, 0.1 * b.time.compute, 1e-15);
+  // dp 2, ZeRO-0: the reduction's wait and the loss's all-reduce, 1 ms each.
+  EXPECT_NEAR(b.time.sync_wait, 2e-3, 1e-15);
   EXPECT_NEAR(b.time.step - a.time.step,
               (b.time.dp_exposed - a.time.dp_exposed) + b.time.sync_wait, 1e-12);
+  // tp 2 (2 layers, 2 micro-batches): 4 all-reduces per layer per
+  // micro-batch, 3 at the head per micro-batch, 1 for the norm = 23.
+  PlanLayout tp2 = dp2();
+  tp2.par.dp = 1;
+  tp2.par.tp = 2;
+  EXPECT_NEAR(evaluate_layout(small_model(), exposed, tp2).time.sync_wait, 23e-3, 1e-15);
+  // ... with sequence parallelism 11 per layer, 6 at the head: 44 + 12 + 1.
+  tp2.par.sequence_parallel = true;
+  EXPECT_NEAR(evaluate_layout(small_model(), exposed, tp2).time.sync_wait, 57e-3, 1e-15);
   // One device synchronises with nobody.
   PlanLayout one = dp2();
   one.par.dp = 1;

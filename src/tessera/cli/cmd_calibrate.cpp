@@ -203,9 +203,9 @@ void run_calibrate(const CalibrateArgs& a) {
       fmt::print("  network: {:.2f} us latency, {:.2f} GB/s (ranks 0 <-> 1)\n",
                  c.network->latency * 1e6, c.network->bandwidth / 1e9);
     if (lead)
-      fmt::print("  overlap: {:.0f}% of an async all-reduce hidden by compute; sync wait {:.1f}% "
-                 "of the compute between synchronisations\n",
-                 100 * c.comm_overlap, 100 * c.sync_wait);
+      fmt::print("  overlap: {:.0f}% of an async all-reduce hidden by compute; sync wait {:.0f} us "
+                 "per synchronisation\n",
+                 100 * c.comm_overlap, 1e6 * c.sync_wait);
   }
   c.seconds = total.elapsed();
 

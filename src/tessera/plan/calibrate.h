@@ -81,10 +81,10 @@ NetworkMeasure measure_network(comm::Communicator& comm);
 // more than one after the other (a polling thread steals the compute's core).
 double measure_comm_overlap(comm::Communicator& comm);
 
-// Waiting at synchronisation points as a fraction of the compute between
-// them: every rank runs the same ~5 ms of GEMMs, then a barrier; the time
-// past the barrier's own latency over the compute (median of 20 groups of
-// 10). Noise (a shared machine, the OS) makes some rank late at every sync.
+// Seconds a rank waits at one synchronisation for the rank that came late:
+// every rank runs the same ~5 ms of GEMMs, then a barrier; the time past the
+// barrier's own latency (mean per sync of a group of 10, median of 20
+// groups). Noise (a shared machine, the OS) makes some rank late at every sync.
 double measure_sync_wait(comm::Communicator& comm);
 
 struct Calibration {
@@ -101,7 +101,7 @@ struct Calibration {
   std::vector<GemmSample> gemm;
   std::optional<NetworkMeasure> network;  // empty with one rank
   double comm_overlap = 1.0;        // measure_comm_overlap (with >= 2 ranks)
-  double sync_wait = 0.0;           // measure_sync_wait (with >= 2 ranks)
+  double sync_wait = 0.0;           // seconds per sync: measure_sync_wait (with >= 2 ranks)
   double seconds = 0;               // how long calibration took
 };
 

@@ -60,9 +60,9 @@ std::string calibration_toml(const Calibration& c) {
   if (c.network) {
     add("# An async 16 MiB all-reduce beside the engine's GEMMs: the part compute hid.\n");
     add("comm_overlap = {:.3f}\n", c.comm_overlap);
-    add("# Equal ~5 ms GEMM segments then a barrier: the mean wait for the late rank,\n"
-        "# as a fraction of the compute between synchronisations.\n");
-    add("sync_wait = {:.4f}\n", c.sync_wait);
+    add("# Equal ~5 ms GEMM segments then a barrier: the wait for the late rank at\n"
+        "# one synchronisation, microseconds.\n");
+    add("sync_wait_us = {:.1f}\n", c.sync_wait * 1e6);
   }
   t += "\n";
   add("[gemm]\n");

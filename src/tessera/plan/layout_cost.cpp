@@ -153,6 +153,36 @@ EndOps end_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
   return e;
 }
 
+// Blocking synchronisations of one step on the busiest rank (the last
+// stage): every collective or receive at which a rank waits for the others
+// (the engine's call sites in block.cpp, gpt.cpp, data_parallel.cpp and the
+// pipeline executor). Each costs the system's sync_wait: noise makes some
+// rank late at every one, however little data it carries.
+double syncs_per_step(const PlanLayout& L, int64_t layers_per_chunk) {
+  const auto& par = L.par;
+  const bool sp = par.sequence_parallel;
+  const double mb_chunks = double(L.micro_batches() * par.virtual_stages);
+  double n = 0;
+  if (par.tp > 1) {
+    // Per layer: 2 all-reduces each way; with SP 2 gathers + 2 scatters
+    // forward, 4 gathers + 2 scatters + the LayerNorm gradients' sum back.
+    double layer = sp ? 4 + 7 : 2 + 2;
+    if (par.recompute == Recompute::Full) layer += sp ? 4 : 2;
+    // The head: the loss's max and sums, the input gradient (SP: the
+    // gathers of the final LayerNorm's output and its gradients' sum).
+    const double head = sp ? 2 + 1 + 1 + 1 + 1 : 2 + 1;
+    n += mb_chunks * double(layers_per_chunk) * layer + double(L.micro_batches()) * head + 1;
+  }
+  if (par.dp > 1) {
+    n += 2;  // the gradient reduction's wait, the loss's all-reduce
+    if (par.zero_stage >= 1) n += 1;  // the gradient norm over shards
+    if (par.zero_stage == 1 || par.zero_stage == 2) n += 1;  // the weights' all-gather
+    if (par.zero_stage == 3) n += mb_chunks * double(layers_per_chunk) * 2;  // gathers per use
+  }
+  if (par.pp > 1) n += 2 * mb_chunks + 3;  // receives; loss broadcast, embedding sum, norm
+  return n;
+}
+
 std::string gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
 
 }  // namespace
@@ -342,9 +372,8 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   Profile largest;
   step_kernels(max_params, largest);
   b.optimizer = largest[Op::Optimizer] + largest[Op::GradNorm];
-  // Ranks that synchronise wait for the late one at every collective: the
-  // system's sync_wait of the compute between them.
-  if (L.devices() > 1) b.sync_wait = sys.sync_wait * b.compute;
+  // Ranks that synchronise wait for the late one at every collective.
+  b.sync_wait = sys.sync_wait * syncs_per_step(L, layers_per_chunk);
   b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
   for (auto& sc : c.stages) {
     sc.ops = stage_ops(sc.stage);

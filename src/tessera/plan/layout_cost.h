@@ -42,7 +42,7 @@ struct StepBreakdown {
   double dp_exposed = 0;       // the part not hidden behind the last backward
   double embedding_sync = 0;   // tied-embedding gradient sum, first <-> last stage
   double optimizer = 0;        // the optimizer step and gradient norm (memory bound)
-  double sync_wait = 0;        // waiting for late ranks at collectives (system sync_wait)
+  double sync_wait = 0;        // waiting for late ranks: system sync_wait x blocking syncs
   bool simulated = false;      // pipeline from the engine's schedule, not the closed form
 };
 

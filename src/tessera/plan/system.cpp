@@ -68,12 +68,12 @@ SystemSpec load_system_file(const std::string& path) {
   s.devices_per_node = int64_t(need_number(node, "devices", "node.", path));
   TESSERA_CHECK(s.devices_per_node >= 1, "{}: node.devices must be >= 1", path);
   s.comm_overlap = get_number(node, "comm_overlap", s.comm_overlap);
-  s.sync_wait = get_number(node, "sync_wait", s.sync_wait);
+  s.sync_wait = get_number(node, "sync_wait_us", 0.0) * 1e-6;
   TESSERA_CHECK(s.comm_overlap >= -1 && s.comm_overlap <= 1,
                 "{}: node.comm_overlap must be in [-1, 1] (the fraction of a collective compute "
                 "hides; below 0: overlapping costs extra)",
                 path);
-  TESSERA_CHECK(s.sync_wait >= 0, "{}: node.sync_wait must be >= 0", path);
+  TESSERA_CHECK(s.sync_wait >= 0, "{}: node.sync_wait_us must be >= 0", path);
 
   if (const toml::table* g = root["gemm"].as_table()) {
     s.gemm_max_efficiency = get_number(*g, "max_efficiency", s.gemm_max_efficiency);

@@ -45,11 +45,12 @@ struct SystemSpec {
   // [node] comm_overlap: the fraction of an overlapped collective that
   // compute hides (1: dedicated copy engines and NICs; a CPU's collectives
   // need the cores the compute uses; below 0, overlapping costs more than
-  // running one after the other). sync_wait: waiting at each
-  // synchronisation as a fraction of the compute before it (noise makes
-  // some rank late). Both measured by `tessera calibrate` with >= 2 ranks.
+  // running one after the other). sync_wait_us: the mean wait at one
+  // blocking synchronisation for the rank that came late (noise makes some
+  // rank late at every one). Both measured by `tessera calibrate` with >= 2
+  // ranks.
   double comm_overlap = 1.0;
-  double sync_wait = 0.0;
+  double sync_wait = 0.0;  // seconds per synchronisation
   std::vector<GemmSample> gemm_measured;  // empty: the roofline/tiling model
   // [kernels]: measured seconds per element of the engine's memory-bound
   // kernels (kernel_cost.h); 0 = not measured, use bytes / memory_bandwidth.

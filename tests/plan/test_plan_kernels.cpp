@@ -135,6 +135,52 @@ TEST(KernelCost, OverlapAndSyncWaitEnterTheStep) {
   EXPECT_DOUBLE_EQ(evaluate_layout(small_model(), exposed, one).time.sync_wait, 0.0);
 }
 
+TEST(InSitu, FactorsScaleTheirKindOfWorkOnly) {
+  SystemSpec plain = load_system_file(write_temp("tessera_k9.toml", kBase));
+  SystemSpec slow = load_system_file(
+      write_temp("tessera_k10.toml", kBase + "[in_situ]\ngemm = 2.0\n\"grad-norm\" = 3.0\n"));
+  EXPECT_DOUBLE_EQ(plain.in_situ[Op::Gemm], 1.0);
+  EXPECT_DOUBLE_EQ(slow.in_situ[Op::Gemm], 2.0);
+  const LayoutCost a = evaluate_layout(small_model(), plain, dp2());
+  const LayoutCost b = evaluate_layout(small_model(), slow, dp2());
+  EXPECT_NEAR(b.stages[0].ops[Op::Gemm], 2 * a.stages[0].ops[Op::Gemm], 1e-12);
+  EXPECT_DOUBLE_EQ(b.stages[0].ops[Op::Attention], a.stages[0].ops[Op::Attention]);
+  EXPECT_DOUBLE_EQ(b.stages[0].ops[Op::Comm], a.stages[0].ops[Op::Comm]);
+  // Applied to the step's forward and backward kernels, not the optimizer's.
+  EXPECT_DOUBLE_EQ(b.stages[0].ops[Op::GradNorm], a.stages[0].ops[Op::GradNorm]);
+  EXPECT_THROW(load_system_file(write_temp("tessera_k11.toml", kBase + "[in_situ]\ncomm = 2.0\n")),
+               Error);
+  EXPECT_THROW(load_system_file(write_temp("tessera_k12.toml", kBase + "[in_situ]\ngemm = 0\n")),
+               Error);
+}
+
+TEST(InSitu, FactorsAreMeasuredOverPredicted) {
+  // A "measured" step exactly twice the tables' prediction for gemm and
+  // equal for attention gives factors 2 and 1; kinds with nothing measured
+  // stay 1.
+  SystemSpec sys = load_system_file(write_temp("tessera_k13.toml", kBase));
+  PlanLayout one;
+  one.par.micro_batch = 2;
+  one.par.global_batch = 2;
+  one.precision = Precision::FP32;
+  Profile predicted = evaluate_layout(small_model(), sys, one).stages.front().ops;
+  Profile measured;
+  measured[Op::Gemm] = 2 * predicted[Op::Gemm];
+  measured[Op::Attention] = predicted[Op::Attention];
+  const Profile f = in_situ_factors(measured, sys, small_model(), 2);
+  EXPECT_NEAR(f[Op::Gemm], 2.0, 1e-12);
+  EXPECT_NEAR(f[Op::Attention], 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(f[Op::Loss], 1.0);
+  // The engine's own step, timed: every kind of its work shows up.
+  const Profile step = measure_training_step(small_model(), 2, 1);
+  for (Op op : {Op::Gemm, Op::Attention, Op::LayerNorm, Op::Gelu, Op::Residual, Op::Embedding,
+                Op::Loss})
+    EXPECT_GT(step[op], 0.0) << op_name(op);
+  // No communication on one rank: only the timed scopes around the tensor-
+  // parallel hooks, which are identities here.
+  EXPECT_LT(step[Op::Comm], 0.01 * step[Op::Gemm]);
+}
+
 TEST(KernelCost, CalibrateMeasuresTheEnginesKernels) {
   const KernelTimes k = measure_kernels(/*rows=*/128, /*C=*/64, /*F=*/256, /*V=*/512, /*T=*/64,
                                         /*params=*/100000, /*min_seconds=*/0.001);

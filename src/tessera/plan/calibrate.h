@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/profile.h"
 #include "tessera/model/gpt_config.h"
 #include "tessera/plan/system.h"
 
@@ -65,6 +66,18 @@ using KernelTimes = std::array<double, kKernelCount>;
 KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64_t T,
                             int64_t params, double min_seconds);
 
+// One training micro-batch of `model` through the engine itself (GPT
+// forward + backward on this rank, no parallelism, random tokens), timed by
+// the engine's profile: the kernels one after the other on activations far
+// larger than the caches, as in training. Median per kind of work of `reps`.
+Profile measure_training_step(const GPTConfig& model, int64_t micro_batch, int reps);
+
+// measured / predicted for each kind of compute work of that step, the
+// prediction from `tables` (a calibration's system without in-situ factors):
+// the system file's [in_situ] factors.
+Profile in_situ_factors(const Profile& measured, const SystemSpec& tables, const GPTConfig& model,
+                        int64_t micro_batch);
+
 // Ping-pong between group ranks 0 and 1 (others wait): one-way latency of a
 // small message and bandwidth of a large one. Collective over `comm`.
 struct NetworkMeasure {
@@ -81,11 +94,6 @@ NetworkMeasure measure_network(comm::Communicator& comm);
 // more than one after the other (a polling thread steals the compute's core).
 double measure_comm_overlap(comm::Communicator& comm);
 
-// Seconds a rank waits at one synchronisation for the rank that came late:
-// every rank runs the same ~5 ms of GEMMs, then a barrier; the time past the
-// barrier's own latency (mean per sync of a group of 10, median of 20
-// groups). Noise (a shared machine, the OS) makes some rank late at every sync.
-double measure_sync_wait(comm::Communicator& comm);
 
 struct Calibration {
   std::string cpu;                  // model name from /proc/cpuinfo
@@ -97,11 +105,12 @@ struct Calibration {
   double attention_efficiency = 0;  // relative to peak_gemm, for the planner's formula
   AttentionTime attention;
   KernelTimes kernels{};            // seconds per element (kernel_cost.h)
+  Profile in_situ = SystemSpec::unit_factors();  // [in_situ] factors (1: not measured)
+  int64_t in_situ_batch = 0;        // the micro-batch of the step they came from
   int64_t kernel_rows = 0;          // the tokens they were timed at
   std::vector<GemmSample> gemm;
   std::optional<NetworkMeasure> network;  // empty with one rank
   double comm_overlap = 1.0;        // measure_comm_overlap (with >= 2 ranks)
-  double sync_wait = 0.0;           // seconds per sync: measure_sync_wait (with >= 2 ranks)
   double seconds = 0;               // how long calibration took
 };
 

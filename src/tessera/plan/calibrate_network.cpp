@@ -103,43 +103,6 @@ double measure_comm_overlap(comm::Communicator& comm) {
   return std::clamp(group_mean(comm, hidden), -1.0, 1.0);
 }
 
-double measure_sync_wait(comm::Communicator& comm) {
-  GemmWork work;
-  work.run(2);  // warm-up
-  comm.barrier();
-  // The barrier alone: what a synchronisation costs with nobody late.
-  std::vector<double> alone;
-  for (int rep = 0; rep < 50; ++rep) {
-    Stopwatch sw;
-    comm.barrier();
-    alone.push_back(sw.elapsed());
-  }
-  const double latency = median(std::move(alone));
-  // Equal work on every rank, then a barrier: the time in the barrier past
-  // its latency is waiting for the rank that came late. Segments of about
-  // 5 ms (a layer's compute between tensor-parallel collectives here), in
-  // 20 groups of 10 like the syncs of one step; the median group's mean
-  // wait per sync, as the planner is checked against median steps. Per
-  // sync, not per second of compute: the noise comes in bursts (a thread
-  // descheduled for a time slice), so a rank that syncs twice as often
-  // waits about twice as much whatever the compute between.
-  Stopwatch one;
-  work.run(1);
-  const int gemms = std::max(1, int(0.005 / one.elapsed() + 0.5));
-  std::vector<double> wait;
-  for (int group = 0; group < 20; ++group) {
-    double waited = 0;
-    for (int rep = 0; rep < 10; ++rep) {
-      work.run(gemms);
-      Stopwatch b;
-      comm.barrier();
-      waited += std::max(0.0, b.elapsed() - latency);
-    }
-    wait.push_back(waited / 10.0);
-  }
-  return std::max(0.0, group_mean(comm, median(std::move(wait))));
-}
-
 NetworkMeasure measure_network(comm::Communicator& comm) {
   TESSERA_CHECK(comm.size() >= 2, "calibrate: the network needs at least 2 ranks");
   NetworkMeasure m;

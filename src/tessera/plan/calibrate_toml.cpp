@@ -60,9 +60,6 @@ std::string calibration_toml(const Calibration& c) {
   if (c.network) {
     add("# An async 16 MiB all-reduce beside the engine's GEMMs: the part compute hid.\n");
     add("comm_overlap = {:.3f}\n", c.comm_overlap);
-    add("# Equal ~5 ms GEMM segments then a barrier: the wait for the late rank at\n"
-        "# one synchronisation, microseconds.\n");
-    add("sync_wait_us = {:.1f}\n", c.sync_wait * 1e6);
   }
   t += "\n";
   add("[gemm]\n");
@@ -85,6 +82,17 @@ std::string calibration_toml(const Calibration& c) {
   for (size_t i = 0; i < kKernelCount; ++i)
     if (c.kernels[i] > 0) add("{} = {:.6g}\n", kernel_name(Kernel(i)), c.kernels[i] * 1e9);
   t += "\n";
+  if (c.in_situ_batch > 0) {
+    add("# One training micro-batch ({} sequences) of the model above through the engine\n"
+        "# itself, by kind of work, over what the tables above predict for it: how much\n"
+        "# slower the kernels run inside a step than alone.\n",
+        c.in_situ_batch);
+    add("[in_situ]\n");
+    for (size_t k = 0; k < size_t(Op::kCount); ++k)
+      if (Op(k) != Op::Comm && c.in_situ.seconds[k] != 1.0)
+        add("{} = {:.4f}\n", quoted(std::string(op_name(Op(k)))), c.in_situ.seconds[k]);
+    t += "\n";
+  }
   if (c.network) {
     add("# Ping-pong between ranks 0 and 1 through the engine's Communicator (MPI).\n");
     add("[[network]]\nname = \"mpi-shared-memory\"\nranks = 0\n");

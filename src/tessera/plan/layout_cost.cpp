@@ -282,8 +282,13 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   }
 
   // ---- time -------------------------------------------------------------
-  const LayerOps lo = layer_ops(m, sys, L);
-  const EndOps eo = end_ops(m, sys, L);
+  LayerOps lo = layer_ops(m, sys, L);
+  EndOps eo = end_ops(m, sys, L);
+  // Kernels run slower inside a step than alone (system in_situ factors).
+  for (Profile* p : {&lo.forward, &lo.backward, &lo.recompute, &eo.embed_forward,
+                     &eo.embed_backward, &eo.head_forward, &eo.head_backward})
+    for (size_t k = 0; k < size_t(Op::kCount); ++k)
+      if (Op(k) != Op::Comm) p->seconds[k] *= sys.in_situ.seconds[k];
   const double lc = double(layers_per_chunk);
   double zero3_chunk = 0;  // per micro-batch per chunk: gather forward and again backward
   if (par.zero_stage == 3 && dp > 1)

@@ -35,6 +35,10 @@ const toml::table& need_table(const toml::table& t, const std::string& key,
 
 }  // namespace
 
+namespace {
+SystemSpec system_from_toml(const toml::table& root, const std::string& path);
+}  // namespace
+
 SystemSpec load_system_file(const std::string& path) {
   toml::table root;
   try {
@@ -42,6 +46,22 @@ SystemSpec load_system_file(const std::string& path) {
   } catch (const toml::parse_error& e) {
     fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
   }
+  return system_from_toml(root, path);
+}
+
+SystemSpec load_system_text(const std::string& text, const std::string& name) {
+  toml::table root;
+  try {
+    root = toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    fail("{}: TOML parse error at line {}: {}", name, e.source().begin.line, e.description());
+  }
+  return system_from_toml(root, name);
+}
+
+namespace {
+
+SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
   SystemSpec s;
   s.source = path;
   s.name = root["name"].value<std::string>().value_or(fs::path(path).stem().string());
@@ -132,8 +152,21 @@ SystemSpec load_system_file(const std::string& path) {
                   i, s.tiers[i].ranks);
   TESSERA_CHECK(s.tiers.back().ranks == 0,
                 "{}: the last [[network]] tier must have ranks = 0 (it joins every node)", path);
+  if (const toml::table* f = root["in_situ"].as_table()) {
+    for (const auto& [key, value] : *f) {
+      size_t i = 0;
+      while (i < size_t(Op::kCount) && op_name(Op(i)) != key.str()) ++i;
+      TESSERA_CHECK(i < size_t(Op::kCount) && Op(i) != Op::Comm,
+                    "{}: in_situ.{} is not a kind of compute work (core/profile.h)", path, key.str());
+      const auto x = value.value<double>();
+      TESSERA_CHECK(x && *x > 0, "{}: in_situ.{} must be a positive factor", path, key.str());
+      s.in_situ.seconds[i] = *x;
+    }
+  }
   return s;
 }
+
+}  // namespace
 
 std::string config_dir() {
   if (const char* env = std::getenv("TESSERA_CONFIG_DIR")) return env;

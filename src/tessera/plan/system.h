@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/profile.h"
 #include "tessera/plan/kernel_cost.h"
 
 namespace tessera::plan {
@@ -45,12 +46,24 @@ struct SystemSpec {
   // [node] comm_overlap: the fraction of an overlapped collective that
   // compute hides (1: dedicated copy engines and NICs; a CPU's collectives
   // need the cores the compute uses; below 0, overlapping costs more than
-  // running one after the other). sync_wait_us: the mean wait at one
-  // blocking synchronisation for the rank that came late (noise makes some
-  // rank late at every one). Both measured by `tessera calibrate` with >= 2
-  // ranks.
+  // running one after the other; measured by `tessera calibrate` with >= 2
+  // ranks). sync_wait_us: the mean wait at one blocking synchronisation for
+  // a rank that came late (OS noise); not measured by calibrate, whose
+  // barrier experiment saw 0.04-2.6 ms from one minute to the next where
+  // training runs saw almost none (docs/planner.md); 0 unless a file says.
   double comm_overlap = 1.0;
   double sync_wait = 0.0;  // seconds per synchronisation
+  // [in_situ]: by kind of compute work, how much slower the kernels run
+  // inside a training step than alone (operands from memory rather than
+  // cache, the other rank's traffic): `tessera calibrate` runs the engine's
+  // own step and divides by what the tables above predict for it. Factors,
+  // 1 where not measured; not applied to Op::Comm.
+  Profile in_situ = unit_factors();
+  static Profile unit_factors() {
+    Profile p;
+    p.seconds.fill(1.0);
+    return p;
+  }
   std::vector<GemmSample> gemm_measured;  // empty: the roofline/tiling model
   // [kernels]: measured seconds per element of the engine's memory-bound
   // kernels (kernel_cost.h); 0 = not measured, use bytes / memory_bandwidth.
@@ -61,6 +74,8 @@ struct SystemSpec {
 
 // Parse one system file. Throws tessera::Error naming the file and field.
 SystemSpec load_system_file(const std::string& path);
+// The same from TOML text (`name` stands for the file in messages).
+SystemSpec load_system_text(const std::string& text, const std::string& name);
 // A name ("frontier") looked up in configs/systems/, or a path to a .toml file.
 SystemSpec load_system(const std::string& name_or_path);
 // Names of the shipped systems (file stems in configs/systems/).

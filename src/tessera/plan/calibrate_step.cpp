@@ -1,0 +1,62 @@
+// The in-situ part of `tessera calibrate`: one training micro-batch through
+// the engine itself, and how much slower each kind of work ran there than
+// the calibration's tables (timed alone) predict for the same step.
+#include <algorithm>
+#include <vector>
+
+#include "tessera/core/rng.h"
+#include "tessera/model/gpt.h"
+#include "tessera/plan/calibrate.h"
+#include "tessera/plan/layout_cost.h"
+
+namespace tessera::plan {
+
+Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps) {
+  const ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+  GPT model(m, layout);
+  model.init(1);
+  const int64_t N = micro_batch * m.seq_length;
+  std::vector<int32_t> inputs(static_cast<size_t>(N)), targets(static_cast<size_t>(N));  // (B, T)
+  for (int64_t i = 0; i < N; ++i) {
+    inputs[size_t(i)] = int32_t(rng_u64(7, 0, uint64_t(i)) % uint64_t(m.vocab_size));
+    targets[size_t(i)] = int32_t(rng_u64(7, 1, uint64_t(i)) % uint64_t(m.vocab_size));
+  }
+  Activations acts;
+  activations_init(acts, model.act_shape(micro_batch, m.seq_length));
+  Profile profile;
+  acts.profile = &profile;
+  std::vector<Profile> runs;
+  for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
+    profile.reset();
+    model.forward(acts, inputs.data(), targets.data());
+    model.backward(acts, inputs.data(), targets.data(), 1.0f / float(N));
+    if (rep > 0) runs.push_back(profile);
+  }
+  Profile median;
+  for (size_t k = 0; k < size_t(Op::kCount); ++k) {
+    std::vector<double> t;
+    for (const auto& r : runs) t.push_back(r.seconds[k]);
+    std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
+    median.seconds[k] = t[t.size() / 2];
+  }
+  return median;
+}
+
+Profile in_situ_factors(const Profile& measured, const SystemSpec& tables, const GPTConfig& m,
+                        int64_t micro_batch) {
+  PlanLayout L;
+  L.par.micro_batch = micro_batch;
+  L.par.global_batch = micro_batch;
+  L.precision = Precision::FP32;
+  L.flash_attention = true;
+  SystemSpec alone = tables;
+  alone.in_situ = SystemSpec::unit_factors();
+  const Profile predicted = evaluate_layout(m, alone, L).stages.front().ops;
+  Profile f = SystemSpec::unit_factors();
+  for (Op op : {Op::Gemm, Op::Attention, Op::LayerNorm, Op::Gelu, Op::Residual, Op::Embedding,
+                Op::Loss})
+    if (measured[op] > 0 && predicted[op] > 0) f[op] = measured[op] / predicted[op];
+  return f;
+}
+
+}  // namespace tessera::plan

@@ -83,11 +83,6 @@ std::vector<plan::CalibShape> shapes_to_measure(const CalibrateArgs& a) {
   return out;
 }
 
-double median_of(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 void run_calibrate(const CalibrateArgs& a) {
   comm::MpiRuntime rt(nullptr, nullptr);
   auto world = rt.world();
@@ -168,23 +163,17 @@ void run_calibrate(const CalibrateArgs& a) {
   }
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto& s = shapes[i];
-    const double flops = median_of(gemm_flops[i]);
+    const double flops = plan::upper_median(gemm_flops[i]);
     c.gemm.push_back({s.m, s.n, s.k, flops});
     c.peak_gemm = std::max(c.peak_gemm, flops);
     if (lead)
       fmt::print("  sgemm {}{} {:>5} x {:>5} x {:>5}  (plan m {} n {} k {}): {:7.1f} GFLOP/s\n",
                  s.ta, s.tb, s.M, s.N, s.K, s.m, s.n, s.k, flops / 1e9);
   }
-  c.attention.forward = median_of(att_forward);
-  c.attention.backward = median_of(att_backward);
-  for (size_t i = 0; i < plan::kKernelCount; ++i) c.kernels[i] = median_of(kernels[i]);
+  c.attention.forward = plan::upper_median(att_forward);
+  c.attention.backward = plan::upper_median(att_backward);
+  for (size_t i = 0; i < plan::kKernelCount; ++i) c.kernels[i] = plan::upper_median(kernels[i]);
 
-  Profile step_median;
-  for (size_t k = 0; k < size_t(Op::kCount); ++k) {
-    std::vector<double> t;
-    for (const auto& st : steps) t.push_back(st.seconds[k]);
-    step_median.seconds[k] = median_of(t);
-  }
 
   world->barrier();
   c.triad_bandwidth = mean(plan::measure_triad_bandwidth(a.quick ? (int64_t(1) << 22)
@@ -210,7 +199,7 @@ void run_calibrate(const CalibrateArgs& a) {
 
   // How much slower the kernels ran in the engine's own step than the
   // tables say: every rank computes the same factors from the same numbers.
-  c.in_situ = plan::in_situ_factors(step_median,
+  c.in_situ = plan::in_situ_factors(plan::upper_median(steps),
                                     plan::load_system_text(plan::calibration_toml(c), "calibration"),
                                     m0, c.in_situ_batch);
   if (lead) {

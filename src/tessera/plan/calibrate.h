@@ -46,6 +46,12 @@ struct CalibShape {
 std::vector<CalibShape> training_gemm_shapes(const GPTConfig& model, int64_t micro_batch,
                                              int64_t tp);
 
+// The median calibration takes of its repeats and passes: the middle
+// element (of two middles, the later), so it is always a value measured.
+double upper_median(std::vector<double> values);
+// The same kind by kind over profiles.
+Profile upper_median(const std::vector<Profile>& profiles);
+
 // Achieved FLOP/s of one shape (median of repeats, at least `min_seconds` timed).
 double measure_gemm(const CalibShape& s, double min_seconds);
 // STREAM triad a = b + q c, bytes/s (3 arrays of `elements` floats, 12 bytes each).

@@ -71,11 +71,26 @@ double median_seconds(F&& run, int min_reps, double min_seconds) {
     t.push_back(sw.elapsed());
     total += t.back();
   }
-  std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
-  return t[t.size() / 2];
+  return upper_median(std::move(t));
 }
 
 }  // namespace
+
+double upper_median(std::vector<double> values) {
+  TESSERA_CHECK(!values.empty(), "calibrate: a median of nothing");
+  std::nth_element(values.begin(), values.begin() + long(values.size() / 2), values.end());
+  return values[values.size() / 2];
+}
+
+Profile upper_median(const std::vector<Profile>& profiles) {
+  Profile out;
+  for (size_t k = 0; k < out.seconds.size(); ++k) {
+    std::vector<double> t;
+    for (const auto& p : profiles) t.push_back(p.seconds[k]);
+    out.seconds[k] = upper_median(std::move(t));
+  }
+  return out;
+}
 
 std::vector<CalibShape> training_gemm_shapes(const GPTConfig& m, int64_t micro_batch, int64_t tp) {
   const int64_t rows = micro_batch * m.seq_length, h = m.hidden_size, f = m.ffn();

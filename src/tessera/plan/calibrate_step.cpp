@@ -1,7 +1,6 @@
 // The in-situ part of `tessera calibrate`: one training micro-batch through
 // the engine itself, and how much slower each kind of work ran there than
 // the calibration's tables (timed alone) predict for the same step.
-#include <algorithm>
 #include <vector>
 
 #include "tessera/core/rng.h"
@@ -32,14 +31,7 @@ Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps)
     model.backward(acts, inputs.data(), targets.data(), 1.0f / float(N));
     if (rep > 0) runs.push_back(profile);
   }
-  Profile median;
-  for (size_t k = 0; k < size_t(Op::kCount); ++k) {
-    std::vector<double> t;
-    for (const auto& r : runs) t.push_back(r.seconds[k]);
-    std::nth_element(t.begin(), t.begin() + long(t.size() / 2), t.end());
-    median.seconds[k] = t[t.size() / 2];
-  }
-  return median;
+  return upper_median(runs);
 }
 
 Profile in_situ_factors(const Profile& measured, const SystemSpec& tables, const GPTConfig& m,

@@ -33,10 +33,16 @@ const toml::table& need_table(const toml::table& t, const std::string& key,
   return *sub;
 }
 
-}  // namespace
+// The index i < count whose name(i) is `key`, or count when none is.
+template <typename Name>
+size_t index_of_name(std::string_view key, size_t count, Name name) {
+  size_t i = 0;
+  while (i < count && name(i) != key) ++i;
+  return i;
+}
 
-namespace {
 SystemSpec system_from_toml(const toml::table& root, const std::string& path);
+
 }  // namespace
 
 SystemSpec load_system_file(const std::string& path) {
@@ -116,8 +122,8 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
 
   if (const toml::table* k = root["kernels"].as_table()) {
     for (const auto& [key, value] : *k) {
-      size_t i = 0;
-      while (i < kKernelCount && kernel_name(Kernel(i)) != key.str()) ++i;
+      const size_t i =
+          index_of_name(key.str(), kKernelCount, [](size_t k) { return kernel_name(Kernel(k)); });
       TESSERA_CHECK(i < kKernelCount, "{}: kernels.{} is not a kernel the planner knows", path,
                     key.str());
       const auto ns = value.value<double>();
@@ -154,8 +160,8 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
                 "{}: the last [[network]] tier must have ranks = 0 (it joins every node)", path);
   if (const toml::table* f = root["in_situ"].as_table()) {
     for (const auto& [key, value] : *f) {
-      size_t i = 0;
-      while (i < size_t(Op::kCount) && op_name(Op(i)) != key.str()) ++i;
+      const size_t i =
+          index_of_name(key.str(), size_t(Op::kCount), [](size_t k) { return op_name(Op(k)); });
       TESSERA_CHECK(i < size_t(Op::kCount) && Op(i) != Op::Comm,
                     "{}: in_situ.{} is not a kind of compute work (core/profile.h)", path, key.str());
       const auto x = value.value<double>();

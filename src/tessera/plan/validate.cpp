@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tessera/ckpt/config_json.h"
+#include "tessera/comm/grid_layout.h"
 #include "tessera/core/error.h"
 
 namespace tessera::plan {
@@ -69,8 +70,9 @@ Validation validate_runs(const std::vector<std::string>& paths,
               [](const LayoutCost& x, const LayoutCost& y) { return x.time.step < y.time.step; });
     c.predicted = std::move(predictions[predictions.size() / 2]);
     c.step_error = (c.predicted.time.step - c.measured_step) / c.measured_step;
-    // Megatron rank order (comm/grid.h): tp fastest, then dp, then pp.
-    c.stage = c.run.rank / (c.run.par.tp * c.run.par.dp);
+    const comm::GridLayout grid{int(c.run.par.tp * c.run.par.pp * c.run.par.dp), int(c.run.par.tp),
+                                int(c.run.par.pp), int(c.run.par.dp)};
+    c.stage = grid.coord_of(int(c.run.rank)).pp;
     c.measured_ops = median_step_ops(c.run, 0);
     for (const auto& sc : c.predicted.stages)
       if (sc.stage == c.stage) c.predicted_ops = sc.ops;

@@ -170,8 +170,11 @@ double syncs_per_step(const PlanLayout& L, int64_t layers_per_chunk) {
     if (par.recompute == Recompute::Full) layer += sp ? 4 : 2;
     // The head: the loss's max and sums, the input gradient (SP: the
     // gathers of the final LayerNorm's output and its gradients' sum).
-    const double head = sp ? 2 + 1 + 1 + 1 + 1 : 2 + 1;
-    n += mb_chunks * double(layers_per_chunk) * layer + double(L.micro_batches()) * head + 1;
+    double ends = sp ? 2 + 1 + 1 + 1 + 1 : 2 + 1;
+    // Without a pipeline the same rank embeds: the vocab-parallel lookup's
+    // sum (SP: its reduce-scatter, and the gather before its backward).
+    if (par.pp == 1) ends += sp ? 2 : 1;
+    n += mb_chunks * double(layers_per_chunk) * layer + double(L.micro_batches()) * ends + 1;
   }
   if (par.dp > 1) {
     n += 2;  // the gradient reduction's wait, the loss's all-reduce

@@ -39,10 +39,7 @@ void cross_entropy_backward(float* dlogits, const float* logits, const float* ls
       for (int64_t v = 0; v < V; v++) dx[v] = 0.0f;
       continue;
     }
-    const float l = lse[n];
-#pragma omp simd
-    for (int64_t v = 0; v < V; v++) dx[v] = exp_fast(x[v] - l) * dloss;
-    dx[tgt] -= dloss;
+    xent_grad_row(dx, x, lse[n], dloss, V, tgt);
   }
 }
 

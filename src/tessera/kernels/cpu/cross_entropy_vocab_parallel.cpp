@@ -53,11 +53,7 @@ void vp_xent_backward(float* dlogits, const float* logits, const float* lse,
       for (int64_t v = 0; v < V; v++) dx[v] = 0.0f;
       continue;
     }
-    const float l = lse[n];
-#pragma omp simd
-    for (int64_t v = 0; v < V; v++) dx[v] = exp_fast(x[v] - l) * dloss;
-    const int64_t t = int64_t(targets[n]) - vocab_begin;
-    if (t >= 0 && t < V) dx[t] -= dloss;
+    xent_grad_row(dx, x, lse[n], dloss, V, int64_t(targets[n]) - vocab_begin);
   }
 }
 

@@ -56,4 +56,14 @@ inline float row_sum_exp(const float* x, float m, int64_t V) {
   return s;
 }
 
+// One row of the cross-entropy gradient, dx (V) = dloss * (softmax(x) - onehot(t)),
+// softmax from the row's log-sum-exp; no one-hot where t is outside [0, V)
+// (a vocab-parallel rank whose slice does not hold the target). dx may
+// alias x: each element is read, then written.
+inline void xent_grad_row(float* dx, const float* x, float lse, float dloss, int64_t V, int64_t t) {
+#pragma omp simd
+  for (int64_t v = 0; v < V; v++) dx[v] = exp_fast(x[v] - lse) * dloss;
+  if (t >= 0 && t < V) dx[t] -= dloss;
+}
+
 }  // namespace tessera::cpu

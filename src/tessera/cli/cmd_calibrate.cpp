@@ -174,7 +174,6 @@ void run_calibrate(const CalibrateArgs& a) {
   c.attention.backward = plan::upper_median(att_backward);
   for (size_t i = 0; i < plan::kKernelCount; ++i) c.kernels[i] = plan::upper_median(kernels[i]);
 
-
   world->barrier();
   c.triad_bandwidth = mean(plan::measure_triad_bandwidth(a.quick ? (int64_t(1) << 22)
                                                                  : (int64_t(1) << 25)));
@@ -214,11 +213,9 @@ void run_calibrate(const CalibrateArgs& a) {
     c.network = plan::measure_network(*world);
     c.comm_overlap = plan::measure_comm_overlap(*world);
     if (lead)
-      fmt::print("  network: {:.2f} us latency, {:.2f} GB/s (ranks 0 <-> 1)\n",
-                 c.network->latency * 1e6, c.network->bandwidth / 1e9);
-    if (lead)
-      fmt::print("  overlap: {:.0f}% of an async all-reduce hidden by compute\n",
-                 100 * c.comm_overlap);
+      fmt::print("  network: {:.2f} us latency, {:.2f} GB/s (ranks 0 <-> 1)\n"
+                 "  overlap: {:.0f}% of an async all-reduce hidden by compute\n",
+                 c.network->latency * 1e6, c.network->bandwidth / 1e9, 100 * c.comm_overlap);
   }
   c.seconds = total.elapsed();
 

@@ -164,11 +164,13 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64
                             int64_t params, double min_seconds) {
   using namespace cpu;
   const int64_t B = rows / T;
-  Buffer x(rows * F), y(rows * F), dy(rows * F), dx(rows * F);  // (rows, F) covers (rows, C)
+  const int64_t wide = rows * std::max(C, F);  // (rows, F) or (rows, C), whichever is larger
+  Buffer x(wide), y(wide), dy(wide), dx(wide);
   Buffer w(C), bias(F), dw(C), db(F), mean(rows), rstd(rows);
-  Buffer logits(rows * V), lse(rows), losses(rows), wte(V * C), wpe(T * C), dwte(V * C);
-  fill(x.f32(), rows * F, 1.0f);
-  fill(dy.f32(), rows * F, 0.01f);
+  Buffer logits(rows * V), lse(rows), losses(rows), wte(V * C), wpe(T * C), dwte(V * C),
+      dwpe(T * C);
+  fill(x.f32(), wide, 1.0f);
+  fill(dy.f32(), wide, 0.01f);
   fill(w.f32(), C, 1.0f);
   fill(bias.f32(), F, 0.1f);
   fill(logits.f32(), rows * V, 1.0f);
@@ -201,7 +203,7 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64
   });
   per(Kernel::EmbeddingBackward, rc, [&] {
     token_embedding_backward(dwte.f32(), dy.f32(), tokens.data(), rows, C, 0, V);
-    position_embedding_backward(dwte.f32(), dy.f32(), B, T, C);
+    position_embedding_backward(dwpe.f32(), dy.f32(), B, T, C);
   });
   per(Kernel::CrossEntropyForward, rv, [&] {
     cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tokens.data(), rows, V);

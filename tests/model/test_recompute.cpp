@@ -11,7 +11,7 @@
 #include "tessera/core/rng.h"
 #include "tessera/model/flops.h"
 #include "tessera/model/gpt.h"
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/parallel_config.h"
 
 namespace tessera {
 namespace {

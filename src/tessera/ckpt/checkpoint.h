@@ -25,9 +25,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 #include "tessera/model/param_layout.h"
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/parallel_config.h"
 
 namespace tessera {
 class AdamW;

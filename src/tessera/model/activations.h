@@ -6,7 +6,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/core/profile.h"
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/parallel_config.h"
 
 namespace tessera {
 
@@ -25,7 +25,7 @@ struct ActShape {
   // residual regions (T / tp); 0 means T (no sequence parallelism). Those
   // regions hold Ns() = B * Ts rows (see tensor_parallel.h for the layout).
   int64_t Ts = 0;
-  // What forward keeps for backward (recompute_parse in parallel/parallel_config.h). None keeps every
+  // What forward keeps for backward (recompute_parse in config/parallel_config.h). None keeps every
   // view per layer; Selective and Full point the dropped views of every
   // layer at one shared layer's worth of scratch, refilled in backward.
   Recompute recompute = Recompute::None;

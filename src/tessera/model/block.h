@@ -28,7 +28,7 @@
 //
 // The mode travels in ActShape::recompute (GPT::act_shape fills it from
 // GPT::set_recompute); activations_bytes reports each mode's true size.
-// recompute_parse (parallel/parallel_config.h) reads the flag.
+// recompute_parse (config/parallel_config.h) reads the flag.
 #pragma once
 #include "tessera/model/activations.h"
 #include "tessera/model/tensor_parallel.h"

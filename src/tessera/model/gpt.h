@@ -7,7 +7,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/model/activations.h"
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
@@ -58,7 +58,7 @@ class GPT {
 
   void init(uint64_t seed);
 
-  // Activation recomputation (parallel/parallel_config.h): recorded into act_shape(),
+  // Activation recomputation (config/parallel_config.h): recorded into act_shape(),
   // so it applies to Activations allocated after the call.
   void set_recompute(Recompute r) { recompute_ = r; }
   Recompute recompute() const { return recompute_; }

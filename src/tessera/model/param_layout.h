@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "tessera/core/tensor.h"
-#include "tessera/model/gpt_config.h"
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/gpt_config.h"
+#include "tessera/config/parallel_config.h"
 
 namespace tessera {
 

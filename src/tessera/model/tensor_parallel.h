@@ -23,7 +23,7 @@
 #include <cstdint>
 
 #include "tessera/comm/communicator.h"
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 
 namespace tessera {
 

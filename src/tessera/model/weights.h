@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 #include "tessera/model/param_layout.h"
 
 namespace tessera {

@@ -263,41 +263,4 @@ ModelStateBytes DataParallel::memory() const {
   return b;
 }
 
-// ---- checkpoints -------------------------------------------------------------
-
-ckpt::ShardView DataParallel::shard_view(int64_t tp_rank, int64_t pp_rank) const {
-  ckpt::ShardView v;
-  v.layout = &model_.layout();
-  v.tp_rank = tp_rank;
-  v.pp_rank = pp_rank;
-  v.dp_rank = dp_.rank();
-  if (stage_ >= 3) {
-    for (const FlatSegment& s : part_.segments())
-      v.params.push_back({s.global_begin, s.global_end, param_shard_.f32() + s.shard_offset});
-  } else if (dp_.rank() == 0) {  // replicated: one copy is enough
-    v.params.push_back({0, model_.layout().numel(), model_.params().f32()});
-  }
-  if (stage_ >= 1 || dp_.rank() == 0)
-    for (const FlatSegment& s : optim_->segments()) {
-      v.exp_avg.push_back({s.global_begin, s.global_end, optim_->exp_avg().f32() + s.shard_offset});
-      v.exp_avg_sq.push_back(
-          {s.global_begin, s.global_end, optim_->exp_avg_sq().f32() + s.shard_offset});
-    }
-  return v;
-}
-
-void DataParallel::load(const ckpt::Checkpoint& ck) {
-  const ParamLayout& L = model_.layout();
-  if (stage_ >= 3) {
-    for (const FlatSegment& s : part_.segments())
-      ckpt::load_params(ck, L, s.global_begin, s.global_end, param_shard_.f32() + s.shard_offset);
-  } else {
-    ckpt::load_params(ck, L, 0, L.numel(), model_.params().f32());
-  }
-  for (const FlatSegment& s : optim_->segments())
-    ckpt::load_optimizer(ck, L, s.global_begin, s.global_end,
-                         optim_->exp_avg().f32() + s.shard_offset,
-                         optim_->exp_avg_sq().f32() + s.shard_offset);
-}
-
 }  // namespace tessera

@@ -25,7 +25,6 @@
 #include <memory>
 #include <vector>
 
-#include "tessera/ckpt/checkpoint.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/profile.h"
@@ -82,9 +81,12 @@ class DataParallel : public LayerHooks {
   AdamW& optimizer() { return *optim_; }
   void set_profile(Profile* p) { profile_ = p; }
 
-  // This rank's share of a checkpoint, and loading one (any layout's).
-  ckpt::ShardView shard_view(int64_t tp_rank, int64_t pp_rank) const;
-  void load(const ckpt::Checkpoint& ck);
+  // What a checkpoint reads and writes (ckpt/zero_shard.h): the model, the
+  // dp group, and under ZeRO-3 this rank's parameter shard.
+  GPT& model() const { return model_; }
+  const comm::Communicator& dp_group() const { return dp_; }
+  Buffer& param_shard() { return param_shard_; }            // (shard) stage 3; empty below
+  const Buffer& param_shard() const { return param_shard_; }
 
  private:
   struct Pending {

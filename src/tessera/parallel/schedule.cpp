@@ -8,22 +8,6 @@
 
 namespace tessera {
 
-ScheduleKind schedule_kind_parse(std::string_view s) {
-  if (s == "gpipe") return ScheduleKind::GPipe;
-  if (s == "1f1b") return ScheduleKind::OneFOneB;
-  if (s == "interleaved") return ScheduleKind::Interleaved;
-  fail("--pipeline-schedule must be gpipe, 1f1b or interleaved (got '{}')", s);
-}
-
-const char* schedule_kind_name(ScheduleKind k) {
-  switch (k) {
-    case ScheduleKind::GPipe: return "gpipe";
-    case ScheduleKind::OneFOneB: return "1f1b";
-    case ScheduleKind::Interleaved: return "interleaved";
-  }
-  return "?";
-}
-
 const char* action_type_name(ActionType t) {
   switch (t) {
     case ActionType::Forward: return "F";

@@ -38,13 +38,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/config/parallel_config.h"
+
 namespace tessera {
-
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
-
-// CLI values of --pipeline-schedule: gpipe | 1f1b | interleaved.
-ScheduleKind schedule_kind_parse(std::string_view s);
-const char* schedule_kind_name(ScheduleKind k);
 
 enum class ActionType : uint8_t {
   Forward,         // run local chunk `chunk` forward on micro-batch `micro_batch`

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "tessera/core/profile.h"
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 #include "tessera/plan/system.h"
 
 namespace tessera::comm {

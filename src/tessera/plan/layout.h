@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/parallel_config.h"
 #include "tessera/parallel/schedule.h"
 
 namespace tessera::plan {

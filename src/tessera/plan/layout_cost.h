@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tessera/core/profile.h"
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 #include "tessera/plan/layout.h"
 #include "tessera/plan/memory_model.h"
 #include "tessera/plan/param_counter.h"

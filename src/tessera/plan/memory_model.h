@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "tessera/model/activations.h"
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 #include "tessera/plan/layout.h"
 
 namespace tessera::plan {

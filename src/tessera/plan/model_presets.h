@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 
 namespace tessera::plan {
 

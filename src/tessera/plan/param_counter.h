@@ -7,8 +7,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "tessera/model/gpt_config.h"
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/gpt_config.h"
+#include "tessera/config/parallel_config.h"
 
 namespace tessera::plan {
 

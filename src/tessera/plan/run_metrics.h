@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "tessera/core/profile.h"
-#include "tessera/model/gpt_config.h"
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/gpt_config.h"
+#include "tessera/config/parallel_config.h"
 #include "tessera/parallel/schedule.h"
 
 namespace tessera::plan {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 #include "tessera/optim/adamw.h"
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/parallel_config.h"
 #include "tessera/parallel/schedule.h"
 
 namespace tessera {

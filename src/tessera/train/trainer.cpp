@@ -11,6 +11,7 @@
 
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/config_json.h"
+#include "tessera/ckpt/zero_shard.h"
 #include "tessera/comm/collective_log.h"
 #include "tessera/comm/grid.h"
 #include "tessera/comm/local_communicator.h"
@@ -239,7 +240,7 @@ int64_t Trainer::load(const std::string& dir) {
                 "--load {}: the checkpoint was trained with --seed {}, this run has --seed {} (the "
                 "data order would differ)",
                 dir, ck.state.seed, cfg_.seed);
-  dp_->load(ck);
+  ckpt::load_zero_shard(ck, *dp_);
   start_step_ = ck.state.step + 1;
   if (is_logging_rank()) fmt::print("resumed from {} (step {})\n", ck.path, ck.state.step);
   return ck.state.step;
@@ -254,7 +255,7 @@ std::string Trainer::save(int64_t step) {
   ckpt::SaveOptions opts;
   opts.keep = cfg_.save_keep;
   opts.comm = world_->size() > 1 ? world_ : nullptr;
-  return ckpt::save_checkpoint(cfg_.save_dir, dp_->shard_view(tp_rank_, pp_rank_), state, info,
+  return ckpt::save_checkpoint(cfg_.save_dir, ckpt::zero_shard_view(*dp_, tp_rank_, pp_rank_), state, info,
                                opts);
 }
 

@@ -1,4 +1,4 @@
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "tessera/parallel/parallel_config.h"
+#include "tessera/config/parallel_config.h"
 
 #include <fmt/format.h>
 
@@ -18,6 +18,22 @@ const char* recompute_name(Recompute r) {
     case Recompute::None: return "none";
     case Recompute::Selective: return "selective";
     case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+ScheduleKind schedule_kind_parse(std::string_view s) {
+  if (s == "gpipe") return ScheduleKind::GPipe;
+  if (s == "1f1b") return ScheduleKind::OneFOneB;
+  if (s == "interleaved") return ScheduleKind::Interleaved;
+  fail("--pipeline-schedule must be gpipe, 1f1b or interleaved (got '{}')", s);
+}
+
+const char* schedule_kind_name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::GPipe: return "gpipe";
+    case ScheduleKind::OneFOneB: return "1f1b";
+    case ScheduleKind::Interleaved: return "interleaved";
   }
   return "?";
 }

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "tessera/model/gpt_config.h"
+#include "tessera/config/gpt_config.h"
 
 namespace tessera {
 
@@ -14,6 +14,12 @@ enum class Recompute { None, Selective, Full };
 // --recompute-granularity none|selective|full; throws naming the flag.
 Recompute recompute_parse(std::string_view name);
 const char* recompute_name(Recompute r);
+
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+
+// CLI values of --pipeline-schedule: gpipe | 1f1b | interleaved.
+ScheduleKind schedule_kind_parse(std::string_view s);
+const char* schedule_kind_name(ScheduleKind k);
 
 struct ParallelConfig {
   int64_t tp = 1;                  // --tensor-model-parallel-size

@@ -99,6 +99,22 @@ inline void block_t_times_rows(float* M, const Block& P, const float* X, int64_t
   }
 }
 
+// Z (kRows, kBlock) = mask / (1-p) for query rows irow[r] of global head hg
+// and keys j0.. of sample `sample`: keep_scale where kept, 0 where dropped.
+// out = (P * Z) v. The backward needs nothing else: dV = (P * Z)^T dO,
+// dP = (dO v^T) * Z, and D_i = dO_i . out_i still equals sum_j P_ij dP_ij.
+void dropout_block(Block& Z, const int64_t irow[kRows], int64_t j0, int64_t hg, int64_t T,
+                   int64_t sample, const DropoutStream& st, float keep_scale) {
+  uint32_t bits[kBlock];
+  for (int64_t r = 0; r < kRows; r++) {
+    dropout_bits(st, sample, attention_prob_element(hg, irow[r], j0, T), kBlock, bits);
+#pragma omp simd
+    for (int64_t j = 0; j < kBlock; j++) Z[r][j] = bits[j] >= st.threshold ? keep_scale : 0.0f;
+  }
+}
+
+bool dropping(const DropoutSite* drop) { return drop != nullptr && drop->active(); }
+
 void check_shape(int64_t C, int64_t NH) {
   TESSERA_CHECK(NH > 0 && C % NH == 0, "attention: width {} is not divisible by {} heads", C, NH);
 }
@@ -106,8 +122,11 @@ void check_shape(int64_t C, int64_t NH) {
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                       int64_t C, int64_t NH) {
+                       int64_t C, int64_t NH, const DropoutSite* drop) {
   check_shape(C, NH);
+  const bool dropout = dropping(drop);
+  const DropoutStream st(dropout ? *drop : DropoutSite{});
+  const float keep_scale = dropout ? drop->keep_scale() : 1.0f;
   const int64_t HS = C / NH, HSP = padded(HS), C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(HS));
   const int64_t nqb = (T + kBlock - 1) / kBlock;
@@ -119,6 +138,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
     std::vector<float> acc(kBlock * HSP);   // (kBlock, HSP) unnormalized output rows
     float mrow[kBlock], lrow[kBlock];       // running max and running sum per query row
     Block S;                                // scores, then probabilities, of kRows rows
+    Block Z;                                // dropout only: mask / (1-p)
 
     // Later query tiles see more keys; dynamic scheduling from the last tile
     // down keeps the threads busy. Each (b, h, tile) is computed by one thread
@@ -174,6 +194,15 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 #pragma omp simd
                 for (int64_t d = 0; d < HSP; d++) ar[d] *= corr;
               }
+              // The normaliser lrow sums the probabilities before dropout;
+              // only the product with v sees the mask.
+              if (dropout) {
+                dropout_block(Z, irow, j0, drop->head0 + h, T, drop->first_sample + b, st,
+                              keep_scale);
+                for (int64_t r = 0; r < kRows; r++)
+#pragma omp simd
+                  for (int64_t j = 0; j < kBlock; j++) S[r][j] *= Z[r][j];
+              }
               block_times_rows(acc.data() + (g - i0) * HSP, S, vtile.data(), HSP, nk);
             }
           }
@@ -194,8 +223,12 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) {
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                        const DropoutSite* drop) {
   check_shape(C, NH);
+  const bool dropout = dropping(drop);
+  const DropoutStream st(dropout ? *drop : DropoutSite{});
+  const float keep_scale = dropout ? drop->keep_scale() : 1.0f;
   const int64_t HS = C / NH, HSP = padded(HS), C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(HS));
 
@@ -214,6 +247,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     std::vector<float> dqg(kRows * HSP);    // (kRows, HSP) the group's dq from this tile
     std::vector<float> D(T);                // (T) D_i = dout_i . out_i
     Block P, dS;                            // probabilities, then dP -> dS
+    Block Z, PZ;                            // dropout only: mask / (1-p), and P * Z
 
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; b++) {
@@ -266,16 +300,37 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
             // Recompute P_ij = exp(s_ij - lse_i) from the saved row log-sum-exp.
             rows_times_tile(P, q, kt.data(), HS, scale);
             rows_times_tile(dS, dO, vt.data(), HS, 1.0f);  // dP = dout . v
-            for (int64_t r = 0; r < kRows; r++) {
-              const float Li = L[irow[r]], Di = D[irow[r]];
-              const int64_t lim = jlim[r];
+            if (!dropout) {
+              for (int64_t r = 0; r < kRows; r++) {
+                const float Li = L[irow[r]], Di = D[irow[r]];
+                const int64_t lim = jlim[r];
 #pragma omp simd
-              for (int64_t j = 0; j < kBlock; j++) {
-                P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
-                dS[r][j] = P[r][j] * (dS[r][j] - Di) * scale;  // includes d(s)/d(qk) = scale
+                for (int64_t j = 0; j < kBlock; j++) {
+                  P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
+                  dS[r][j] = P[r][j] * (dS[r][j] - Di) * scale;  // includes d(s)/d(qk) = scale
+                }
+              }
+            } else {
+              // Z = mask / (1-p): out = (P*Z) v, so dV = (P*Z)^T dO and
+              // dP = (dO v^T) * Z before the softmax backward.
+              for (int64_t r = 0; r < kRows; r++) {
+                const float Li = L[irow[r]];
+                const int64_t lim = jlim[r];
+#pragma omp simd
+                for (int64_t j = 0; j < kBlock; j++) P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
+              }
+              dropout_block(Z, irow, j0, drop->head0 + h, T, drop->first_sample + b, st,
+                            keep_scale);
+              for (int64_t r = 0; r < kRows; r++) {
+                const float Di = D[irow[r]];
+#pragma omp simd
+                for (int64_t j = 0; j < kBlock; j++) {
+                  PZ[r][j] = P[r][j] * Z[r][j];
+                  dS[r][j] = P[r][j] * (dS[r][j] * Z[r][j] - Di) * scale;
+                }
               }
             }
-            block_t_times_rows(dv.data(), P, dog.data(), HSP, nk);   // dV += P^T dO
+            block_t_times_rows(dv.data(), dropout ? PZ : P, dog.data(), HSP, nk);  // dV += (P*Z)^T dO
             block_t_times_rows(dk.data(), dS, qg.data(), HSP, nk);   // dK += dS^T Q
             std::fill(dqg.begin(), dqg.end(), 0.0f);
             block_times_rows(dqg.data(), dS, krows.data(), HSP, nk);  // dQ = dS K

@@ -8,16 +8,24 @@
 #pragma once
 #include <cstdint>
 
+#include "tessera/kernels/cpu/dropout.h"
+
 namespace tessera::cpu {
 
-// out (B, T, C) = softmax(q k^T / sqrt(HS), causal) v per head; lse (B, NH, T).
+// out (B, T, C) = dropout(softmax(q k^T / sqrt(HS), causal)) v per head;
+// lse (B, NH, T) of the scores (before dropout). drop: the attention-
+// probability dropout site (kernels/cpu/dropout.h), null or p = 0 for none;
+// the mask is drawn from the position of every probability, so backward
+// and recomputation draw it again instead of storing it.
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                       int64_t C, int64_t NH);
+                       int64_t C, int64_t NH, const DropoutSite* drop = nullptr);
 
 // dqkv (B, T, 3*C) written (not accumulated), from dout (B, T, C) and the saved
 // out (B, T, C) and lse (B, NH, T).
+// drop: the same site as the forward's.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH);
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                        const DropoutSite* drop = nullptr);
 
 // One decoding step with a KV cache: q (NH*HS) attends over positions 0..len-1
 // of k_cache and v_cache, each (max_T, C) with row t the key/value of position t.

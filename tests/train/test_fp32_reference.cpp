@@ -30,6 +30,7 @@ TEST(Fp32Reference, TinyRunIsBitIdentical) {
   const std::string cmd = fmt::format(
       "'{}' train --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
       "--micro-batch-size 4 --global-batch-size 8 --train-iters 12 --threads 1 --seed 1234 "
+      "--attention-dropout 0 --hidden-dropout 0 "
       "--eval-interval 0 --lr 1e-3 --lr-warmup-iters 2 --log-interval 4 --no-progress "
       "--metrics-file '{}' > '{}' 2>&1",
       TESSERA_BINARY, metrics.string(), (dir / "log.txt").string());

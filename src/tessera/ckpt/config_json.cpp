@@ -28,7 +28,9 @@ json model_to_json(const GPTConfig& m) {
           {"vocab_size", m.vocab_size},
           {"ffn_hidden_size", m.ffn()},
           {"make_vocab_size_divisible_by", m.make_vocab_size_divisible_by},
-          {"init_std", m.init_std}};
+          {"init_std", m.init_std},
+          {"attention_dropout", m.attention_dropout},
+          {"hidden_dropout", m.hidden_dropout}};
 }
 
 GPTConfig model_from_json(const json& j) {
@@ -44,6 +46,8 @@ GPTConfig model_from_json(const json& j) {
   if (m.ffn_hidden_size == 4 * m.hidden_size) m.ffn_hidden_size = 0;  // the default, spelled out
   m.make_vocab_size_divisible_by = j.value("make_vocab_size_divisible_by", int64_t(128));
   m.init_std = j.value("init_std", 0.02f);
+  m.attention_dropout = j.value("attention_dropout", 0.0f);  // absent: written before dropout existed
+  m.hidden_dropout = j.value("hidden_dropout", 0.0f);
   m.validate();
   return m;
 }

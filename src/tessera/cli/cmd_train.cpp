@@ -39,6 +39,16 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
       ->capture_default_str();
   sub->add_option("--init-method-std", m.init_std, "std of the normal weight initialisation")
       ->capture_default_str();
+  // Megatron's defaults (0.1), unlike the library's (0: the fp32 reference).
+  m.attention_dropout = 0.1f;
+  m.hidden_dropout = 0.1f;
+  sub->add_option("--attention-dropout", m.attention_dropout,
+                  "dropout probability of the attention softmax, in [0, 1)")
+      ->capture_default_str();
+  sub->add_option("--hidden-dropout", m.hidden_dropout,
+                  "dropout probability of the embedding output and of each block's attention and "
+                  "MLP output, in [0, 1)")
+      ->capture_default_str();
   sub->add_option("--tensor-model-parallel-size", p.tp, "tensor-parallel ranks")
       ->capture_default_str();
   sub->add_option("--pipeline-model-parallel-size", p.pp, "pipeline stages")

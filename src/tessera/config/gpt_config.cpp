@@ -25,11 +25,20 @@ void GPTConfig::validate() const {
                 "--make-vocab-size-divisible-by must be >= 1 (got {})",
                 make_vocab_size_divisible_by);
   TESSERA_CHECK(init_std > 0, "--init-method-std must be > 0 (got {})", init_std);
+  // The negated form also refuses NaN.
+  TESSERA_CHECK(attention_dropout >= 0.0f && attention_dropout < 1.0f,
+                "--attention-dropout must be in [0, 1) (got {})", attention_dropout);
+  TESSERA_CHECK(hidden_dropout >= 0.0f && hidden_dropout < 1.0f,
+                "--hidden-dropout must be in [0, 1) (got {})", hidden_dropout);
 }
 
 std::string GPTConfig::summary() const {
-  return fmt::format("layers {} hidden {} heads {} ffn {} seq {} vocab {} (padded {})", num_layers,
-                     hidden_size, num_heads, ffn(), seq_length, vocab_size, padded_vocab());
+  std::string s = fmt::format("layers {} hidden {} heads {} ffn {} seq {} vocab {} (padded {})",
+                              num_layers, hidden_size, num_heads, ffn(), seq_length, vocab_size,
+                              padded_vocab());
+  if (attention_dropout > 0 || hidden_dropout > 0)
+    s += fmt::format(" dropout attention {} hidden {}", attention_dropout, hidden_dropout);
+  return s;
 }
 
 }  // namespace tessera

@@ -15,6 +15,13 @@ struct GPTConfig {
   int64_t ffn_hidden_size = 0;       // 0: 4 * hidden_size
   int64_t make_vocab_size_divisible_by = 128;  // Megatron's padding, times tp
   float init_std = 0.02f;
+  // Dropout probabilities (Megatron's --attention-dropout, --hidden-dropout).
+  // The library default is 0 (the fp32 reference path); `tessera train`'s
+  // flags default to Megatron's 0.1. Attention: the softmax probabilities;
+  // hidden: the embedding output and each block's attention and MLP output
+  // before its residual add. Masks: kernels/cpu/dropout.h.
+  float attention_dropout = 0.0f;
+  float hidden_dropout = 0.0f;
 
   int64_t head_size() const { return hidden_size / num_heads; }
   int64_t positions() const {

@@ -48,8 +48,8 @@ std::vector<int> Communicator::world_ranks() const {
 
 void Communicator::check_count(size_t count) const {
   TESSERA_CHECK(count <= backend_->max_count(),
-                "communication on '{}' of {} elements exceeds the backend's limit of {} per call "
-                "(MPI's int count); split the buffer",
+                "communication on '{}' of {} elements exceeds the backend's limit of {} per call; "
+                "split the buffer",
                 name_, count, backend_->max_count());
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "ckpt_test_util.h"
+#include "expect_error.h"
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/crc32c.h"
 #include "tessera/ckpt/durable_io.h"
@@ -46,14 +47,6 @@ bool same_bits(const Buffer& a, const Buffer& b) {
   return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 void flip_byte(const std::string& path, uint64_t at) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -137,7 +130,7 @@ TEST(Checkpoint, RefusesADifferentModel) {
   other.num_layers = 3;
   ParamLayout L = ParamLayout::build(other, ParallelConfig{}, 0, 0);
   GPT m(other, L);
-  std::string err = error_of([&] { load_into(open_checkpoint(dir.str()), m, nullptr); });
+  std::string err = test::error_message([&] { load_into(open_checkpoint(dir.str()), m, nullptr); });
   EXPECT_NE(err.find("num_layers 2 vs 3"), std::string::npos) << err;
 }
 
@@ -173,7 +166,7 @@ TEST(Checkpoint, CommitRefusesWhenAShardIsMissing) {
   TinyRun a(1);
   std::string staging = begin_staging(dir.str(), 5, "1");
   write_shard(staging, whole_rank(a.model, &a.optim));
-  std::string err = error_of([&] {
+  std::string err = test::error_message([&] {
     commit_checkpoint(dir.str(), staging, 2, TrainState{5}, RunInfo{a.cfg, {}, ""}, 0);
   });
   EXPECT_NE(err.find("1 of 2 ranks"), std::string::npos) << err;
@@ -189,7 +182,7 @@ TEST(Checkpoint, CorruptedByteIsRefusedNamingTheFile) {
   flip_byte(file, 1234);
 
   // Named step directory: an error naming the file.
-  std::string err = error_of([&] { open_checkpoint(step2); });
+  std::string err = test::error_message([&] { open_checkpoint(step2); });
   EXPECT_NE(err.find(file), std::string::npos) << err;
   EXPECT_NE(err.find("checksum"), std::string::npos) << err;
 
@@ -212,7 +205,7 @@ TEST(Checkpoint, TruncatedFileIsRefusedNamingTheFile) {
   std::string step2 = b.save(dir.str(), 2);
   const std::string file = step2 + "/params-tp00-pp00-dp000.bin";
   fs::resize_file(file, fs::file_size(file) - 100);
-  std::string err = error_of([&] { open_checkpoint(step2, /*verify=*/false); });
+  std::string err = test::error_message([&] { open_checkpoint(step2, /*verify=*/false); });
   EXPECT_NE(err.find(file), std::string::npos) << err;
   EXPECT_NE(err.find("truncated"), std::string::npos) << err;
   EXPECT_EQ(open_checkpoint(dir.str()).state.step, 1);
@@ -223,14 +216,14 @@ TEST(Checkpoint, TruncatedFileIsRefusedNamingTheFile) {
   size_t at = md.find("\"byte_offset\": ") + 15;
   md[at] = md[at] == '9' ? '8' : char(md[at] + 1);
   std::ofstream(step2 + "/metadata.json") << md;
-  err = error_of([&] { open_checkpoint(step2); });
+  err = test::error_message([&] { open_checkpoint(step2); });
   EXPECT_NE(err.find(step2 + "/metadata.json: checksum"), std::string::npos) << err;
   std::ofstream(step2 + "/metadata.json") << md.substr(0, md.size() / 2);
-  err = error_of([&] { open_checkpoint(step2); });
+  err = test::error_message([&] { open_checkpoint(step2); });
   EXPECT_NE(err.find(step2 + "/metadata.json"), std::string::npos) << err;
   // A missing file.
   fs::remove(dir / "step_000001/exp_avg_sq-tp00-pp00-dp000.bin");
-  err = error_of([&] { open_checkpoint(dir.str()); });
+  err = test::error_message([&] { open_checkpoint(dir.str()); });
   EXPECT_NE(err.find("exp_avg_sq-tp00-pp00-dp000.bin: missing"), std::string::npos) << err;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt_test_util.h"
+#include "expect_error.h"
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/hf_gpt2.h"
@@ -73,12 +74,7 @@ TEST(Safetensors, BadFilesAreRefusedClearly) {
   ScratchDir dir("st_bad");
   auto err = [&](const std::string& bytes) {
     std::ofstream(dir / "bad.safetensors", std::ios::binary) << bytes;
-    try {
-      SafetensorsFile f(dir / "bad.safetensors");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+    return test::error_message([&] { SafetensorsFile f(dir / "bad.safetensors"); });
   };
   EXPECT_NE(err("abc").find("shorter than 8 bytes"), std::string::npos);
   EXPECT_NE(err(std::string("\xff\0\0\0\0\0\0\0{}", 10)).find("runs past the end"), std::string::npos);

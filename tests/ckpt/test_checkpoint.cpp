@@ -27,7 +27,7 @@ using namespace ckpt;
 using test::ScratchDir;
 
 struct TinyRun {
-  GPTConfig cfg = test::tiny_model();
+  GPTConfig cfg = test::tiny_gpt();
   ParamLayout layout = ParamLayout::build(cfg, ParallelConfig{}, 0, 0);
   GPT model{cfg, layout};
   AdamW optim{layout, AdamWConfig{}};
@@ -71,7 +71,7 @@ TEST(Crc32c, KnownValueAndPortablePathAgree) {
 }
 
 TEST(SliceMap, MatchesParamLayoutGlobalIndexUnderTensorParallelism) {
-  GPTConfig m = test::tiny_model();
+  GPTConfig m = test::tiny_gpt();
   ParallelConfig par;
   par.tp = 2;
   for (int64_t r = 0; r < 2; ++r) {
@@ -126,7 +126,7 @@ TEST(Checkpoint, RefusesADifferentModel) {
   ScratchDir dir("ckpt_model");
   TinyRun a(1);
   a.save(dir.str(), 1);
-  GPTConfig other = test::tiny_model();
+  GPTConfig other = test::tiny_gpt();
   other.num_layers = 3;
   ParamLayout L = ParamLayout::build(other, ParallelConfig{}, 0, 0);
   GPT m(other, L);

@@ -96,8 +96,8 @@ TEST(HfGpt2, NamesAndOrientation) {
   EXPECT_TRUE(tr);
   EXPECT_EQ(hf_name("h.2.ln_2.bias", &tr), "transformer.h.2.ln_2.bias");
   EXPECT_EQ(hf_name("ln_f.weight", &tr), "transformer.ln_f.weight");
-  nlohmann::json c = hf_config(test::tiny_model());
-  EXPECT_EQ(model_from_hf_config(c).summary(), test::tiny_model().summary());
+  nlohmann::json c = hf_config(test::tiny_gpt());
+  EXPECT_EQ(model_from_hf_config(c).summary(), test::tiny_gpt().summary());
   c["activation_function"] = "relu";
   EXPECT_THROW(model_from_hf_config(c), Error);
 }
@@ -111,7 +111,7 @@ struct Exported {
   std::vector<std::vector<int32_t>> tokens;
   float loss = 0;
   static GPTConfig config() {
-    GPTConfig c = test::tiny_model();
+    GPTConfig c = test::tiny_gpt();
     c.vocab_size = 300;
     c.ffn_hidden_size = 48;  // not 4C: n_inner must be carried
     return c;

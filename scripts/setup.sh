@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libdnnl-dev                   # oneDNN: sgemm, picked by instruction set, on OpenMP
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
   python3-torch python3-numpy   # the PyTorch reference used by tests (Debian's /usr/bin/python3)
   fortunes                      # real English text for the default training job

@@ -1,4 +1,4 @@
-// Shared by the checkpoint tests: a scratch directory and a small model.
+// Shared by the checkpoint tests: a scratch directory and the tiny model.
 #pragma once
 #include <unistd.h>
 
@@ -9,6 +9,7 @@
 
 #include "tessera/core/rng.h"
 #include "tessera/model/gpt.h"
+#include "tiny_model.h"
 
 namespace tessera::test {
 
@@ -29,15 +30,6 @@ struct ScratchDir {
   std::string operator/(const std::string& s) const { return (path / s).string(); }
 };
 
-inline GPTConfig tiny_model() {
-  GPTConfig m;
-  m.num_layers = 2;
-  m.hidden_size = 32;
-  m.num_heads = 4;
-  m.seq_length = 16;
-  m.vocab_size = 67;  // padded to 128: padding rows must survive as zeros
-  return m;
-}
 
 // Deterministic non-trivial values (not the init: every element distinct).
 inline void fill_random(float* x, int64_t n, uint64_t seed) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt_test_util.h"
+#include "expect_error.h"
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/hf_gpt2.h"
@@ -73,12 +74,7 @@ TEST(Safetensors, BadFilesAreRefusedClearly) {
   ScratchDir dir("st_bad");
   auto err = [&](const std::string& bytes) {
     std::ofstream(dir / "bad.safetensors", std::ios::binary) << bytes;
-    try {
-      SafetensorsFile f(dir / "bad.safetensors");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+    return test::error_message([&] { SafetensorsFile f(dir / "bad.safetensors"); });
   };
   EXPECT_NE(err("abc").find("shorter than 8 bytes"), std::string::npos);
   EXPECT_NE(err(std::string("\xff\0\0\0\0\0\0\0{}", 10)).find("runs past the end"), std::string::npos);
@@ -100,8 +96,8 @@ TEST(HfGpt2, NamesAndOrientation) {
   EXPECT_TRUE(tr);
   EXPECT_EQ(hf_name("h.2.ln_2.bias", &tr), "transformer.h.2.ln_2.bias");
   EXPECT_EQ(hf_name("ln_f.weight", &tr), "transformer.ln_f.weight");
-  nlohmann::json c = hf_config(test::tiny_model());
-  EXPECT_EQ(model_from_hf_config(c).summary(), test::tiny_model().summary());
+  nlohmann::json c = hf_config(test::tiny_gpt());
+  EXPECT_EQ(model_from_hf_config(c).summary(), test::tiny_gpt().summary());
   c["activation_function"] = "relu";
   EXPECT_THROW(model_from_hf_config(c), Error);
 }
@@ -115,7 +111,7 @@ struct Exported {
   std::vector<std::vector<int32_t>> tokens;
   float loss = 0;
   static GPTConfig config() {
-    GPTConfig c = test::tiny_model();
+    GPTConfig c = test::tiny_gpt();
     c.vocab_size = 300;
     c.ffn_hidden_size = 48;  // not 4C: n_inner must be carried
     return c;

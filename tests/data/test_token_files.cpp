@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "tessera/core/error.h"
 #include "tessera/data/llmc_shard.h"
 #include "tessera/data/megatron_dataset.h"
@@ -18,6 +19,7 @@
 namespace fs = std::filesystem;
 using namespace tessera::data;
 using Ids = std::vector<int32_t>;
+using tessera::test::throws_error_with;
 
 namespace {
 
@@ -47,17 +49,6 @@ struct Bytes {
   }
   void write(const std::string& p) const { std::ofstream(p, std::ios::binary) << b; }
 };
-
-// Expects fn to throw tessera::Error whose message contains every needle.
-template <typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected a tessera::Error";
-  } catch (const tessera::Error& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
-  }
-}
 
 Ids iota_ids(int n, int mul, int mod) {
   Ids v(static_cast<size_t>(n));
@@ -137,17 +128,21 @@ TEST_F(TokenFiles, TesseraErrors) {
   std::string bad = good;
   bad[0] = 'X';
   Bytes{bad}.write(path("magic.tok"));
-  expect_error([&] { TokenFile f(path("magic.tok")); }, {path("magic.tok"), "bad magic"});
+  EXPECT_TRUE(
+      throws_error_with([&] { TokenFile f(path("magic.tok")); }, {path("magic.tok"), "bad magic"}));
 
   bad = good;
   bad[8] = 9;  // version 9
   Bytes{bad}.write(path("version.tok"));
-  expect_error([&] { TokenFile f(path("version.tok")); }, {path("version.tok"), "version 9"});
+  EXPECT_TRUE(throws_error_with([&] { TokenFile f(path("version.tok")); },
+                                {path("version.tok"), "version 9"}));
 
   Bytes{good.substr(0, good.size() - 3)}.write(path("short.tok"));
-  expect_error([&] { TokenFile f(path("short.tok")); }, {path("short.tok"), "truncated", "50 tokens"});
+  EXPECT_TRUE(throws_error_with([&] { TokenFile f(path("short.tok")); },
+                                {path("short.tok"), "truncated", "50 tokens"}));
   Bytes{good.substr(0, 20)}.write(path("stub.tok"));
-  expect_error([&] { TokenFile f(path("stub.tok")); }, {path("stub.tok"), "truncated"});
+  EXPECT_TRUE(
+      throws_error_with([&] { TokenFile f(path("stub.tok")); }, {path("stub.tok"), "truncated"}));
 
   // an id >= the header's vocabulary: caught when read, naming the position
   bad = good;
@@ -156,24 +151,29 @@ TEST_F(TokenFiles, TesseraErrors) {
   Bytes{bad}.write(path("id.tok"));
   TokenFile f(path("id.tok"));
   EXPECT_EQ(f.read(0, 17).size(), 17u);  // before the bad id: fine
-  expect_error([&] { f.read(10, 10); }, {path("id.tok"), "token 17", "id 150", "100 tokens"});
-  expect_error([&] { f.validate_all(); }, {"token 17"});
-  expect_error([&] { f.read(45, 10); }, {path("id.tok"), "[45, 55)", "50 tokens"});
+  EXPECT_TRUE(throws_error_with([&] { f.read(10, 10); },
+                                {path("id.tok"), "token 17", "id 150", "100 tokens"}));
+  EXPECT_TRUE(throws_error_with([&] { f.validate_all(); }, {"token 17"}));
+  EXPECT_TRUE(
+      throws_error_with([&] { f.read(45, 10); }, {path("id.tok"), "[45, 55)", "50 tokens"}));
 
   // the writer refuses ids outside its vocabulary
   TokenFileWriter w(path("w.tok"), 10, 0);
-  expect_error([&] { w.append(Ids{3, 10}); }, {"token id 10"});
+  EXPECT_TRUE(throws_error_with([&] { w.append(Ids{3, 10}); }, {"token id 10"}));
 
   // tokenizer hash mismatch
   auto src = open_token_source(path("ok.tok"));
   EXPECT_NO_THROW(check_tokenizer_hash(*src, 42, "mine"));
-  expect_error([&] { check_tokenizer_hash(*src, 43, "vocab/"); }, {path("ok.tok"), "tokenizer mismatch", "vocab/"});
+  EXPECT_TRUE(throws_error_with([&] { check_tokenizer_hash(*src, 43, "vocab/"); },
+                                {path("ok.tok"), "tokenizer mismatch", "vocab/"}));
   OpenOptions oo;
   oo.tokenizer_hash = 44;
-  expect_error([&] { open_token_source(path("ok.tok"), oo); }, {"tokenizer mismatch"});
+  EXPECT_TRUE(
+      throws_error_with([&] { open_token_source(path("ok.tok"), oo); }, {"tokenizer mismatch"}));
   oo = {};
   oo.vocab_size = 50;  // smaller than the file's 100
-  expect_error([&] { open_token_source(path("ok.tok"), oo); }, {"100 tokens", "in use has 50"});
+  EXPECT_TRUE(throws_error_with([&] { open_token_source(path("ok.tok"), oo); },
+                                {"100 tokens", "in use has 50"}));
 }
 
 // ---- Megatron ---------------------------------------------------------------------
@@ -223,7 +223,7 @@ TEST_F(TokenFiles, MegatronUint16AndWriterRoundTrip) {
   EXPECT_EQ(ds.read(0, 5), (Ids{1, 2, 3, 65000, 4}));
   EXPECT_EQ(ds.num_documents(), 3);
   ds.set_vocab_limit(50257);
-  expect_error([&] { ds.read(0, 5); }, {path("w.bin"), "token 3", "id 65000"});
+  EXPECT_TRUE(throws_error_with([&] { ds.read(0, 5); }, {path("w.bin"), "token 3", "id 65000"}));
 }
 
 TEST_F(TokenFiles, MegatronErrors) {
@@ -231,20 +231,24 @@ TEST_F(TokenFiles, MegatronErrors) {
   for (int16_t t : {1, 2, 3, 4}) bin.put(t);
   bin.write(path("e.bin"));
   write_idx(path("e.idx"), 3, {4}, {0}, {0, 1}, /*version=*/2);
-  expect_error([&] { MegatronDataset d(path("e")); }, {path("e.idx"), "version 2"});
+  EXPECT_TRUE(
+      throws_error_with([&] { MegatronDataset d(path("e")); }, {path("e.idx"), "version 2"}));
   write_idx(path("e.idx"), 7, {4}, {0}, {0, 1});
-  expect_error([&] { MegatronDataset d(path("e")); }, {"floating-point"});
+  EXPECT_TRUE(throws_error_with([&] { MegatronDataset d(path("e")); }, {"floating-point"}));
   write_idx(path("e.idx"), 3, {5}, {0}, {0, 1});  // 5 int16 = 10 bytes, .bin has 8
-  expect_error([&] { MegatronDataset d(path("e")); }, {path("e.bin"), "truncated"});
+  EXPECT_TRUE(
+      throws_error_with([&] { MegatronDataset d(path("e")); }, {path("e.bin"), "truncated"}));
   write_idx(path("e.idx"), 3, {4}, {0}, {0, 1});
   {
     std::ifstream in(path("e.idx"), std::ios::binary);
     std::string b((std::istreambuf_iterator<char>(in)), {});
     Bytes{b.substr(0, b.size() - 4)}.write(path("e.idx"));
   }
-  expect_error([&] { MegatronDataset d(path("e")); }, {path("e.idx"), "truncated"});
+  EXPECT_TRUE(
+      throws_error_with([&] { MegatronDataset d(path("e")); }, {path("e.idx"), "truncated"}));
   Bytes{"NOTANIDX" + std::string(40, '\0')}.write(path("e.idx"));
-  expect_error([&] { MegatronDataset d(path("e")); }, {path("e.idx"), "bad magic"});
+  EXPECT_TRUE(
+      throws_error_with([&] { MegatronDataset d(path("e")); }, {path("e.idx"), "bad magic"}));
 }
 
 // ---- llm.c -------------------------------------------------------------------------
@@ -267,7 +271,8 @@ TEST_F(TokenFiles, LlmcShard) {
   auto src = open_token_source(path("s.bin"));
   EXPECT_EQ(src->read(1, 2), (Ids{15496, 995}));
   src->set_vocab_limit(50257);
-  expect_error([&] { src->read(0, 5); }, {path("s.bin"), "token 4", "id 65535", "50257"});
+  EXPECT_TRUE(
+      throws_error_with([&] { src->read(0, 5); }, {path("s.bin"), "token 4", "id 65535", "50257"}));
 
   // our writer gives the same bytes as the hand-made header
   write_llmc_shard(path("w.bin"), Ids{50256, 15496, 995, 0, 65535});
@@ -277,13 +282,15 @@ TEST_F(TokenFiles, LlmcShard) {
 
 TEST_F(TokenFiles, LlmcErrors) {
   write_llmc(path("v.bin"), 20240520, 2, 2, {1, 2});
-  expect_error([&] { LlmcShard s(path("v.bin")); }, {path("v.bin"), "version 2"});
+  EXPECT_TRUE(throws_error_with([&] { LlmcShard s(path("v.bin")); }, {path("v.bin"), "version 2"}));
   write_llmc(path("t.bin"), 20240520, 1, 10, {1, 2, 3});
-  expect_error([&] { LlmcShard s(path("t.bin")); }, {path("t.bin"), "truncated", "10 tokens"});
+  EXPECT_TRUE(throws_error_with([&] { LlmcShard s(path("t.bin")); },
+                                {path("t.bin"), "truncated", "10 tokens"}));
   write_llmc(path("m.bin"), 12345, 1, 1, {1});
-  expect_error([&] { LlmcShard s(path("m.bin")); }, {path("m.bin"), "bad magic"});
-  expect_error([&] { open_token_source(path("m.bin")); }, {path("m.bin"), "unknown token file format"});
-  expect_error([&] { open_token_source(path("nope.bin")); }, {path("nope.bin")});
+  EXPECT_TRUE(throws_error_with([&] { LlmcShard s(path("m.bin")); }, {path("m.bin"), "bad magic"}));
+  EXPECT_TRUE(throws_error_with([&] { open_token_source(path("m.bin")); },
+                                {path("m.bin"), "unknown token file format"}));
+  EXPECT_TRUE(throws_error_with([&] { open_token_source(path("nope.bin")); }, {path("nope.bin")}));
 }
 
 // ---- several files as one ---------------------------------------------------------------

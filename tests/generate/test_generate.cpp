@@ -9,6 +9,7 @@
 
 #include "tessera/core/rng.h"
 #include "tessera/model/generate.h"
+#include "tiny_model.h"
 
 namespace tessera {
 namespace {
@@ -18,12 +19,8 @@ struct SmallModel {
   ParamLayout layout;
   GPT model;
   static GPTConfig config() {
-    GPTConfig c;
-    c.num_layers = 2;
-    c.hidden_size = 32;
-    c.num_heads = 4;
+    GPTConfig c = test::tiny_gpt();
     c.seq_length = 24;
-    c.vocab_size = 67;
     return c;
   }
   explicit SmallModel(uint64_t seed)

@@ -4,19 +4,12 @@
 #include <set>
 
 #include "tessera/model/param_layout.h"
+#include "tiny_model.h"
 
 namespace tessera {
 namespace {
 
-GPTConfig gpt2_124m() {
-  GPTConfig m;
-  m.num_layers = 12;
-  m.hidden_size = 768;
-  m.num_heads = 12;
-  m.seq_length = 1024;
-  m.vocab_size = 50257;
-  return m;
-}
+GPTConfig gpt2_124m() { return test::gpt2_small(); }
 
 TEST(ParamLayout, Gpt2SmallHasItsPublishedParameterCount) {
   // GPT-2 124M as Hugging Face counts it (tied head, 1024 positions).

@@ -15,6 +15,7 @@
 
 #include "tessera/core/rng.h"
 #include "tessera/train/trainer.h"
+#include "tiny_model.h"
 
 namespace tessera {
 namespace {
@@ -43,11 +44,7 @@ void write_floats(const std::filesystem::path& p, const float* x, int64_t n) {
 
 TEST(TorchReference, LogitsLossGradientsAndFiveAdamWSteps) {
   TrainConfig cfg;
-  cfg.model.num_layers = 2;
-  cfg.model.hidden_size = 32;
-  cfg.model.num_heads = 4;
-  cfg.model.seq_length = 16;
-  cfg.model.vocab_size = 67;  // not a multiple of 128: the table is padded, padding never predicted
+  cfg.model = test::tiny_gpt();  // vocabulary 67: the table is padded, padding never predicted
   cfg.par.micro_batch = 2;
   cfg.par.global_batch = 4;  // two accumulation steps
   cfg.train_iters = 5;

@@ -10,7 +10,9 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <utility>
 
 #include "mpi_test_env.h"
 #include "tessera/comm/node_local.h"
@@ -40,6 +42,13 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 comm::MpiRuntime& mpi_runtime() { return *g_runtime; }
 comm::Communicator& world() { return *g_world; }
 
+comm::Grid& grid_of(int tp, int pp) {
+  static std::map<std::pair<int, int>, std::unique_ptr<comm::Grid>> grids;
+  auto& g = grids[{tp, pp}];
+  if (!g) g = std::make_unique<comm::Grid>(world(), tp, pp);
+  return *g;
+}
+
 }  // namespace tessera::test
 
 int main(int argc, char** argv) {
@@ -63,6 +72,15 @@ int main(int argc, char** argv) {
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (runtime.world_rank() == 0 && any_failed)
     std::fprintf(stderr, "mpi test: a test failed on at least one rank\n");
+  // Cases skip at rank counts they do not need; a run where all of them did
+  // tested nothing, and CTest must say so (tests/CMakeLists.txt matches this).
+  const auto& unit = *::testing::UnitTest::GetInstance();
+  int all_skipped =
+      unit.test_to_run_count() > 0 && unit.skipped_test_count() == unit.test_to_run_count();
+  int everywhere = 0;
+  MPI_Allreduce(&all_skipped, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (runtime.world_rank() == 0 && everywhere && !any_failed)
+    std::printf("mpi test: every case skipped at %d rank(s)\n", runtime.world_size());
   runtime.set_comm_timeout(0);
   world.reset();
   return any_failed;

@@ -1,20 +1,20 @@
-// Pipeline parallelism under mpirun: a minimal step loop (executor step +
-// AdamW on each rank's flat buffer) must reproduce one process training the
-// same global batch, for GPipe, 1F1B and interleaved schedules, alone and
-// with tp 2 or dp 2 beside it; the activation memory of each stage is the
-// schedule's peak in-flight count times one chunk's activations, and the
-// trace has one track per rank.
-//
-// Gradient clipping is off (clip_grad 0) in this loop: a pipelined global
-// norm must sum over pp ranks counting the tied token table once, which is
-// the trainer's job, not the executor's.
+// Pipeline parallelism under mpirun, at two levels:
+// - PipelineExecutor: a minimal step loop (executor step + AdamW on each
+//   rank's flat buffer) must reproduce one process training the same global
+//   batch, for GPipe, 1F1B and interleaved schedules, alone and with tp 2 or
+//   dp 2 beside it; the activation memory of each stage is the schedule's
+//   peak in-flight count times one chunk's activations, and the trace has
+//   one track per rank. Gradient clipping is off (clip_grad 0) in this loop:
+//   a pipelined global norm must sum over pp ranks counting the tied token
+//   table once, which is the trainer's job, not the executor's.
+// - Pipeline: the trainer's pipelines (GPipe, 1F1B, interleaved) x tp x dp x
+//   ZeRO x recompute, with clipping, against the one-process trainer run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -24,31 +24,27 @@
 #include <unistd.h>
 
 #include "mpi_test_env.h"
-#include "tessera/comm/grid.h"
+#include "rel.h"
 #include "tessera/core/rng.h"
 #include "tessera/model/gpt.h"
 #include "tessera/optim/adamw.h"
 #include "tessera/parallel/pipeline_executor.h"
 #include "tessera/parallel/pipeline_trace.h"
+#include "tiny_model.h"
+#include "tiny_training.h"
 
 namespace tessera {
 namespace {
 
+using test::grid_of;
+using test::rel;
 using test::world;
 
 constexpr int64_t kB = 2, kT = 16, kM = 4;  // micro-batch, sequence, micro-batches per dp rank
 constexpr int kSteps = 20;
 constexpr uint64_t kSeed = 1234;
 
-GPTConfig tiny_model() {
-  GPTConfig c;
-  c.num_layers = 4;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.seq_length = kT;
-  c.vocab_size = 67;
-  return c;
-}
+GPTConfig tiny_model() { return test::tiny_gpt(4); }  // its seq_length is kT
 
 AdamWConfig adamw_config() {
   AdamWConfig c;
@@ -100,17 +96,6 @@ std::vector<float> single_process_losses(int64_t dp) {
   }
   return out;
 }
-
-// One grid per shape for the whole binary: the watchdog's progress board
-// holds the groups for the life of the process (64 at most).
-comm::Grid& grid_of(int tp, int pp) {
-  static std::map<std::pair<int, int>, std::unique_ptr<comm::Grid>> grids;
-  auto& g = grids[{tp, pp}];
-  if (!g) g = std::make_unique<comm::Grid>(world(), tp, pp);
-  return *g;
-}
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-12); }
 
 struct Case {
   const char* name;
@@ -174,7 +159,7 @@ struct PipelinedRun {
   }
 };
 
-class Pipeline : public ::testing::TestWithParam<Case> {
+class PipelineExecutor : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     const Case& c = GetParam();
@@ -185,7 +170,7 @@ class Pipeline : public ::testing::TestWithParam<Case> {
   }
 };
 
-TEST_P(Pipeline, TwentyStepsMatchOneProcess) {
+TEST_P(PipelineExecutor, TwentyStepsMatchOneProcess) {
   const Case& c = GetParam();
   comm::Grid& grid = grid_of(c.tp, c.pp);
   PipelinedRun run(c, grid);
@@ -199,7 +184,7 @@ TEST_P(Pipeline, TwentyStepsMatchOneProcess) {
   }
 }
 
-TEST_P(Pipeline, ActivationMemoryIsPeakInFlightSlots) {
+TEST_P(PipelineExecutor, ActivationMemoryIsPeakInFlightSlots) {
   const Case& c = GetParam();
   comm::Grid& grid = grid_of(c.tp, c.pp);
   PipelinedRun run(c, grid);
@@ -214,7 +199,7 @@ TEST_P(Pipeline, ActivationMemoryIsPeakInFlightSlots) {
             peak * activations_bytes(run.model.stage_act_shape(kB, kT, c.v)));
 }
 
-TEST_P(Pipeline, TraceHasOneTrackPerRank) {
+TEST_P(PipelineExecutor, TraceHasOneTrackPerRank) {
   const Case& c = GetParam();
   comm::Grid& grid = grid_of(c.tp, c.pp);
   PipelinedRun run(c, grid);
@@ -244,7 +229,7 @@ TEST_P(Pipeline, TraceHasOneTrackPerRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Schedules, Pipeline,
+    Schedules, PipelineExecutor,
     ::testing::Values(Case{"gpipe_pp2", ScheduleKind::GPipe, 2, 1, 1},
                       Case{"1f1b_pp2", ScheduleKind::OneFOneB, 2, 1, 1},
                       Case{"interleaved_pp2_v2", ScheduleKind::Interleaved, 2, 2, 1},
@@ -252,6 +237,70 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b_pp4", ScheduleKind::OneFOneB, 4, 1, 1},
                       Case{"1f1b_pp2_tp2", ScheduleKind::OneFOneB, 2, 1, 2},
                       Case{"1f1b_pp2_tp2_sp", ScheduleKind::OneFOneB, 2, 1, 2, true}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+struct PipeLayout {
+  const char* name;
+  int world, tp, pp, v, zero;
+  ScheduleKind kind;
+  int64_t layers;
+  Recompute recompute = Recompute::None;
+};
+
+class Pipeline : public ::testing::TestWithParam<PipeLayout> {};
+
+TEST_P(Pipeline, TwentyStepsMatchOneProcess) {
+  const PipeLayout L = GetParam();
+  // Skipped, not failed: the same binary runs at every rank count CTest
+  // registers (singleton, 2, 4, 8); this case runs at the one it names.
+  if (world().size() != L.world) GTEST_SKIP() << "runs at " << L.world << " ranks";
+  comm::Grid& grid = grid_of(L.tp, L.pp);
+  const std::vector<StepStats> ref = test::single_process_run(20, L.layers);
+  TrainConfig c = test::tiny_train_config(L.zero, L.world / (L.tp * L.pp), L.layers);
+  c.par.tp = L.tp;
+  c.par.pp = L.pp;
+  c.par.virtual_stages = L.v;
+  c.schedule = L.kind;
+  c.par.recompute = L.recompute;
+  c.eval_interval = 0;
+  c.validate(world().size());
+  auto data = test::tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid);
+  for (int64_t s = 1; s <= 20; ++s) {
+    const StepStats st = t.train_step(s);
+    test::expect_step_matches(st, ref[size_t(s - 1)], s, L.name);
+    EXPECT_GE(st.bubble_fraction, 0.0);
+    EXPECT_LT(st.bubble_fraction, 1.0);
+    // The executor's slots time the model's kernels as the one-rank path
+    // does (the metrics' seconds_by_op, planner --validate --by-op).
+    EXPECT_GT(st.profile[Op::Gemm], 0.0) << L.name;
+    EXPECT_GT(st.profile[Op::LayerNorm], 0.0) << L.name;
+    EXPECT_GT(st.profile[Op::Attention], 0.0) << L.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, Pipeline,
+    ::testing::Values(PipeLayout{"pp2_1f1b", 2, 1, 2, 1, 0, ScheduleKind::OneFOneB, 2},
+                      PipeLayout{"pp2_1f1b_zero1", 2, 1, 2, 1, 1, ScheduleKind::OneFOneB, 2},
+                      PipeLayout{"pp2_gpipe", 2, 1, 2, 1, 0, ScheduleKind::GPipe, 2},
+                      PipeLayout{"pp2_zero2", 2, 1, 2, 1, 2, ScheduleKind::OneFOneB, 2},
+                      PipeLayout{"pp2_zero3", 2, 1, 2, 1, 3, ScheduleKind::OneFOneB, 2},
+                      PipeLayout{"pp2_dp2_zero2", 4, 1, 2, 1, 2, ScheduleKind::OneFOneB, 2},
+                      PipeLayout{"pp2_dp2_zero3_interleaved", 4, 1, 2, 2, 3,
+                                 ScheduleKind::Interleaved, 4},
+                      PipeLayout{"pp2_tp2_dp2_zero3", 8, 2, 2, 1, 3, ScheduleKind::OneFOneB, 2},
+                      PipeLayout{"pp2_recompute_selective", 2, 1, 2, 1, 0, ScheduleKind::OneFOneB,
+                                 2, Recompute::Selective},
+                      PipeLayout{"pp2_recompute_full", 2, 1, 2, 1, 1, ScheduleKind::OneFOneB, 2,
+                                 Recompute::Full},
+                      PipeLayout{"pp2_tp2_recompute_full", 4, 2, 2, 1, 0,
+                                 ScheduleKind::OneFOneB, 2, Recompute::Full},
+                      PipeLayout{"pp2_interleaved_v2", 2, 1, 2, 2, 1, ScheduleKind::Interleaved, 4},
+                      PipeLayout{"pp4", 4, 1, 4, 1, 0, ScheduleKind::OneFOneB, 4},
+                      PipeLayout{"pp2_tp2", 4, 2, 2, 1, 1, ScheduleKind::OneFOneB, 2},
+                      PipeLayout{"pp2_dp2_zero1", 4, 1, 2, 1, 1, ScheduleKind::OneFOneB, 2},
+                      PipeLayout{"pp2_tp2_dp2_zero1", 8, 2, 2, 1, 1, ScheduleKind::OneFOneB, 2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "tessera/kernels/cpu/adamw.h"
 #include "tessera/model/gpt.h"
 #include "tessera/model/tensor_parallel.h"
+#include "tiny_model.h"
 
 namespace tessera {
 namespace {
@@ -30,11 +31,7 @@ namespace {
 constexpr int64_t kB = 2;  // micro-batch sequences
 
 GPTConfig tiny(int64_t vocab = 100, int64_t divisible_by = 8) {
-  GPTConfig m;
-  m.num_layers = 2;
-  m.hidden_size = 32;
-  m.num_heads = 4;
-  m.seq_length = 16;
+  GPTConfig m = test::tiny_gpt();
   m.vocab_size = vocab;  // 100: not a multiple of 8 * tp, so the last slice is part padding
   m.make_vocab_size_divisible_by = divisible_by;
   return m;
@@ -276,12 +273,7 @@ TEST_F(TensorParallel, CommunicationBytesEqualTheFormula) {
 TEST_F(TensorParallel, SequenceParallelCutsActivationMemory) {
   // A stated shape: GPT-2 124M geometry, micro-batch 4 x 1024 tokens. No
   // parameters are allocated: only the activation shape is asked for.
-  GPTConfig big;
-  big.num_layers = 12;
-  big.hidden_size = 768;
-  big.num_heads = 12;
-  big.seq_length = 1024;
-  big.vocab_size = 50257;
+  const GPTConfig big = test::gpt2_small();
   for (int64_t tp : {2, 4}) {
     auto group = tp_group(tp);
     if (!group) continue;

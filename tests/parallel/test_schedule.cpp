@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "expect_error.h"
 #include "tessera/core/error.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/parallel/schedule.h"
@@ -57,22 +58,13 @@ TEST(Schedule, ParsesAndNamesKinds) {
   for (auto k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved})
     EXPECT_EQ(schedule_kind_parse(schedule_kind_name(k)), k);
   EXPECT_STREQ(schedule_kind_name(ScheduleKind::OneFOneB), "1f1b");
-  try {
-    schedule_kind_parse("zb-v");
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--pipeline-schedule"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(
+      test::throws_error_with([] { schedule_kind_parse("zb-v"); }, {"--pipeline-schedule"}));
 }
 
 void expect_error(ScheduleKind k, int64_t p, int64_t v, int64_t m, std::vector<std::string> words) {
-  try {
-    build_schedule(k, p, v, m, 0);
-    FAIL() << "no error for " << name({k, p, v, m});
-  } catch (const Error& e) {
-    for (const auto& w : words)
-      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(test::throws_error_with([&] { build_schedule(k, p, v, m, 0); }, words))
+      << name({k, p, v, m});
 }
 
 TEST(Schedule, InvalidParametersNameTheFlag) {
@@ -399,15 +391,9 @@ TEST(ScheduleSim, MalformedTransfersThrow) {
   PipelineSchedule u = build_pipeline(ScheduleKind::OneFOneB, 2, 1, 2);
   auto& r1 = u.ranks[1];
   r1.erase(std::find(r1.begin(), r1.end(), Action{AT::RecvActivation, 1, 0, 0}));
-  try {
-    simulate_schedule(u);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("activation of micro-batch 1 across chunk boundary 0 -> 1 "
-                                         "is sent but never received"),
-              std::string::npos)
-        << e.what();
-  }
+  EXPECT_TRUE(test::throws_error_with([&] { simulate_schedule(u); },
+                                      {"activation of micro-batch 1 across chunk boundary 0 -> 1 "
+                                       "is sent but never received"}));
 }
 
 // ---- speed: the planner simulates the 1T layout (p = 128, m ~ 1000) in its search ----

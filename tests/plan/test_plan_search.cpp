@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "expect_error.h"
 #include "tessera/core/error.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/search.h"
@@ -125,13 +126,8 @@ TEST(PlanSystem, MissingFieldNamesFileAndField) {
   const size_t at = text.find("memory_bandwidth_GBps");
   text.erase(at, text.find('\n', at) - at);  // the whole line's key and value
   std::string path = write_temp("tessera_broken.toml", text);
-  try {
-    load_system_file(path);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("device.memory_bandwidth_GBps"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(test::throws_error_with([&] { load_system_file(path); },
+                                      {path, "device.memory_bandwidth_GBps"}));
 }
 
 TEST(PlanSystem, ShippedSystemsLoad) {
@@ -147,12 +143,8 @@ TEST(PlanSystem, ShippedSystemsLoad) {
 }
 
 TEST(PlanModels, UnknownPresetSuggestsTheNearest) {
-  try {
-    load_model("frontier-175");
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("did you mean 'frontier-175b'"), std::string::npos) << e.what();
-  }
+  EXPECT_TRUE(test::throws_error_with([] { load_model("frontier-175"); },
+                                      {"did you mean 'frontier-175b'"}));
   GPTConfig m = load_model_file(std::string(TESSERA_SOURCE_DIR) + "/configs/models/frontier-175b.toml");
   EXPECT_EQ(m.hidden_size, 12288);
   EXPECT_EQ(m.num_layers, 96);

@@ -41,6 +41,14 @@ for dir in "$src"/*/; do
   done < <(grep -rnoE '#include "tessera/[a-z_]+/' "$dir" | sed -E 's|#include "tessera/([a-z_]+)/|\1|')
 done
 
+# oneDNN is the CPU backend's library: only kernels/ may include it (the
+# GEMM-rate measurement is kernels/gemm_peak.h). Its header sits in
+# /usr/include on some machines, where the build cannot hide it.
+while IFS=: read -r file line _; do
+  echo "FAIL: ${file#"$2"/}:$line: includes oneDNN outside kernels/ (use kernels/gemm_peak.h or a kernel)"
+  failures=$((failures + 1))
+done < <(grep -rnE '#include [<"](oneapi/dnnl/)?dnnl' "$src" --include='*.h' --include='*.cpp' | grep -v "^$src/kernels/")
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures include(s) break the layering"
   exit 1

@@ -1,8 +1,195 @@
 #include "tessera/comm/communicator.h"
 
+#include "tessera/comm/comm_monitor.h"
 #include "tessera/core/error.h"
+#include "tessera/core/timer.h"
 
 namespace tessera::comm {
+
+Communicator::Communicator(std::unique_ptr<CommBackend> backend, std::string name,
+                           std::shared_ptr<CommMonitor> monitor)
+    : monitor_(std::move(monitor)),
+      name_(std::move(name)),
+      backend_(std::move(backend)),
+      rank_(backend_->rank()),
+      size_(backend_->size()) {
+  // Group ids index the progress board, so the members must agree on one:
+  // each proposes its next free id and they take the largest. Ids are small
+  // integers (below ProgressBoard::kMaxGroups), exact in f32.
+  float agreed = float(monitor_->next_group_id());
+  backend_->iall_reduce(&agreed, 1, DType::F32, ReduceOp::Max, CommCall::unlogged(true)).wait();
+  group_id_ = int(agreed);
+  monitor_->register_group(group_id_, {name_, world_ranks()});
+}
+
+Communicator::~Communicator() = default;
+
+int Communicator::world_rank_of(int group_rank) const {
+  TESSERA_CHECK(group_rank >= 0 && group_rank < size_, "rank {} is not in group '{}' of size {}",
+                group_rank, name_, size_);
+  return backend_->world_rank_of(group_rank);
+}
+
+CollectiveLog& Communicator::log() { return monitor_->log(); }
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, std::string name) {
+  std::unique_ptr<CommBackend> part = backend_->split(color, key);
+  if (!part) return nullptr;
+  return std::make_unique<Communicator>(std::move(part), std::move(name), monitor_);
+}
+
+std::vector<int> Communicator::world_ranks() const {
+  std::vector<int> ranks(static_cast<size_t>(size()));
+  for (int r = 0; r < size(); ++r) ranks[size_t(r)] = world_rank_of(r);
+  return ranks;
+}
+
+// ---- checks and logging ----------------------------------------------------
+
+void Communicator::check_count(size_t count) const {
+  TESSERA_CHECK(count <= backend_->max_count(),
+                "communication on '{}' of {} elements exceeds the backend's limit of {} per call; "
+                "split the buffer",
+                name_, count, backend_->max_count());
+}
+
+void Communicator::check_reducible(DType dtype) const {
+  TESSERA_CHECK(dtype == DType::F32, "reduction on '{}' in {}: only f32 reductions exist so far",
+                name_, dtype_name(dtype));
+}
+
+CommCall Communicator::issue(CommOp op, size_t bytes, int peer_world, bool blocking) {
+  const bool collective = is_collective(op);
+  CollectiveRecord record;
+  record.seq = collective ? next_collective_seq_++ : next_p2p_seq_++;
+  record.op = op;
+  record.async = !blocking;
+  record.group_id = group_id_;
+  record.group = name_;
+  record.group_rank = rank_;
+  record.group_size = size_;
+  record.peer = peer_world;
+  record.bytes = bytes;
+  record.issued = now_seconds();
+  const uint64_t seq = record.seq;
+  const uint64_t log_id = monitor_->log().begin(std::move(record));
+  if (collective && monitor_->board())
+    monitor_->board()->publish_entered(group_id_, seq, op, bytes);
+  return CommCall(blocking, monitor_.get(), log_id, group_id_, seq, collective);
+}
+
+void CommCall::started() const {
+  if (monitor_) monitor_->log().mark_started(log_id_, now_seconds());
+}
+
+void CommCall::finished() const {
+  if (!monitor_) return;
+  monitor_->log().finish(log_id_, now_seconds());
+  if (collective_ && monitor_->board()) monitor_->board()->publish_completed(group_id_, seq_);
+}
+
+// ---- each op once ------------------------------------------------------------
+// Data sizes follow comm_op.h: the full buffer for reduce_scatter/all_gather.
+
+Work Communicator::start_all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
+                                    bool blocking) {
+  check_reducible(dtype);
+  check_count(count);
+  const CommCall call = issue(CommOp::AllReduce, count * dtype_size(dtype), -1, blocking);
+  return backend_->iall_reduce(data, count, dtype, op, call);
+}
+
+Work Communicator::start_reduce_scatter(const void* send, void* recv, size_t shard_count,
+                                        DType dtype, ReduceOp op, bool blocking) {
+  check_reducible(dtype);
+  check_count(shard_count);
+  const size_t bytes = size_t(size_) * shard_count * dtype_size(dtype);
+  const CommCall call = issue(CommOp::ReduceScatter, bytes, -1, blocking);
+  return backend_->ireduce_scatter(send, recv, shard_count, dtype, op, call);
+}
+
+Work Communicator::start_all_gather(const void* send, void* recv, size_t shard_count, DType dtype,
+                                    bool blocking) {
+  check_count(shard_count);
+  const size_t bytes = size_t(size_) * shard_count * dtype_size(dtype);
+  const CommCall call = issue(CommOp::AllGather, bytes, -1, blocking);
+  return backend_->iall_gather(send, recv, shard_count, dtype, call);
+}
+
+Work Communicator::start_broadcast(void* data, size_t count, DType dtype, int root,
+                                   bool blocking) {
+  check_count(count);
+  const int root_world = world_rank_of(root);
+  const CommCall call = issue(CommOp::Broadcast, count * dtype_size(dtype), root_world, blocking);
+  return backend_->ibroadcast(data, count, dtype, root, call);
+}
+
+Work Communicator::start_send(const void* data, size_t count, DType dtype, int peer, int tag,
+                              bool blocking) {
+  check_count(count);
+  const int peer_world = world_rank_of(peer);
+  const CommCall call = issue(CommOp::Send, count * dtype_size(dtype), peer_world, blocking);
+  return backend_->isend(data, count, dtype, peer, tag, call);
+}
+
+Work Communicator::start_recv(void* data, size_t count, DType dtype, int peer, int tag,
+                              bool blocking) {
+  check_count(count);
+  const int peer_world = world_rank_of(peer);
+  const CommCall call = issue(CommOp::Recv, count * dtype_size(dtype), peer_world, blocking);
+  return backend_->irecv(data, count, dtype, peer, tag, call);
+}
+
+// ---- blocking: the async form, waited for at once ---------------------------
+
+void Communicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
+  start_all_reduce(data, count, dtype, op, true).wait();
+}
+void Communicator::reduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype,
+                                  ReduceOp op) {
+  start_reduce_scatter(send, recv, shard_count, dtype, op, true).wait();
+}
+void Communicator::all_gather(const void* send, void* recv, size_t shard_count, DType dtype) {
+  start_all_gather(send, recv, shard_count, dtype, true).wait();
+}
+void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
+  start_broadcast(data, count, dtype, root, true).wait();
+}
+void Communicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
+  start_send(data, count, dtype, peer, tag, true).wait();
+}
+void Communicator::recv(void* data, size_t count, DType dtype, int peer, int tag) {
+  start_recv(data, count, dtype, peer, tag, true).wait();
+}
+void Communicator::barrier() { backend_->ibarrier(issue(CommOp::Barrier, 0, -1, true)).wait(); }
+
+// ---- non-blocking ------------------------------------------------------------
+
+Work Communicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
+  return start_all_reduce(data, count, dtype, op, false);
+}
+Work Communicator::reduce_scatter_async(const void* send, void* recv, size_t shard_count,
+                                        DType dtype, ReduceOp op) {
+  return start_reduce_scatter(send, recv, shard_count, dtype, op, false);
+}
+Work Communicator::all_gather_async(const void* send, void* recv, size_t shard_count,
+                                    DType dtype) {
+  return start_all_gather(send, recv, shard_count, dtype, false);
+}
+Work Communicator::broadcast_async(void* data, size_t count, DType dtype, int root) {
+  return start_broadcast(data, count, dtype, root, false);
+}
+Work Communicator::send_async(const void* data, size_t count, DType dtype, int peer, int tag) {
+  return start_send(data, count, dtype, peer, tag, false);
+}
+Work Communicator::recv_async(void* data, size_t count, DType dtype, int peer, int tag) {
+  return start_recv(data, count, dtype, peer, tag, false);
+}
+Work Communicator::barrier_async() {
+  return backend_->ibarrier(issue(CommOp::Barrier, 0, -1, false));
+}
+
+// ---- fp32 conveniences -------------------------------------------------------
 
 void Communicator::reduce_scatter(std::span<const float> send, std::span<float> recv,
                                   ReduceOp op) {
@@ -32,12 +219,6 @@ Work Communicator::all_gather_async(std::span<const float> send, std::span<float
                 "all_gather on '{}': output has {} elements, expected {} x {}", name(),
                 recv.size(), size(), send.size());
   return all_gather_async(send.data(), recv.data(), send.size(), DType::F32);
-}
-
-std::vector<int> Communicator::world_ranks() const {
-  std::vector<int> ranks(static_cast<size_t>(size()));
-  for (int r = 0; r < size(); ++r) ranks[size_t(r)] = world_rank_of(r);
-  return ranks;
 }
 
 }  // namespace tessera::comm

@@ -1,5 +1,8 @@
-// Communicator: the only door to inter-process communication (MPI today, a GPU
-// library later, behind the same virtual interface).
+// Communicator: the only door to inter-process communication. It is one
+// concrete class over a CommBackend (comm_backend.h: MPI today, a GPU
+// library later), which implements only the asynchronous primitives; this
+// class checks arguments, logs and counts every call, feeds the watchdog's
+// progress board, and runs the blocking forms as the async form + wait.
 //
 // A Communicator is a group of ranks. Grid hands each piece of the engine the
 // group it needs (tp, dp, pp, embedding); nothing reaches for a global one.
@@ -20,7 +23,8 @@
 //     in the order they were issued, and every rank must issue the group's
 //     collectives (blocking and async together) in the same order.
 //   - one thread drives a given Communicator at a time.
-//   - every call is logged (collective_log.h) and counted for step metrics.
+//   - every call is logged (collective_log.h) and counted for step metrics;
+//     an argument error throws before the call is logged.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -28,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/comm/comm_backend.h"
 #include "tessera/comm/comm_op.h"
 #include "tessera/comm/work.h"
 #include "tessera/core/dtype.h"
@@ -35,44 +40,53 @@
 namespace tessera::comm {
 
 class CollectiveLog;
+class CommMonitor;
 
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  // Collective over the backend's group: the members agree on the group's
+  // slot on the progress board. `monitor` is the rank's log and board,
+  // shared by all of its groups.
+  Communicator(std::unique_ptr<CommBackend> backend, std::string name,
+               std::shared_ptr<CommMonitor> monitor);
+  // Virtual only so that LocalCommunicator (a Communicator built over a
+  // LocalBackend) can be owned through a Communicator pointer.
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
 
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  virtual const std::string& name() const = 0;  // "world", "tp", "dp", ...
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }  // "world", "tp", "dp", ...
   // Global (world) rank of a member of this group: for messages a user reads.
-  virtual int world_rank_of(int group_rank) const = 0;
+  int world_rank_of(int group_rank) const;
   // The per-rank log every call is recorded in (shared by all groups of a rank).
-  virtual CollectiveLog& log() = 0;
+  CollectiveLog& log();
+  int group_id() const { return group_id_; }  // the group's slot on the progress board
 
   // Collective over this group. Ranks passing the same color form a new
   // group, ordered by key (ties by current rank). A rank passing a negative
   // color gets no group (nullptr), like MPI_UNDEFINED.
-  virtual std::unique_ptr<Communicator> split(int color, int key, std::string name) = 0;
+  std::unique_ptr<Communicator> split(int color, int key, std::string name);
 
   // ---- blocking ----
-  virtual void all_reduce(void* data, size_t count, DType dtype, ReduceOp op) = 0;
-  virtual void reduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype,
-                              ReduceOp op) = 0;
-  virtual void all_gather(const void* send, void* recv, size_t shard_count, DType dtype) = 0;
-  virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
-  virtual void send(const void* data, size_t count, DType dtype, int peer, int tag) = 0;
-  virtual void recv(void* data, size_t count, DType dtype, int peer, int tag) = 0;
-  virtual void barrier() = 0;
+  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op);
+  void reduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype, ReduceOp op);
+  void all_gather(const void* send, void* recv, size_t shard_count, DType dtype);
+  void broadcast(void* data, size_t count, DType dtype, int root);
+  void send(const void* data, size_t count, DType dtype, int peer, int tag);
+  void recv(void* data, size_t count, DType dtype, int peer, int tag);
+  void barrier();
 
   // ---- non-blocking ----
-  virtual Work all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) = 0;
-  virtual Work reduce_scatter_async(const void* send, void* recv, size_t shard_count,
-                                    DType dtype, ReduceOp op) = 0;
-  virtual Work all_gather_async(const void* send, void* recv, size_t shard_count,
-                                DType dtype) = 0;
-  virtual Work broadcast_async(void* data, size_t count, DType dtype, int root) = 0;
-  virtual Work send_async(const void* data, size_t count, DType dtype, int peer, int tag) = 0;
-  virtual Work recv_async(void* data, size_t count, DType dtype, int peer, int tag) = 0;
-  virtual Work barrier_async() = 0;
+  Work all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op);
+  Work reduce_scatter_async(const void* send, void* recv, size_t shard_count, DType dtype,
+                            ReduceOp op);
+  Work all_gather_async(const void* send, void* recv, size_t shard_count, DType dtype);
+  Work broadcast_async(void* data, size_t count, DType dtype, int root);
+  Work send_async(const void* data, size_t count, DType dtype, int peer, int tag);
+  Work recv_async(void* data, size_t count, DType dtype, int peer, int tag);
+  Work barrier_async();
 
   // ---- fp32 conveniences (the common case) ----
   void all_reduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) {
@@ -105,6 +119,33 @@ class Communicator {
   }
   // The world ranks of every member, in group-rank order.
   std::vector<int> world_ranks() const;
+
+ private:
+  // Each op once: checks, then the backend's primitive; the blocking form
+  // waits on the Work at once.
+  Work start_all_reduce(void* data, size_t count, DType dtype, ReduceOp op, bool blocking);
+  Work start_reduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype,
+                            ReduceOp op, bool blocking);
+  Work start_all_gather(const void* send, void* recv, size_t shard_count, DType dtype,
+                        bool blocking);
+  Work start_broadcast(void* data, size_t count, DType dtype, int root, bool blocking);
+  Work start_send(const void* data, size_t count, DType dtype, int peer, int tag, bool blocking);
+  Work start_recv(void* data, size_t count, DType dtype, int peer, int tag, bool blocking);
+
+  void check_count(size_t count) const;      // within the backend's limit
+  void check_reducible(DType dtype) const;   // f32 only, for now
+  // Logs the call as issued (and, for a collective, enters it on the
+  // progress board); the backend reports its start and end through it.
+  CommCall issue(CommOp op, size_t bytes, int peer_world, bool blocking);
+
+  std::shared_ptr<CommMonitor> monitor_;  // declared first: outlives the backend's threads
+  std::string name_;
+  std::unique_ptr<CommBackend> backend_;
+  int rank_ = 0;
+  int size_ = 1;
+  int group_id_ = 0;
+  uint64_t next_collective_seq_ = 0;  // same on every member: the watchdog compares them
+  uint64_t next_p2p_seq_ = 0;         // this rank's own count of sends and receives
 };
 
 using Group = Communicator;

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tessera/comm/mpi_communicator.h"
+#include "tessera/comm/mpi_backend.h"
 #include "tessera/core/error.h"
 
 namespace tessera::comm {
@@ -39,7 +39,8 @@ MpiRuntime::~MpiRuntime() {
 }
 
 std::unique_ptr<Communicator> MpiRuntime::world() {
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world", monitor_);
+  return std::make_unique<Communicator>(std::make_unique<MpiBackend>(MPI_COMM_WORLD), "world",
+                                        monitor_);
 }
 
 void MpiRuntime::set_comm_timeout(double seconds, WatchdogOptions options) {

@@ -37,6 +37,9 @@ struct Profile {
 };
 
 // Adds the lifetime of the scope to profile->seconds[op] when profile is set.
+// The model's kernels (kernels/ops.h) and tensor-parallel helpers time
+// themselves with it; loops around them (optimizer, data, collectives) use
+// it directly.
 class ProfileScope {
  public:
   ProfileScope(Profile* p, Op op) : p_(p), op_(op), t0_(p ? now_seconds() : 0) {}
@@ -53,11 +56,3 @@ class ProfileScope {
 };
 
 }  // namespace tessera
-
-// Runs one statement and charges its time to `op`:
-//   TIMED(prof, Op::Gemm, matmul_forward(...));
-#define TIMED(prof, op, ...)                   \
-  do {                                         \
-    ::tessera::ProfileScope timed_scope_(prof, op); \
-    __VA_ARGS__;                               \
-  } while (0)

@@ -2,75 +2,63 @@
 
 #include <algorithm>
 
-#include "tessera/kernels/cpu/attention.h"
-#include "tessera/kernels/cpu/bias.h"
-#include "tessera/kernels/cpu/elementwise.h"
-#include "tessera/kernels/cpu/gelu.h"
-#include "tessera/kernels/cpu/layernorm.h"
-#include "tessera/kernels/cpu/matmul.h"
-
 namespace tessera {
 
 // A row-parallel linear: out (Ns, C) = leave(inp (N, K) @ weight (C, K)^T) + bias.
 // Each rank's product is partial, so the bias is added once, after the sum.
-static void row_parallel_forward(float* out, const float* inp, const float* weight,
-                                 const float* bias, int64_t N, int64_t Ns, int64_t K, int64_t C,
-                                 const TensorParallel& tp, float* tp_full, Profile* prof) {
-  using namespace cpu;
+static void row_parallel_forward(const kernels::Ops& ops, float* out, const float* inp,
+                                 const float* weight, const float* bias, int64_t N, int64_t Ns,
+                                 int64_t K, int64_t C, const TensorParallel& tp, float* tp_full) {
   if (!tp.active()) {
-    TIMED(prof, Op::Gemm, matmul_forward(out, inp, weight, bias, N, K, C));
+    ops.matmul_forward(out, inp, weight, bias, N, K, C);
     return;
   }
   float* partial = tp.sp() ? tp_full : out;  // (N, C)
-  TIMED(prof, Op::Gemm, matmul_forward(partial, inp, weight, nullptr, N, K, C));
-  TIMED(prof, Op::Comm, tp_leave_forward(tp, partial, out, N, C));
-  TIMED(prof, Op::Residual, bias_add(out, bias, Ns, C));
+  ops.matmul_forward(partial, inp, weight, nullptr, N, K, C);
+  tp_leave_forward(tp, partial, out, N, C, ops.profile());
+  ops.bias_add(out, bias, Ns, C);
 }
 
-void block_forward(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
-                   const TensorParallel& tp, float* tp_full, Profile* prof) {
-  using namespace cpu;
+void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a, const float* x,
+                   const ActShape& s, const TensorParallel& tp, float* tp_full) {
   const int64_t N = s.N(), Ns = s.Ns();
-  TIMED(prof, Op::LayerNorm,
-        layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, Ns, s.C));
-  const float* ln1 = nullptr;  // (N, C)
-  TIMED(prof, Op::Comm, ln1 = tp_enter_forward(tp, a.ln1, tp_full, N, s.C));
-  TIMED(prof, Op::Gemm, matmul_forward(a.qkv, ln1, w.qkv_w, w.qkv_b, N, s.C, 3 * s.Cl));
-  TIMED(prof, Op::Attention, attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH));
-  row_parallel_forward(a.res_mid, a.atty, w.proj_w, w.proj_b, N, Ns, s.Cl, s.C, tp, tp_full,
-                       prof);
-  TIMED(prof, Op::Residual, add(a.res_mid, a.res_mid, x, Ns * s.C));
+  Profile* prof = ops.profile();  // the tp helpers charge their communication here
+  ops.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, Ns, s.C);
+  const float* ln1 = tp_enter_forward(tp, a.ln1, tp_full, N, s.C, prof);  // (N, C)
+  ops.matmul_forward(a.qkv, ln1, w.qkv_w, w.qkv_b, N, s.C, 3 * s.Cl);
+  ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH);
+  row_parallel_forward(ops, a.res_mid, a.atty, w.proj_w, w.proj_b, N, Ns, s.Cl, s.C, tp, tp_full);
+  ops.add(a.res_mid, a.res_mid, x, Ns * s.C);
 
-  TIMED(prof, Op::LayerNorm,
-        layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, Ns, s.C));
-  const float* ln2 = nullptr;  // (N, C)
-  TIMED(prof, Op::Comm, ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C));
-  TIMED(prof, Op::Gemm, matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.F));
-  TIMED(prof, Op::Gelu, gelu_forward(a.fch_gelu, a.fch, N * s.F));
-  row_parallel_forward(a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
-                       tp_full, prof);
-  TIMED(prof, Op::Residual, add(a.res_out, a.res_out, a.res_mid, Ns * s.C));
+  ops.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, Ns, s.C);
+  const float* ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
+  ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.F);
+  ops.gelu_forward(a.fch_gelu, a.fch, N * s.F);
+  row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
+                       tp_full);
+  ops.add(a.res_out, a.res_out, a.res_mid, Ns * s.C);
 }
 
-void block_recompute(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
-                     const TensorParallel& tp, float* tp_full, Profile* prof) {
-  using namespace cpu;
+void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
+                     const float* x, const ActShape& s, const TensorParallel& tp,
+                     float* tp_full) {
   switch (s.recompute) {
     case Recompute::None: return;
     case Recompute::Selective:
       // The same kernels on the same saved inputs as forward: bit-identical.
-      TIMED(prof, Op::Attention, attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH));
-      TIMED(prof, Op::Gelu, gelu_forward(a.fch_gelu, a.fch, s.N() * s.F));
+      ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH);
+      ops.gelu_forward(a.fch_gelu, a.fch, s.N() * s.F);
       return;
-    case Recompute::Full: block_forward(w, a, x, s, tp, tp_full, prof); return;
+    case Recompute::Full: block_forward(ops, w, a, x, s, tp, tp_full); return;
   }
 }
 
-void block_backward(const LayerWeights& w, const LayerWeights& g, const LayerActs& a,
-                    const float* x, float* dresid, const Activations& scratch, const ActShape& s,
-                    const TensorParallel& tp, float* ln_grads, Profile* prof) {
-  using namespace cpu;
+void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                    const LayerActs& a, const float* x, float* dresid,
+                    const Activations& scratch, const ActShape& s, const TensorParallel& tp,
+                    float* ln_grads) {
   const int64_t N = s.N(), Ns = s.Ns(), C = s.C;
+  Profile* prof = ops.profile();  // the tp helpers charge their communication here
   // Under SP each rank's LayerNorm gradients cover only its rows: collect
   // this micro-batch's share apart, sum it over tp, then accumulate.
   LayerWeights gl = g;
@@ -85,46 +73,33 @@ void block_backward(const LayerWeights& w, const LayerWeights& g, const LayerAct
   // (layernorm_backward accumulates into dresid).
   // MLP branch. The row-parallel bias gradient is taken from the full dY
   // (all rows, after the gather), so it is complete and equal on every rank.
-  const float* dy = nullptr;  // (N, C)
-  TIMED(prof, Op::Comm, dy = tp_leave_backward(tp, dresid, scratch.dln, N, C));
-  TIMED(prof, Op::Gemm,
-        matmul_backward(scratch.dfch, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N,
-                        s.F, C, false));
-  TIMED(prof, Op::Gelu, gelu_backward(scratch.dfch, a.fch, scratch.dfch, N * s.F));
-  const float* ln2 = nullptr;  // (N, C): re-gathered under SP, only the shard was kept
-  TIMED(prof, Op::Comm, ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C));
-  TIMED(prof, Op::Gemm,
-        matmul_backward(scratch.dln, g.fc_w, g.fc_b, scratch.dfch, ln2, w.fc_w, N, C, s.F,
-                        false));
-  const float* dln2 = nullptr;  // (Ns, C)
-  TIMED(prof, Op::Comm, dln2 = tp_enter_backward(tp, scratch.dln, N, C));
-  TIMED(prof, Op::LayerNorm,
-        layernorm_backward(dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
-                           a.ln2_rstd, Ns, C));
+  const float* dy = tp_leave_backward(tp, dresid, scratch.dln, N, C, prof);  // (N, C)
+  ops.matmul_backward(scratch.dfch, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N, s.F,
+                      C);
+  ops.gelu_backward(scratch.dfch, a.fch, scratch.dfch, N * s.F);
+  // (N, C): re-gathered under SP, only the shard was kept
+  const float* ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
+  ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, scratch.dfch, ln2, w.fc_w, N, C, s.F);
+  const float* dln2 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
+  ops.layernorm_backward(dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
+                         a.ln2_rstd, Ns, C);
   // Attention branch.
-  TIMED(prof, Op::Comm, dy = tp_leave_backward(tp, dresid, scratch.dln, N, C));
-  TIMED(prof, Op::Gemm,
-        matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C,
-                        false));
-  TIMED(prof, Op::Attention,
-        attention_backward(scratch.dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl,
-                           s.NH));
-  const float* ln1 = nullptr;  // (N, C)
-  TIMED(prof, Op::Comm, ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C));
-  TIMED(prof, Op::Gemm,
-        matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, scratch.dqkv, ln1, w.qkv_w, N, C,
-                        3 * s.Cl, false));
-  const float* dln1 = nullptr;  // (Ns, C)
-  TIMED(prof, Op::Comm, dln1 = tp_enter_backward(tp, scratch.dln, N, C));
-  TIMED(prof, Op::LayerNorm,
-        layernorm_backward(dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd,
-                           Ns, C));
+  dy = tp_leave_backward(tp, dresid, scratch.dln, N, C, prof);
+  ops.matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C);
+  ops.attention_backward(scratch.dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl,
+                         s.NH);
+  const float* ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
+  ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, scratch.dqkv, ln1, w.qkv_w, N, C,
+                      3 * s.Cl);
+  const float* dln1 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
+  ops.layernorm_backward(dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd,
+                         Ns, C);
   if (tp.sp()) {
-    TIMED(prof, Op::Comm, tp_sum_region_grad(tp, ln_grads, 4 * C));
-    accumulate(g.ln1_w, ln_grads, C);
-    accumulate(g.ln1_b, ln_grads + C, C);
-    accumulate(g.ln2_w, ln_grads + 2 * C, C);
-    accumulate(g.ln2_b, ln_grads + 3 * C, C);
+    tp_sum_region_grad(tp, ln_grads, 4 * C, prof);
+    ops.accumulate(g.ln1_w, ln_grads, C);
+    ops.accumulate(g.ln1_b, ln_grads + C, C);
+    ops.accumulate(g.ln2_w, ln_grads + 2 * C, C);
+    ops.accumulate(g.ln2_b, ln_grads + 3 * C, C);
   }
 }
 

@@ -30,16 +30,21 @@
 // GPT::set_recompute); activations_bytes reports each mode's true size.
 // recompute_parse (config/parallel_config.h) reads the flag.
 #pragma once
+#include "tessera/kernels/ops.h"
 #include "tessera/model/activations.h"
 #include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
 
 namespace tessera {
 
+// Every kernel runs through `ops` (kernels/ops.h: the backend, and the
+// profile each call charges its time to; the tp helpers charge theirs to
+// the same profile).
+
 // x (Ns, C) -> a.res_out (Ns, C); fills every saved view of `a`. tp_full
 // (B, T, C) is scratch for sequence parallelism (null without it).
-void block_forward(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
-                   const TensorParallel& tp, float* tp_full, Profile* prof);
+void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a, const float* x,
+                   const ActShape& s, const TensorParallel& tp, float* tp_full);
 
 // Before block_backward under recomputation (s.recompute, recompute.h):
 // refill the views of `a` that forward did not keep. Selective reruns the
@@ -47,16 +52,17 @@ void block_forward(const LayerWeights& w, LayerActs& a, const float* x, const Ac
 // reruns block_forward from the layer input x, collectives included (every
 // tp rank recomputes together), rewriting a.res_out with the same values.
 // Nothing to do without recomputation.
-void block_recompute(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
-                     const TensorParallel& tp, float* tp_full, Profile* prof);
+void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
+                     const float* x, const ActShape& s, const TensorParallel& tp,
+                     float* tp_full);
 
 // Given dresid (Ns, C) = dL/d res_out, accumulates parameter gradients into
 // g and turns dresid into dL/d x in place. `scratch` supplies dln, dqkv,
 // datty, dfch and tp_full. Under sequence parallelism ln_grads (4*C) is
 // scratch for this micro-batch's LayerNorm gradients before their tp sum.
-void block_backward(const LayerWeights& w, const LayerWeights& g, const LayerActs& a,
-                    const float* x, float* dresid, const Activations& scratch,
-                    const ActShape& s, const TensorParallel& tp, float* ln_grads,
-                    Profile* prof);
+void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                    const LayerActs& a, const float* x, float* dresid,
+                    const Activations& scratch, const ActShape& s, const TensorParallel& tp,
+                    float* ln_grads);
 
 }  // namespace tessera

@@ -4,12 +4,7 @@
 #include <memory>
 
 #include "tessera/core/error.h"
-#include "tessera/kernels/cpu/attention.h"
-#include "tessera/kernels/cpu/elementwise.h"
-#include "tessera/kernels/cpu/embedding.h"
-#include "tessera/kernels/cpu/gelu.h"
-#include "tessera/kernels/cpu/layernorm.h"
-#include "tessera/kernels/cpu/matmul.h"
+#include "tessera/kernels/ops.h"
 
 namespace tessera {
 
@@ -43,7 +38,7 @@ void Decoder::resize(int64_t n) {
 }
 
 const float* Decoder::forward(const int32_t* tokens, int64_t n) {
-  using namespace cpu;
+  const kernels::Ops ops(model_.backend(), nullptr);  // the model's kernels, not profiled
   TESSERA_CHECK(n >= 1, "Decoder::forward: no tokens");
   const int64_t pos0 = cache_.len, C = C_;
   TESSERA_CHECK(pos0 + n <= cache_.max_T, "Decoder: {} positions exceed the context of {}",
@@ -54,38 +49,39 @@ const float* Decoder::forward(const int32_t* tokens, int64_t n) {
   resize(n);
   const ModelWeights& w = model_.weights();
   float* x = x_.data();  // (n, C)
-  token_embedding_forward(x, tokens, w.wte, n, C, 0, model_.layout().padded_vocab());
-  position_embedding_forward(x, w.wpe, 1, n, C, pos0);
+  ops.token_embedding_forward(x, tokens, w.wte, n, C, 0, model_.layout().padded_vocab());
+  ops.position_embedding_forward(x, w.wpe, 1, n, C, pos0);
 
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];
     float* kc = cache_.keys(int64_t(l));    // (max_T, C)
     float* vc = cache_.values(int64_t(l));  // (max_T, C)
     // Attention: the n new queries see the cache plus themselves, causally.
-    layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x, lw.ln1_w, lw.ln1_b, n, C);
-    matmul_forward(qkv_.data(), ln_.data(), lw.qkv_w, lw.qkv_b, n, C, 3 * C);  // (n, 3C)
+    ops.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x, lw.ln1_w, lw.ln1_b, n, C);
+    ops.matmul_forward(qkv_.data(), ln_.data(), lw.qkv_w, lw.qkv_b, n, C, 3 * C);  // (n, 3C)
     for (int64_t i = 0; i < n; ++i) {
       const float* row = qkv_.data() + i * 3 * C;  // [q | k | v]
       std::copy_n(row + C, C, kc + (pos0 + i) * C);
       std::copy_n(row + 2 * C, C, vc + (pos0 + i) * C);
     }
     for (int64_t i = 0; i < n; ++i)
-      attention_decode(atty_.data() + i * C, qkv_.data() + i * 3 * C, kc, vc, pos0 + i + 1, C, NH_);
-    matmul_forward(tmp_.data(), atty_.data(), lw.proj_w, lw.proj_b, n, C, C);
-    add(x, x, tmp_.data(), n * C);
+      ops.attention_decode(atty_.data() + i * C, qkv_.data() + i * 3 * C, kc, vc, pos0 + i + 1, C,
+                           NH_);
+    ops.matmul_forward(tmp_.data(), atty_.data(), lw.proj_w, lw.proj_b, n, C, C);
+    ops.add(x, x, tmp_.data(), n * C);
     // MLP.
-    layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x, lw.ln2_w, lw.ln2_b, n, C);
-    matmul_forward(fch_.data(), ln_.data(), lw.fc_w, lw.fc_b, n, C, F_);
-    gelu_forward(gelu_.data(), fch_.data(), n * F_);
-    matmul_forward(tmp_.data(), gelu_.data(), lw.fcproj_w, lw.fcproj_b, n, F_, C);
-    add(x, x, tmp_.data(), n * C);
+    ops.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x, lw.ln2_w, lw.ln2_b, n, C);
+    ops.matmul_forward(fch_.data(), ln_.data(), lw.fc_w, lw.fc_b, n, C, F_);
+    ops.gelu_forward(gelu_.data(), fch_.data(), n * F_);
+    ops.matmul_forward(tmp_.data(), gelu_.data(), lw.fcproj_w, lw.fcproj_b, n, F_, C);
+    ops.add(x, x, tmp_.data(), n * C);
   }
   cache_.len = pos0 + n;
 
   // Only the last position's logits are needed: the next token.
   const float* last = x + (n - 1) * C;
-  layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), last, w.lnf_w, w.lnf_b, 1, C);
-  matmul_forward(logits_.data(), ln_.data(), w.wte, nullptr, 1, C, V_);  // tied head, real rows
+  ops.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), last, w.lnf_w, w.lnf_b, 1, C);
+  ops.matmul_forward(logits_.data(), ln_.data(), w.wte, nullptr, 1, C, V_);  // tied head, real rows
   return logits_.data();
 }
 

@@ -1,21 +1,15 @@
 #include "tessera/model/gpt.h"
 
 #include <algorithm>
-#include <span>
 
-#include "tessera/kernels/cpu/cross_entropy.h"
-#include "tessera/kernels/cpu/cross_entropy_vocab_parallel.h"
-#include "tessera/kernels/cpu/elementwise.h"
-#include "tessera/kernels/cpu/embedding.h"
-#include "tessera/kernels/cpu/layernorm.h"
-#include "tessera/kernels/cpu/matmul.h"
+#include "tessera/kernels/cpu/cpu_backend.h"
 #include "tessera/model/block.h"
 
 namespace tessera {
 
 GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bool own_grads,
          TensorParallel tp)
-    : config_(config), layout_(layout), tp_(tp) {
+    : config_(config), layout_(layout), tp_(tp), backend_(&kernels::cpu_backend()) {
   TESSERA_CHECK(tp_.size() == layout_.tp(),
                 "GPT: tensor-parallel group of {} ranks for a layout split over tp {}", tp_.size(),
                 layout_.tp());
@@ -67,37 +61,32 @@ ActShape GPT::act_shape(int64_t B, int64_t T) const {
 // out (rows, C) += the position rows of flattened (B, T) token rows
 // [row0, row0 + rows): a sequence-parallel block may start mid-sequence and
 // cross into the next one, so it is added run by run.
-static void position_rows_forward(float* out, const float* wpe, int64_t row0, int64_t rows,
-                                  int64_t T, int64_t C) {
+static void position_rows_forward(const kernels::Ops& ops, float* out, const float* wpe,
+                                  int64_t row0, int64_t rows, int64_t T, int64_t C) {
   for (int64_t g = row0; g < row0 + rows;) {
     const int64_t t = g % T, len = std::min(T - t, row0 + rows - g);
-    cpu::position_embedding_forward(out + (g - row0) * C, wpe, 1, len, C, t);
+    ops.position_embedding_forward(out + (g - row0) * C, wpe, 1, len, C, t);
     g += len;
   }
 }
 
 void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
-  using namespace cpu;
+  const kernels::Ops ops = this->ops(acts);
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
-  Profile* prof = acts.profile;
   if (!tp_.active()) {
-    TIMED(prof, Op::Embedding, {
-      token_embedding_forward(acts.encoded, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
-                              layout_.vocab_end());
-      position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
-    });
+    ops.token_embedding_forward(acts.encoded, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
+                                layout_.vocab_end());
+    ops.position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
   } else {
     // Vocab-parallel lookup: rows of other slices are zero, the leave
     // (all-reduce, or reduce-scatter to this rank's rows) sums the slices.
     float* partial = tp_.sp() ? acts.tp_full : acts.encoded;  // (N, C)
-    TIMED(prof, Op::Embedding,
-          token_embedding_forward(partial, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
-                                  layout_.vocab_end()));
-    TIMED(prof, Op::Comm, tp_leave_forward(tp_, partial, acts.encoded, N, s.C));
-    TIMED(prof, Op::Embedding,
-          position_rows_forward(acts.encoded, w_.wpe, tp_.sp() ? tp_.rank() * Ns : 0, Ns, s.T,
-                                s.C));
+    ops.token_embedding_forward(partial, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
+                                layout_.vocab_end());
+    tp_leave_forward(tp_, partial, acts.encoded, N, s.C, acts.profile);
+    position_rows_forward(ops, acts.encoded, w_.wpe, tp_.sp() ? tp_.rank() * Ns : 0, Ns, s.T,
+                          s.C);
   }
 }
 
@@ -105,43 +94,37 @@ void GPT::layers_forward(Activations& acts, size_t first, LayerHooks* hooks) {
   for (size_t i = 0; i < acts.layers.size(); ++i) {
     const size_t l = first + i;  // the rank's layer; i is the chunk's
     if (hooks) hooks->before_forward(l);
-    block_forward(w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_, acts.tp_full,
-                  acts.profile);
+    block_forward(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
+                  acts.tp_full);
     if (hooks) hooks->after_forward(l);
   }
 }
 
 float GPT::head_forward(Activations& acts, const int32_t* targets) {
-  using namespace cpu;
+  const kernels::Ops ops = this->ops(acts);
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
-  Profile* prof = acts.profile;
-  TIMED(prof, Op::LayerNorm,
-        layernorm_forward(acts.lnf, acts.lnf_mean, acts.lnf_rstd, acts.output(), w_.lnf_w,
-                          w_.lnf_b, Ns, s.C));
+  Profile* prof = acts.profile;  // the tp helpers charge their communication here
+  ops.layernorm_forward(acts.lnf, acts.lnf_mean, acts.lnf_rstd, acts.output(), w_.lnf_w,
+                        w_.lnf_b, Ns, s.C);
   // Tied LM head, column-parallel over the vocabulary: logits (N, V) = lnf
   // (N, C) @ wte[this rank's real rows]^T.
-  const float* lnf = nullptr;  // (N, C)
-  TIMED(prof, Op::Comm, lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C));
-  if (s.V > 0) TIMED(prof, Op::Gemm, matmul_forward(acts.logits, lnf, w_.wte, nullptr, N, s.C, s.V));
+  const float* lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);  // (N, C)
+  if (s.V > 0) ops.matmul_forward(acts.logits, lnf, w_.wte, nullptr, N, s.C, s.V);
   if (!tp_.active()) {
-    TIMED(prof, Op::Loss,
-          cross_entropy_forward(acts.losses, acts.ce_lse, acts.logits, targets, N, s.V));
+    ops.cross_entropy_forward(acts.losses, acts.ce_lse, acts.logits, targets, N, s.V);
   } else {
     for (int64_t i = 0; i < N; i++)
       TESSERA_CHECK(targets[i] < config_.vocab_size,
                     "cross_entropy: target {} at row {} is outside the vocabulary ({})",
                     targets[i], i, config_.vocab_size);
     // ce_lse holds the row max until vp_xent_finish turns it into the lse.
-    TIMED(prof, Op::Loss, vp_xent_local_max(acts.ce_lse, acts.logits, N, s.V));
-    TIMED(prof, Op::Comm,
-          tp_.group->all_reduce(std::span<float>(acts.ce_lse, size_t(N)), comm::ReduceOp::Max));
-    TIMED(prof, Op::Loss,
-          vp_xent_local_sums(acts.ce_sums, acts.logits, acts.ce_lse, targets, N, s.V,
-                             layout_.vocab_begin()));
-    TIMED(prof, Op::Comm, tp_.group->all_reduce(std::span<float>(acts.ce_sums, size_t(2 * N))));
-    TIMED(prof, Op::Loss,
-          vp_xent_finish(acts.losses, acts.ce_lse, acts.ce_lse, acts.ce_sums, targets, N));
+    ops.vp_xent_local_max(acts.ce_lse, acts.logits, N, s.V);
+    tp_all_reduce(tp_, acts.ce_lse, N, comm::ReduceOp::Max, prof);
+    ops.vp_xent_local_sums(acts.ce_sums, acts.logits, acts.ce_lse, targets, N, s.V,
+                           layout_.vocab_begin());
+    tp_all_reduce(tp_, acts.ce_sums, 2 * N, comm::ReduceOp::Sum, prof);
+    ops.vp_xent_finish(acts.losses, acts.ce_lse, acts.ce_lse, acts.ce_sums, targets, N);
   }
   double sum = 0;
   int64_t count = 0;
@@ -161,42 +144,34 @@ float GPT::forward(Activations& acts, const int32_t* inputs, const int32_t* targ
 }
 
 void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) {
-  using namespace cpu;
+  const kernels::Ops ops = this->ops(acts);
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
-  Profile* prof = acts.profile;
+  Profile* prof = acts.profile;  // the tp helpers charge their communication here
   std::fill_n(acts.dresid, Ns * s.C, 0.0f);
   // dlogits overwrite the logits in place.
-  if (!tp_.active()) {
-    TIMED(prof, Op::Loss,
-          cross_entropy_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N,
-                                 s.V));
-  } else {
-    TIMED(prof, Op::Loss,
-          vp_xent_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
-                           layout_.vocab_begin()));
-  }
-  const float* lnf = nullptr;  // (N, C): re-gathered under SP, only the shard was kept
-  TIMED(prof, Op::Comm, lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C));
+  if (!tp_.active())
+    ops.cross_entropy_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V);
+  else
+    ops.vp_xent_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
+                         layout_.vocab_begin());
+  // (N, C): re-gathered under SP, only the shard was kept
+  const float* lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);
   if (s.V > 0)
-    TIMED(prof, Op::Gemm,
-          matmul_backward(acts.dln, g_.wte, nullptr, acts.logits, lnf, w_.wte, N, s.C, s.V,
-                          false));
+    ops.matmul_backward(acts.dln, g_.wte, nullptr, acts.logits, lnf, w_.wte, N, s.C, s.V);
   else
     std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
-  const float* dlnf = nullptr;  // (Ns, C)
-  TIMED(prof, Op::Comm, dlnf = tp_enter_backward(tp_, acts.dln, N, s.C));
+  const float* dlnf = tp_enter_backward(tp_, acts.dln, N, s.C, prof);  // (Ns, C)
   // Under SP the final LayerNorm's gradients cover only this rank's rows.
   float* glnf_w = tp_.sp() ? ln_grads_.f32() : g_.lnf_w;  // (C)
   float* glnf_b = tp_.sp() ? glnf_w + s.C : g_.lnf_b;     // (C)
   if (tp_.sp()) std::fill_n(glnf_w, 2 * s.C, 0.0f);
-  TIMED(prof, Op::LayerNorm,
-        layernorm_backward(acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w,
-                           acts.lnf_mean, acts.lnf_rstd, Ns, s.C));
+  ops.layernorm_backward(acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w,
+                         acts.lnf_mean, acts.lnf_rstd, Ns, s.C);
   if (tp_.sp()) {
-    TIMED(prof, Op::Comm, tp_sum_region_grad(tp_, glnf_w, 2 * s.C));
-    accumulate(g_.lnf_w, glnf_w, s.C);
-    accumulate(g_.lnf_b, glnf_b, s.C);
+    tp_sum_region_grad(tp_, glnf_w, 2 * s.C, prof);
+    ops.accumulate(g_.lnf_w, glnf_w, s.C);
+    ops.accumulate(g_.lnf_b, glnf_b, s.C);
   }
 }
 
@@ -205,28 +180,24 @@ void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks) {
     const size_t l = first + i;  // the rank's layer; i is the chunk's
     if (hooks) hooks->before_backward(l);
     // After the hook: a ZeRO-3 engine has gathered the weights recomputation needs.
-    block_recompute(w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_, acts.tp_full,
-                    acts.profile);
-    block_backward(w_.layers[l], g_.layers[l], acts.layers[i], acts.layer_input(i), acts.dresid,
-                   acts, acts.s, tp_, ln_grads_.f32(), acts.profile);
+    block_recompute(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
+                    acts.tp_full);
+    block_backward(ops(acts), w_.layers[l], g_.layers[l], acts.layers[i], acts.layer_input(i),
+                   acts.dresid, acts, acts.s, tp_, ln_grads_.f32());
     if (hooks) hooks->after_backward(l);
   }
 }
 
 void GPT::embed_backward(Activations& acts, const int32_t* inputs) {
-  using namespace cpu;
+  const kernels::Ops ops = this->ops(acts);
   const ActShape& s = acts.s;
   const int64_t N = s.N();
-  Profile* prof = acts.profile;
   // The embedding gradient needs every row: under SP gather them first, so
   // the position table's gradient is complete (and equal) on every rank.
-  const float* d = nullptr;  // (N, C)
-  TIMED(prof, Op::Comm, d = tp_leave_backward(tp_, acts.dresid, acts.dln, N, s.C));
-  TIMED(prof, Op::Embedding, {
-    token_embedding_backward(g_.wte, d, inputs, N, s.C, layout_.vocab_begin(),
-                             layout_.vocab_end());
-    position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
-  });
+  const float* d = tp_leave_backward(tp_, acts.dresid, acts.dln, N, s.C, acts.profile);  // (N, C)
+  ops.token_embedding_backward(g_.wte, d, inputs, N, s.C, layout_.vocab_begin(),
+                               layout_.vocab_end());
+  ops.position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
 }
 
 void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,

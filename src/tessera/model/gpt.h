@@ -5,9 +5,11 @@
 #pragma once
 #include <cstdint>
 
-#include "tessera/core/buffer.h"
-#include "tessera/model/activations.h"
 #include "tessera/config/gpt_config.h"
+#include "tessera/core/buffer.h"
+#include "tessera/kernels/backend.h"
+#include "tessera/kernels/ops.h"
+#include "tessera/model/activations.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
@@ -58,6 +60,11 @@ class GPT {
 
   void init(uint64_t seed);
 
+  // The kernels forward and backward run on (kernels/backend.h); the CPU
+  // backend unless set. The backend must outlive the model.
+  void set_backend(const kernels::Backend& backend) { backend_ = &backend; }
+  const kernels::Backend& backend() const { return *backend_; }
+
   // Activation recomputation (config/parallel_config.h): recorded into act_shape(),
   // so it applies to Activations allocated after the call.
   void set_recompute(Recompute r) { recompute_ = r; }
@@ -106,11 +113,15 @@ class GPT {
   void head_backward(Activations& acts, const int32_t* targets, float dloss);
   void layers_backward(Activations& acts, size_t first, LayerHooks* hooks);
   void embed_backward(Activations& acts, const int32_t* inputs);
+  // The kernels as the pieces call them: this model's backend, charging
+  // their time to the micro-batch's profile.
+  kernels::Ops ops(const Activations& acts) const { return {*backend_, acts.profile}; }
 
   GPTConfig config_;
   ParamLayout layout_;
   TensorParallel tp_;
   Recompute recompute_ = Recompute::None;
+  const kernels::Backend* backend_;  // never null; the CPU backend by default
   Buffer params_, grads_;
   Buffer ln_grads_;  // (4 * C) sequence parallelism: one micro-batch's LayerNorm grads before their tp sum
   ModelWeights w_, g_;

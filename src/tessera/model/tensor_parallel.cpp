@@ -7,16 +7,19 @@
 namespace tessera {
 
 const float* tp_enter_forward(const TensorParallel& tp, const float* x, float* full, int64_t N,
-                              int64_t C) {
+                              int64_t C, Profile* prof) {
   if (!tp.sp()) return x;  // every rank already holds all N rows
+  ProfileScope t(prof, Op::Comm);
   const int64_t shard = N / tp.size() * C;
   tp.group->all_gather(std::span<const float>(x, size_t(shard)),
                        std::span<float>(full, size_t(N * C)));
   return full;
 }
 
-float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int64_t C) {
+float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int64_t C,
+                         Profile* prof) {
   if (!tp.active()) return dfull;
+  ProfileScope t(prof, Op::Comm);
   if (!tp.sp()) {
     tp.group->all_reduce(std::span<float>(dfull, size_t(N * C)));
     return dfull;
@@ -28,7 +31,9 @@ float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int6
   return mine;
 }
 
-void tp_leave_forward(const TensorParallel& tp, float* partial, float* y, int64_t N, int64_t C) {
+void tp_leave_forward(const TensorParallel& tp, float* partial, float* y, int64_t N, int64_t C,
+                      Profile* prof) {
+  ProfileScope t(prof, Op::Comm);
   if (!tp.sp()) {
     if (tp.active()) tp.group->all_reduce(std::span<float>(partial, size_t(N * C)));
     if (y != partial) std::copy_n(partial, N * C, y);
@@ -40,12 +45,19 @@ void tp_leave_forward(const TensorParallel& tp, float* partial, float* y, int64_
 }
 
 const float* tp_leave_backward(const TensorParallel& tp, const float* dy, float* full, int64_t N,
-                               int64_t C) {
-  return tp_enter_forward(tp, dy, full, N, C);  // the same all-gather, the conjugate role
+                               int64_t C, Profile* prof) {
+  return tp_enter_forward(tp, dy, full, N, C, prof);  // the same all-gather, the conjugate role
 }
 
-void tp_sum_region_grad(const TensorParallel& tp, float* grad, int64_t n) {
-  if (tp.sp()) tp.group->all_reduce(std::span<float>(grad, size_t(n)));
+void tp_sum_region_grad(const TensorParallel& tp, float* grad, int64_t n, Profile* prof) {
+  if (tp.sp()) tp_all_reduce(tp, grad, n, comm::ReduceOp::Sum, prof);
+}
+
+void tp_all_reduce(const TensorParallel& tp, float* x, int64_t n, comm::ReduceOp op,
+                   Profile* prof) {
+  if (!tp.active()) return;
+  ProfileScope t(prof, Op::Comm);
+  tp.group->all_reduce(std::span<float>(x, size_t(n)), op);
 }
 
 TpCommElements tp_comm_elements_per_microbatch(const GPTConfig& m, int64_t B, int64_t T,

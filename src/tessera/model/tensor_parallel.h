@@ -24,6 +24,7 @@
 
 #include "tessera/comm/communicator.h"
 #include "tessera/config/gpt_config.h"
+#include "tessera/core/profile.h"
 
 namespace tessera {
 
@@ -44,25 +45,34 @@ struct TensorParallel {
 // returns x itself (rows = N, nothing moves); with SP gathers into `full`
 // (N, C) and returns it.
 const float* tp_enter_forward(const TensorParallel& tp, const float* x, float* full, int64_t N,
-                              int64_t C);
+                              int64_t C, Profile* prof = nullptr);
 // dfull (N, C): this rank's partial input gradient. Without SP sums it over
 // tp in place and returns it; with SP reduce-scatters it in place and
 // returns this rank's (N/tp, C) block inside dfull.
-float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int64_t C);
+float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int64_t C,
+                         Profile* prof = nullptr);
 
 // ---- leave a tp region (after a row-parallel linear) ----
 // partial (N, C): this rank's partial product. Without SP sums it over tp
 // into y (y may equal partial); with SP reduce-scatters it into y (N/tp, C).
-void tp_leave_forward(const TensorParallel& tp, float* partial, float* y, int64_t N, int64_t C);
+void tp_leave_forward(const TensorParallel& tp, float* partial, float* y, int64_t N, int64_t C,
+                      Profile* prof = nullptr);
 // dy (rows, C): gradient of the region's rows. Without SP returns dy; with SP
 // gathers all ranks' rows into `full` (N, C) and returns it.
 const float* tp_leave_backward(const TensorParallel& tp, const float* dy, float* full, int64_t N,
-                               int64_t C);
+                               int64_t C, Profile* prof = nullptr);
 
 // Under SP a replicated parameter used in the sequence region (LayerNorm
 // gains and shifts) gets only this rank's rows' share of its gradient: sum
 // the shares of one micro-batch over tp (grad (n), in place).
-void tp_sum_region_grad(const TensorParallel& tp, float* grad, int64_t n);
+void tp_sum_region_grad(const TensorParallel& tp, float* grad, int64_t n,
+                        Profile* prof = nullptr);
+
+// x (n) reduced over the tp group in place (the vocab-parallel loss
+// statistics: the row max, then the sum-exp and target logit). A no-op
+// without tensor parallelism.
+void tp_all_reduce(const TensorParallel& tp, float* x, int64_t n, comm::ReduceOp op,
+                   Profile* prof = nullptr);
 
 // Elements each rank moves per micro-batch in the tensor-parallel group, per
 // collective, in the data-size convention of comm_op.h (all_reduce: the

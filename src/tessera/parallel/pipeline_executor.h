@@ -88,7 +88,7 @@ class PipelineExecutor {
   const std::vector<Action>& actions() const { return actions_; }
   int64_t slots() const { return int64_t(slots_.size()); }
   // Time the model's kernels into `profile` (core/profile.h; null: none):
-  // every slot's activations carry the pointer the model's TIMED scopes read.
+  // every slot's activations carry the pointer the model's kernel calls read.
   void set_profile(Profile* profile);
   // Bytes of every activation slot allocated (the stage's activation memory).
   int64_t activation_bytes() const;

@@ -1,6 +1,5 @@
 // Compute measurements for `tessera calibrate`: GEMMs, memory bandwidth and
 // attention, each through the engine's own library or kernel.
-#include <dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include "tessera/kernels/cpu/embedding.h"
 #include "tessera/kernels/cpu/gelu.h"
 #include "tessera/kernels/cpu/layernorm.h"
+#include "tessera/kernels/gemm_peak.h"
 #include "tessera/plan/calibrate.h"
 
 namespace tessera::plan {
@@ -41,17 +41,6 @@ void fill(float* p, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) p[i] = scale * float((i * 7919) % 101 - 50) / 50.0f;
 }
 
-// Evicts the caches a core owns (L1, L2) by writing a buffer several times
-// their size: in a training step a kernel's operands were last touched many
-// kernels ago, so they arrive from the shared cache or memory, not L2.
-void evict_private_caches() {
-  static Buffer scratch(int64_t(4) << 20);  // 16 MiB: 4 x this machine class's L2 per core
-  float* p = scratch.f32();
-  const int64_t n = scratch.numel();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; i += 16) p[i] += 1.0f;  // one write per 64-byte line
-}
-
 // The median seconds of `run` over at least `min_reps` timed repeats and at
 // least `min_seconds` in all, after one untimed warm-up (page faults,
 // oneDNN's kernel choice, thread start), each repeat starting with cold
@@ -65,7 +54,7 @@ double median_seconds(F&& run, int min_reps, double min_seconds) {
   std::vector<double> t;
   double total = 0;
   for (int rep = 0; rep < 500 && (rep < min_reps || total < min_seconds); ++rep) {
-    evict_private_caches();
+    kernels::evict_private_caches();
     Stopwatch sw;
     run();
     t.push_back(sw.elapsed());
@@ -104,22 +93,14 @@ std::vector<CalibShape> training_gemm_shapes(const GPTConfig& m, int64_t micro_b
 }
 
 double measure_gemm(const CalibShape& s, double min_seconds) {
-  // Leading dimensions of row-major operands as stored by the engine.
-  const int64_t a_rows = s.ta == 'N' ? s.M : s.K, a_cols = s.ta == 'N' ? s.K : s.M;
-  const int64_t b_rows = s.tb == 'N' ? s.K : s.N, b_cols = s.tb == 'N' ? s.N : s.K;
-  Buffer a(a_rows * a_cols), b(b_rows * b_cols), c(s.M * s.N);
-  fill(a.f32(), a_rows * a_cols, 0.1f);
-  fill(b.f32(), b_rows * b_cols, 0.1f);
-  fill(c.f32(), s.M * s.N, 0.0f);
   // The weight gradient accumulates into dW (beta 1, matmul.cpp); the
   // forward and input-gradient products overwrite their output.
-  const float beta = s.ta == 'T' ? 1.0f : 0.0f;
-  auto run = [&] {
-    dnnl_status_t st = dnnl_sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, a.f32(), a_cols, b.f32(),
-                                  b_cols, beta, c.f32(), s.N);
-    TESSERA_CHECK(st == dnnl_success, "calibrate: oneDNN sgemm failed for {}x{}x{}", s.M, s.N, s.K);
-  };
-  return 2.0 * double(s.M) * double(s.N) * double(s.K) / median_seconds(run, 3, min_seconds);
+  const kernels::GemmShape shape{
+      .M = s.M, .N = s.N, .K = s.K, .ta = s.ta, .tb = s.tb, .beta = s.ta == 'T' ? 1.0f : 0.0f};
+  // The median from cold private caches, as median_seconds above and for the same reasons.
+  const kernels::GemmTiming in_a_step{
+      .min_reps = 3, .min_seconds = min_seconds, .cold_caches = true};
+  return shape.flops() / upper_median(kernels::gemm_fp32_seconds(shape, in_a_step));
 }
 
 double measure_triad_bandwidth(int64_t n) {

@@ -7,18 +7,13 @@
 
 namespace tessera::cpu {
 
-namespace {
-
-// Row-major C (M, N) = alpha * op(A) * op(B) + beta * C on oneDNN's sgemm,
-// which picks its kernel from the CPU's instruction set (AVX-512, AVX2, ...)
-// at run time rather than from a table of known CPU models.
+// On oneDNN's sgemm, which picks its kernel from the CPU's instruction set
+// (AVX-512, AVX2, ...) at run time rather than from a table of known CPU models.
 void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   dnnl_status_t st = dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
   TESSERA_CHECK(st == dnnl_success, "oneDNN sgemm failed (status {}) for {}x{}x{}", int(st), M, N, K);
 }
-
-}  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                     int64_t N, int64_t C, int64_t OC) {

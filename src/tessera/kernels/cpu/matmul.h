@@ -16,4 +16,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                      bool accumulate_dinp);
 
+// Row-major C (M, N) = op(A) op(B) + beta * C, op 'N' or 'T'; lda, ldb, ldc
+// are the stored row lengths. The one fp32 GEMM the engine runs (the two
+// above, and the GEMM-rate measurement of kernels/gemm_peak.h).
+void sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 }  // namespace tessera::cpu

@@ -1,0 +1,98 @@
+// The kernel backend seam: every kernel the model runs, as one abstract
+// interface grouped by op family. The CPU implementation (kernels/cpu/,
+// wired in cpu/cpu_backend.cpp) is the reference; a GPU backend is a new
+// folder that implements this class, and the model does not change.
+//
+// The model does not call a Backend directly: it calls kernels::Ops
+// (ops.h), which charges each call's time to the step's profile.
+//
+// Conventions: row-major buffers, shapes in the comments of the matching
+// kernels/cpu/*.h header (which says what each argument holds). Every
+// buffer here is fp32, the reference precision. A low-precision working
+// copy (bf16/fp16) will add overloads on its own pointer types next to
+// these (the fp32 ones stay as they are), so a backend that lacks a
+// precision says so at compile time rather than through a runtime dtype tag.
+#pragma once
+#include <cstdint>
+
+namespace tessera::kernels {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // ---- matmul: out (N, OC) = inp (N, C) @ weight (OC, C)^T (+ bias (OC)) ----
+  virtual void matmul_forward(float* out, const float* inp, const float* weight,
+                              const float* bias, int64_t N, int64_t C, int64_t OC) const = 0;
+  // dinp (N, C) (=, or += with accumulate_dinp; skipped when null), dweight
+  // (OC, C) +=, dbias (OC) += (skipped when null).
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, int64_t N, int64_t C,
+                               int64_t OC, bool accumulate_dinp) const = 0;
+  // out (N, C) += bias (C) row by row: the row-parallel linear's bias, added
+  // once after the tensor-parallel sum.
+  virtual void bias_add(float* out, const float* bias, int64_t N, int64_t C) const = 0;
+
+  // ---- layernorm over the last dimension; mean, rstd (N) saved for backward ----
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                 const float* weight, const float* bias, int64_t N,
+                                 int64_t C) const = 0;
+  // dinp (N, C) +=, dweight (C) +=, dbias (C) +=.
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const float* inp, const float* weight, const float* mean,
+                                  const float* rstd, int64_t N, int64_t C) const = 0;
+
+  // ---- causal self-attention: qkv (B, T, 3C) -> out (B, T, C), lse (B, NH, T) ----
+  virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                                 int64_t C, int64_t NH) const = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* out, const float* lse, int64_t B, int64_t T,
+                                  int64_t C, int64_t NH) const = 0;
+  // One query q (C) against the first len rows of the k/v caches (max_T, C).
+  virtual void attention_decode(float* out, const float* q, const float* k_cache,
+                                const float* v_cache, int64_t len, int64_t C,
+                                int64_t NH) const = 0;
+
+  // ---- gelu (tanh approximation), elementwise over n ----
+  virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout,
+                             int64_t n) const = 0;
+
+  // ---- elementwise ----
+  virtual void add(float* out, const float* a, const float* b, int64_t n) const = 0;
+  virtual void accumulate(float* y, const float* x, int64_t n) const = 0;  // y += x
+
+  // ---- embedding: rows of wte for tokens in [vocab_begin, vocab_end), others zero ----
+  virtual void token_embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                       int64_t N, int64_t C, int64_t vocab_begin,
+                                       int64_t vocab_end) const = 0;
+  virtual void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens,
+                                        int64_t N, int64_t C, int64_t vocab_begin,
+                                        int64_t vocab_end) const = 0;
+  // out (B, T, C) += wpe rows pos0 .. pos0 + T.
+  virtual void position_embedding_forward(float* out, const float* wpe, int64_t B, int64_t T,
+                                          int64_t C, int64_t pos0) const = 0;
+  virtual void position_embedding_backward(float* dwpe, const float* dout, int64_t B, int64_t T,
+                                           int64_t C) const = 0;
+
+  // ---- cross-entropy over logits (N, V), whole vocabulary on this rank ----
+  virtual void cross_entropy_forward(float* losses, float* lse, const float* logits,
+                                     const int32_t* targets, int64_t N, int64_t V) const = 0;
+  virtual void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+                                      const int32_t* targets, float dloss, int64_t N,
+                                      int64_t V) const = 0;
+  // ---- vocab-parallel cross-entropy: the local steps between the tp reductions ----
+  virtual void vp_xent_local_max(float* row_max, const float* logits, int64_t N,
+                                 int64_t V) const = 0;
+  virtual void vp_xent_local_sums(float* sums, const float* logits, const float* row_max,
+                                  const int32_t* targets, int64_t N, int64_t V,
+                                  int64_t vocab_begin) const = 0;
+  virtual void vp_xent_finish(float* losses, float* lse, const float* row_max, const float* sums,
+                              const int32_t* targets, int64_t N) const = 0;
+  virtual void vp_xent_backward(float* dlogits, const float* logits, const float* lse,
+                                const int32_t* targets, float dloss, int64_t N, int64_t V,
+                                int64_t vocab_begin) const = 0;
+};
+
+}  // namespace tessera::kernels

@@ -1,0 +1,124 @@
+// The CPU backend: kernels::Backend over the raw kernels of kernels/cpu/,
+// one line per op: the same functions the model called before the seam, so
+// results are bit-identical. Not final: a backend that runs only some ops
+// elsewhere (or a test that watches the calls) derives from it and
+// overrides those.
+#pragma once
+#include "tessera/kernels/backend.h"
+#include "tessera/kernels/cpu/attention.h"
+#include "tessera/kernels/cpu/bias.h"
+#include "tessera/kernels/cpu/cross_entropy.h"
+#include "tessera/kernels/cpu/cross_entropy_vocab_parallel.h"
+#include "tessera/kernels/cpu/elementwise.h"
+#include "tessera/kernels/cpu/embedding.h"
+#include "tessera/kernels/cpu/gelu.h"
+#include "tessera/kernels/cpu/layernorm.h"
+#include "tessera/kernels/cpu/matmul.h"
+
+namespace tessera::kernels {
+
+class CpuBackend : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                      int64_t N, int64_t C, int64_t OC) const override {
+    cpu::matmul_forward(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
+                       bool accumulate_dinp) const override {
+    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+  }
+  void bias_add(float* out, const float* bias, int64_t N, int64_t C) const override {
+    cpu::bias_add(out, bias, N, C);
+  }
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int64_t N,
+                         int64_t C) const override {
+    cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int64_t N, int64_t C) const override {
+    cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  }
+
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                         int64_t C, int64_t NH) const override {
+    cpu::attention_forward(out, lse, qkv, B, T, C, NH);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int64_t B, int64_t T, int64_t C,
+                          int64_t NH) const override {
+    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+  }
+  void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                        int64_t len, int64_t C, int64_t NH) const override {
+    cpu::attention_decode(out, q, k_cache, v_cache, len, C, NH);
+  }
+
+  void gelu_forward(float* out, const float* inp, int64_t n) const override {
+    cpu::gelu_forward(out, inp, n);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const override {
+    cpu::gelu_backward(dinp, inp, dout, n);
+  }
+
+  void add(float* out, const float* a, const float* b, int64_t n) const override {
+    cpu::add(out, a, b, n);
+  }
+  void accumulate(float* y, const float* x, int64_t n) const override { cpu::accumulate(y, x, n); }
+
+  void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N,
+                               int64_t C, int64_t vocab_begin, int64_t vocab_end) const override {
+    cpu::token_embedding_forward(out, tokens, wte, N, C, vocab_begin, vocab_end);
+  }
+  void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N,
+                                int64_t C, int64_t vocab_begin,
+                                int64_t vocab_end) const override {
+    cpu::token_embedding_backward(dwte, dout, tokens, N, C, vocab_begin, vocab_end);
+  }
+  void position_embedding_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C,
+                                  int64_t pos0) const override {
+    cpu::position_embedding_forward(out, wpe, B, T, C, pos0);
+  }
+  void position_embedding_backward(float* dwpe, const float* dout, int64_t B, int64_t T,
+                                   int64_t C) const override {
+    cpu::position_embedding_backward(dwpe, dout, B, T, C);
+  }
+
+  void cross_entropy_forward(float* losses, float* lse, const float* logits,
+                             const int32_t* targets, int64_t N, int64_t V) const override {
+    cpu::cross_entropy_forward(losses, lse, logits, targets, N, V);
+  }
+  void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+                              const int32_t* targets, float dloss, int64_t N,
+                              int64_t V) const override {
+    cpu::cross_entropy_backward(dlogits, logits, lse, targets, dloss, N, V);
+  }
+  void vp_xent_local_max(float* row_max, const float* logits, int64_t N,
+                         int64_t V) const override {
+    cpu::vp_xent_local_max(row_max, logits, N, V);
+  }
+  void vp_xent_local_sums(float* sums, const float* logits, const float* row_max,
+                          const int32_t* targets, int64_t N, int64_t V,
+                          int64_t vocab_begin) const override {
+    cpu::vp_xent_local_sums(sums, logits, row_max, targets, N, V, vocab_begin);
+  }
+  void vp_xent_finish(float* losses, float* lse, const float* row_max, const float* sums,
+                      const int32_t* targets, int64_t N) const override {
+    cpu::vp_xent_finish(losses, lse, row_max, sums, targets, N);
+  }
+  void vp_xent_backward(float* dlogits, const float* logits, const float* lse,
+                        const int32_t* targets, float dloss, int64_t N, int64_t V,
+                        int64_t vocab_begin) const override {
+    cpu::vp_xent_backward(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
+  }
+};
+
+// The process-wide CPU backend (stateless; the kernels share OpenMP's pool).
+const Backend& cpu_backend();
+
+}  // namespace tessera::kernels

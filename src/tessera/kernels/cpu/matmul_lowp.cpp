@@ -1,0 +1,143 @@
+#include "tessera/kernels/cpu/matmul_lowp.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "tessera/kernels/cpu/cast.h"
+#include "tessera/kernels/cpu/matmul.h"
+#include "tessera/kernels/cpu/matmul_lowp_primitive.h"
+
+namespace tessera::cpu {
+
+namespace {
+
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T [+ bias]: weight read as (C, OC) transposed.
+void forward_lowp(DType in, DType out_type, void* out, const uint16_t* inp, const uint16_t* weight,
+                  const float* bias, int64_t N, int64_t C, int64_t OC) {
+  const GemmSpec s{.in = in, .out = out_type, .M = N, .N = OC, .K = C,
+                   .b_trans = true, .bias = bias != nullptr};
+  gemm_lowp(s, inp, weight, bias, out);
+}
+
+// dbias (OC) += column sums of dout (N, OC) in fp32. Threads own disjoint
+// column blocks and each column is summed in row order: deterministic.
+template <float (*widen)(uint16_t)>
+void bias_backward_lowp(float* dbias, const uint16_t* dout, int64_t N, int64_t OC) {
+  constexpr int64_t kBlock = 64;
+#pragma omp parallel for schedule(static) if (N * OC > (1 << 15))
+  for (int64_t c0 = 0; c0 < OC; c0 += kBlock) {
+    const int64_t c1 = c0 + kBlock < OC ? c0 + kBlock : OC;
+    float acc[kBlock] = {};  // (kBlock) this block's column sums
+    for (int64_t n = 0; n < N; n++) {
+      const uint16_t* row = dout + n * OC;  // (OC)
+#pragma omp simd
+      for (int64_t c = c0; c < c1; c++) acc[c - c0] += widen(row[c]);
+    }
+    for (int64_t c = c0; c < c1; c++) dbias[c] += acc[c - c0];
+  }
+}
+
+template <float (*widen)(uint16_t)>
+void backward_lowp(DType in, float* dinp, float* dweight, float* dbias, const uint16_t* dout,
+                   const uint16_t* inp, const uint16_t* weight, int64_t N, int64_t C, int64_t OC,
+                   bool accumulate_dinp) {
+  // dinp (N, C) = or += dout (N, OC) @ weight (OC, C)
+  if (dinp) {
+    const GemmSpec s{.in = in, .out = DType::F32, .M = N, .N = C, .K = OC,
+                     .accumulate = accumulate_dinp};
+    gemm_lowp(s, dout, weight, nullptr, dinp);
+  }
+  // dweight (OC, C) += dout^T (OC, N) @ inp (N, C): dout read transposed.
+  const GemmSpec s{.in = in, .out = DType::F32, .M = OC, .N = C, .K = N,
+                   .a_trans = true, .accumulate = true};
+  gemm_lowp(s, dout, inp, nullptr, dweight);
+  if (dbias) bias_backward_lowp<widen>(dbias, dout, N, OC);
+}
+
+// The fp32-compute fallback widens fp16 operands into these per-thread
+// scratch buffers (grown to the largest layer, then reused).
+const float* widen_fp16(const fp16_t* x, int64_t n, std::vector<float>& scratch) {
+  if (int64_t(scratch.size()) < n) scratch.resize(size_t(n));
+  cast_fp16_to_fp32(scratch.data(), x, n);
+  return scratch.data();
+}
+thread_local std::vector<float> t_inp, t_weight, t_dout, t_out;
+
+bool onednn_has_fp16_matmul() {
+  const GemmSpec probe{.in = DType::F16, .out = DType::F32, .M = 64, .N = 64, .K = 64,
+                       .b_trans = true};
+  const std::string impl = gemm_lowp_impl(probe);
+  // oneDNN's reference kernels are plain loops, far slower than widening to
+  // fp32: treat them as "no f16 matmul".
+  return !impl.empty() && impl.rfind("ref", 0) != 0;
+}
+
+}  // namespace
+
+void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC) {
+  forward_lowp(DType::BF16, DType::F32, out, inp, weight, bias, N, C, OC);
+}
+
+void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,
+                             const float* bias, int64_t N, int64_t C, int64_t OC) {
+  forward_lowp(DType::BF16, DType::BF16, out, inp, weight, bias, N, C, OC);
+}
+
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
+                          const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
+                          int64_t OC, bool accumulate_dinp) {
+  backward_lowp<bf16_to_fp32>(DType::BF16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+                              accumulate_dinp);
+}
+
+Fp16GemmPath fp16_gemm_path() {
+  static const Fp16GemmPath path =
+      onednn_has_fp16_matmul() ? Fp16GemmPath::OneDnnF16 : Fp16GemmPath::Fp32Compute;
+  return path;
+}
+
+std::string fp16_gemm_path_description() {
+  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
+    return fmt::format("fp16 GEMMs on oneDNN's f16 matmul (isa {})", onednn_cpu_isa());
+  return fmt::format(
+      "fp16 storage and rounding, GEMMs computed in fp32 (oneDNN has no f16 matmul for isa {})",
+      onednn_cpu_isa());
+}
+
+void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,
+                         int64_t N, int64_t C, int64_t OC) {
+  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
+    return forward_lowp(DType::F16, DType::F32, out, inp, weight, bias, N, C, OC);
+  matmul_forward(out, widen_fp16(inp, N * C, t_inp), widen_fp16(weight, OC * C, t_weight), bias,
+                 N, C, OC);
+}
+
+void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weight,
+                             const float* bias, int64_t N, int64_t C, int64_t OC) {
+  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
+    return forward_lowp(DType::F16, DType::F16, out, inp, weight, bias, N, C, OC);
+  if (int64_t(t_out.size()) < N * OC) t_out.resize(size_t(N * OC));
+  float* out32 = t_out.data();  // (N, OC) fp32 result before rounding
+  matmul_forward_fp16(out32, inp, weight, bias, N, C, OC);
+  cast_fp32_to_fp16(out, out32, N * OC);
+}
+
+void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
+                          const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
+                          int64_t OC, bool accumulate_dinp) {
+  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
+    return backward_lowp<fp16_to_fp32>(DType::F16, dinp, dweight, dbias, dout, inp, weight, N, C,
+                                       OC, accumulate_dinp);
+  matmul_backward(dinp, dweight, dbias, widen_fp16(dout, N * OC, t_dout),
+                  widen_fp16(inp, N * C, t_inp), widen_fp16(weight, OC * C, t_weight), N, C, OC,
+                  accumulate_dinp);
+}
+
+std::string bf16_gemm_impl(int64_t N, int64_t C, int64_t OC) {
+  return gemm_lowp_impl({.in = DType::BF16, .out = DType::F32, .M = N, .N = OC, .K = C,
+                         .b_trans = true});
+}
+
+}  // namespace tessera::cpu

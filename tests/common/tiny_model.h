@@ -1,0 +1,33 @@
+// The model shapes tests share: the small GPT most tests train (big enough to
+// have every part of the model: several heads, a padded token table; small
+// enough to run 20 steps on several ranks in seconds), and GPT-2 small for
+// the tests that check counts and byte formulas against published numbers.
+#pragma once
+#include <cstdint>
+
+#include "tessera/config/gpt_config.h"
+
+namespace tessera::test {
+
+inline GPTConfig tiny_gpt(int64_t layers = 2) {
+  GPTConfig m;
+  m.num_layers = layers;
+  m.hidden_size = 32;
+  m.num_heads = 4;
+  m.seq_length = 16;
+  m.vocab_size = 67;  // padded to 128: padding rows must survive as zeros, never be predicted
+  return m;
+}
+
+// GPT-2 124M as published (tied head, 1024 positions).
+inline GPTConfig gpt2_small() {
+  GPTConfig m;
+  m.num_layers = 12;
+  m.hidden_size = 768;
+  m.num_heads = 12;
+  m.seq_length = 1024;
+  m.vocab_size = 50257;
+  return m;
+}
+
+}  // namespace tessera::test

@@ -1,0 +1,69 @@
+// The tiny training run the multi-rank tests compare every layout with: the
+// trainer's settings for the tiny model, its random-token data, and the
+// single-process run every layout must reproduce (each rank computes it).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/rng.h"
+#include "tessera/train/sampled_batches.h"
+#include "tessera/train/trainer.h"
+#include "rel.h"
+#include "tiny_model.h"
+
+namespace tessera::test {
+
+inline TrainConfig tiny_train_config(int zero_stage, int64_t dp, int64_t layers = 2) {
+  TrainConfig c;
+  c.model = tiny_gpt(layers);
+  c.par.dp = dp;
+  c.par.micro_batch = 2;
+  c.par.global_batch = 8;  // dp 2: 2 accumulation steps; dp 4: 1
+  c.par.zero_stage = zero_stage;
+  c.train_iters = 20;
+  c.optim.lr = 5e-3f;
+  c.optim.min_lr = 5e-4f;
+  c.optim.warmup_iters = 3;
+  c.optim.clip_grad = 0.5f;  // clipping engaged: the global norm must be right
+  c.peak_tflops = 1;
+  c.valid_fraction = 0.1;
+  c.eval_iters = 3;
+  c.progress = false;
+  c.validate(dp);
+  return c;
+}
+
+inline std::unique_ptr<SampledBatches> tiny_train_data(const TrainConfig& c) {
+  std::vector<int32_t> tokens(4096);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = int32_t(rng_u64(42, 0, i) % uint64_t(c.model.vocab_size));
+  return std::make_unique<SampledBatches>(memory_token_source(tokens, "random"),
+                                          c.model.vocab_size, c.model.seq_length, c.seed,
+                                          c.valid_fraction);
+}
+
+inline std::vector<StepStats> single_process_run(int64_t steps, int64_t layers = 2) {
+  TrainConfig c = tiny_train_config(0, 1, layers);
+  auto data = tiny_train_data(c);
+  Trainer t(c, *data);
+  std::vector<StepStats> out;
+  for (int64_t s = 1; s <= steps; ++s) out.push_back(t.train_step(s));
+  return out;
+}
+
+// Step s of a parallel run against the same step of the reference. The first
+// step differs only by the order of reductions; later steps add the drift of
+// the updates, and the gradient norm (a sum of squares) drifts the most.
+inline void expect_step_matches(const StepStats& got, const StepStats& ref, int64_t s,
+                                const std::string& what) {
+  EXPECT_LE(rel(got.loss, ref.loss), s == 1 ? 1e-5 : 1e-4)
+      << what << " step " << s << ": " << got.loss << " vs " << ref.loss;
+  EXPECT_LE(rel(got.grad_norm, ref.grad_norm), s == 1 ? 1e-5 : 1e-3)
+      << what << " step " << s << ": " << got.grad_norm << " vs " << ref.grad_norm;
+}
+
+}  // namespace tessera::test

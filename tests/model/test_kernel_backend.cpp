@@ -44,9 +44,9 @@ class CountingBackend : public kernels::CpuBackend {
                                 accumulate_dinp);
   }
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                         int64_t C, int64_t NH) const override {
+                         int64_t C, int64_t NH, const DropoutSite* drop) const override {
     ++attention_forwards;
-    CpuBackend::attention_forward(out, lse, qkv, B, T, C, NH);
+    CpuBackend::attention_forward(out, lse, qkv, B, T, C, NH, drop);
   }
 };
 

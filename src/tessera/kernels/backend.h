@@ -15,6 +15,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tessera/kernels/dropout_site.h"
+
 namespace tessera::kernels {
 
 class Backend {
@@ -44,11 +46,13 @@ class Backend {
                                   const float* rstd, int64_t N, int64_t C) const = 0;
 
   // ---- causal self-attention: qkv (B, T, 3C) -> out (B, T, C), lse (B, NH, T) ----
+  // drop: dropout of the probabilities (null or p = 0: none); backward takes
+  // the same site and draws the same mask again.
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                                 int64_t C, int64_t NH) const = 0;
+                                 int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* lse, int64_t B, int64_t T,
-                                  int64_t C, int64_t NH) const = 0;
+                                  int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
   // One query q (C) against the first len rows of the k/v caches (max_T, C).
   virtual void attention_decode(float* out, const float* q, const float* k_cache,
                                 const float* v_cache, int64_t len, int64_t C,
@@ -58,6 +62,12 @@ class Backend {
   virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout,
                              int64_t n) const = 0;
+
+  // ---- dropout of token rows: x (rows, C) *= mask / (1-p) in place; rows
+  // are global rows row0.. of a micro-batch of sequences of T tokens. The
+  // backward is the same call on the gradient. ----
+  virtual void dropout_rows(float* x, int64_t rows, int64_t C, int64_t row0, int64_t T,
+                            const DropoutSite& site) const = 0;
 
   // ---- elementwise ----
   virtual void add(float* out, const float* a, const float* b, int64_t n) const = 0;

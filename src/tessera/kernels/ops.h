@@ -52,19 +52,29 @@ class Ops {
 
   // ---- Op::Attention ----
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                         int64_t C, int64_t NH) const {
+                         int64_t C, int64_t NH, const DropoutSite* drop = nullptr) const {
     ProfileScope t(prof_, Op::Attention);
-    b_->attention_forward(out, lse, qkv, B, T, C, NH);
+    b_->attention_forward(out, lse, qkv, B, T, C, NH, drop);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH) const {
+                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          const DropoutSite* drop = nullptr) const {
     ProfileScope t(prof_, Op::Attention);
-    b_->attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    b_->attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
   }
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                         int64_t len, int64_t C, int64_t NH) const {
     ProfileScope t(prof_, Op::Attention);
     b_->attention_decode(out, q, k_cache, v_cache, len, C, NH);
+  }
+
+  // ---- Op::Dropout (hidden states; the attention probabilities' dropout
+  // runs inside attention and is charged there) ----
+  void dropout_rows(float* x, int64_t rows, int64_t C, int64_t row0, int64_t T,
+                    const DropoutSite& site) const {
+    if (!site.active()) return;
+    ProfileScope t(prof_, Op::Dropout);
+    b_->dropout_rows(x, rows, C, row0, T, site);
   }
 
   // ---- Op::Gelu ----

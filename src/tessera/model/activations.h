@@ -54,8 +54,21 @@ struct LayerActs {
   float* res_out = nullptr;   // (Ns, C) layer output
 };
 
+// Where one micro-batch's dropout masks come from (kernels/dropout_site.h):
+// with `training` false (evaluation, the default) no dropout runs.
+// first_sample is the global index of the micro-batch's sequence 0 (the
+// trainer's sample numbering), which with the step makes every mask the
+// single process's whatever the layout.
+struct DropoutContext {
+  bool training = false;
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t first_sample = 0;
+};
+
 struct Activations {
   ActShape s;
+  DropoutContext dropout;  // set by the caller before each micro-batch's forward and backward
   Buffer arena;
   Profile* profile = nullptr;  // optional: where the time of this micro-batch goes
   float* encoded = nullptr;  // (Ns, C) embeddings, input of the first layer

@@ -20,14 +20,16 @@ static void row_parallel_forward(const kernels::Ops& ops, float* out, const floa
 }
 
 void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a, const float* x,
-                   const ActShape& s, const TensorParallel& tp, float* tp_full) {
+                   const ActShape& s, const TensorParallel& tp, float* tp_full,
+                   const LayerDropout& drop) {
   const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = ops.profile();  // the tp helpers charge their communication here
   ops.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, Ns, s.C);
   const float* ln1 = tp_enter_forward(tp, a.ln1, tp_full, N, s.C, prof);  // (N, C)
   ops.matmul_forward(a.qkv, ln1, w.qkv_w, w.qkv_b, N, s.C, 3 * s.Cl);
-  ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH);
+  ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH, &drop.probs);
   row_parallel_forward(ops, a.res_mid, a.atty, w.proj_w, w.proj_b, N, Ns, s.Cl, s.C, tp, tp_full);
+  ops.dropout_rows(a.res_mid, Ns, s.C, drop.row0, s.T, drop.attn_out);
   ops.add(a.res_mid, a.res_mid, x, Ns * s.C);
 
   ops.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, Ns, s.C);
@@ -36,27 +38,43 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   ops.gelu_forward(a.fch_gelu, a.fch, N * s.F);
   row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
                        tp_full);
+  ops.dropout_rows(a.res_out, Ns, s.C, drop.row0, s.T, drop.mlp_out);
   ops.add(a.res_out, a.res_out, a.res_mid, Ns * s.C);
 }
 
 void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
                      const float* x, const ActShape& s, const TensorParallel& tp,
-                     float* tp_full) {
+                     float* tp_full, const LayerDropout& drop) {
   switch (s.recompute) {
     case Recompute::None: return;
     case Recompute::Selective:
       // The same kernels on the same saved inputs as forward: bit-identical.
-      ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH);
+      ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH, &drop.probs);
       ops.gelu_forward(a.fch_gelu, a.fch, s.N() * s.F);
       return;
-    case Recompute::Full: block_forward(ops, w, a, x, s, tp, tp_full); return;
+    case Recompute::Full: block_forward(ops, w, a, x, s, tp, tp_full, drop); return;
   }
+}
+
+// dL/d(a branch's output) from dresid (Ns, C) = dL/d(the residual sum):
+// the add passes dresid on unchanged, and the branch's dropout multiplies it
+// by the same mask as in forward. Without dropout that is dresid itself;
+// with it, a masked copy in `buf` (Ns, C) — scratch that is free until the
+// branch's first GEMM has read it (dln, or tp_full under SP, where dln
+// receives the all-gather of this copy).
+static const float* branch_grad(const kernels::Ops& ops, const float* dresid, float* buf,
+                                const ActShape& s, const LayerDropout& drop,
+                                const DropoutSite& site) {
+  if (!site.active()) return dresid;
+  std::copy_n(dresid, s.Ns() * s.C, buf);
+  ops.dropout_rows(buf, s.Ns(), s.C, drop.row0, s.T, site);
+  return buf;
 }
 
 void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                     const LayerActs& a, const float* x, float* dresid,
                     const Activations& scratch, const ActShape& s, const TensorParallel& tp,
-                    float* ln_grads) {
+                    float* ln_grads, const LayerDropout& drop) {
   const int64_t N = s.N(), Ns = s.Ns(), C = s.C;
   Profile* prof = ops.profile();  // the tp helpers charge their communication here
   // Under SP each rank's LayerNorm gradients cover only its rows: collect
@@ -73,7 +91,10 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   // (layernorm_backward accumulates into dresid).
   // MLP branch. The row-parallel bias gradient is taken from the full dY
   // (all rows, after the gather), so it is complete and equal on every rank.
-  const float* dy = tp_leave_backward(tp, dresid, scratch.dln, N, C, prof);  // (N, C)
+  float* masked = tp.sp() ? scratch.tp_full : scratch.dln;  // (Ns, C) see branch_grad
+  const float* dy =
+      tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.mlp_out), scratch.dln,
+                        N, C, prof);  // (N, C)
   ops.matmul_backward(scratch.dfch, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N, s.F,
                       C);
   ops.gelu_backward(scratch.dfch, a.fch, scratch.dfch, N * s.F);
@@ -84,10 +105,11 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   ops.layernorm_backward(dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
                          a.ln2_rstd, Ns, C);
   // Attention branch.
-  dy = tp_leave_backward(tp, dresid, scratch.dln, N, C, prof);
+  dy = tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.attn_out),
+                         scratch.dln, N, C, prof);
   ops.matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C);
   ops.attention_backward(scratch.dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl,
-                         s.NH);
+                         s.NH, &drop.probs);
   const float* ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
   ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, scratch.dqkv, ln1, w.qkv_w, N, C,
                       3 * s.Cl);

@@ -30,12 +30,25 @@
 // GPT::set_recompute); activations_bytes reports each mode's true size.
 // recompute_parse (config/parallel_config.h) reads the flag.
 #pragma once
+#include "tessera/kernels/dropout_site.h"
 #include "tessera/kernels/ops.h"
 #include "tessera/model/activations.h"
 #include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
 
 namespace tessera {
+
+// The dropouts of one layer for one micro-batch (kernels/dropout_site.h);
+// every site inactive (p = 0) when not training. Hidden dropout applies to
+// the attention and MLP outputs before their residual adds (Megatron's
+// bias-dropout-add); row0 is the global row of this rank's first
+// sequence-parallel region row (tp rank * Ns under SP, else 0).
+struct LayerDropout {
+  DropoutSite probs;     // attention probabilities; head0 = this tp rank's first head
+  DropoutSite attn_out;  // (Ns, C) attention block output
+  DropoutSite mlp_out;   // (Ns, C) MLP block output
+  int64_t row0 = 0;
+};
 
 // Every kernel runs through `ops` (kernels/ops.h: the backend, and the
 // profile each call charges its time to; the tp helpers charge theirs to
@@ -44,7 +57,8 @@ namespace tessera {
 // x (Ns, C) -> a.res_out (Ns, C); fills every saved view of `a`. tp_full
 // (B, T, C) is scratch for sequence parallelism (null without it).
 void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a, const float* x,
-                   const ActShape& s, const TensorParallel& tp, float* tp_full);
+                   const ActShape& s, const TensorParallel& tp, float* tp_full,
+                   const LayerDropout& drop);
 
 // Before block_backward under recomputation (s.recompute, recompute.h):
 // refill the views of `a` that forward did not keep. Selective reruns the
@@ -52,9 +66,11 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
 // reruns block_forward from the layer input x, collectives included (every
 // tp rank recomputes together), rewriting a.res_out with the same values.
 // Nothing to do without recomputation.
+// The masks are drawn again from the same sites (never stored), so the
+// recomputation is bit-identical to the forward.
 void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
                      const float* x, const ActShape& s, const TensorParallel& tp,
-                     float* tp_full);
+                     float* tp_full, const LayerDropout& drop);
 
 // Given dresid (Ns, C) = dL/d res_out, accumulates parameter gradients into
 // g and turns dresid into dL/d x in place. `scratch` supplies dln, dqkv,
@@ -63,6 +79,6 @@ void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& 
 void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                     const LayerActs& a, const float* x, float* dresid,
                     const Activations& scratch, const ActShape& s, const TensorParallel& tp,
-                    float* ln_grads);
+                    float* ln_grads, const LayerDropout& drop);
 
 }  // namespace tessera

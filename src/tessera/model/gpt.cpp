@@ -70,6 +70,29 @@ static void position_rows_forward(const kernels::Ops& ops, float* out, const flo
   }
 }
 
+DropoutSite GPT::dropout_site(const Activations& acts, DropoutSiteKind kind, int64_t layer) const {
+  DropoutSite d;
+  if (!acts.dropout.training) return d;  // p = 0: inactive
+  d.p = kind == DropoutSiteKind::AttentionProbs ? config_.attention_dropout : config_.hidden_dropout;
+  d.seed = acts.dropout.seed;
+  d.step = acts.dropout.step;
+  d.layer = layer;
+  d.site = kind;
+  d.first_sample = acts.dropout.first_sample;
+  d.head0 = tp_.rank() * acts.s.NH;  // this rank's heads are a contiguous block
+  return d;
+}
+
+LayerDropout GPT::layer_dropout(const Activations& acts, size_t l) const {
+  const int64_t layer = layout_.layers()[l];  // global: the same masks on every pipeline split
+  LayerDropout d;
+  d.probs = dropout_site(acts, DropoutSiteKind::AttentionProbs, layer);
+  d.attn_out = dropout_site(acts, DropoutSiteKind::AttentionOut, layer);
+  d.mlp_out = dropout_site(acts, DropoutSiteKind::MlpOut, layer);
+  d.row0 = tp_.sp() ? tp_.rank() * acts.s.Ns() : 0;
+  return d;
+}
+
 void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
   const kernels::Ops ops = this->ops(acts);
   const ActShape& s = acts.s;
@@ -88,6 +111,8 @@ void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
     position_rows_forward(ops, acts.encoded, w_.wpe, tp_.sp() ? tp_.rank() * Ns : 0, Ns, s.T,
                           s.C);
   }
+  ops.dropout_rows(acts.encoded, Ns, s.C, tp_.sp() ? tp_.rank() * Ns : 0, s.T,
+                   dropout_site(acts, DropoutSiteKind::Embedding, 0));
 }
 
 void GPT::layers_forward(Activations& acts, size_t first, LayerHooks* hooks) {
@@ -95,7 +120,7 @@ void GPT::layers_forward(Activations& acts, size_t first, LayerHooks* hooks) {
     const size_t l = first + i;  // the rank's layer; i is the chunk's
     if (hooks) hooks->before_forward(l);
     block_forward(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
-                  acts.tp_full);
+                  acts.tp_full, layer_dropout(acts, l));
     if (hooks) hooks->after_forward(l);
   }
 }
@@ -180,10 +205,11 @@ void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks) {
     const size_t l = first + i;  // the rank's layer; i is the chunk's
     if (hooks) hooks->before_backward(l);
     // After the hook: a ZeRO-3 engine has gathered the weights recomputation needs.
+    const LayerDropout drop = layer_dropout(acts, l);
     block_recompute(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
-                    acts.tp_full);
+                    acts.tp_full, drop);
     block_backward(ops(acts), w_.layers[l], g_.layers[l], acts.layers[i], acts.layer_input(i),
-                   acts.dresid, acts, acts.s, tp_, ln_grads_.f32());
+                   acts.dresid, acts, acts.s, tp_, ln_grads_.f32(), drop);
     if (hooks) hooks->after_backward(l);
   }
 }
@@ -191,7 +217,10 @@ void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks) {
 void GPT::embed_backward(Activations& acts, const int32_t* inputs) {
   const kernels::Ops ops = this->ops(acts);
   const ActShape& s = acts.s;
-  const int64_t N = s.N();
+  const int64_t N = s.N(), Ns = s.Ns();
+  // dresid (Ns, C) is consumed here: the embedding dropout's mask in place.
+  ops.dropout_rows(acts.dresid, Ns, s.C, tp_.sp() ? tp_.rank() * Ns : 0, s.T,
+                   dropout_site(acts, DropoutSiteKind::Embedding, 0));
   // The embedding gradient needs every row: under SP gather them first, so
   // the position table's gradient is complete (and equal) on every rank.
   const float* d = tp_leave_backward(tp_, acts.dresid, acts.dln, N, s.C, acts.profile);  // (N, C)

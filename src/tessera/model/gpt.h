@@ -10,6 +10,7 @@
 #include "tessera/kernels/backend.h"
 #include "tessera/kernels/ops.h"
 #include "tessera/model/activations.h"
+#include "tessera/model/block.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
@@ -116,6 +117,10 @@ class GPT {
   // The kernels as the pieces call them: this model's backend, charging
   // their time to the micro-batch's profile.
   kernels::Ops ops(const Activations& acts) const { return {*backend_, acts.profile}; }
+  // The dropout sites of a micro-batch (acts.dropout): one of `kind` at
+  // global layer `layer`, and those of the rank's layer l.
+  DropoutSite dropout_site(const Activations& acts, DropoutSiteKind kind, int64_t layer) const;
+  LayerDropout layer_dropout(const Activations& acts, size_t l) const;
 
   GPTConfig config_;
   ParamLayout layout_;

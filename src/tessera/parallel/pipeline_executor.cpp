@@ -169,6 +169,7 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
         Slot* s = slot_of(a);
         const StageChunk& c = chunks_[size_t(a.chunk)];
         if (c.embeds || c.head) cb.data(a.micro_batch, s->inputs.data(), s->targets.data());
+        s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};
         loss_sum +=
             model_.forward_stage(s->acts, c, s->inputs.data(), s->targets.data(), cb.hooks);
         break;
@@ -185,6 +186,7 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
         s->finish_sends();  // the output went out long ago; backward may reuse buffers
         if (cb.before_backward)
           cb.before_backward(a.micro_batch, a.chunk, ++backwards[size_t(a.chunk)] == opt_.micro_batches);
+        s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};  // the forward's masks
         model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss, cb.hooks);
         if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
         if (c.embeds) release(s);  // nothing to send back: done

@@ -43,6 +43,9 @@ struct PipelineCallbacks {
   // step). Called only on ranks whose chunks embed or compute the loss,
   // once per micro-batch and chunk that needs them.
   std::function<void(int64_t mb, int32_t* inputs, int32_t* targets)> data;
+  // Optional: where micro-batch `mb`'s dropout masks come from (every rank,
+  // every chunk; the same for its Forward and Backward). Unset: no dropout.
+  std::function<DropoutContext(int64_t mb)> dropout;
   // Optional: around every layer of every Forward/Backward (rank-local
   // layer index, as GPT::forward takes them), e.g. the ZeRO engine.
   LayerHooks* hooks = nullptr;

@@ -92,8 +92,14 @@ void Trainer::load_batch(Split split, int64_t first_sample, int32_t* inputs, int
     }
 }
 
-float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss) {
+DropoutContext Trainer::train_dropout(int64_t step, int64_t first_sample) const {
+  return {true, cfg_.seed, step, first_sample};
+}
+
+float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss,
+                               int64_t step) {
   load_batch(split, first_sample, inputs_.data(), targets_.data());
+  acts_.dropout = split == Split::Train ? train_dropout(step, first_sample) : DropoutContext{};
   float loss = model_->forward(acts_, inputs_.data(), targets_.data(), dp_.get());
   if (backward) model_->backward(acts_, inputs_.data(), targets_.data(), dloss, dp_.get());
   return loss;
@@ -135,6 +141,9 @@ void Trainer::pipelined_step(int64_t step, StepStats& s) {
   PipelineCallbacks cb;
   cb.data = [&](int64_t mb, int32_t* inputs, int32_t* targets) {
     load_batch(Split::Train, first_sample(cfg_.par, step, mb, dp_rank), inputs, targets);
+  };
+  cb.dropout = [&](int64_t mb) {
+    return train_dropout(step, first_sample(cfg_.par, step, mb, dp_rank));
   };
   cb.hooks = dp_.get();
   // What ZeRO means across the micro-batches of a pipelined step:
@@ -184,7 +193,7 @@ StepStats Trainer::train_step(int64_t step) {
     for (int64_t k = 0; k < accum; ++k) {
       dp_->begin_micro_batch(k == accum - 1);
       loss_sum += run_micro_batch(Split::Train, first_sample(cfg_.par, step, k, dp_group_->rank()),
-                                  true, dloss);
+                                  true, dloss, step);
       dp_->end_micro_batch();
     }
     finish_step(step, float(loss_sum / double(accum)), s);

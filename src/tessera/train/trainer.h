@@ -73,7 +73,12 @@ class Trainer {
   int64_t activation_bytes() const { return pipe_ ? pipe_->activation_bytes() : acts_.bytes(); }
 
  private:
-  float run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss);
+  // step: the optimizer step a training micro-batch belongs to (its dropout
+  // masks); 0 for validation (no dropout).
+  float run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss,
+                        int64_t step = 0);
+  // Dropout of training sample first_sample.. at `step` (model/activations.h).
+  DropoutContext train_dropout(int64_t step, int64_t first_sample) const;
   // The window of sample `first` + b for b < B, as inputs and targets (B, T).
   void load_batch(Split split, int64_t first_sample, int32_t* inputs, int32_t* targets);
   // One step through the pipeline executor; fills loss, norm, lr, bubble.

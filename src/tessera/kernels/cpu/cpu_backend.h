@@ -6,6 +6,7 @@
 #pragma once
 #include "tessera/kernels/backend.h"
 #include "tessera/kernels/cpu/attention.h"
+#include "tessera/kernels/cpu/dropout.h"
 #include "tessera/kernels/cpu/bias.h"
 #include "tessera/kernels/cpu/cross_entropy.h"
 #include "tessera/kernels/cpu/cross_entropy_vocab_parallel.h"
@@ -46,17 +47,22 @@ class CpuBackend : public Backend {
   }
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                         int64_t C, int64_t NH) const override {
-    cpu::attention_forward(out, lse, qkv, B, T, C, NH);
+                         int64_t C, int64_t NH, const DropoutSite* drop) const override {
+    cpu::attention_forward(out, lse, qkv, B, T, C, NH, drop);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int64_t B, int64_t T, int64_t C,
-                          int64_t NH) const override {
-    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH);
+                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          const DropoutSite* drop) const override {
+    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
   }
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                         int64_t len, int64_t C, int64_t NH) const override {
     cpu::attention_decode(out, q, k_cache, v_cache, len, C, NH);
+  }
+
+  void dropout_rows(float* x, int64_t rows, int64_t C, int64_t row0, int64_t T,
+                    const DropoutSite& site) const override {
+    cpu::dropout_rows(x, rows, C, row0, T, site);
   }
 
   void gelu_forward(float* out, const float* inp, int64_t n) const override {

@@ -41,7 +41,7 @@ namespace tessera {
 void block_forward(const LayerWeights& w, LayerActs& a, const float* x, const ActShape& s,
                    const TensorParallel& tp, float* tp_full, Profile* prof);
 
-// Before block_backward under recomputation (s.recompute, recompute.h):
+// Before block_backward under recomputation (s.recompute, see ActShape):
 // refill the views of `a` that forward did not keep. Selective reruns the
 // attention core (atty, lse from qkv) and GELU (fch_gelu from fch); full
 // reruns block_forward from the layer input x, collectives included (every

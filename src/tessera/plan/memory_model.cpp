@@ -56,24 +56,6 @@ ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64
   return s;
 }
 
-namespace {
-ActShape plain_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
-                     bool has_head) {
-  return engine_shape(m, micro_batch, tp, layers, has_head, false, Recompute::None);
-}
-}  // namespace
-
-double engine_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp) {
-  return double(activations_bytes(plain_shape(m, micro_batch, tp, 2, false)) -
-                activations_bytes(plain_shape(m, micro_batch, tp, 1, false)));
-}
-
-double engine_stage_extra_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
-                                bool has_head) {
-  return double(activations_bytes(plain_shape(m, micro_batch, tp, 1, has_head))) -
-         engine_layer_bytes(m, micro_batch, tp);
-}
-
 int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int64_t stage) {
   switch (kind) {
     case ScheduleKind::GPipe: return m * v;

@@ -49,7 +49,7 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
          "layer from its input)")
       ->default_str("none");
   sub->add_option_function<std::string>(
-         "--pipeline-schedule", [&c](const std::string& v) { c.schedule = schedule_kind_parse(v); },
+         "--pipeline-schedule", [&c](const std::string& v) { c.par.schedule = schedule_kind_parse(v); },
          "gpipe, 1f1b or interleaved")
       ->default_str("1f1b");
   sub->add_option("--virtual-pipeline-stages", p.virtual_stages,
@@ -139,8 +139,8 @@ void print_memory_table(comm::Communicator& world, const comm::Grid& grid, const
     const auto& b = all[size_t(r)];
     comm::GridCoord x = grid.layout().coord_of(r);
     fmt::print("  {:>4}   {:>2} {:>2} {:>2}   {:>10.1f} {:>10.1f} {:>10.1f} {:>7.1f}   {:>11.1f}\n",
-               r, x.tp, x.pp, x.dp, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6, (b[0] + b[1] + b[2]) / 1e6,
-               b[3] / 1e6);
+               r, x.tp, x.pp, x.dp, b.params / 1e6, b.grads / 1e6, b.optimizer / 1e6,
+               b.state() / 1e6, b.activations / 1e6);
   }
 }
 
@@ -161,11 +161,7 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
                     c.model.num_layers, per, c.par.pp);
       c.par.virtual_stages = c.model.num_layers / (per * c.par.pp);
     }
-    TESSERA_CHECK(world->size() % (c.par.tp * c.par.pp) == 0,
-                  "world size {} is not divisible by --tensor-model-parallel-size ({}) x "
-                  "--pipeline-model-parallel-size ({})",
-                  world->size(), c.par.tp, c.par.pp);
-    c.par.dp = world->size() / (c.par.tp * c.par.pp);
+    c.par.set_world(world->size());
     c.model.vocab_size = 2;  // the data decides; check everything else first
     c.validate(world->size());
     omp_set_num_threads(c.threads > 0 ? c.threads : comm::default_threads_per_rank());
@@ -175,7 +171,7 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
     c.validate(world->size());
   });
   if (flags.comm_timeout > 0) runtime.set_comm_timeout(flags.comm_timeout);
-  comm::Grid grid(*world, int(c.par.tp), int(c.par.pp));
+  comm::Grid grid(*world, c.par);
   if (log) {
     if (world->size() > 1) fmt::print("{}", comm::format_layout_table(grid.layout()));
     if (!data.note.empty()) fmt::print("data: {}\n", data.note);

@@ -7,18 +7,8 @@
 namespace tessera::plan {
 
 StateBytesPerParam state_bytes_per_param(Precision p) {
-  if (p == Precision::FP32) return {4, 4, 8};
+  if (p == Precision::FP32) return kFp32AdamBytes;
   return {2, 2, 12};
-}
-
-StateBytes zero_state_bytes(double params, Precision p, int zero_stage, int64_t dp) {
-  StateBytesPerParam per = state_bytes_per_param(p);
-  const double shard = 1.0 / double(dp);
-  StateBytes s;
-  s.weights = params * per.weights * (zero_stage >= 3 ? shard : 1.0);
-  s.grads = params * per.grads * (zero_stage >= 2 ? shard : 1.0);
-  s.optimizer = params * per.optimizer * (zero_stage >= 1 ? shard : 1.0);
-  return s;
 }
 
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,

@@ -25,7 +25,7 @@ PlanLayout study_layout(int64_t tp, int64_t pp, int64_t dp, int64_t global_batch
   L.par.global_batch = global_batch;
   L.par.zero_stage = 1;
   L.par.recompute = Recompute::Full;
-  L.schedule = ScheduleKind::OneFOneB;
+  L.par.schedule = ScheduleKind::OneFOneB;
   L.precision = Precision::Mixed16;
   L.flash_attention = true;
   return L;

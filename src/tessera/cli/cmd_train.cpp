@@ -21,10 +21,8 @@ namespace tessera::cli {
 
 namespace {
 
-void add_train_options(CLI::App* sub, TrainConfig& c) {
-  auto& m = c.model;
-  auto& p = c.par;
-  auto& o = c.optim;
+// The model's shape: GPTConfig.
+void add_model_options(CLI::App* sub, GPTConfig& m) {
   sub->add_option("--num-layers", m.num_layers, "transformer layers")->capture_default_str();
   sub->add_option("--hidden-size", m.hidden_size, "hidden size")->capture_default_str();
   sub->add_option("--num-attention-heads", m.num_heads, "attention heads")->capture_default_str();
@@ -39,6 +37,11 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
       ->capture_default_str();
   sub->add_option("--init-method-std", m.init_std, "std of the normal weight initialisation")
       ->capture_default_str();
+}
+
+// The parallel layout and schedule (ParallelConfig), and the pipeline trace.
+void add_parallel_options(CLI::App* sub, TrainConfig& c) {
+  auto& p = c.par;
   sub->add_option("--tensor-model-parallel-size", p.tp, "tensor-parallel ranks")
       ->capture_default_str();
   sub->add_option("--pipeline-model-parallel-size", p.pp, "pipeline stages")
@@ -69,6 +72,11 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option("--global-batch-size", p.global_batch,
                   "sequences per optimizer step (micro-batch x accumulation steps x dp)")
       ->capture_default_str();
+}
+
+// Optimizer, data, logging and checkpoints.
+void add_run_options(CLI::App* sub, TrainConfig& c) {
+  auto& o = c.optim;
   sub->add_option("--train-iters", c.train_iters, "optimizer steps")->capture_default_str();
   sub->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   sub->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
@@ -117,6 +125,13 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
       ->capture_default_str();
   sub->add_option("--load", c.load_dir,
                   "resume from a checkpoint (a step directory, or a --save directory: its latest)");
+}
+
+// In --help order: model, layout, the rest.
+void add_train_options(CLI::App* sub, TrainConfig& c) {
+  add_model_options(sub, c.model);
+  add_parallel_options(sub, c);
+  add_run_options(sub, c);
 }
 
 struct LaunchFlags {

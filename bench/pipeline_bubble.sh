@@ -28,7 +28,8 @@ out = pathlib.Path(sys.argv[1])
 def load(name):
     steps = [json.loads(l) for l in (out / f"{name}.jsonl").read_text().splitlines()][1:][2:]
     ms = statistics.median(s["step_seconds"] for s in steps) * 1e3
-    bubble = statistics.median(s.get("bubble_fraction", 0) for s in steps)
+    # "idle_fraction" (older metrics files: "bubble_fraction"): idle / total.
+    bubble = statistics.median(s.get("idle_fraction", s.get("bubble_fraction", 0)) for s in steps)
     return ms, bubble
 print(f"{'m':>3} {'1 rank ms':>10} {'1f1b ms':>8} {'gpipe ms':>9} {'1f1b bubble':>12} {'gpipe bubble':>13}"
       f" {'(p-1)/m':>8} {'(p-1)/(m+p-1)':>14}")

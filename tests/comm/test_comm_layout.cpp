@@ -13,7 +13,7 @@ namespace {
 
 TEST(GridLayout, MegatronOrderOnSixteenRanks) {
   // Megatron's docstring example: 16 ranks, tp 2, pp 4 -> dp 2.
-  const GridLayout l = GridLayout::make(16, 2, 4);
+  const GridLayout l = GridLayout::make({.tp = 2, .pp = 4, .dp = 2}, 16);
   EXPECT_EQ(l.dp, 2);
   EXPECT_EQ(l.tp_group(0), (std::vector<int>{0, 1}));
   EXPECT_EQ(l.tp_group(5), (std::vector<int>{4, 5}));
@@ -29,14 +29,14 @@ TEST(GridLayout, MegatronOrderOnSixteenRanks) {
 }
 
 TEST(GridLayout, SingleStageEmbeddingGroupIsTheRankAlone) {
-  const GridLayout l = GridLayout::make(4, 2, 1);
+  const GridLayout l = GridLayout::make({.tp = 2, .pp = 1, .dp = 2}, 4);
   EXPECT_EQ(l.embedding_group(3), (std::vector<int>{3}));
   EXPECT_EQ(l.pp_group(3), (std::vector<int>{3}));
 }
 
 TEST(GridLayout, RejectsLayoutsNamingTheFlags) {
   try {
-    GridLayout::make(4, 3, 1);
+    GridLayout::make({.tp = 3, .pp = 1, .dp = 1}, 4);
     FAIL() << "accepted tp 3 on 4 ranks";
   } catch (const Error& e) {
     const std::string message = e.what();
@@ -44,13 +44,13 @@ TEST(GridLayout, RejectsLayoutsNamingTheFlags) {
     EXPECT_NE(message.find("--pipeline-model-parallel-size (1)"), std::string::npos) << message;
     EXPECT_NE(message.find("world size 4"), std::string::npos) << message;
   }
-  EXPECT_THROW(GridLayout::make(8, 2, 3), Error);
-  EXPECT_THROW(GridLayout::make(8, 0, 1), Error);
-  EXPECT_THROW(GridLayout::make(8, 1, -1), Error);
+  EXPECT_THROW(GridLayout::make({.tp = 2, .pp = 3, .dp = 1}, 8), Error);
+  EXPECT_THROW(GridLayout::make({.tp = 0, .pp = 1, .dp = 1}, 8), Error);
+  EXPECT_THROW(GridLayout::make({.tp = 1, .pp = -1, .dp = 1}, 8), Error);
 }
 
 TEST(GridLayout, TableHasOneRowPerRank) {
-  const std::string table = format_layout_table(GridLayout::make(8, 2, 2));
+  const std::string table = format_layout_table(GridLayout::make({.tp = 2, .pp = 2, .dp = 2}, 8));
   EXPECT_NE(table.find("world 8 = tp 2 x dp 2 x pp 2"), std::string::npos) << table;
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 8);
 }

@@ -37,12 +37,12 @@ TEST(LocalCommunicator, SendToSelfThenReceive) {
 
 TEST(LocalCommunicator, GridOfOne) {
   LocalCommunicator world;
-  Grid grid(world, 1, 1);
+  Grid grid(world, ParallelConfig{});
   EXPECT_EQ(grid.tp().size(), 1);
   EXPECT_EQ(grid.dp().size(), 1);
   ASSERT_NE(grid.embedding(), nullptr);
   EXPECT_TRUE(grid.is_first_stage() && grid.is_last_stage());
-  EXPECT_THROW(Grid(world, 2, 1), Error);
+  EXPECT_THROW(Grid(world, ParallelConfig{.tp = 2}), Error);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Activation recomputation: every mode trains the same model bit for bit,
-// its arena holds exactly what recompute.h says it keeps, and the FLOP
+// its arena holds exactly what ActShape::recompute says it keeps, and the FLOP
 // report's hardware - model difference is exactly the recomputed forward.
 #include <gtest/gtest.h>
 

@@ -34,7 +34,9 @@ TEST(Grid, EveryLayoutOfTheWorld) {
     for (int pp : {1, 2, 4}) {
       if (w.size() % (tp * pp) != 0) continue;
       SCOPED_TRACE("tp " + std::to_string(tp) + " pp " + std::to_string(pp));
-      Grid grid(w, tp, pp);
+      ParallelConfig par{.tp = tp, .pp = pp};
+      par.set_world(w.size());
+      Grid grid(w, par);
       const GridLayout& l = grid.layout();
       EXPECT_EQ(l.dp, w.size() / (tp * pp));
       const GridCoord c = grid.coord();
@@ -55,7 +57,8 @@ TEST(Grid, BadLayoutFailsOnEveryRankNamingTheFlags) {
   for (auto [tp, pp] : {std::pair{3, 1}, std::pair{1, 3}, std::pair{w.size(), 2}, std::pair{0, 1}}) {
     int threw = 0;
     try {
-      Grid grid(w, tp, pp);
+      // dp 1: the world check (or tp >= 1) fails first whatever dp is.
+      Grid grid(w, ParallelConfig{.tp = tp, .pp = pp, .dp = 1});
     } catch (const Error& e) {
       threw = 1;
       const std::string message = e.what();
@@ -72,7 +75,9 @@ TEST(Grid, BadLayoutFailsOnEveryRankNamingTheFlags) {
 
 TEST(Grid, LayoutTableListsEveryRank) {
   Communicator& w = world();
-  const GridLayout layout = GridLayout::make(w.size(), 1, w.size() > 1 ? 2 : 1);
+  ParallelConfig par{.pp = w.size() > 1 ? 2 : 1};
+  par.set_world(w.size());
+  const GridLayout layout = GridLayout::make(par, w.size());
   std::istringstream table(format_layout_table(layout));
   std::string line;
   std::getline(table, line);  // title

@@ -45,7 +45,11 @@ comm::Communicator& world() { return *g_world; }
 comm::Grid& grid_of(int tp, int pp) {
   static std::map<std::pair<int, int>, std::unique_ptr<comm::Grid>> grids;
   auto& g = grids[{tp, pp}];
-  if (!g) g = std::make_unique<comm::Grid>(world(), tp, pp);
+  if (!g) {
+    ParallelConfig par{.tp = tp, .pp = pp};
+    par.set_world(world().size());
+    g = std::make_unique<comm::Grid>(world(), par);
+  }
   return *g;
 }
 

@@ -57,6 +57,7 @@ json parallel_to_json(const ParallelConfig& p) {
           {"pp", p.pp},
           {"dp", p.dp},
           {"virtual_stages", p.virtual_stages},
+          {"schedule", schedule_kind_name(p.schedule)},
           {"micro_batch", p.micro_batch},
           {"global_batch", p.global_batch},
           {"zero_stage", p.zero_stage},
@@ -70,6 +71,8 @@ ParallelConfig parallel_from_json(const json& j) {
   p.pp = j.value("pp", int64_t(1));
   p.dp = j.value("dp", int64_t(1));
   p.virtual_stages = j.value("virtual_stages", int64_t(1));
+  // Files written before the schedule was part of ParallelConfig ran 1F1B.
+  p.schedule = schedule_kind_parse(j.value("schedule", std::string("1f1b")));
   p.micro_batch = j.value("micro_batch", int64_t(1));
   p.global_batch = j.value("global_batch", int64_t(1));
   p.zero_stage = j.value("zero_stage", 0);

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/core/tensor.h"
+#include "tessera/core/shape.h"
 #include "tessera/model/param_layout.h"
 
 namespace tessera::ckpt {

@@ -21,10 +21,8 @@ namespace tessera::cli {
 
 namespace {
 
-void add_train_options(CLI::App* sub, TrainConfig& c) {
-  auto& m = c.model;
-  auto& p = c.par;
-  auto& o = c.optim;
+// The model's shape: GPTConfig.
+void add_model_options(CLI::App* sub, GPTConfig& m) {
   sub->add_option("--num-layers", m.num_layers, "transformer layers")->capture_default_str();
   sub->add_option("--hidden-size", m.hidden_size, "hidden size")->capture_default_str();
   sub->add_option("--num-attention-heads", m.num_heads, "attention heads")->capture_default_str();
@@ -49,6 +47,11 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
                   "dropout probability of the embedding output and of each block's attention and "
                   "MLP output, in [0, 1)")
       ->capture_default_str();
+}
+
+// The parallel layout and schedule (ParallelConfig), and the pipeline trace.
+void add_parallel_options(CLI::App* sub, TrainConfig& c) {
+  auto& p = c.par;
   sub->add_option("--tensor-model-parallel-size", p.tp, "tensor-parallel ranks")
       ->capture_default_str();
   sub->add_option("--pipeline-model-parallel-size", p.pp, "pipeline stages")
@@ -59,7 +62,7 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
          "layer from its input)")
       ->default_str("none");
   sub->add_option_function<std::string>(
-         "--pipeline-schedule", [&c](const std::string& v) { c.schedule = schedule_kind_parse(v); },
+         "--pipeline-schedule", [&c](const std::string& v) { c.par.schedule = schedule_kind_parse(v); },
          "gpipe, 1f1b or interleaved")
       ->default_str("1f1b");
   sub->add_option("--virtual-pipeline-stages", p.virtual_stages,
@@ -79,6 +82,11 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option("--global-batch-size", p.global_batch,
                   "sequences per optimizer step (micro-batch x accumulation steps x dp)")
       ->capture_default_str();
+}
+
+// Optimizer, data, logging and checkpoints.
+void add_run_options(CLI::App* sub, TrainConfig& c) {
+  auto& o = c.optim;
   sub->add_option("--train-iters", c.train_iters, "optimizer steps")->capture_default_str();
   sub->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   sub->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
@@ -129,6 +137,13 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
                   "resume from a checkpoint (a step directory, or a --save directory: its latest)");
 }
 
+// In --help order: model, layout, the rest.
+void add_train_options(CLI::App* sub, TrainConfig& c) {
+  add_model_options(sub, c.model);
+  add_parallel_options(sub, c);
+  add_run_options(sub, c);
+}
+
 struct LaunchFlags {
   int64_t vocab_size = 0;   // --vocab-size
   int64_t layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
@@ -149,8 +164,8 @@ void print_memory_table(comm::Communicator& world, const comm::Grid& grid, const
     const auto& b = all[size_t(r)];
     comm::GridCoord x = grid.layout().coord_of(r);
     fmt::print("  {:>4}   {:>2} {:>2} {:>2}   {:>10.1f} {:>10.1f} {:>10.1f} {:>7.1f}   {:>11.1f}\n",
-               r, x.tp, x.pp, x.dp, b[0] / 1e6, b[1] / 1e6, b[2] / 1e6, (b[0] + b[1] + b[2]) / 1e6,
-               b[3] / 1e6);
+               r, x.tp, x.pp, x.dp, b.params / 1e6, b.grads / 1e6, b.optimizer / 1e6,
+               b.state() / 1e6, b.activations / 1e6);
   }
 }
 
@@ -171,11 +186,7 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
                     c.model.num_layers, per, c.par.pp);
       c.par.virtual_stages = c.model.num_layers / (per * c.par.pp);
     }
-    TESSERA_CHECK(world->size() % (c.par.tp * c.par.pp) == 0,
-                  "world size {} is not divisible by --tensor-model-parallel-size ({}) x "
-                  "--pipeline-model-parallel-size ({})",
-                  world->size(), c.par.tp, c.par.pp);
-    c.par.dp = world->size() / (c.par.tp * c.par.pp);
+    c.par.set_world(world->size());
     c.model.vocab_size = 2;  // the data decides; check everything else first
     c.validate(world->size());
     omp_set_num_threads(c.threads > 0 ? c.threads : comm::default_threads_per_rank());
@@ -185,7 +196,7 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
     c.validate(world->size());
   });
   if (flags.comm_timeout > 0) runtime.set_comm_timeout(flags.comm_timeout);
-  comm::Grid grid(*world, int(c.par.tp), int(c.par.pp));
+  comm::Grid grid(*world, c.par);
   if (log) {
     if (world->size() > 1) fmt::print("{}", comm::format_layout_table(grid.layout()));
     if (!data.note.empty()) fmt::print("data: {}\n", data.note);

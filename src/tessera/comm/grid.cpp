@@ -2,8 +2,8 @@
 
 namespace tessera::comm {
 
-Grid::Grid(Communicator& world, int tp, int pp)
-    : layout_(GridLayout::make(world.size(), tp, pp)),
+Grid::Grid(Communicator& world, const ParallelConfig& par)
+    : layout_(GridLayout::make(par, world.size())),
       world_rank_(world.rank()),
       coord_(layout_.coord_of(world.rank())) {
   const int r = world_rank_;

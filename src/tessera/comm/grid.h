@@ -13,7 +13,7 @@ class Grid {
  public:
   // Collective over `world`. Every rank validates the same layout first, so a
   // bad one throws the same tessera::Error on all ranks before any split.
-  Grid(Communicator& world, int tp, int pp);
+  Grid(Communicator& world, const ParallelConfig& par);
 
   const GridLayout& layout() const { return layout_; }
   GridCoord coord() const { return coord_; }

@@ -6,16 +6,9 @@
 
 namespace tessera::comm {
 
-GridLayout GridLayout::make(int world_size, int tp, int pp) {
-  TESSERA_CHECK(tp >= 1, "--tensor-model-parallel-size must be at least 1 (got {})", tp);
-  TESSERA_CHECK(pp >= 1, "--pipeline-model-parallel-size must be at least 1 (got {})", pp);
-  TESSERA_CHECK(world_size >= 1, "world size must be at least 1 (got {})", world_size);
-  TESSERA_CHECK(world_size % (tp * pp) == 0,
-                "world size {} is not divisible by --tensor-model-parallel-size ({}) x "
-                "--pipeline-model-parallel-size ({}) = {}; data-parallel size = world / (tp x pp) "
-                "must be a whole number",
-                world_size, tp, pp, tp * pp);
-  return {world_size, tp, pp, world_size / (tp * pp)};
+GridLayout GridLayout::make(const ParallelConfig& par, int world) {
+  par.validate_degrees(world);
+  return {world, int(par.tp), int(par.pp), int(par.dp)};
 }
 
 std::vector<int> GridLayout::tp_group(int rank) const {

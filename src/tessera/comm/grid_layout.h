@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tessera/config/parallel_config.h"
+
 namespace tessera::comm {
 
 struct GridCoord {
@@ -24,8 +26,9 @@ struct GridLayout {
   int pp = 1;
   int dp = 1;
 
-  // Validates (a tessera::Error naming the flags otherwise) and derives dp.
-  static GridLayout make(int world_size, int tp, int pp);
+  // The grid of `par`'s degrees over `world` ranks. Validates them with
+  // ParallelConfig::validate_degrees (a tessera::Error naming the flags).
+  static GridLayout make(const ParallelConfig& par, int world);
 
   int rank_of(GridCoord c) const { return c.pp * (dp * tp) + c.dp * tp + c.tp; }
   GridCoord coord_of(int rank) const { return {rank % tp, (rank / tp) % dp, rank / (tp * dp)}; }

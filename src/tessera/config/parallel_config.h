@@ -1,5 +1,8 @@
-// ParallelConfig: the parallel degrees and batch geometry of a run, validated
-// in one place before any rank allocates.
+// ParallelConfig: the parallel degrees, pipeline schedule and batch geometry
+// of a run, validated in one place before any rank allocates (as torchtitan's
+// ParallelDims). The engine's grid (comm::GridLayout), the trainer, the
+// planner's candidates (plan::PlanLayout) and a metrics file's run header
+// (plan::RunMetrics) all hold one of these rather than their own copies.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,11 +24,18 @@ enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
 ScheduleKind schedule_kind_parse(std::string_view s);
 const char* schedule_kind_name(ScheduleKind k);
 
+// Throws tessera::Error naming the flag of the first impossible schedule:
+// p pipeline ranks, v virtual stages each, m micro-batches per step. The
+// schedule's own precondition (build_schedule calls it); the whole layout's
+// check is ParallelConfig::validate.
+void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m);
+
 struct ParallelConfig {
   int64_t tp = 1;                  // --tensor-model-parallel-size
   int64_t pp = 1;                  // --pipeline-model-parallel-size
   int64_t dp = 1;                  // world / (tp * pp)
   int64_t virtual_stages = 1;      // --virtual-pipeline-stages
+  ScheduleKind schedule = ScheduleKind::OneFOneB;  // --pipeline-schedule
   int64_t micro_batch = 1;         // --micro-batch-size (sequences per micro-batch per dp rank)
   int64_t global_batch = 1;        // --global-batch-size (sequences per optimizer step)
   int zero_stage = 0;              // --zero-stage
@@ -35,8 +45,17 @@ struct ParallelConfig {
   // Micro-batches each dp rank runs per step (gradient accumulation steps).
   int64_t accumulation_steps() const { return global_batch / (micro_batch * dp); }
 
-  // Throws tessera::Error naming the flag(s) of the first impossible setting.
-  // world: number of ranks the job was launched with.
+  int64_t world() const { return tp * pp * dp; }
+
+  // dp = world / (tp x pp), after checking that it is a whole number (throws
+  // naming the flags): how a launched job learns its data-parallel size.
+  void set_world(int64_t world);
+  // The degrees alone: tp, pp >= 1 and world = tp x pp x dp. Throws naming
+  // the flags; what comm::GridLayout checks before it places ranks.
+  void validate_degrees(int64_t world) const;
+  // Everything: the degrees, the batch, the model's divisibility by tp and
+  // pp x v, and the schedule. Throws tessera::Error naming the flag(s) of the
+  // first impossible setting. world: the ranks the job was launched with.
   void validate(const GPTConfig& model, int64_t world) const;
   std::string summary() const;
 };

@@ -25,7 +25,7 @@ struct ActShape {
   // residual regions (T / tp); 0 means T (no sequence parallelism). Those
   // regions hold Ns() = B * Ts rows (see tensor_parallel.h for the layout).
   int64_t Ts = 0;
-  // What forward keeps for backward (recompute_parse in config/parallel_config.h). None keeps every
+  // What forward keeps for backward (Recompute, config/parallel_config.h). None keeps every
   // view per layer; Selective and Full point the dropped views of every
   // layer at one shared layer's worth of scratch, refilled in backward.
   Recompute recompute = Recompute::None;
@@ -36,7 +36,7 @@ struct ActShape {
 };
 
 // One layer's views. Under recompute some of them alias the same scratch in
-// every layer (recompute.h says which): valid only between that layer's
+// every layer (ActShape::recompute says which): valid only between that layer's
 // forward (or backward recomputation) and the next layer's.
 struct LayerActs {
   float* ln1 = nullptr;       // (Ns, C)

@@ -60,7 +60,7 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
                    const ActShape& s, const TensorParallel& tp, float* tp_full,
                    const LayerDropout& drop);
 
-// Before block_backward under recomputation (s.recompute, recompute.h):
+// Before block_backward under recomputation (s.recompute, see ActShape):
 // refill the views of `a` that forward did not keep. Selective reruns the
 // attention core (atty, lse from qkv) and GELU (fch_gelu from fch); full
 // reruns block_forward from the layer input x, collectives included (every

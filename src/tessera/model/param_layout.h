@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/core/tensor.h"
+#include "tessera/core/shape.h"
 #include "tessera/config/gpt_config.h"
 #include "tessera/config/parallel_config.h"
 

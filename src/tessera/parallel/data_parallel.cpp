@@ -11,15 +11,6 @@ namespace tessera {
 
 using comm::ReduceOp;
 
-ModelStateBytes zero_formula_bytes(int64_t numel, int64_t dp, int zero_stage) {
-  const int64_t full = 4 * numel, shard = 4 * numel / dp;  // numel divides by dp (unit padding)
-  ModelStateBytes b;
-  b.params = zero_stage >= 3 ? shard : full;
-  b.grads = zero_stage >= 2 ? shard : full;
-  b.optimizer = 2 * (zero_stage >= 1 ? shard : full);
-  return b;
-}
-
 DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
                            const AdamWConfig& optim, comm::Communicator* tp,
                            comm::Communicator* pp)
@@ -255,11 +246,11 @@ void DataParallel::end_step() {
     for (size_t u : root_units_) release_unit(u);
 }
 
-ModelStateBytes DataParallel::memory() const {
-  ModelStateBytes b;
-  b.params = stage_ >= 3 ? int64_t(param_shard_.nbytes()) : int64_t(model_.params().nbytes());
-  b.grads = stage_ >= 2 ? int64_t(grad_shard_.nbytes()) : int64_t(model_.grads().nbytes());
-  b.optimizer = optim_->state_bytes();
+MemoryBytes DataParallel::memory() const {
+  MemoryBytes b;
+  b.params = double(stage_ >= 3 ? param_shard_.nbytes() : model_.params().nbytes());
+  b.grads = double(stage_ >= 2 ? grad_shard_.nbytes() : model_.grads().nbytes());
+  b.optimizer = double(optim_->state_bytes());
   return b;
 }
 

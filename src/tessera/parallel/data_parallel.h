@@ -30,19 +30,10 @@
 #include "tessera/core/profile.h"
 #include "tessera/model/gpt.h"
 #include "tessera/optim/adamw.h"
+#include "tessera/parallel/memory_bytes.h"
 #include "tessera/parallel/zero_partition.h"
 
 namespace tessera {
-
-// Persistent bytes of model state on one rank (what ZeRO divides).
-struct ModelStateBytes {
-  int64_t params = 0, grads = 0, optimizer = 0;
-  int64_t total() const { return params + grads + optimizer; }
-};
-
-// The ZeRO paper's per-rank bytes for fp32 training with Adam (4 bytes of
-// weights, 4 of gradients, 8 of moments per element of `numel`).
-ModelStateBytes zero_formula_bytes(int64_t numel, int64_t dp, int zero_stage);
 
 class DataParallel : public LayerHooks {
  public:
@@ -75,7 +66,8 @@ class DataParallel : public LayerHooks {
   void before_backward(size_t layer) override;
   void after_backward(size_t layer) override;
 
-  ModelStateBytes memory() const;
+  // Persistent model state on this rank (activations 0): what ZeRO divides.
+  MemoryBytes memory() const;
   int zero_stage() const { return stage_; }
   const ZeroPartition& partition() const { return part_; }
   AdamW& optimizer() { return *optim_; }

@@ -228,7 +228,7 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
   }
   st.loss = loss_;
   st.pipeline_seconds = (pipeline_end - t_begin) / 1e6;
-  st.bubble_fraction = st.pipeline_seconds > 0 ? st.wait_seconds / st.pipeline_seconds : 0.0;
+  st.idle_fraction = st.pipeline_seconds > 0 ? st.wait_seconds / st.pipeline_seconds : 0.0;
   return st;
 }
 

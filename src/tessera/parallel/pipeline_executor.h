@@ -67,8 +67,9 @@ struct PipelineStepStats {
   // from the step's start to the end of the rank's last pipeline action
   // (ReduceGrads / OptimizerStep excluded). With equal costs and free
   // transfers this is (p-1)/(m+p-1) for GPipe/1F1B, which is NOT the
-  // simulator's bubble-over-ideal (p-1)/m (schedule_sim.h) of the same run.
-  double bubble_fraction = 0.0;
+  // simulator's bubble_fraction, bubble over ideal (p-1)/m (schedule_sim.h),
+  // of the same run: hence a different name.
+  double idle_fraction = 0.0;
   double wait_seconds = 0.0, pipeline_seconds = 0.0;
   std::vector<TraceSpan> spans;  // every action of the step, in list order
 };

@@ -50,25 +50,6 @@ int64_t message_boundary(const Action& a, int64_t p, int64_t rank) {
   }
 }
 
-void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
-  TESSERA_CHECK(p >= 1, "--pipeline-model-parallel-size must be >= 1 (got {})", p);
-  TESSERA_CHECK(v >= 1, "--virtual-pipeline-stages must be >= 1 (got {})", v);
-  TESSERA_CHECK(m >= 1,
-                "micro-batches per step, global batch / (micro-batch x dp), must be >= 1 (got {})",
-                m);
-  TESSERA_CHECK(v == 1 || kind == ScheduleKind::Interleaved,
-                "--virtual-pipeline-stages {} needs --pipeline-schedule interleaved (got {})", v,
-                schedule_kind_name(kind));
-  // With one rank every chunk boundary would be a send to itself; run v = 1.
-  TESSERA_CHECK(v == 1 || p >= 2,
-                "--virtual-pipeline-stages {} needs --pipeline-model-parallel-size >= 2 (got {})",
-                v, p);
-  TESSERA_CHECK(kind != ScheduleKind::Interleaved || m % p == 0,
-                "--pipeline-schedule interleaved needs the micro-batches per step, global batch / "
-                "(micro-batch x dp) = {}, to be a multiple of --pipeline-model-parallel-size ({})",
-                m, p);
-}
-
 namespace {
 
 // Appends one compute action with the transfers around it: the Recv (wait)

@@ -74,9 +74,8 @@ inline int64_t chunk_local(int64_t p, int64_t global) { return global / p; }
 // -1 for compute and step-level actions.
 int64_t message_boundary(const Action& a, int64_t p, int64_t rank);
 
-// Throws tessera::Error naming the flag of the first impossible setting.
-// Call it before any rank allocates; build_schedule calls it too.
-void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m);
+// schedule_validate (config/parallel_config.h) checks (kind, p, v, m);
+// build_schedule calls it.
 
 // This rank's actions for one step.
 //   GPipe:       all forwards, then all backwards (peak m micro-batches in flight).

@@ -12,7 +12,7 @@ std::string PlanLayout::str() const {
   return fmt::format("tp {} pp {} dp {} mb {} v {} zero {} rc {}{} {}", par.tp, par.pp, par.dp,
                      par.micro_batch, par.virtual_stages, par.zero_stage,
                      recompute_name(par.recompute), par.sequence_parallel ? " sp" : "",
-                     schedule_kind_name(schedule));
+                     schedule_kind_name(par.schedule));
 }
 
 }  // namespace tessera::plan

@@ -1,11 +1,10 @@
 // PlanLayout: one candidate the planner evaluates — the engine's
-// ParallelConfig plus what only the planner varies (schedule, precision,
-// flash attention).
+// ParallelConfig (degrees, schedule, batch) plus what only the planner
+// varies (precision, flash attention).
 #pragma once
 #include <string>
 
 #include "tessera/config/parallel_config.h"
-#include "tessera/parallel/schedule.h"
 
 namespace tessera::plan {
 
@@ -15,7 +14,6 @@ enum class Precision { Mixed16, FP32 };
 
 struct PlanLayout {
   ParallelConfig par;
-  ScheduleKind schedule = ScheduleKind::OneFOneB;
   Precision precision = Precision::Mixed16;
   bool flash_attention = true;
 

@@ -195,7 +195,7 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
   const int64_t p = par.pp, v = par.virtual_stages;
   const int64_t layers_per_chunk = m.num_layers / (p * v);
   StageActivations a;
-  a.in_flight = in_flight_chunks(L.schedule, p, v, L.micro_batches(), stage);
+  a.in_flight = in_flight_chunks(L.par.schedule, p, v, L.micro_batches(), stage);
   const double held_layers = double(a.in_flight * layers_per_chunk);
   const bool has_head = stage == p - 1;
   if (L.precision == Precision::FP32) {
@@ -241,7 +241,6 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   par.validate(m, L.devices());
   const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp;
   const int64_t mb = L.micro_batches();
-  schedule_validate(L.schedule, p, v, mb);
 
   LayoutCost c;
   c.layout = L;
@@ -260,7 +259,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
     StageCost sc;
     sc.stage = s;
     sc.params = params.stage_params(par, s);
-    sc.state = zero_state_bytes(double(sc.params), L.precision, par.zero_stage, dp);
+    sc.state = zero_state_bytes(double(sc.params), per_param, par.zero_stage, dp);
     StageActivations a = stage_activations(m, L, s);
     sc.activations = a.total;
     sc.layer_activations = a.layers;
@@ -269,7 +268,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
     // next. fp32 (the engine): the gathered layer is a transient buffer that
     // the trainer's memory header (params + grads + optimizer + activations)
     // does not count, so neither does the prediction.
-    if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::FP32) sc.zero3_buffers = 2.0 * chunk_params * per_param.weights;
+    if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::FP32) sc.zero3_buffers = 2.0 * chunk_params * per_param.params;
     c.stages.push_back(sc);
     if (sc.memory() > c.peak_memory) c.peak_memory = sc.memory(), c.peak_stage = s;
   }
@@ -279,7 +278,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
     c.fits = false;
     c.why_not = fmt::format(
         "stage {} needs {} > {} usable (weights {}, grads {}, optimizer {}, activations {}{})",
-        w.stage, gb(w.memory()), gb(sys.usable_memory()), gb(w.state.weights), gb(w.state.grads),
+        w.stage, gb(w.memory()), gb(sys.usable_memory()), gb(w.state.params), gb(w.state.grads),
         gb(w.state.optimizer), gb(w.activations),
         w.zero3_buffers > 0 ? ", zero-3 buffers " + gb(w.zero3_buffers) : "");
   }
@@ -295,7 +294,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   const double lc = double(layers_per_chunk);
   double zero3_chunk = 0;  // per micro-batch per chunk: gather forward and again backward
   if (par.zero_stage == 3 && dp > 1)
-    zero3_chunk = collective_cost(sys, Collective::AllGather, chunk_params * per_param.weights * double(dp),
+    zero3_chunk = collective_cost(sys, Collective::AllGather, chunk_params * per_param.params * double(dp),
                                   dp, t).seconds;
   // One micro-batch through one chunk of layers, by kind of work; the first
   // chunk adds the embedding, the last the head and loss.
@@ -305,7 +304,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   chunk_forward[Op::Comm] += zero3_chunk;
   chunk_backward[Op::Comm] += zero3_chunk;
   PipelineCosts pc;
-  pc.kind = L.schedule;
+  pc.kind = L.par.schedule;
   pc.p = p;
   pc.v = v;
   pc.m = mb;
@@ -355,7 +354,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   for (const auto& s : c.stages) max_params = std::max(max_params, s.params);
   if (dp > 1) {
     const double grads = double(max_params) * per_param.grads;
-    const double weights = double(max_params) * per_param.weights;
+    const double weights = double(max_params) * per_param.params;
     const double reduce =
         par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t).seconds
                             : collective_cost(sys, Collective::ReduceScatter, grads, dp, t).seconds;

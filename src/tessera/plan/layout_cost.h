@@ -16,7 +16,7 @@ namespace tessera::plan {
 struct StageCost {
   int64_t stage = 0;
   int64_t params = 0;          // this rank's parameters (tp rank 0)
-  StateBytes state;            // weights, grads, optimizer after ZeRO
+  MemoryBytes state;           // weights, grads, optimizer after ZeRO (activations 0: below)
   double activations = 0;      // bytes at the activation peak
   double layer_activations = 0;  // of which transformer layers (Korthikanti's Fig. 1 quantity)
   double zero3_buffers = 0;    // gathered weights of the chunk in use (ZeRO-3)

@@ -7,18 +7,8 @@
 namespace tessera::plan {
 
 StateBytesPerParam state_bytes_per_param(Precision p) {
-  if (p == Precision::FP32) return {4, 4, 8};
+  if (p == Precision::FP32) return kFp32AdamBytes;
   return {2, 2, 12};
-}
-
-StateBytes zero_state_bytes(double params, Precision p, int zero_stage, int64_t dp) {
-  StateBytesPerParam per = state_bytes_per_param(p);
-  const double shard = 1.0 / double(dp);
-  StateBytes s;
-  s.weights = params * per.weights * (zero_stage >= 3 ? shard : 1.0);
-  s.grads = params * per.grads * (zero_stage >= 2 ? shard : 1.0);
-  s.optimizer = params * per.optimizer * (zero_stage >= 1 ? shard : 1.0);
-  return s;
 }
 
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
@@ -54,24 +44,6 @@ ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64
   s.recompute = recompute;
   if (sequence_parallel && tp > 1) s.Ts = m.seq_length / tp;
   return s;
-}
-
-namespace {
-ActShape plain_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
-                     bool has_head) {
-  return engine_shape(m, micro_batch, tp, layers, has_head, false, Recompute::None);
-}
-}  // namespace
-
-double engine_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp) {
-  return double(activations_bytes(plain_shape(m, micro_batch, tp, 2, false)) -
-                activations_bytes(plain_shape(m, micro_batch, tp, 1, false)));
-}
-
-double engine_stage_extra_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
-                                bool has_head) {
-  return double(activations_bytes(plain_shape(m, micro_batch, tp, 1, has_head))) -
-         engine_layer_bytes(m, micro_batch, tp);
 }
 
 int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int64_t stage) {

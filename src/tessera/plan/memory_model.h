@@ -5,6 +5,7 @@
 
 #include "tessera/model/activations.h"
 #include "tessera/config/gpt_config.h"
+#include "tessera/parallel/memory_bytes.h"
 #include "tessera/plan/layout.h"
 
 namespace tessera::plan {
@@ -12,20 +13,9 @@ namespace tessera::plan {
 // Bytes per parameter of each kind of model state, before ZeRO sharding.
 // Mixed precision (Rajbhandari et al. 2020, ZeRO §3.1): 2 (fp16 weights)
 // + 2 (fp16 grads) + K = 12 (fp32 master weights, Adam m and v).
-// fp32: 4 + 4 + 8 (Adam m and v; the weights are their own master copy).
-struct StateBytesPerParam {
-  double weights = 2, grads = 2, optimizer = 12;
-};
+// fp32: the engine's kFp32AdamBytes, 4 + 4 + 8. The sharding itself is
+// zero_state_bytes (parallel/memory_bytes.h), the engine's formula.
 StateBytesPerParam state_bytes_per_param(Precision p);
-
-// Model-state bytes of `params` parameters under ZeRO `stage` over `dp`
-// replicas: stage 1 shards the optimizer state, 2 also the gradients,
-// 3 also the weights (ZeRO §5, Figure 1).
-struct StateBytes {
-  double weights = 0, grads = 0, optimizer = 0;
-  double total() const { return weights + grads + optimizer; }
-};
-StateBytes zero_state_bytes(double params, Precision p, int zero_stage, int64_t dp);
 
 // Activation bytes one transformer layer keeps for one micro-batch on one
 // tensor-parallel rank, for 16-bit activations (Korthikanti et al. 2022,
@@ -45,14 +35,6 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
 // is exactly what `tessera train` allocates per micro-batch slot.
 ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
                       bool has_head, bool sequence_parallel, Recompute recompute);
-
-// Activation bytes one layer keeps in the engine's own fp32 arena
-// (model/activations.h), per micro-batch: what `tessera train` allocates.
-double engine_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp);
-// The engine's per-micro-batch extras: embeddings and backward scratch
-// (every stage), final norm, logits and loss (last stage).
-double engine_stage_extra_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
-                                bool has_head);
 
 // Micro-batch chunks whose activations pipeline rank `stage` holds at its
 // peak, for a schedule (one chunk = layers / (p v) layers). Closed forms of

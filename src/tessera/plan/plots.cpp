@@ -193,7 +193,7 @@ std::string svg_memory_stages(const LayoutCost& c, const SystemSpec& sys, const 
     double (*get)(const StageCost&);
   };
   const Part parts[] = {
-      {"weights", "#4c72b0", [](const StageCost& s) { return s.state.weights; }},
+      {"weights", "#4c72b0", [](const StageCost& s) { return s.state.params; }},
       {"gradients", "#55a868", [](const StageCost& s) { return s.state.grads; }},
       {"optimizer", "#c44e52", [](const StageCost& s) { return s.state.optimizer; }},
       {"activations", "#dd8452", [](const StageCost& s) { return s.activations; }},

@@ -45,7 +45,7 @@ std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
     if (n > 6 && i >= 3 && i < n - 2) continue;
     const StageCost& s = c.stages[i];
     out += fmt::format("    {:>3}: {:.2f} + {:.2f} + {:.2f} + {:.2f}{} = {:.2f} ({} chunks)\n", s.stage,
-                       s.state.weights / 1e9, s.state.grads / 1e9, s.state.optimizer / 1e9,
+                       s.state.params / 1e9, s.state.grads / 1e9, s.state.optimizer / 1e9,
                        s.activations / 1e9,
                        s.zero3_buffers > 0 ? fmt::format(" + {:.2f}", s.zero3_buffers / 1e9) : "",
                        s.memory() / 1e9, s.in_flight);
@@ -58,7 +58,7 @@ nlohmann::json layout_json(const LayoutCost& c) {
   const auto& L = c.layout;
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : c.stages)
-    stages.push_back({{"stage", s.stage}, {"params", s.params}, {"weights_bytes", s.state.weights},
+    stages.push_back({{"stage", s.stage}, {"params", s.params}, {"weights_bytes", s.state.params},
                       {"grads_bytes", s.state.grads}, {"optimizer_bytes", s.state.optimizer},
                       {"activation_bytes", s.activations}, {"zero3_buffer_bytes", s.zero3_buffers},
                       {"in_flight_chunks", s.in_flight}, {"total_bytes", s.memory()}});
@@ -67,7 +67,7 @@ nlohmann::json layout_json(const LayoutCost& c) {
            {{"tp", L.par.tp}, {"pp", L.par.pp}, {"dp", L.par.dp}, {"virtual_stages", L.par.virtual_stages},
             {"micro_batch", L.par.micro_batch}, {"global_batch", L.par.global_batch},
             {"zero_stage", L.par.zero_stage}, {"recompute", recompute_name(L.par.recompute)},
-            {"sequence_parallel", L.par.sequence_parallel}, {"schedule", schedule_kind_name(L.schedule)},
+            {"sequence_parallel", L.par.sequence_parallel}, {"schedule", schedule_kind_name(L.par.schedule)},
             {"precision", precision_name(L.precision)}, {"flash_attention", L.flash_attention}}},
           {"fits", c.fits},
           {"why_not", c.why_not},

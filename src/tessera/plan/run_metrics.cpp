@@ -13,7 +13,7 @@ using nlohmann::json;
 
 namespace {
 
-MeasuredMemory memory_from_json(const json& j, const std::string& where) {
+MemoryBytes memory_from_json(const json& j, const std::string& where) {
   TESSERA_CHECK(j.is_object(), "{}: memory_bytes entries must be objects", where);
   auto get = [&](const char* key) {
     TESSERA_CHECK(j.contains(key) && j[key].is_number(), "{}: memory_bytes needs a number '{}'",
@@ -29,7 +29,6 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
   try {
     r.model = ckpt::model_from_json(run["model"]);
     r.par = ckpt::parallel_from_json(run["parallel"]);
-    r.schedule = schedule_kind_parse(run["parallel"].value("schedule", std::string("1f1b")));
   } catch (const Error& e) {
     fail("{}: {}", where, e.what());
   }
@@ -41,7 +40,7 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
     if (m.is_array()) {
       TESSERA_CHECK(!m.empty(), "{}: memory_bytes is an empty list", where);
       for (const auto& rank : m) {
-        MeasuredMemory x = memory_from_json(rank, where);
+        MemoryBytes x = memory_from_json(rank, where);
         if (!r.memory || x.total() > r.memory->total()) r.memory = x;
       }
     } else {

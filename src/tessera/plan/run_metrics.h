@@ -4,7 +4,7 @@
 //
 // Expected format (docs/planner.md, "Metrics files"): the first line is
 //   {"run": {"model": {...model_to_json...},
-//            "parallel": {...parallel_to_json..., "schedule": "1f1b"},
+//            "parallel": {...parallel_to_json... (older files: no "schedule", 1f1b)},
 //            "memory_bytes": {"params": P, "grads": G, "optimizer": O, "activations": A},
 //            "threads": N, "system": "local"}}
 // ("memory_bytes" may also be a list with one such object per rank; the
@@ -18,25 +18,18 @@
 #include "tessera/core/profile.h"
 #include "tessera/config/gpt_config.h"
 #include "tessera/config/parallel_config.h"
-#include "tessera/parallel/schedule.h"
+#include "tessera/parallel/memory_bytes.h"
 
 namespace tessera::plan {
-
-// Bytes one rank holds, by kind (the rank with the largest total).
-struct MeasuredMemory {
-  double params = 0, grads = 0, optimizer = 0, activations = 0;
-  double total() const { return params + grads + optimizer + activations; }
-};
 
 struct RunMetrics {
   std::string path;
   GPTConfig model;
   ParallelConfig par;
-  ScheduleKind schedule = ScheduleKind::OneFOneB;
   int threads = 0;                     // 0: not recorded
   int64_t rank = 0;                    // the world rank that wrote the file
   std::string system;                  // as recorded ("" if absent)
-  std::optional<MeasuredMemory> memory;
+  std::optional<MemoryBytes> memory;  // the rank with the largest total
   std::vector<int64_t> steps;          // step numbers, file order
   std::vector<double> step_seconds;    // wall time of each
   std::vector<Profile> step_ops;       // each step's "seconds_by_op" (zeros when absent)

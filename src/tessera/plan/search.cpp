@@ -74,7 +74,7 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   L.par.zero_stage = zero;
                   L.par.recompute = rc;
                   L.par.sequence_parallel = seq_par;
-                  L.schedule = kind;
+                  L.par.schedule = kind;
                   L.precision = sp.precision;
                   L.flash_attention = sp.flash_attention;
                   out.push_back(L);

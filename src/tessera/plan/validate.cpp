@@ -18,7 +18,6 @@ namespace {
 PlanLayout engine_layout(const RunMetrics& r) {
   PlanLayout L;
   L.par = r.par;
-  L.schedule = r.schedule;
   L.precision = Precision::FP32;
   L.flash_attention = true;
   return L;

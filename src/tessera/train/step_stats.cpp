@@ -15,7 +15,7 @@ std::string format_step_line(const StepStats& s) {
   if (s.peak_tflops > 0 && s.hardware_flops > s.model_flops)  // recomputation: hardware FLOPs too
     line += fmt::format(" (HFU {:.1f}%)",
                         100.0 * s.hardware_flops / s.seconds / 1e12 / double(s.ranks) / s.peak_tflops);
-  if (s.bubble_fraction >= 0) line += fmt::format(" | bubble {:.1f}%", 100.0 * s.bubble_fraction);
+  if (s.idle_fraction >= 0) line += fmt::format(" | pipeline idle {:.1f}%", 100.0 * s.idle_fraction);
   if (s.comm_total_bytes() > 0) line += fmt::format(" | comm {:.2f} MB", s.comm_total_bytes() / 1e6);
   if (s.valid_loss >= 0) line += fmt::format(" | valid loss {:.4f}", s.valid_loss);
   return line;
@@ -44,7 +44,7 @@ nlohmann::json step_to_json(const StepStats& s) {
     j["mfu"] = s.mfu();
   }
   if (s.valid_loss >= 0) j["valid_loss"] = s.valid_loss;
-  if (s.bubble_fraction >= 0) j["bubble_fraction"] = s.bubble_fraction;
+  if (s.idle_fraction >= 0) j["idle_fraction"] = s.idle_fraction;
   return j;
 }
 

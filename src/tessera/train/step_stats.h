@@ -23,7 +23,7 @@ struct StepStats {
   double peak_tflops = 0;       // per rank; 0 when unknown
   int64_t ranks = 1;
   float valid_loss = -1;        // < 0: no evaluation this step
-  double bubble_fraction = -1;  // pipelined steps: time waiting on the pipeline / step (< 0: none)
+  double idle_fraction = -1;  // pipelined steps: PipelineStepStats::idle_fraction (< 0: none)
   Profile profile;              // seconds by kind of work
   // This rank's communication in the step: bytes (data size S, see
   // comm/comm_op.h) by "group/op", e.g. "tp/all_reduce".

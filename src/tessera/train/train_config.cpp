@@ -36,17 +36,10 @@ void TrainConfig::validate(int64_t world) const {
   TESSERA_CHECK(save_interval == 0 || !save_dir.empty(), "--save-interval needs --save DIR");
   TESSERA_CHECK(trace_step >= 0 && trace_step <= train_iters,
                 "--trace-step must be in [0, --train-iters] (got {})", trace_step);
-  if (par.pp > 1) {
-    schedule_validate(schedule, par.pp, par.virtual_stages, par.accumulation_steps());
-    TESSERA_CHECK(eval_interval == 0,
-                  "--eval-interval with --pipeline-model-parallel-size {}: validation through the "
-                  "pipeline is not implemented yet",
-                  par.pp);
-  } else {
-    TESSERA_CHECK(par.virtual_stages == 1 && schedule != ScheduleKind::Interleaved,
-                  "--virtual-pipeline-stages / --pipeline-schedule interleaved need "
-                  "--pipeline-model-parallel-size > 1");
-  }
+  TESSERA_CHECK(par.pp == 1 || eval_interval == 0,
+                "--eval-interval with --pipeline-model-parallel-size {}: validation through the "
+                "pipeline is not implemented yet",
+                par.pp);
   TESSERA_CHECK(threads >= 0, "--threads must be >= 0 (got {})", threads);
 }
 

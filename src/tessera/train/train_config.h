@@ -8,7 +8,6 @@
 #include "tessera/config/gpt_config.h"
 #include "tessera/optim/adamw.h"
 #include "tessera/config/parallel_config.h"
-#include "tessera/parallel/schedule.h"
 
 namespace tessera {
 
@@ -35,7 +34,6 @@ struct TrainConfig {
   int save_keep = 0;             // --save-keep: keep the newest K checkpoints (0: all)
   std::string load_dir;          // --load: resume from this checkpoint directory
   std::string tokenizer;         // recorded in checkpoints for generation (set from the data)
-  ScheduleKind schedule = ScheduleKind::OneFOneB;  // --pipeline-schedule
   std::string trace_file;        // --trace: Chrome trace JSON of one step
   int64_t trace_step = 0;        // --trace-step (0: the last step)
 

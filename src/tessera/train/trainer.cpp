@@ -66,7 +66,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
     // Activations live in the executor's in-flight slots.
     pipe_ = std::make_unique<PipelineExecutor>(
         *model_, *grid,
-        PipelineOptions{cfg.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B, T});
+        PipelineOptions{cfg.par.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B, T});
     pipe_->set_profile(&profile_);
   } else {
     activations_init(acts_, model_->act_shape(B, T));
@@ -167,7 +167,7 @@ void Trainer::pipelined_step(int64_t step, StepStats& s) {
   dp_->begin_micro_batch(/*last=*/false);  // stages 0-1: no per-layer reductions mid-step
   cb.optimizer_step = [&] { finish_step(step, pipe_->loss(), s); };
   PipelineStepStats st = pipe_->step(cb, 1.0f / float(cfg_.par.global_batch * cfg_.model.seq_length));
-  s.bubble_fraction = st.bubble_fraction;
+  s.idle_fraction = st.idle_fraction;
   const int64_t trace_at = cfg_.trace_step > 0 ? cfg_.trace_step : cfg_.train_iters;
   if (!cfg_.trace_file.empty() && step == trace_at) {
     auto spans = gather_spans(*world_, st.spans);
@@ -268,24 +268,26 @@ std::string Trainer::save(int64_t step) {
                                opts);
 }
 
-std::vector<std::array<int64_t, 4>> Trainer::memory_by_rank() const {
-  const ModelStateBytes m = dp_->memory();
-  std::array<int64_t, 4> mine = {m.params, m.grads, m.optimizer, activation_bytes()};
-  std::vector<std::array<int64_t, 4>> all(size_t(world_->size()));
-  // int64s travel as raw bytes (2 floats each): data movement, no arithmetic.
-  world_->all_gather(mine.data(), all.data(), mine.size() * 2, DType::F32);
+std::vector<MemoryBytes> Trainer::memory_by_rank() const {
+  MemoryBytes mine = dp_->memory();
+  mine.activations = double(activation_bytes());
+  std::vector<MemoryBytes> all(size_t(world_->size()));  // (world,)
+  // Four doubles travel as raw bytes (8 floats): data movement, no arithmetic.
+  static_assert(sizeof(MemoryBytes) == 8 * sizeof(float));
+  world_->all_gather(&mine, all.data(), 8, DType::F32);
   return all;
 }
 
 nlohmann::json Trainer::run_header() const {
   nlohmann::json memory = nlohmann::json::array();
   for (const auto& r : memory_by_rank())
-    memory.push_back({{"params", r[0]}, {"grads", r[1]}, {"optimizer", r[2]}, {"activations", r[3]}});
-  nlohmann::json par = ckpt::parallel_to_json(cfg_.par);
-  par["schedule"] = schedule_kind_name(cfg_.schedule);
+    memory.push_back({{"params", int64_t(r.params)},
+                      {"grads", int64_t(r.grads)},
+                      {"optimizer", int64_t(r.optimizer)},
+                      {"activations", int64_t(r.activations)}});
   return {{"run",
            {{"model", ckpt::model_to_json(cfg_.model)},
-            {"parallel", par},
+            {"parallel", ckpt::parallel_to_json(cfg_.par)},
             {"memory_bytes", memory},
             {"threads", omp_get_max_threads()},
             {"ranks", world_->size()},

@@ -62,14 +62,14 @@ class Trainer {
   DataParallel& data_parallel() { return *dp_; }
   const Peak& peak() const { return peak_; }
   bool is_logging_rank() const { return world_->rank() == 0; }
-  ModelStateBytes model_state_bytes() const { return dp_->memory(); }
+  MemoryBytes model_state_bytes() const { return dp_->memory(); }
   // The first line of the metrics file: model, layout, every rank's memory
   // (the schema `tessera plan --validate` reads; docs/planner.md).
   // Collective over the world.
   nlohmann::json run_header() const;
   // Every rank's {params, grads, optimizer, activations} bytes, rank order
   // (collective over the world).
-  std::vector<std::array<int64_t, 4>> memory_by_rank() const;
+  std::vector<MemoryBytes> memory_by_rank() const;
   int64_t activation_bytes() const { return pipe_ ? pipe_->activation_bytes() : acts_.bytes(); }
 
  private:

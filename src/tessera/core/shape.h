@@ -1,13 +1,13 @@
-// Tensor: a typed, shaped, non-owning view into a buffer. Storage is owned by
-// flat buffers (parameters, gradients, optimizer state, activation arenas);
-// named tensors are views into them, so sharding is offset arithmetic.
+// Shape: the extents of a tensor (at most 4 dims). Storage is owned by flat
+// buffers (parameters, gradients, optimizer state, activation arenas); a
+// parameter is an offset and a Shape in one of them, so sharding is offset
+// arithmetic.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 
-#include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
@@ -39,19 +39,6 @@ struct Shape {
     std::string s = "(";
     for (int i = 0; i < ndim; ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
     return s + ")";
-  }
-};
-
-struct Tensor {
-  void* data = nullptr;
-  DType dtype = DType::F32;
-  Shape shape;
-
-  int64_t numel() const { return shape.numel(); }
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
-  float* f32() const {
-    TESSERA_CHECK(dtype == DType::F32, "tensor is {}, not f32", dtype_name(dtype));
-    return static_cast<float*>(data);
   }
 };
 

@@ -1,0 +1,209 @@
+#include "tessera/plan/calibrate_run.h"
+
+#include <fmt/core.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include "tessera/comm/communicator.h"
+#include "tessera/core/timer.h"
+#include "tessera/model/param_layout.h"
+#include "tessera/plan/model_presets.h"
+
+namespace tessera::plan {
+
+std::vector<CalibShape> calibration_shapes(const CalibrateOptions& o) {
+  std::map<std::tuple<int64_t, int64_t, int64_t>, CalibShape> unique;
+  auto add = [&](const CalibShape& s) { unique.emplace(std::tuple{s.m, s.n, s.k}, s); };
+  for (const auto& name : o.models) {
+    const GPTConfig m = load_model(name);
+    for (int64_t t : o.tp)
+      if (m.num_heads % t == 0)
+        for (int64_t mb : o.micro_batch)
+          for (const auto& s : training_gemm_shapes(m, mb, t)) add(s);
+  }
+  if (!o.quick)
+    for (int64_t m : {128, 512, 2048, 8192})
+      for (int64_t n : {256, 1024, 4096})
+        for (int64_t k : {256, 1024, 4096})
+          if (2.0 * double(m * n * k) <= o.max_gflop * 1e9) add({m, n, k, 'N', 'T', m, n, k});
+  std::vector<CalibShape> out;
+  for (auto& [key, s] : unique) out.push_back(s);
+  return out;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  return "CPU";
+}
+
+double machine_memory_bytes() {
+  double bytes = 0;
+  std::ifstream mi("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (mi >> key >> kb)
+    if (key == "MemTotal:") bytes = kb * 1024;
+  std::ifstream cg("/sys/fs/cgroup/memory.max");
+  std::string lim;
+  if (cg >> lim && lim != "max") bytes = std::min(bytes, std::stod(lim));
+  return bytes;
+}
+
+namespace {
+
+// Each rank's own measurement, averaged over the ranks (they ran at once).
+double rank_mean(comm::Communicator& world, double x) {
+  return double(world.all_reduce_scalar(float(x))) / world.size();
+}
+
+// Every pass's numbers, one entry per pass; medians are taken at the end.
+struct PassSamples {
+  std::vector<std::vector<double>> gemm_flops;  // (shapes, passes)
+  std::vector<double> att_forward, att_backward;  // (passes,)
+  std::vector<std::vector<double>> kernels{kKernelCount};  // (kKernelCount, passes)
+  std::vector<Profile> steps;  // (passes,)
+};
+
+// One pass: every GEMM shape, attention, the kernels and the in-situ step,
+// each timed once. Float all-reduces carry ns and ms so that they keep their
+// digits.
+void measure_pass(comm::Communicator& world, const std::vector<CalibShape>& shapes,
+                  const GPTConfig& m0, int64_t att_batch, double min_seconds, Calibration& c,
+                  PassSamples& s) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    world.barrier();
+    s.gemm_flops[i].push_back(rank_mean(world, measure_gemm(shapes[i], min_seconds)));
+  }
+  world.barrier();
+  const AttentionTime at =
+      measure_attention(att_batch, m0.seq_length, m0.hidden_size, m0.num_heads);
+  s.att_forward.push_back(rank_mean(world, at.forward));
+  s.att_backward.push_back(rank_mean(world, at.backward));
+  c.attention = at;
+  world.barrier();
+  const KernelTimes k = measure_kernels(c.kernel_rows, m0.hidden_size, m0.ffn(), m0.padded_vocab(1),
+                                        m0.seq_length, ParamLayout::count_model_params(m0),
+                                        min_seconds);
+  for (size_t i = 0; i < kKernelCount; ++i)
+    s.kernels[i].push_back(rank_mean(world, k[i] * 1e9) * 1e-9);
+  world.barrier();
+  Profile step = measure_training_step(m0, c.in_situ_batch, 2);
+  for (double& x : step.seconds) x = rank_mean(world, x * 1e3) * 1e-3;
+  s.steps.push_back(step);
+}
+
+// The medians over the passes into `c`; rank 0 prints each GEMM.
+void take_medians(const std::vector<CalibShape>& shapes, const PassSamples& s, bool lead,
+                  Calibration& c) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto& sh = shapes[i];
+    const double flops = upper_median(s.gemm_flops[i]);
+    c.gemm.push_back({sh.m, sh.n, sh.k, flops});
+    c.peak_gemm = std::max(c.peak_gemm, flops);
+    if (lead)
+      fmt::print("  sgemm {}{} {:>5} x {:>5} x {:>5}  (plan m {} n {} k {}): {:7.1f} GFLOP/s\n",
+                 sh.ta, sh.tb, sh.M, sh.N, sh.K, sh.m, sh.n, sh.k, flops / 1e9);
+  }
+  c.attention.forward = upper_median(s.att_forward);
+  c.attention.backward = upper_median(s.att_backward);
+  for (size_t i = 0; i < kKernelCount; ++i) c.kernels[i] = upper_median(s.kernels[i]);
+}
+
+void print_attention_and_kernels(const Calibration& c, int64_t att_batch, const GPTConfig& m0) {
+  fmt::print("  attention (b {} s {} h {} heads {}): {:.3f} ms forward, {:.3f} ms backward "
+             "(efficiency {:.3f} of peak in the planner's terms)\n",
+             att_batch, m0.seq_length, m0.hidden_size, m0.num_heads, c.attention.forward * 1e3,
+             c.attention.backward * 1e3, c.attention_efficiency);
+  fmt::print("  kernels (ns per element, {} tokens):", c.kernel_rows);
+  for (size_t i = 0; i < kKernelCount; ++i)
+    fmt::print(" {} {:.3f}", kernel_name(Kernel(i)), c.kernels[i] * 1e9);
+  fmt::print("\n");
+}
+
+void print_in_situ(const Calibration& c) {
+  fmt::print("  in situ (a training step of micro-batch {} over the tables):", c.in_situ_batch);
+  for (Op op : {Op::Gemm, Op::Attention, Op::LayerNorm, Op::Gelu, Op::Residual, Op::Embedding,
+                Op::Loss})
+    fmt::print(" {} {:.2f}", op_name(op), c.in_situ[op]);
+  fmt::print("\n");
+}
+
+}  // namespace
+
+Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions& o) {
+  const bool lead = world.rank() == 0;
+  Stopwatch total;
+  Calibration c;
+  c.cpu = cpu_name();
+  c.threads = omp_get_max_threads();
+  c.ranks = world.size();
+  c.devices_per_node = world.size();
+  c.memory_bytes = machine_memory_bytes() / double(world.size());
+  const auto shapes = calibration_shapes(o);
+  if (lead)
+    fmt::print("calibrate: {} rank(s) x {} thread(s); {} GEMM shapes, memory bandwidth, "
+               "attention{}\n",
+               c.ranks, c.threads, shapes.size(),
+               c.ranks >= 2 ? ", network (ranks 0 and 1)" : "; one rank: network not measured");
+  // Attention and the memory-bound kernels at the first model's shape and
+  // the largest micro-batch up to 8 (one sequence is too little work to time
+  // on a shared machine), no tp.
+  const GPTConfig m0 = load_model(o.models.front());
+  const int64_t att_batch =
+      std::min<int64_t>(8, *std::max_element(o.micro_batch.begin(), o.micro_batch.end()));
+  c.kernel_rows = att_batch * m0.seq_length;
+  // The in-situ step: the smallest micro-batch asked for (the factors are
+  // taken as shape-independent; a different shape from most checks).
+  c.in_situ_batch = *std::min_element(o.micro_batch.begin(), o.micro_batch.end());
+
+  // Passes: every measurement is timed once per pass and takes the median
+  // over the passes. On a shared machine the speed drifts by tens of percent
+  // from one minute to the next; a shape timed in one burst would carry its
+  // moment's speed, interleaved passes spread every measurement over the
+  // whole calibration.
+  const int passes = o.quick ? 1 : o.passes;
+  const double min_seconds = (o.quick ? 0.005 : 0.05) / passes;
+  PassSamples samples;
+  samples.gemm_flops.resize(shapes.size());
+  for (int pass = 0; pass < passes; ++pass)
+    measure_pass(world, shapes, m0, att_batch, min_seconds, c, samples);
+  take_medians(shapes, samples, lead, c);
+
+  world.barrier();
+  c.triad_bandwidth = rank_mean(world, measure_triad_bandwidth(o.quick ? (int64_t(1) << 22)
+                                                                       : (int64_t(1) << 25)));
+  if (lead) fmt::print("  triad: {:.2f} GB/s per rank\n", c.triad_bandwidth / 1e9);
+  // The planner charges flops / (peak * efficiency) forward and 2.5 x that
+  // backward; pick the efficiency that makes the sum what was measured.
+  c.attention_efficiency = 3.5 * c.attention.planner_flops /
+                           (c.peak_gemm * (c.attention.forward + c.attention.backward));
+  if (lead) print_attention_and_kernels(c, att_batch, m0);
+  // How much slower the kernels ran in the engine's own step than the
+  // tables say: every rank computes the same factors from the same numbers.
+  c.in_situ = in_situ_factors(upper_median(samples.steps),
+                              load_system_text(calibration_toml(c), "calibration"), m0,
+                              c.in_situ_batch);
+  if (lead) print_in_situ(c);
+  if (world.size() >= 2) {
+    c.network = measure_network(world);
+    c.comm_overlap = measure_comm_overlap(world);
+    if (lead)
+      fmt::print("  network: {:.2f} us latency, {:.2f} GB/s (ranks 0 <-> 1)\n"
+                 "  overlap: {:.0f}% of an async all-reduce hidden by compute\n",
+                 c.network->latency * 1e6, c.network->bandwidth / 1e9, 100 * c.comm_overlap);
+  }
+  c.seconds = total.elapsed();
+  return c;
+}
+
+}  // namespace tessera::plan

@@ -17,9 +17,14 @@
 
 namespace tessera::test {
 
-inline TrainConfig tiny_train_config(int zero_stage, int64_t dp, int64_t layers = 2) {
+// dropout: the attention and hidden dropout probability (0: none, the
+// reference path; the layout tests run both).
+inline TrainConfig tiny_train_config(int zero_stage, int64_t dp, int64_t layers = 2,
+                                     float dropout = 0.0f) {
   TrainConfig c;
   c.model = tiny_gpt(layers);
+  c.model.attention_dropout = dropout;
+  c.model.hidden_dropout = dropout;
   c.par.dp = dp;
   c.par.micro_batch = 2;
   c.par.global_batch = 8;  // dp 2: 2 accumulation steps; dp 4: 1
@@ -46,8 +51,9 @@ inline std::unique_ptr<SampledBatches> tiny_train_data(const TrainConfig& c) {
                                           c.valid_fraction);
 }
 
-inline std::vector<StepStats> single_process_run(int64_t steps, int64_t layers = 2) {
-  TrainConfig c = tiny_train_config(0, 1, layers);
+inline std::vector<StepStats> single_process_run(int64_t steps, int64_t layers = 2,
+                                                 float dropout = 0.0f) {
+  TrainConfig c = tiny_train_config(0, 1, layers, dropout);
   auto data = tiny_train_data(c);
   Trainer t(c, *data);
   std::vector<StepStats> out;

@@ -249,14 +249,13 @@ struct PipeLayout {
 
 class Pipeline : public ::testing::TestWithParam<PipeLayout> {};
 
-TEST_P(Pipeline, TwentyStepsMatchOneProcess) {
-  const PipeLayout L = GetParam();
+void pipeline_matches_one_process(const PipeLayout& L, float dropout) {
   // Skipped, not failed: the same binary runs at every rank count CTest
   // registers (singleton, 2, 4, 8); this case runs at the one it names.
   if (world().size() != L.world) GTEST_SKIP() << "runs at " << L.world << " ranks";
   comm::Grid& grid = grid_of(L.tp, L.pp);
-  const std::vector<StepStats> ref = test::single_process_run(20, L.layers);
-  TrainConfig c = test::tiny_train_config(L.zero, L.world / (L.tp * L.pp), L.layers);
+  const std::vector<StepStats> ref = test::single_process_run(20, L.layers, dropout);
+  TrainConfig c = test::tiny_train_config(L.zero, L.world / (L.tp * L.pp), L.layers, dropout);
   c.par.tp = L.tp;
   c.par.pp = L.pp;
   c.par.virtual_stages = L.v;
@@ -277,6 +276,11 @@ TEST_P(Pipeline, TwentyStepsMatchOneProcess) {
     EXPECT_GT(st.profile[Op::LayerNorm], 0.0) << L.name;
     EXPECT_GT(st.profile[Op::Attention], 0.0) << L.name;
   }
+}
+
+TEST_P(Pipeline, TwentyStepsMatchOneProcess) { pipeline_matches_one_process(GetParam(), 0.0f); }
+TEST_P(Pipeline, TwentyStepsWithDropoutMatchOneProcess) {
+  pipeline_matches_one_process(GetParam(), 0.2f);
 }
 
 INSTANTIATE_TEST_SUITE_P(

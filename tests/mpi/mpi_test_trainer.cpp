@@ -27,24 +27,28 @@ using test::world;
 
 class Zero : public ::testing::TestWithParam<int> {};
 
-TEST_P(Zero, TwentyStepsMatchOneProcess) {
-  const int stage = GetParam();
+// dropout: the probability of both dropouts; the masks are drawn from each
+// element's global position, so every layout applies the one process's.
+void zero_matches_one_process(int stage, float dropout) {
   comm::Grid& grid = grid_of(1);
-  const std::vector<StepStats> ref = single_process_run(20);
-  TrainConfig c = tiny_train_config(stage, world().size());
+  const std::vector<StepStats> ref = single_process_run(20, 2, dropout);
+  TrainConfig c = tiny_train_config(stage, world().size(), 2, dropout);
   auto data = tiny_train_data(c);
   Trainer t(c, *data, &world(), &grid);
   for (int64_t s = 1; s <= 20; ++s) {
     test::expect_step_matches(t.train_step(s), ref[size_t(s - 1)], s,
-                              "stage " + std::to_string(stage));
+                              fmt::format("stage {} dropout {}", stage, dropout));
   }
   // Validation loss: the same fixed set, shared out over the ranks.
-  TrainConfig c1 = tiny_train_config(0, 1);
+  TrainConfig c1 = tiny_train_config(0, 1, 2, dropout);
   auto d1 = tiny_train_data(c1);
   Trainer one(c1, *d1);
   for (int64_t s = 1; s <= 20; ++s) one.train_step(s);
   EXPECT_LE(rel(t.evaluate(), one.evaluate()), 1e-4);
 }
+
+TEST_P(Zero, TwentyStepsMatchOneProcess) { zero_matches_one_process(GetParam(), 0.0f); }
+TEST_P(Zero, TwentyStepsWithDropoutMatchOneProcess) { zero_matches_one_process(GetParam(), 0.2f); }
 
 TEST_P(Zero, MemoryEqualsTheFormula) {
   const int stage = GetParam();
@@ -99,14 +103,13 @@ TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
 // on 4 ranks), with each ZeRO stage and with sequence parallelism.
 class TensorAndData : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
-TEST_P(TensorAndData, TwentyStepsMatchOneProcess) {
-  const auto [stage, sp] = GetParam();
+void tensor_and_data_match_one_process(int stage, bool sp, float dropout) {
   // Skipped, not failed: the same binary runs at every rank count CTest
   // registers (singleton, 2, 4, 8); this case runs at the one it names.
   if (world().size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks for tp 2";
   comm::Grid& grid = grid_of(2);
-  const std::vector<StepStats> ref = single_process_run(20);
-  TrainConfig c = tiny_train_config(stage, world().size() / 2);
+  const std::vector<StepStats> ref = single_process_run(20, 2, dropout);
+  TrainConfig c = tiny_train_config(stage, world().size() / 2, 2, dropout);
   c.par.tp = 2;
   c.par.sequence_parallel = sp;
   c.validate(world().size());
@@ -114,8 +117,18 @@ TEST_P(TensorAndData, TwentyStepsMatchOneProcess) {
   Trainer t(c, *data, &world(), &grid);
   for (int64_t s = 1; s <= 20; ++s) {
     test::expect_step_matches(t.train_step(s), ref[size_t(s - 1)], s,
-                              fmt::format("zero {} sp {}", stage, int(sp)));
+                              fmt::format("zero {} sp {} dropout {}", stage, int(sp), dropout));
   }
+}
+
+TEST_P(TensorAndData, TwentyStepsMatchOneProcess) {
+  const auto [stage, sp] = GetParam();
+  tensor_and_data_match_one_process(stage, sp, 0.0f);
+}
+
+TEST_P(TensorAndData, TwentyStepsWithDropoutMatchOneProcess) {
+  const auto [stage, sp] = GetParam();
+  tensor_and_data_match_one_process(stage, sp, 0.2f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TensorAndData,

@@ -99,21 +99,36 @@ inline void block_t_times_rows(float* M, const Block& P, const float* X, int64_t
   }
 }
 
-// Z (kRows, kBlock) = mask / (1-p) for query rows irow[r] of global head hg
-// and keys j0.. of sample `sample`: keep_scale where kept, 0 where dropped.
-// out = (P * Z) v. The backward needs nothing else: dV = (P * Z)^T dO,
-// dP = (dO v^T) * Z, and D_i = dO_i . out_i still equals sum_j P_ij dP_ij.
-void dropout_block(Block& Z, const int64_t irow[kRows], int64_t j0, int64_t hg, int64_t T,
-                   int64_t sample, const DropoutStream& st, float keep_scale) {
-  uint32_t bits[kBlock];
-  for (int64_t r = 0; r < kRows; r++) {
-    dropout_bits(st, sample, attention_prob_element(hg, irow[r], j0, T), kBlock, bits);
-#pragma omp simd
-    for (int64_t j = 0; j < kBlock; j++) Z[r][j] = bits[j] >= st.threshold ? keep_scale : 0.0f;
-  }
-}
+// The attention-probability dropout of one call: off (p = 0 or no site),
+// or the site's Philox stream. mask() fills Z (kRows, kBlock) = mask / (1-p)
+// for query rows irow[r] of local head h and keys j0.. of local sequence b:
+// keep_scale where kept, 0 where dropped. out = (P * Z) v. The backward
+// needs nothing else: dV = (P * Z)^T dO, dP = (dO v^T) * Z, and D_i = dO_i .
+// out_i still equals sum_j P_ij dP_ij.
+struct ProbDropout {
+  bool on;
+  DropoutStream st;
+  float keep_scale;
+  int64_t head0, first_sample;
 
-bool dropping(const DropoutSite* drop) { return drop != nullptr && drop->active(); }
+  explicit ProbDropout(const DropoutSite* drop)
+      : on(drop != nullptr && drop->active()),
+        st(on ? *drop : DropoutSite{}),
+        keep_scale(on ? drop->keep_scale() : 1.0f),
+        head0(on ? drop->head0 : 0),
+        first_sample(on ? drop->first_sample : 0) {}
+
+  void mask(Block& Z, const int64_t irow[kRows], int64_t j0, int64_t h, int64_t b,
+            int64_t T) const {
+    uint32_t bits[kBlock];
+    for (int64_t r = 0; r < kRows; r++) {
+      dropout_bits(st, first_sample + b, attention_prob_element(head0 + h, irow[r], j0, T),
+                   kBlock, bits);
+#pragma omp simd
+      for (int64_t j = 0; j < kBlock; j++) Z[r][j] = bits[j] >= st.threshold ? keep_scale : 0.0f;
+    }
+  }
+};
 
 void check_shape(int64_t C, int64_t NH) {
   TESSERA_CHECK(NH > 0 && C % NH == 0, "attention: width {} is not divisible by {} heads", C, NH);
@@ -124,9 +139,8 @@ void check_shape(int64_t C, int64_t NH) {
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                        int64_t C, int64_t NH, const DropoutSite* drop) {
   check_shape(C, NH);
-  const bool dropout = dropping(drop);
-  const DropoutStream st(dropout ? *drop : DropoutSite{});
-  const float keep_scale = dropout ? drop->keep_scale() : 1.0f;
+  const ProbDropout pdrop(drop);
+  const bool dropout = pdrop.on;
   const int64_t HS = C / NH, HSP = padded(HS), C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(HS));
   const int64_t nqb = (T + kBlock - 1) / kBlock;
@@ -197,8 +211,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
               // The normaliser lrow sums the probabilities before dropout;
               // only the product with v sees the mask.
               if (dropout) {
-                dropout_block(Z, irow, j0, drop->head0 + h, T, drop->first_sample + b, st,
-                              keep_scale);
+                pdrop.mask(Z, irow, j0, h, b, T);
                 for (int64_t r = 0; r < kRows; r++)
 #pragma omp simd
                   for (int64_t j = 0; j < kBlock; j++) S[r][j] *= Z[r][j];
@@ -226,9 +239,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
                         const DropoutSite* drop) {
   check_shape(C, NH);
-  const bool dropout = dropping(drop);
-  const DropoutStream st(dropout ? *drop : DropoutSite{});
-  const float keep_scale = dropout ? drop->keep_scale() : 1.0f;
+  const ProbDropout pdrop(drop);
+  const bool dropout = pdrop.on;
   const int64_t HS = C / NH, HSP = padded(HS), C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(float(HS));
 
@@ -319,8 +331,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 #pragma omp simd
                 for (int64_t j = 0; j < kBlock; j++) P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
               }
-              dropout_block(Z, irow, j0, drop->head0 + h, T, drop->first_sample + b, st,
-                            keep_scale);
+              pdrop.mask(Z, irow, j0, h, b, T);
               for (int64_t r = 0; r < kRows; r++) {
                 const float Di = D[irow[r]];
 #pragma omp simd

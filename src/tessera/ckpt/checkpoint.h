@@ -39,7 +39,10 @@ class Communicator;
 
 namespace tessera::ckpt {
 
-inline constexpr int kFormatVersion = 1;
+// 2: every shard piece carries its own CRC32C (metadata.h). Version 1
+// checkpoints (no per-piece checksum) are still read.
+inline constexpr int kFormatVersion = 2;
+inline constexpr int kOldestReadableVersion = 1;
 
 // Everything besides tensors that a run needs to continue bit for bit.
 struct TrainState {
@@ -133,6 +136,15 @@ void verify_checkpoint(const std::string& step_dir);
 // model must be the same (an error names the first difference).
 void load_params(const Checkpoint& ck, const ParamLayout& layout, int64_t begin, int64_t end,
                  float* out);
+// Throws tessera::Error naming ck and the first difference unless model `want`
+// is the model the checkpoint holds. Every load_* below that is given a
+// model (load_into, load_zero_shard) runs it before reading anything.
+// Every size that decides a parameter's shape or meaning must match
+// (config_json.h model_difference: layers, hidden, heads, ffn, vocabulary,
+// sequence and positions); the vocabulary padding
+// (--make-vocab-size-divisible-by), micro-batch and layout may differ.
+void check_same_model(const Checkpoint& ck, const GPTConfig& want);
+
 // AdamW moments of [begin, end) (a ZeRO range may run past layout.numel():
 // the padding is zeroed). Zeros when the checkpoint has no optimizer state.
 void load_optimizer(const Checkpoint& ck, const ParamLayout& layout, int64_t begin, int64_t end,

@@ -14,7 +14,8 @@
 // Writing: every rank writes its files into DIR/.step_000100.tmp-<tag>/ with
 // a small shard manifest; after a barrier rank 0 merges the manifests into
 // metadata.json, fsyncs, renames the directory to step_000100, fsyncs DIR,
-// points `latest` at it and prunes old steps. A crash at any point leaves
+// points `latest` at it and prunes old steps (renamed to a hidden trash
+// name, then deleted). A crash at any point leaves
 // either the previous checkpoint or the new one, never a half-written one
 // under a loadable name. metadata.json's schema is in metadata.h.
 #pragma once
@@ -96,8 +97,9 @@ std::string save_checkpoint(const std::string& dir, const ShardView& shard, cons
 
 // ---- the steps save_checkpoint is made of, for callers with their own sync ----
 std::string step_dir_name(int64_t step);  // "step_000100"
-// Rank 0, before any rank writes: remove stale staging directories under dir
-// (crashed saves) and create DIR/.step_N.tmp-<tag>. Returns its path.
+// Rank 0, before any rank writes: remove what crashed saves and prunes left
+// under dir (staging and trash directories, latest.tmp-*; step_dirs.h) and
+// create DIR/.step_N.tmp-<tag>. Returns its path.
 std::string begin_staging(const std::string& dir, int64_t step, const std::string& tag);
 // Every rank: write its files and shard manifest into the staging directory.
 void write_shard(const std::string& staging, const ShardView& shard);
@@ -127,7 +129,8 @@ struct Checkpoint {
 Checkpoint open_checkpoint(const std::string& dir, bool verify = true);
 
 // Check one step directory: metadata parses, every file is there with its
-// size and checksum. Throws tessera::Error naming the file.
+// size and checksum, and every size and offset in metadata is sane
+// (metadata.h check_metadata). Throws tessera::Error naming the file.
 void verify_checkpoint(const std::string& step_dir);
 
 // Fill elements [begin, end) of a flat buffer laid out by `layout` (out

@@ -14,7 +14,8 @@
 // Writing: every rank writes its files into DIR/.step_000100.tmp-<tag>/ with
 // a small shard manifest; after a barrier rank 0 merges the manifests into
 // metadata.json, fsyncs, renames the directory to step_000100, fsyncs DIR,
-// points `latest` at it and prunes old steps. A crash at any point leaves
+// points `latest` at it and prunes old steps (renamed to a hidden trash
+// name, then deleted). A crash at any point leaves
 // either the previous checkpoint or the new one, never a half-written one
 // under a loadable name. metadata.json's schema is in metadata.h.
 #pragma once
@@ -39,7 +40,10 @@ class Communicator;
 
 namespace tessera::ckpt {
 
-inline constexpr int kFormatVersion = 1;
+// 2: every shard piece carries its own CRC32C (metadata.h). Version 1
+// checkpoints (no per-piece checksum) are still read.
+inline constexpr int kFormatVersion = 2;
+inline constexpr int kOldestReadableVersion = 1;
 
 // Everything besides tensors that a run needs to continue bit for bit.
 struct TrainState {
@@ -93,8 +97,9 @@ std::string save_checkpoint(const std::string& dir, const ShardView& shard, cons
 
 // ---- the steps save_checkpoint is made of, for callers with their own sync ----
 std::string step_dir_name(int64_t step);  // "step_000100"
-// Rank 0, before any rank writes: remove stale staging directories under dir
-// (crashed saves) and create DIR/.step_N.tmp-<tag>. Returns its path.
+// Rank 0, before any rank writes: remove what crashed saves and prunes left
+// under dir (staging and trash directories, latest.tmp-*; step_dirs.h) and
+// create DIR/.step_N.tmp-<tag>. Returns its path.
 std::string begin_staging(const std::string& dir, int64_t step, const std::string& tag);
 // Every rank: write its files and shard manifest into the staging directory.
 void write_shard(const std::string& staging, const ShardView& shard);
@@ -124,7 +129,8 @@ struct Checkpoint {
 Checkpoint open_checkpoint(const std::string& dir, bool verify = true);
 
 // Check one step directory: metadata parses, every file is there with its
-// size and checksum. Throws tessera::Error naming the file.
+// size and checksum, and every size and offset in metadata is sane
+// (metadata.h check_metadata). Throws tessera::Error naming the file.
 void verify_checkpoint(const std::string& step_dir);
 
 // Fill elements [begin, end) of a flat buffer laid out by `layout` (out
@@ -133,6 +139,15 @@ void verify_checkpoint(const std::string& step_dir);
 // model must be the same (an error names the first difference).
 void load_params(const Checkpoint& ck, const ParamLayout& layout, int64_t begin, int64_t end,
                  float* out);
+// Throws tessera::Error naming ck and the first difference unless model `want`
+// is the model the checkpoint holds. Every load_* below that is given a
+// model (load_into, load_zero_shard) runs it before reading anything.
+// Every size that decides a parameter's shape or meaning must match
+// (config_json.h model_difference: layers, hidden, heads, ffn, vocabulary,
+// sequence and positions); the vocabulary padding
+// (--make-vocab-size-divisible-by), micro-batch and layout may differ.
+void check_same_model(const Checkpoint& ck, const GPTConfig& want);
+
 // AdamW moments of [begin, end) (a ZeRO range may run past layout.numel():
 // the padding is zeroed). Zeros when the checkpoint has no optimizer state.
 void load_optimizer(const Checkpoint& ck, const ParamLayout& layout, int64_t begin, int64_t end,

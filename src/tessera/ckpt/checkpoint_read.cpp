@@ -50,46 +50,26 @@ json read_metadata(const std::string& step_dir) {
   }
   TESSERA_CHECK(md.is_object() && md.value("format", "") == kFormatName,
                 "{}: not a tessera checkpoint", path);
-  TESSERA_CHECK(md.value("version", 0) == kFormatVersion,
-                "{}: format version {} (this build reads {})", path, md.value("version", 0),
-                kFormatVersion);
+  const json& v = md.contains("version") ? md["version"] : json();
+  TESSERA_CHECK(v.is_number_integer() && v.get<int64_t>() >= kOldestReadableVersion &&
+                    v.get<int64_t>() <= kFormatVersion,
+                "{}: format version {} (this build reads {} to {})", path, v.dump(),
+                kOldestReadableVersion, kFormatVersion);
   for (const char* key : {"step", "files", "tensors", "model"})
     TESSERA_CHECK(md.contains(key), "{}: corrupted (no '{}')", path, key);
   return md;
 }
 
-// Every listed file exists with its recorded size (and CRC32C when
-// verify), and every shard entry stays inside its file.
-void check_files(const std::string& step_dir, const json& md, bool verify) {
-  for (const auto& [name, f] : md.at("files").items()) {
-    TESSERA_CHECK(name.find('/') == std::string::npos, "{}: bad file name {}", step_dir, name);
-    const std::string path = (fs::path(step_dir) / name).string();
-    std::error_code ec;
-    TESSERA_CHECK(fs::exists(path, ec), "{}: missing", path);
-    const uint64_t want = f.at("bytes").get<uint64_t>();
-    uint64_t have = fs::file_size(path, ec);
-    TESSERA_CHECK(have == want, "{}: {} bytes, metadata.json says {} (truncated or damaged)", path,
-                  have, want);
-    if (verify) {
-      uint32_t crc = crc32c_file(path, &have);
-      TESSERA_CHECK(have == want, "{}: {} bytes, metadata.json says {}", path, have, want);
-      TESSERA_CHECK(crc32c_hex(crc) == f.at("crc32c").get<std::string>(),
-                    "{}: checksum {} does not match metadata.json's {} (corrupted)", path,
-                    crc32c_hex(crc), f.at("crc32c").get<std::string>());
-    }
+// The seed is stored as a decimal string (JSON readers lose 64-bit integers).
+uint64_t parse_seed(const std::string& s, const std::string& step_dir) {
+  uint64_t v = 0;
+  bool ok = !s.empty() && s.size() <= 20;
+  for (char c : s) {
+    ok = ok && c >= '0' && c <= '9' && !__builtin_mul_overflow(v, 10u, &v) &&
+         !__builtin_add_overflow(v, uint64_t(c - '0'), &v);
   }
-  for (const auto& [tname, t] : md.at("tensors").items())
-    for (const auto& [kind, pieces] : t.at("shards").items())
-      for (const auto& p : pieces) {
-        const std::string file = p.at("file");
-        TESSERA_CHECK(md["files"].contains(file), "{}: tensor {} refers to unlisted file {}",
-                      step_dir, tname, file);
-        const uint64_t end = p.at("byte_offset").get<uint64_t>() +
-                             (p.at("local_range")[1].get<uint64_t>() -
-                              p.at("local_range")[0].get<uint64_t>()) * sizeof(float);
-        TESSERA_CHECK(end <= md["files"][file]["bytes"].get<uint64_t>(),
-                      "{}: tensor {} runs past the end of {}", step_dir, tname, file);
-      }
+  TESSERA_CHECK(ok, "{}/{}: corrupted seed '{}'", step_dir, kMetadataFile, s);
+  return v;
 }
 
 Checkpoint from_metadata(const std::string& step_dir, json md) {
@@ -97,7 +77,7 @@ Checkpoint from_metadata(const std::string& step_dir, json md) {
   ck.path = step_dir;
   ck.state.step = md.at("step").get<int64_t>();
   ck.state.consumed_samples = md.value("consumed_samples", int64_t(0));
-  ck.state.seed = std::stoull(md.value("seed", std::string("0")));
+  ck.state.seed = parse_seed(md.value("seed", std::string("0")), step_dir);
   ck.state.extra = md.value("extra", json::object());
   ck.run.model = model_from_json(md.at("model"));
   ck.run.par = parallel_from_json(md.value("parallel", json::object()));
@@ -109,10 +89,15 @@ Checkpoint from_metadata(const std::string& step_dir, json md) {
 }
 
 Checkpoint open_step(const std::string& step_dir, bool verify) {
-  json md;
-  md = read_metadata(step_dir);
-  check_files(step_dir, md, verify);
-  return from_metadata(step_dir, std::move(md));
+  // A JSON field of the wrong type throws json::exception from deep inside
+  // nlohmann; it is a corrupted file like any other, named as such.
+  try {
+    json md = read_metadata(step_dir);
+    check_metadata(step_dir, md, verify);
+    return from_metadata(step_dir, std::move(md));
+  } catch (const json::exception& e) {
+    fail("{}/{}: corrupted ({})", step_dir, kMetadataFile, e.what());
+  }
 }
 
 }  // namespace
@@ -187,10 +172,15 @@ class TensorReader {
     if (!t.at("shards").contains(kind)) return false;
     const Shape stored = shape_from_json(t.at("global_shape"));
     check_shape(name, stored, mine.global);
+    // Only the stored elements the reader can use are kept: check_shape
+    // allows the token table's padding rows to differ, and rows past the
+    // reader's table are padding. So memory is bounded by the reader's own
+    // model, never by a row count read from the file.
+    const int64_t kept = std::min(stored.numel(), mine.global.numel());
 
-    // (stored shape) row-major; `have` marks what some shard covered.
-    std::unique_ptr<float[]> global(new float[size_t(stored.numel())]);
-    std::vector<uint8_t> have(size_t(stored.numel()), 0);
+    // (kept,) of the stored tensor, row-major; `have` marks what some shard covered.
+    std::unique_ptr<float[]> global(new float[size_t(kept)]);
+    std::vector<uint8_t> have(size_t(kept), 0);
     std::vector<float> buf;
     for (const json& jp : t.at("shards").at(kind)) {
       Piece p{jp.at("file"), jp.at("byte_offset"), jp.at("local_range")[0], jp.at("local_range")[1],
@@ -200,14 +190,17 @@ class TensorReader {
       buf.resize(size_t(p.hi - p.lo));
       const std::string path = (fs::path(ck_.path) / p.file).string();
       read_exact(fd(path), buf.data(), buf.size() * sizeof(float), p.byte_offset, path);
+      check_piece_crc(jp, buf, name, kind, path);
       p.slice.for_each_run(p.lo, p.hi, [&](int64_t l, int64_t g, int64_t n) {
-        std::memcpy(&global[size_t(g)], &buf[size_t(l - p.lo)], size_t(n) * sizeof(float));
-        std::memset(&have[size_t(g)], 1, size_t(n));
+        const int64_t use = std::clamp<int64_t>(kept - g, 0, n);
+        if (use == 0) return;
+        std::memcpy(&global[size_t(g)], &buf[size_t(l - p.lo)], size_t(use) * sizeof(float));
+        std::memset(&have[size_t(g)], 1, size_t(use));
       });
     }
     // The tied token table's padding rows depend on tp; rows past the
     // stored table are padding (zero), never real vocabulary.
-    const int64_t stored_n = stored.numel();
+    const int64_t stored_n = kept;
     mine.for_each_run(lo, hi, [&](int64_t l, int64_t g, int64_t n) {
       float* dst = out + (l - lo);
       const int64_t inside = std::clamp<int64_t>(stored_n - g, 0, n);
@@ -223,6 +216,19 @@ class TensorReader {
   }
 
  private:
+  // Version 2 pieces carry the CRC32C of their own bytes: metadata pointing
+  // at the right file but another tensor's bytes reads intact data, and
+  // only this catches it.
+  void check_piece_crc(const json& jp, const std::vector<float>& buf, const std::string& name,
+                       const char* kind, const std::string& path) {
+    if (!jp.contains("crc32c")) return;  // version 1 (check_metadata requires it from 2 on)
+    const std::string have = crc32c_hex(crc32c(buf.data(), buf.size() * sizeof(float)));
+    TESSERA_CHECK(have == jp["crc32c"].get<std::string>(),
+                  "checkpoint {}: the bytes of {} ({}) in {} have checksum {}, metadata.json "
+                  "says {} (metadata points at the wrong bytes, or they are damaged)",
+                  ck_.path, name, kind, path, have, jp["crc32c"].get<std::string>());
+  }
+
   void check_shape(const std::string& name, const Shape& stored, const Shape& want) {
     if (stored == want) return;
     // Only the vocabulary padding may differ (it is rounded up to a multiple
@@ -282,10 +288,14 @@ void load_optimizer(const Checkpoint& ck, const ParamLayout& layout, int64_t beg
   });
 }
 
-void load_into(const Checkpoint& ck, GPT& model, AdamW* optim) {
-  std::string diff = model_difference(ck.run.model, model.config());
+void check_same_model(const Checkpoint& ck, const GPTConfig& want) {
+  std::string diff = model_difference(ck.run.model, want);
   TESSERA_CHECK(diff.empty(), "checkpoint {} holds a different model ({}: checkpoint vs this run)",
                 ck.path, diff);
+}
+
+void load_into(const Checkpoint& ck, GPT& model, AdamW* optim) {
+  check_same_model(ck, model.config());
   load_params(ck, model.layout(), 0, model.layout().numel(), model.params().f32());
   if (optim)
     for (const FlatSegment& s : optim->segments())

@@ -73,14 +73,17 @@ void write_shard(const std::string& staging, const ShardView& v) {
         json& t = tensors[e.name];
         if (t.is_null())
           t = {{"global_shape", shape_to_json(e.global_shape)}, {"shards", json::object()}};
+        const float* piece = r.data + (a - r.begin);
+        const size_t piece_bytes = size_t(z - a) * sizeof(float);
         t["shards"][kind].push_back({{"file", name},
                                      {"byte_offset", int64_t(w.bytes())},
                                      {"local_range", {a - e.offset, z - e.offset}},
+                                     {"crc32c", crc32c_hex(crc32c(piece, piece_bytes))},
                                      {"slice", slice_to_json(slice_of(L, e))},
                                      {"tp", v.tp_rank},
                                      {"pp", v.pp_rank},
                                      {"dp", v.dp_rank}});
-        w.write(r.data + (a - r.begin), size_t(z - a) * sizeof(float));
+        w.write(piece, piece_bytes);
       }
     }
     w.close();

@@ -10,6 +10,7 @@
 
 #include "tessera/ckpt/crc32c.h"
 #include "tessera/core/error.h"
+#include "tessera/core/regular_file.h"
 
 namespace tessera::ckpt {
 
@@ -83,27 +84,12 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 }
 
 std::string read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_errno("cannot open", path);
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      fail_errno("cannot read", path);
-    }
-    if (r == 0) break;
-    out.append(buf, size_t(r));
-  }
-  ::close(fd);
-  return out;
+  // A named pipe in a checkpoint directory would block here forever.
+  return read_regular_file(path, "file");
 }
 
 uint32_t crc32c_file(const std::string& path, uint64_t* size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_errno("cannot open", path);
+  int fd = open_regular_file(path, "file");
   std::vector<char> buf(size_t(4) << 20);
   uint32_t crc = 0;
   uint64_t n = 0;

@@ -94,6 +94,18 @@ std::vector<float> transposed(const float* x, int64_t rows, int64_t cols) {
   return t;
 }
 
+// Temporaries of an export that was killed before its renames (a failed
+// write removes its own): they would hold the disk until someone noticed.
+void remove_export_leftovers(const std::string& out_dir) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& de : fs::directory_iterator(out_dir, ec)) {
+    const std::string n = de.path().filename().string();
+    if (n == "model.safetensors.tmp" || n.starts_with("config.json.tmp-")) stale.push_back(de.path());
+  }
+  for (const auto& p : stale) fs::remove(p, ec);
+}
+
 }  // namespace
 
 void export_hf_gpt2(const GPT& model, const std::string& out_dir) {
@@ -102,6 +114,7 @@ void export_hf_gpt2(const GPT& model, const std::string& out_dir) {
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   TESSERA_CHECK(!ec, "cannot create {}: {}", out_dir, ec.message());
+  remove_export_leftovers(out_dir);
   const float* base = const_cast<GPT&>(model).params().f32();
   SafetensorsWriter w;
   std::vector<std::vector<float>> keep;  // transposed copies, alive until write()

@@ -1,7 +1,7 @@
 // metadata.json, the one file that says what a checkpoint holds:
 //
 // {
-//   "format": "tessera-checkpoint", "version": 1,
+//   "format": "tessera-checkpoint", "version": 2,
 //   "step": 100, "consumed_samples": 6400, "seed": "1234", "extra": {...},
 //   "model": {num_layers, hidden_size, ...}, "parallel": {tp, pp, dp, zero_stage, ...},
 //   "tokenizer": "bytes" | "/path/to/tokenizer" | "",
@@ -12,7 +12,7 @@
 //     "h.0.attn.qkv.weight": {
 //       "global_shape": [96, 32], "dtype": "F32",
 //       "shards": { "params": [ {"file": "params-tp00-pp00-dp000.bin", "byte_offset": 8704,
-//                                "local_range": [0, 3072],
+//                                "local_range": [0, 3072], "crc32c": "0x5e6f7a8b",
 //                                "slice": {"blocks": [{"start": [0, 0], "shape": [96, 32]}]},
 //                                "tp": 0, "pp": 0, "dp": 0} ],
 //                   "exp_avg": [...], "exp_avg_sq": [...] } }, ... }
@@ -21,6 +21,10 @@
 // A shard entry says: elements [local_range) of this rank's slice of the
 // tensor (the slice's place in the global tensor given by its blocks, see
 // slice_map.h) are stored as little-endian fp32 from byte_offset of file.
+// crc32c (version 2) is the CRC32C of those bytes alone: the files' CRCs
+// prove the bytes are intact, this proves metadata points at the right ones
+// (an offset moved onto another tensor's bytes is caught). Version 1 files
+// have no per-piece checksum and are still read.
 // The seed is a string because JSON readers lose 64-bit integers.
 // metadata.crc32c holds metadata.json's own CRC32C ("0x1a2b3c4d\n"), so a
 // flipped digit that still parses (an offset, a checksum) is caught too.
@@ -48,5 +52,12 @@ std::string shard_manifest_name(int64_t tp, int64_t pp, int64_t dp);
 // "files", "shards" and "tensors" of metadata. Throws if two shards
 // disagree on a tensor's global shape.
 void merge_manifest(nlohmann::json& metadata, const nlohmann::json& manifest);
+
+// Before anything is read or allocated: every file listed in metadata exists
+// with its size (and CRC32C when verify); every tensor's shape, slices,
+// ranges and byte offsets are well-typed, cannot overflow and stay inside
+// their files; version >= 2 pieces carry their own checksum. Throws
+// tessera::Error naming the step directory or file.
+void check_metadata(const std::string& step_dir, const nlohmann::json& metadata, bool verify);
 
 }  // namespace tessera::ckpt

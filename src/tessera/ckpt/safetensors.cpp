@@ -1,11 +1,13 @@
 #include "tessera/ckpt/safetensors.h"
 
-#include <filesystem>
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "tessera/ckpt/durable_io.h"
+#include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ckpt {
@@ -49,9 +51,7 @@ float half_to_float(uint16_t h) {
 }  // namespace
 
 int64_t SafetensorsEntry::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  return checked_numel(shape, "safetensors tensor shape");
 }
 
 void SafetensorsWriter::add(const std::string& name, std::vector<int64_t> shape, const float* data) {
@@ -73,8 +73,10 @@ void SafetensorsWriter::write(const std::string& path) const {
   // implementation does; lets readers map tensors in place).
   while ((8 + h.size()) % 8) h += ' ';
 
+  // A failed write (full disk) removes its temporary: it would otherwise
+  // hold the space until someone noticed.
   const std::string tmp = path + ".tmp";
-  {
+  try {
     DurableWriter w(tmp);
     uint64_t len = h.size();
     unsigned char le[8];
@@ -87,10 +89,18 @@ void SafetensorsWriter::write(const std::string& path) const {
       w.write(it.data, n * 4);  // little-endian host
     }
     w.close();
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  TESSERA_CHECK(!ec, "cannot rename {} to {}: {}", tmp, path, ec.message());
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    fail("cannot rename {} to {}: {}", tmp, path, ec.message());
+  }
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), bytes_(read_file(path)) {
@@ -110,6 +120,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), bytes_(
   const uint64_t data_size = bytes_.size() - data_start_;
   for (const auto& [name, v] : header.items()) {
     if (name == "__metadata__") {
+      if (!v.is_object()) continue;
       for (const auto& [k, s] : v.items())
         if (s.is_string()) meta_[k] = s.get<std::string>();
       continue;
@@ -127,10 +138,28 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), bytes_(
     TESSERA_CHECK(es > 0, "{}: tensor {}: unknown dtype {}", path, name, e.dtype);
     TESSERA_CHECK(e.begin <= e.end && e.end <= data_size, "{}: tensor {}: bytes [{}, {}) outside the data ({} bytes)",
                   path, name, e.begin, e.end, data_size);
-    TESSERA_CHECK(e.end - e.begin == uint64_t(e.numel()) * es,
+    TESSERA_CHECK(e.end - e.begin ==
+                      checked_mul_u64(uint64_t(e.numel()), es, "safetensors tensor size"),
                   "{}: tensor {}: {} bytes for shape of {} {} elements", path, name, e.end - e.begin,
                   e.numel(), e.dtype);
     entries_[name] = std::move(e);
+  }
+  check_no_overlap();
+}
+
+// Two tensors sharing bytes is not a file any writer makes: refuse it rather
+// than load one tensor's values into another.
+void SafetensorsFile::check_no_overlap() const {
+  std::vector<std::pair<const std::string*, const SafetensorsEntry*>> byte_order;
+  for (const auto& [name, e] : entries_)
+    if (e.end > e.begin) byte_order.emplace_back(&name, &e);
+  std::sort(byte_order.begin(), byte_order.end(),
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < byte_order.size(); ++i) {
+    const auto& [pn, p] = byte_order[i - 1];
+    const auto& [qn, q] = byte_order[i];
+    TESSERA_CHECK(q->begin >= p->end, "{}: tensors {} and {} overlap (bytes [{}, {}) and [{}, {}))",
+                  path_, *pn, *qn, p->begin, p->end, q->begin, q->end);
   }
 }
 

@@ -14,7 +14,7 @@ struct SafetensorsEntry {
   std::string dtype;           // "F32", "F16", "BF16", ...
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;  // byte range within the data section
-  int64_t numel() const;
+  int64_t numel() const;  // throws tessera::Error if the shape's product overflows
 };
 
 class SafetensorsWriter {
@@ -49,6 +49,7 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
 
  private:
+  void check_no_overlap() const;
   std::string path_;
   std::string bytes_;       // the whole file
   uint64_t data_start_ = 0;  // 8 + header length

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ckpt {
@@ -9,8 +10,10 @@ namespace tessera::ckpt {
 using nlohmann::json;
 
 int64_t SliceMap::numel() const {
+  // Blocks read from a file are checked against `global` (slice_from_json),
+  // whose size is checked too, but their sum can still exceed it.
   int64_t n = 0;
-  for (const Block& b : blocks) n += b.shape.numel();
+  for (const Block& b : blocks) n = checked_add(n, b.shape.numel(), "checkpoint slice");
   return n;
 }
 
@@ -86,7 +89,12 @@ json shape_to_json(const Shape& s) {
 Shape shape_from_json(const json& j) {
   TESSERA_CHECK(j.is_array() && j.size() <= size_t(Shape::kMaxDims), "bad shape {}", j.dump());
   Shape s;
-  for (const auto& x : j) s.dims[s.ndim++] = x.get<int64_t>();
+  for (const auto& x : j) {
+    TESSERA_CHECK(x.is_number_integer() && x.get<int64_t>() >= 0, "bad shape {}", j.dump());
+    s.dims[s.ndim++] = x.get<int64_t>();
+  }
+  // Every stride and flat index of the tensor is then an int64 that cannot wrap.
+  checked_numel(std::span<const int64_t>(s.dims.data(), size_t(s.ndim)), "checkpoint tensor shape");
   return s;
 }
 
@@ -100,12 +108,14 @@ json slice_to_json(const SliceMap& s) {
 SliceMap slice_from_json(const Shape& global, const json& j) {
   SliceMap s;
   s.global = global;
+  TESSERA_CHECK(j.is_object() && j.contains("blocks") && j["blocks"].is_array(),
+                "slice of a tensor {} has no block list", global.str());
   for (const auto& jb : j.at("blocks")) {
     Block b{shape_from_json(jb.at("start")), shape_from_json(jb.at("shape"))};
     TESSERA_CHECK(b.start.ndim == global.ndim && b.shape.ndim == global.ndim,
                   "slice block rank differs from the tensor's {}", global.str());
     for (int d = 0; d < global.ndim; ++d)
-      TESSERA_CHECK(b.start[d] >= 0 && b.shape[d] >= 0 && b.start[d] + b.shape[d] <= global[d],
+      TESSERA_CHECK(range_inside(b.start[d], b.shape[d], global[d]),
                     "slice block outside the tensor {}", global.str());
     s.blocks.push_back(b);
   }

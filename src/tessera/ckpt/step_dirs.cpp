@@ -4,8 +4,11 @@
 #include <cctype>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/metadata.h"
+#include "tessera/core/error.h"
 
 namespace tessera::ckpt {
 
@@ -46,24 +49,50 @@ std::string read_latest(const std::string& root) {
   }
 }
 
+namespace {
+
+bool is_leftover(const std::string& n) {
+  if (n.starts_with(".trash-")) return true;
+  if (n.starts_with(std::string(kLatestFile) + ".tmp-")) return true;
+  return n.starts_with(".step_") &&
+         (n.find(".tmp-") != std::string::npos || n.find(".old-") != std::string::npos);
+}
+
+}  // namespace
+
 void remove_stale_staging(const std::string& root) {
   std::error_code ec;
   std::vector<fs::path> stale;
-  for (const auto& de : fs::directory_iterator(root, ec)) {
-    const std::string n = de.path().filename().string();
-    if (n.starts_with(".step_") &&
-        (n.find(".tmp-") != std::string::npos || n.find(".old-") != std::string::npos))
-      stale.push_back(de.path());
-  }
+  for (const auto& de : fs::directory_iterator(root, ec))
+    if (is_leftover(de.path().filename().string())) stale.push_back(de.path());
   for (const auto& p : stale) fs::remove_all(p, ec);
+}
+
+std::string trash_name(const std::string& step_dir_name) {
+  return ".trash-" + step_dir_name + "-" + std::to_string(::getpid());
 }
 
 void prune_steps(const std::string& root, int keep, int64_t protect) {
   if (keep <= 0) return;
   auto steps = list_steps(root);  // newest first
   std::error_code ec;
-  for (size_t i = size_t(keep); i < steps.size(); ++i)
-    if (steps[i].first != protect) fs::remove_all(steps[i].second, ec);
+  std::vector<fs::path> trash;
+  for (size_t i = size_t(keep); i < steps.size(); ++i) {
+    if (steps[i].first == protect) continue;
+    const fs::path from(steps[i].second);
+    const fs::path to = from.parent_path() / trash_name(from.filename().string());
+    fs::rename(from, to, ec);
+    if (!ec) trash.push_back(to);
+  }
+  if (trash.empty()) return;
+  // The renames are made durable before the slow deletes start. The new
+  // checkpoint is already committed, so a failure here only risks a step
+  // reappearing after a crash; it is not worth failing the save for.
+  try {
+    fsync_dir(root);
+  } catch (const Error&) {
+  }
+  for (const auto& p : trash) fs::remove_all(p, ec);
 }
 
 }  // namespace tessera::ckpt

@@ -18,11 +18,20 @@ std::vector<std::pair<int64_t, std::string>> list_steps(const std::string& root)
 // The directory name `latest` names ("" when absent or unreadable).
 std::string read_latest(const std::string& root);
 
-// Delete staging (".step_*.tmp-*") and moved-aside (".step_*.old-*")
-// directories: what a crash in the middle of a save leaves behind.
+// Delete what an interrupted save or prune leaves behind: staging
+// (".step_*.tmp-*"), moved-aside (".step_*.old-*") and trash (".trash-*")
+// directories, and `latest.tmp-*` files. Run by the writer before its first
+// save (begin_staging), never by readers: a reader must not delete a live
+// run's staging directory.
 void remove_stale_staging(const std::string& root);
 
 // Keep the newest `keep` step directories (keep <= 0: all); never `protect`.
+// Each is first renamed to a hidden trash name (one atomic step: it stops
+// being a loadable step at once), then deleted; a kill during the delete
+// leaves only trash, which the next save removes.
 void prune_steps(const std::string& root, int keep, int64_t protect);
+
+// ".trash-step_000100-<pid>": what prune_steps renames a step to.
+std::string trash_name(const std::string& step_dir_name);
 
 }  // namespace tessera::ckpt

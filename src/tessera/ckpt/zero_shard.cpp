@@ -27,6 +27,9 @@ ShardView zero_shard_view(DataParallel& dp, int64_t tp_rank, int64_t pp_rank) {
 }
 
 void load_zero_shard(const Checkpoint& ck, DataParallel& dp) {
+  // Shapes alone cannot tell a different head count, and a stage holds only
+  // some layers: compare the configs, before a byte is read (train --load).
+  check_same_model(ck, dp.model().config());
   const ParamLayout& L = dp.model().layout();
   if (dp.zero_stage() >= 3) {
     for (const FlatSegment& s : dp.partition().segments())

@@ -30,6 +30,7 @@ class LlmcShard final : public TokenSource {
  private:
   explicit LlmcShard(MappedFile map);
   void read_raw(int64_t begin, int64_t count, int32_t* out) const override;
+  void check_unchanged() const override { map_.check_unchanged(); }
   MappedFile map_;  // (1024,) header bytes then (count,) ids
   IntType dtype_ = IntType::U16;
 };

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 
 namespace tessera::data {
@@ -35,7 +36,8 @@ IntType dtype_from_code(uint8_t code, const std::string& path) {
 }  // namespace
 
 MegatronDataset::MegatronDataset(const std::string& prefix)
-    : MegatronDataset(prefix, MappedFile(prefix + ".idx"), MappedFile(prefix + ".bin")) {}
+    : MegatronDataset(prefix, MappedFile(prefix + ".idx", "Megatron index"),
+                      MappedFile(prefix + ".bin", "token data")) {}
 
 MegatronDataset::MegatronDataset(const std::string& prefix, MappedFile idx, MappedFile bin)
     : TokenSource(prefix + ".bin", 0), bin_(std::move(bin)) {
@@ -64,11 +66,12 @@ MegatronDataset::MegatronDataset(const std::string& prefix, MappedFile idx, Mapp
     int32_t len = get<int32_t>(lengths + 4 * s);
     int64_t ptr = get<int64_t>(pointers + 8 * s);
     TESSERA_CHECK(len >= 0, "{}: sequence {} has negative length {}", ip, s, len);
-    TESSERA_CHECK(ptr >= 0 && uint64_t(ptr) + uint64_t(len) * uint64_t(tb) <= bin_.size(),
-                  "{}: truncated data file: sequence {} needs bytes [{}, {}) but the file has {} bytes", bin_.path(), s, ptr,
-                  ptr + len * tb, bin_.size());
+    // Written as "fits in what is left after ptr" so no sum can wrap.
+    TESSERA_CHECK(range_inside(ptr, int64_t(len) * tb, int64_t(bin_.size())),
+                  "{}: truncated data file: sequence {} needs {} bytes from byte {} but the file has {} bytes", bin_.path(), s,
+                  int64_t(len) * tb, ptr, bin_.size());
     seq_ptr_[s] = ptr;
-    seq_start_[s + 1] = seq_start_[s] + len;
+    seq_start_[s + 1] = checked_add(seq_start_[s], len, "Megatron index token count");
   }
   doc_start_.resize(D);
   int64_t prev = 0;

@@ -44,6 +44,7 @@ class MegatronDataset final : public TokenSource {
  private:
   MegatronDataset(const std::string& prefix, MappedFile idx, MappedFile bin);
   void read_raw(int64_t begin, int64_t count, int32_t* out) const override;
+  void check_unchanged() const override { bin_.check_unchanged(); }
 
   MappedFile bin_;                  // (bytes,) token ids of all sequences
   IntType dtype_ = IntType::U16;

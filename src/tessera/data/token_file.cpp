@@ -119,10 +119,12 @@ TokenFileHeader parse_header(const MappedFile& m) {
   h.document_count = get<uint64_t>(p + 40);
   TESSERA_CHECK(h.vocab_size > 0 && (h.token_bytes == 4 || h.vocab_size <= 65536),
                 "{}: vocabulary size {} in the header does not fit {}-byte tokens", path, h.vocab_size, h.token_bytes);
+  // The count comes from the file: compared by division, so no product can
+  // wrap into a size that passes (the file is at least the header, above).
+  TESSERA_CHECK(h.token_count <= (m.size() - kTokenFileHeaderBytes) / h.token_bytes,
+                "{}: truncated token file: the header promises {} tokens of {} bytes but the file has {} bytes", path,
+                h.token_count, h.token_bytes, m.size());
   const uint64_t want = kTokenFileHeaderBytes + h.token_count * h.token_bytes;
-  TESSERA_CHECK(h.token_count < (uint64_t(1) << 56) && m.size() >= want,
-                "{}: truncated token file: the header promises {} tokens ({} bytes) but the file has {} bytes", path,
-                h.token_count, want, m.size());
   TESSERA_CHECK(m.size() == want, "{}: {} bytes of trailing data after the {} tokens the header promises", path,
                 m.size() - want, h.token_count);
   return h;

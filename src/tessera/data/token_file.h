@@ -75,6 +75,7 @@ class TokenFile final : public TokenSource {
  private:
   explicit TokenFile(MappedFile map);
   void read_raw(int64_t begin, int64_t count, int32_t* out) const override;
+  void check_unchanged() const override { map_.check_unchanged(); }
   MappedFile map_;  // whole file: (64,) header then (count,) ids
   TokenFileHeader header_;
 };

@@ -1,10 +1,12 @@
 // open_token_source: tells the format from the file's first bytes, so the
 // trainer takes any of the three with one --data flag.
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "tessera/core/error.h"
+#include "tessera/core/regular_file.h"
 #include "tessera/data/llmc_shard.h"
 #include "tessera/data/megatron_dataset.h"
 #include "tessera/data/token_file.h"
@@ -40,19 +42,23 @@ std::unique_ptr<TokenSource> open_token_source(const std::string& path, const Op
   // Megatron: PREFIX, PREFIX.bin or PREFIX.idx with both files present.
   std::string prefix = path;
   if (ends_with(path, ".bin") || ends_with(path, ".idx")) prefix = path.substr(0, path.size() - 4);
-  const bool megatron = fs::exists(prefix + ".idx") && fs::exists(prefix + ".bin");
+  std::error_code exists_ec;
+  const bool megatron = fs::exists(prefix + ".idx", exists_ec) && fs::exists(prefix + ".bin", exists_ec);
   if (megatron && (path == prefix || ends_with(path, ".idx"))) {
     src = std::make_unique<MegatronDataset>(prefix);
   } else {
-    std::ifstream f(path, std::ios::binary);
-    TESSERA_CHECK(f.good(), "cannot open token data {}{}", path, megatron ? "" : " (no such file)");
+    std::error_code ec;
+    TESSERA_CHECK(fs::exists(path, ec), "cannot open token data {}{}", path, megatron ? "" : " (no such file)");
+    // Not an ifstream: opening a named pipe that way blocks forever.
+    const int fd = open_regular_file(path, "token data");
     char head[8] = {};
-    f.read(head, 8);
+    const ssize_t got = ::pread(fd, head, 8, 0);
+    ::close(fd);
     int32_t magic;
     std::memcpy(&magic, head, 4);
-    if (f.gcount() == 8 && std::memcmp(head, kTokenFileMagic, 8) == 0) {
+    if (got == 8 && std::memcmp(head, kTokenFileMagic, 8) == 0) {
       src = std::make_unique<TokenFile>(path);
-    } else if (f.gcount() >= 4 && (magic == kLlmcMagicGpt2 || magic == kLlmcMagicLlama3)) {
+    } else if (got >= 4 && (magic == kLlmcMagicGpt2 || magic == kLlmcMagicLlama3)) {
       src = std::make_unique<LlmcShard>(path);
     } else if (megatron) {
       src = std::make_unique<MegatronDataset>(prefix);

@@ -64,6 +64,7 @@ void widen_tokens(const uint8_t* src, IntType t, int64_t count, int32_t* out) {
 void TokenSource::read(int64_t begin, int64_t count, int32_t* out) const {
   TESSERA_CHECK(begin >= 0 && count >= 0 && begin <= size_ - count,
                 "{}: cannot read tokens [{}, {}): the file has {} tokens", path_, begin, begin + count, size_);
+  check_unchanged();
   read_raw(begin, count, out);
   // Negative ids (and int64 ids beyond int32) are always wrong.
   const uint32_t limit = vocab_limit_ ? vocab_limit_ : uint32_t(INT32_MAX) + 1u;

@@ -51,6 +51,9 @@ class TokenSource {
   void set_size(int64_t size) { size_ = size; }  // for readers that count while parsing
   // Copies [begin, begin + count), already bounds-checked.
   virtual void read_raw(int64_t begin, int64_t count, int32_t* out) const = 0;
+  // Throws if the file under the source changed since it was opened (a
+  // truncated mapped file would SIGBUS in read_raw). Run before every read.
+  virtual void check_unchanged() const {}
 
  private:
   std::string path_;

@@ -3,11 +3,12 @@
 // id; merges.txt is a "#version" line then one "left right" pair per line in
 // rank order. Special tokens are spelled as their plain text.
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tessera/core/error.h"
+#include "tessera/core/regular_file.h"
+#include "tessera/data/atomic_file.h"
 #include "tessera/data/byte_unicode.h"
 #include "tessera/data/tokenizer.h"
 
@@ -17,13 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  TESSERA_CHECK(f.good(), "tokenizer: cannot open {}", path);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+// Not an ifstream: a named pipe given as a tokenizer file would block forever.
+std::string read_text(const std::string& path) { return read_regular_file(path, "tokenizer file"); }
 
 }  // namespace
 
@@ -60,8 +56,7 @@ Tokenizer Tokenizer::load(const std::string& vocab_json, const std::string& merg
     by_spelling.emplace(it.key(), int32_t(id));
   }
 
-  std::ifstream f(merges_txt, std::ios::binary);
-  TESSERA_CHECK(f.good(), "tokenizer: cannot open {}", merges_txt);
+  std::istringstream f(read_text(merges_txt));
   std::string line;
   int lineno = 0;
   while (std::getline(f, line)) {
@@ -82,29 +77,25 @@ Tokenizer Tokenizer::load(const std::string& vocab_json, const std::string& merg
 }
 
 void Tokenizer::save(const std::string& dir) const {
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TESSERA_CHECK(!ec, "tokenizer: cannot create {}: {}", dir, ec.message());
   auto spell = [&](int32_t id) {
     return special_flag_[size_t(id)] ? tokens_[size_t(id)] : bytes_to_gpt2(tokens_[size_t(id)]);
   };
-  {
-    // One entry per line in id order, so the file diffs and reads well.
-    std::string path = (fs::path(dir) / "vocab.json").string();
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    TESSERA_CHECK(f.good(), "tokenizer: cannot write {}", path);
-    f << "{\n";
-    for (int32_t id = 0; id < vocab_size(); ++id)
-      f << "  " << nlohmann::json(spell(id)).dump() << ": " << id << (id + 1 < vocab_size() ? ",\n" : "\n");
-    f << "}\n";
-    TESSERA_CHECK(f.good(), "tokenizer: error writing {}", path);
-  }
-  {
-    std::string path = (fs::path(dir) / "merges.txt").string();
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    TESSERA_CHECK(f.good(), "tokenizer: cannot write {}", path);
-    f << "#version: 0.2\n";
-    for (auto [a, b] : merges_) f << spell(a) << ' ' << spell(b) << '\n';
-    TESSERA_CHECK(f.good(), "tokenizer: error writing {}", path);
-  }
+  // One entry per line in id order, so the file diffs and reads well.
+  std::ostringstream vocab;
+  vocab << "{\n";
+  for (int32_t id = 0; id < vocab_size(); ++id)
+    vocab << "  " << nlohmann::json(spell(id)).dump() << ": " << id << (id + 1 < vocab_size() ? ",\n" : "\n");
+  vocab << "}\n";
+  std::ostringstream merges;
+  merges << "#version: 0.2\n";
+  for (auto [a, b] : merges_) merges << spell(a) << ' ' << spell(b) << '\n';
+  // Rewriting an existing tokenizer in place would destroy it on a full
+  // disk; both files are written beside it first, then renamed over it.
+  replace_files_atomically({{(fs::path(dir) / "vocab.json").string(), vocab.str()},
+                            {(fs::path(dir) / "merges.txt").string(), merges.str()}});
 }
 
 }  // namespace tessera::data

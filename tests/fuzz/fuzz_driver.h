@@ -1,0 +1,178 @@
+// A seeded mutation fuzzer, no libFuzzer needed: each case takes a valid
+// seed input, applies a few random mutations (bit flips, interesting bytes,
+// interesting numbers spliced over digits, chunk copies, cuts and inserts),
+// and runs one parser in-process on the result.
+//
+// The contract under test is the CLI's: every input ends as success (exit 0)
+// or a tessera::Error (one line, exit 2). Any other exception is a failure,
+// recorded with the input that caused it; a crash kills the process (the
+// test fails); a case that runs longer than kCaseSeconds is a hang, reported
+// by SIGALRM with the case number before the process exits 3.
+//
+// Cases are reproducible: case i of target t is fully determined by
+// (seed, t, i), so a failure is replayed with the same seed and case count.
+#pragma once
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/core/error.h"
+#include "tessera/core/rng.h"
+
+namespace tessera::fuzz {
+
+using Bytes = std::string;
+
+// Cases per target: TESSERA_FUZZ_CASES, else `fallback` (the CI budget).
+inline int64_t case_count(int64_t fallback) {
+  const char* s = std::getenv("TESSERA_FUZZ_CASES");
+  return s && *s ? std::max<int64_t>(1, std::atoll(s)) : fallback;
+}
+
+// TESSERA_FUZZ_VERBOSE=1: print every case's error line (to see what the
+// mutations reach, and that the messages read well).
+inline bool verbose() {
+  const char* s = std::getenv("TESSERA_FUZZ_VERBOSE");
+  return s && *s && *s != '0';
+}
+
+inline uint64_t fuzz_seed() {
+  const char* s = std::getenv("TESSERA_FUZZ_SEED");
+  return s && *s ? std::strtoull(s, nullptr, 10) : 20261130;
+}
+
+// A deterministic stream of random numbers for one case.
+class Rand {
+ public:
+  Rand(uint64_t seed, uint64_t target, uint64_t index) : a_(seed), b_(target), c_(index) {}
+  uint64_t next() { return rng_u64(a_, b_, c_ * 4096 + n_++); }
+  uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+  bool chance(int percent) { return below(100) < uint64_t(percent); }
+
+ private:
+  uint64_t a_, b_, c_, n_ = 0;
+};
+
+inline const std::vector<std::string>& interesting_numbers() {
+  static const std::vector<std::string> v = {
+      "0", "-1", "1", "2", "3", "7", "255", "256", "65535", "65536", "2147483647", "-2147483648",
+      "4294967295", "4294967296", "9223372036854775807", "-9223372036854775808",
+      "18446744073709551615", "18446744073709551616", "576460752303423496", "1e308", "-1e308",
+      "nan", "inf", "0.5", "\"x\"", "[]", "{}", "null", "true"};
+  return v;
+}
+
+// One mutation of `in`. Positions fall in [0, focus) nine times in ten, so
+// the header of a large binary file gets most of the attention.
+inline void mutate_once(Bytes& in, Rand& r, size_t focus) {
+  if (in.empty()) {
+    in.push_back(char(r.next()));
+    return;
+  }
+  const size_t span = (focus && focus < in.size() && r.chance(90)) ? focus : in.size();
+  const size_t at = r.below(span);
+  switch (r.below(8)) {
+    case 0: in[at] = char(in[at] ^ (1 << r.below(8))); break;  // bit flip
+    case 1: {  // interesting byte
+      static const unsigned char kBytes[] = {0, 1, 0x7f, 0x80, 0xff, '"', '[', '{', ',', '\n', '='};
+      in[at] = char(kBytes[r.below(sizeof kBytes)]);
+      break;
+    }
+    case 2: {  // interesting little-endian 8-byte value
+      const uint64_t vals[] = {0, 1, ~0ull, 1ull << 63, (1ull << 63) - 1, 1ull << 32, 1ull << 58};
+      uint64_t v = vals[r.below(7)];
+      for (size_t k = 0; k < 8 && at + k < in.size(); ++k) in[at + k] = char(v >> (8 * k));
+      break;
+    }
+    case 3: {  // splice an interesting number over a run of digits (text formats)
+      size_t b = at;
+      while (b < in.size() && !(in[b] >= '0' && in[b] <= '9')) ++b;
+      size_t e = b;
+      while (e < in.size() && ((in[e] >= '0' && in[e] <= '9') || in[e] == '-' || in[e] == '.')) ++e;
+      const auto& nums = interesting_numbers();
+      if (b < in.size()) in.replace(b, e - b, nums[r.below(nums.size())]);
+      break;
+    }
+    case 4: in.resize(at); break;                          // cut the rest off
+    case 5: in.erase(at, 1 + r.below(16)); break;          // delete a chunk
+    case 6: {                                              // duplicate a chunk
+      const size_t n = std::min<size_t>(1 + r.below(64), in.size() - at);
+      in.insert(r.below(in.size()), in.substr(at, n));
+      break;
+    }
+    default: in.insert(at, 1 + r.below(4), char(r.next())); break;  // insert bytes
+  }
+}
+
+inline Bytes mutate(const Bytes& seed, Rand& r, size_t focus) {
+  Bytes out = seed;
+  const int n = 1 + int(r.below(4));
+  for (int i = 0; i < n; ++i) mutate_once(out, r, focus);
+  return out;
+}
+
+struct Tally {
+  int64_t cases = 0, ok = 0, errors = 0;  // errors: tessera::Error, the "exit 2"
+  std::vector<std::string> failures;      // anything else, with the case number
+};
+
+inline volatile sig_atomic_t g_case = -1;
+inline const char* g_target = "";
+
+inline void on_hang(int) {
+  char msg[160];
+  int n = std::snprintf(msg, sizeof msg, "fuzz: HANG in target %s, case %ld (over the time limit)\n",
+                        g_target, long(g_case));
+  ssize_t ignored = ::write(2, msg, size_t(n));
+  (void)ignored;
+  std::_Exit(3);
+}
+
+inline constexpr unsigned kCaseSeconds = 20;
+
+// Runs `cases` mutated inputs of `seeds` through `run`. `focus`: the bytes
+// most mutations should land in (0: anywhere).
+// A custom mutator for one case (e.g. structure-aware); `mutate` when null.
+using Mutator = std::function<Bytes(const Bytes& seed, Rand& r)>;
+
+inline Tally run_cases(const char* target, uint64_t target_id, const std::vector<Bytes>& seeds,
+                       int64_t cases, size_t focus, const std::function<void(const Bytes&)>& run,
+                       const Mutator& custom = nullptr) {
+  Tally t;
+  g_target = target;
+  ::signal(SIGALRM, on_hang);
+  const uint64_t seed = fuzz_seed();
+  for (int64_t i = 0; i < cases; ++i) {
+    Rand r(seed, target_id, uint64_t(i));
+    const Bytes& seed_input = seeds[r.below(seeds.size())];
+    // Half the cases (when a custom mutator is given) go through it.
+    const Bytes input = custom && r.chance(50) ? custom(seed_input, r) : mutate(seed_input, r, focus);
+    g_case = sig_atomic_t(i);
+    ::alarm(kCaseSeconds);
+    try {
+      run(input);
+      ++t.ok;
+    } catch (const Error& e) {
+      ++t.errors;
+      if (verbose()) std::fprintf(stderr, "  case %ld: %s\n", long(i), e.what());
+    } catch (const std::exception& e) {
+      t.failures.push_back("case " + std::to_string(i) + ": " + e.what());
+    } catch (...) {
+      t.failures.push_back("case " + std::to_string(i) + ": unknown exception");
+    }
+    ::alarm(0);
+    ++t.cases;
+  }
+  std::fprintf(stderr, "fuzz %s: %ld cases (seed %lu): %ld ok, %ld errors (exit 2), %zu failures\n",
+               target, long(t.cases), (unsigned long)seed, long(t.ok), long(t.errors),
+               t.failures.size());
+  return t;
+}
+
+}  // namespace tessera::fuzz

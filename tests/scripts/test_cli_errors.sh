@@ -67,6 +67,8 @@ expect_error "--vocab-file/--merge-file need --data-path" \
 expect_error "$tmp/vocab.json: no such file" \
   train "${small[@]}" --vocab-file "$tmp/vocab.json" --merge-file "$tmp/merges.txt" --data-path "$tmp/short.bin"
 expect_error "--config $tmp/none.toml: cannot open" train --config "$tmp/none.toml"
+mkfifo "$tmp/pipe.toml"
+expect_error "--config $tmp/pipe.toml: .*named pipe" train --config "$tmp/pipe.toml"
 printf 'num-layerz = 2\n' > "$tmp/unknown.toml"
 expect_error "config $tmp/unknown.toml: unknown key 'num-layerz'" train --config "$tmp/unknown.toml"
 printf 'lr = \n' > "$tmp/syntax.toml"

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "tessera/core/error.h"
+#include "tessera/core/regular_file.h"
 
 namespace tessera::cli {
 
@@ -72,8 +73,7 @@ std::vector<std::string> expand_config_files(int argc, char** argv, const CLI::A
     TESSERA_CHECK(sub && sub->get_option_no_throw("--config"),
                   "--config is only accepted after a subcommand that takes it (e.g. tessera train "
                   "--config FILE)");
-    std::ifstream probe(file);
-    TESSERA_CHECK(bool(probe), "--config {}: cannot open for reading", file);
+    require_regular_file(file, "--config");  // a named pipe would block the read forever
     // The file's flags go first so later command-line flags win.
     std::vector<std::string> flags;
     append_file_flags(file, sub, flags);

@@ -22,33 +22,24 @@
 
 using namespace tessera;
 
-int main(int argc, char** argv) {
-  CLI::App app{"tessera training-step benchmark"};
+namespace {
+
+struct BenchArgs {
   int64_t L = 12, C = 768, NH = 12, V = 50257, maxT = 1024, B = 4, T = 64;
   int steps = 8, warmup = 2, threads = 2;
-  app.add_option("--L", L);
-  app.add_option("--C", C);
-  app.add_option("--NH", NH);
-  app.add_option("--V", V);
-  app.add_option("--maxT", maxT);
-  app.add_option("--B", B);
-  app.add_option("--T", T);
-  app.add_option("--steps", steps);
-  app.add_option("--warmup", warmup);
-  app.add_option("--threads", threads);
-  CLI11_PARSE(app, argc, argv);
-  omp_set_num_threads(threads);
+};
 
+TrainConfig bench_config(const BenchArgs& a) {
   TrainConfig cfg;
-  cfg.model.num_layers = L;
-  cfg.model.hidden_size = C;
-  cfg.model.num_heads = NH;
-  cfg.model.vocab_size = V;
-  cfg.model.seq_length = T;
-  cfg.model.max_position_embeddings = maxT;
-  cfg.par.micro_batch = B;
-  cfg.par.global_batch = B;
-  cfg.train_iters = steps + warmup;
+  cfg.model.num_layers = a.L;
+  cfg.model.hidden_size = a.C;
+  cfg.model.num_heads = a.NH;
+  cfg.model.vocab_size = a.V;
+  cfg.model.seq_length = a.T;
+  cfg.model.max_position_embeddings = a.maxT;
+  cfg.par.micro_batch = a.B;
+  cfg.par.global_batch = a.B;
+  cfg.train_iters = a.steps + a.warmup;
   // The PyTorch peer's optimizer settings.
   cfg.optim.lr = 1e-4f;
   cfg.optim.min_lr = 1e-4f;
@@ -58,33 +49,11 @@ int main(int argc, char** argv) {
   cfg.peak_tflops = 1;      // replaced below by the in-run measurement
   cfg.valid_fraction = 0;
   cfg.validate(1);
+  return cfg;
+}
 
-  std::vector<int32_t> tokens(size_t(64 * (T + 1) * (steps + warmup) * B));
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(rng_u64(1, 0, i) % uint64_t(V));
-  SampledBatches data(memory_token_source(tokens, "random tokens"), V, T, cfg.seed, 0.0);
-  Trainer trainer(cfg, data);
-
-  fmt::print("shape: L {} C {} NH {} V {} | B {} T {} | {:.1f} M parameters | {} threads\n", L, C,
-             NH, V, B, T, double(ParamLayout::count_model_params(cfg.model)) / 1e6, threads);
-  const double peak = measure_gemm_peak(false);
-  fmt::print("measured fp32 GEMM peak (oneDNN sgemm, same run): {:.1f} GFLOP/s\n", peak * 1e3);
-
-  std::vector<StepStats> stats;
-  for (int s = 1; s <= steps + warmup; ++s) {
-    StepStats st = trainer.train_step(s);
-    if (s > warmup) stats.push_back(st);
-  }
-  std::vector<double> secs;
-  for (auto& s : stats) secs.push_back(s.seconds);
-  std::sort(secs.begin(), secs.end());
-  const double median = secs[secs.size() / 2];
-  const double tok_s = double(B * T) / median;
-  const double gflops = stats[0].model_flops / median / 1e9;
-  fmt::print("step {:.1f} ms (median of {}) | {:.1f} tokens/s | {:.1f} GFLOP/s | {:.1f}% of the "
-             "measured GEMM peak\n",
-             median * 1e3, steps, tok_s, gflops, 100.0 * gflops / (peak * 1e3));
-
-  // Where the time goes: mean seconds per step by kind of work.
+// Where the time goes: mean seconds per step by kind of work.
+void print_breakdown(const std::vector<StepStats>& stats, double peak) {
   Profile mean;
   double mean_step = 0;
   for (auto& s : stats) {
@@ -103,6 +72,54 @@ int main(int argc, char** argv) {
   fmt::print("  GEMM time runs at {:.1f} GFLOP/s ({:.0f}% of peak)\n",
              gemm_flops / mean.seconds[size_t(Op::Gemm)] / 1e9,
              100.0 * gemm_flops / mean.seconds[size_t(Op::Gemm)] / 1e12 / peak);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera training-step benchmark"};
+  BenchArgs a;
+  app.add_option("--L", a.L);
+  app.add_option("--C", a.C);
+  app.add_option("--NH", a.NH);
+  app.add_option("--V", a.V);
+  app.add_option("--maxT", a.maxT);
+  app.add_option("--B", a.B);
+  app.add_option("--T", a.T);
+  app.add_option("--steps", a.steps);
+  app.add_option("--warmup", a.warmup);
+  app.add_option("--threads", a.threads);
+  CLI11_PARSE(app, argc, argv);
+  omp_set_num_threads(a.threads);
+  const int64_t L = a.L, C = a.C, NH = a.NH, V = a.V, B = a.B, T = a.T;
+  const int steps = a.steps, warmup = a.warmup;
+
+  TrainConfig cfg = bench_config(a);
+  std::vector<int32_t> tokens(size_t(64 * (T + 1) * (steps + warmup) * B));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(rng_u64(1, 0, i) % uint64_t(V));
+  SampledBatches data(memory_token_source(tokens, "random tokens"), V, T, cfg.seed, 0.0);
+  Trainer trainer(cfg, data);
+
+  fmt::print("shape: L {} C {} NH {} V {} | B {} T {} | {:.1f} M parameters | {} threads\n", L, C,
+             NH, V, B, T, double(ParamLayout::count_model_params(cfg.model)) / 1e6, a.threads);
+  const double peak = measure_gemm_peak(false);
+  fmt::print("measured fp32 GEMM peak (oneDNN sgemm, same run): {:.1f} GFLOP/s\n", peak * 1e3);
+
+  std::vector<StepStats> stats;
+  for (int s = 1; s <= steps + warmup; ++s) {
+    StepStats st = trainer.train_step(s);
+    if (s > warmup) stats.push_back(st);
+  }
+  std::vector<double> secs;
+  for (auto& s : stats) secs.push_back(s.seconds);
+  std::sort(secs.begin(), secs.end());
+  const double median = secs[secs.size() / 2];
+  const double tok_s = double(B * T) / median;
+  const double gflops = stats[0].model_flops / median / 1e9;
+  fmt::print("step {:.1f} ms (median of {}) | {:.1f} tokens/s | {:.1f} GFLOP/s | {:.1f}% of the "
+             "measured GEMM peak\n",
+             median * 1e3, steps, tok_s, gflops, 100.0 * gflops / (peak * 1e3));
+  print_breakdown(stats, peak);
   fmt::print("RESULT tessera L={} C={} B={} T={} step_ms={:.1f} tok_per_s={:.1f}\n", L, C, B, T,
              median * 1e3, tok_s);
   return 0;

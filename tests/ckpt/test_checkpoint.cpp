@@ -253,67 +253,53 @@ TEST(Checkpoint, CollectiveSaveOverACommunicator) {
   EXPECT_TRUE(same_bits(a.model.params(), b.model.params()));
 }
 
-// Shards written by a tp=2 x ZeRO(dp=2) job, read by one process: the same
-// values by global index. This is the multi-rank format with more shards.
-TEST(Checkpoint, ShardedWriteReadsBackUnderAnotherLayout) {
-  ScratchDir dir("ckpt_sharded");
-  TinyRun one(5);  // the reference values, one process
-  ParallelConfig par;
-  par.tp = 2;
-  par.dp = 2;
-  par.zero_stage = 1;
-  std::string staging = begin_staging(dir.str(), 3, "9");
-  for (int64_t tp = 0; tp < 2; ++tp) {
-    ParamLayout L = ParamLayout::build(one.cfg, par, tp, 0);
-    // This tp rank's slices of the reference buffers.
-    std::vector<float> p(size_t(L.numel())), m(p.size()), v(p.size());
-    for (const ParamEntry& e : L.entries()) {
-      const ParamEntry& g = one.layout.find(e.name);
-      for (int64_t i = 0; i < e.numel(); ++i) {
-        int64_t gi = L.global_index(e, i);
-        // Vocabulary rows past the tp=1 padding do not exist there: zero.
-        bool in = gi < g.numel();
-        p[size_t(e.offset + i)] = in ? one.model.params().f32()[g.offset + gi] : 0.0f;
-        m[size_t(e.offset + i)] = in ? one.optim.exp_avg().f32()[g.offset + gi] : 0.0f;
-        v[size_t(e.offset + i)] = in ? one.optim.exp_avg_sq().f32()[g.offset + gi] : 0.0f;
-      }
-    }
-    for (int64_t dp = 0; dp < 2; ++dp) {
-      // ZeRO-1: each dp rank saves its half of the optimizer state (padded).
-      const int64_t per = (L.numel() + 1) / 2, b = dp * per, e = b + per;
-      ShardView s;
-      s.layout = &L;
-      s.tp_rank = tp;
-      s.dp_rank = dp;
-      if (dp == 0)  // parameters are replicated over dp: one copy is enough
-        s.params.push_back({0, L.numel(), p.data()});
-      std::vector<float> mp(size_t(per), 0.0f), vp(size_t(per), 0.0f);
-      for (int64_t i = b; i < std::min(e, L.numel()); ++i) {
-        mp[size_t(i - b)] = m[size_t(i)];
-        vp[size_t(i - b)] = v[size_t(i)];
-      }
-      s.exp_avg.push_back({b, std::min(e, L.numel()), mp.data()});
-      s.exp_avg_sq.push_back({b, std::min(e, L.numel()), vp.data()});
-      write_shard(staging, s);
+// One tp rank's slices (layout L) of the reference buffers of `one`.
+struct TpSlices {
+  std::vector<float> p, m, v;
+};
+
+TpSlices tp_slices(TinyRun& one, const ParamLayout& L) {
+  TpSlices x;
+  x.p.resize(size_t(L.numel()));
+  x.m.resize(x.p.size());
+  x.v.resize(x.p.size());
+  for (const ParamEntry& e : L.entries()) {
+    const ParamEntry& g = one.layout.find(e.name);
+    for (int64_t i = 0; i < e.numel(); ++i) {
+      int64_t gi = L.global_index(e, i);
+      // Vocabulary rows past the tp=1 padding do not exist there: zero.
+      bool in = gi < g.numel();
+      x.p[size_t(e.offset + i)] = in ? one.model.params().f32()[g.offset + gi] : 0.0f;
+      x.m[size_t(e.offset + i)] = in ? one.optim.exp_avg().f32()[g.offset + gi] : 0.0f;
+      x.v[size_t(e.offset + i)] = in ? one.optim.exp_avg_sq().f32()[g.offset + gi] : 0.0f;
     }
   }
-  commit_checkpoint(dir.str(), staging, 4, TrainState{3}, RunInfo{one.cfg, par, ""}, 0);
+  return x;
+}
 
-  Checkpoint ck = open_checkpoint(dir.str());
-  EXPECT_EQ(ck.run.par.tp, 2);
-  EXPECT_EQ(ck.metadata["files"].size(), 2u + 4u * 2u);
-  const auto& qkv = ck.metadata["tensors"]["h.0.attn.qkv.weight"]["shards"]["params"];
-  ASSERT_EQ(qkv.size(), 2u);
-  EXPECT_EQ(qkv[1]["slice"]["blocks"].size(), 3u);  // q, k and v parts of tp rank 1
+// ZeRO-1: dp rank `dp` of 2 saves its half of the optimizer state (padded);
+// dp rank 0 also saves the parameters (replicated over dp: one copy is enough).
+void write_zero1_shard(const std::string& staging, const ParamLayout& L, int64_t tp, int64_t dp,
+                       const TpSlices& x) {
+  const int64_t per = (L.numel() + 1) / 2, b = dp * per, e = b + per;
+  ShardView s;
+  s.layout = &L;
+  s.tp_rank = tp;
+  s.dp_rank = dp;
+  if (dp == 0) s.params.push_back({0, L.numel(), x.p.data()});
+  std::vector<float> mp(size_t(per), 0.0f), vp(size_t(per), 0.0f);
+  for (int64_t i = b; i < std::min(e, L.numel()); ++i) {
+    mp[size_t(i - b)] = x.m[size_t(i)];
+    vp[size_t(i - b)] = x.v[size_t(i)];
+  }
+  s.exp_avg.push_back({b, std::min(e, L.numel()), mp.data()});
+  s.exp_avg_sq.push_back({b, std::min(e, L.numel()), vp.data()});
+  write_shard(staging, s);
+}
 
-  TinyRun back(77);
-  load_into(ck, back.model, &back.optim);
-  EXPECT_TRUE(same_bits(one.model.params(), back.model.params()));
-  EXPECT_TRUE(same_bits(one.optim.exp_avg(), back.optim.exp_avg()));
-  EXPECT_TRUE(same_bits(one.optim.exp_avg_sq(), back.optim.exp_avg_sq()));
-
-  // And one process's checkpoint read by tp rank 1 of a tp=2 layout, with a
-  // ZeRO range that starts mid-tensor and runs into padding.
+// One process's checkpoint read by tp rank 1 of a tp=2 layout, with a ZeRO
+// range that starts mid-tensor and runs into padding.
+void expect_tp_rank_reads_one_process_checkpoint(TinyRun& one) {
   ScratchDir dir1("ckpt_sharded_one");
   one.save(dir1.str(), 1);
   ParallelConfig par2;
@@ -337,6 +323,39 @@ TEST(Checkpoint, ShardedWriteReadsBackUnderAnotherLayout) {
     }
   }
   for (int64_t k = L1.numel(); k < e; ++k) EXPECT_EQ(v[size_t(k - b)], 0.0f);  // padding
+}
+
+// Shards written by a tp=2 x ZeRO(dp=2) job, read by one process: the same
+// values by global index. This is the multi-rank format with more shards.
+TEST(Checkpoint, ShardedWriteReadsBackUnderAnotherLayout) {
+  ScratchDir dir("ckpt_sharded");
+  TinyRun one(5);  // the reference values, one process
+  ParallelConfig par;
+  par.tp = 2;
+  par.dp = 2;
+  par.zero_stage = 1;
+  std::string staging = begin_staging(dir.str(), 3, "9");
+  for (int64_t tp = 0; tp < 2; ++tp) {
+    ParamLayout L = ParamLayout::build(one.cfg, par, tp, 0);
+    const TpSlices x = tp_slices(one, L);
+    for (int64_t dp = 0; dp < 2; ++dp) write_zero1_shard(staging, L, tp, dp, x);
+  }
+  commit_checkpoint(dir.str(), staging, 4, TrainState{3}, RunInfo{one.cfg, par, ""}, 0);
+
+  Checkpoint ck = open_checkpoint(dir.str());
+  EXPECT_EQ(ck.run.par.tp, 2);
+  EXPECT_EQ(ck.metadata["files"].size(), 2u + 4u * 2u);
+  const auto& qkv = ck.metadata["tensors"]["h.0.attn.qkv.weight"]["shards"]["params"];
+  ASSERT_EQ(qkv.size(), 2u);
+  EXPECT_EQ(qkv[1]["slice"]["blocks"].size(), 3u);  // q, k and v parts of tp rank 1
+
+  TinyRun back(77);
+  load_into(ck, back.model, &back.optim);
+  EXPECT_TRUE(same_bits(one.model.params(), back.model.params()));
+  EXPECT_TRUE(same_bits(one.optim.exp_avg(), back.optim.exp_avg()));
+  EXPECT_TRUE(same_bits(one.optim.exp_avg_sq(), back.optim.exp_avg_sq()));
+
+  expect_tp_rank_reads_one_process_checkpoint(one);
 }
 
 }  // namespace

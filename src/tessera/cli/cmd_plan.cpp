@@ -84,41 +84,33 @@ plan::SearchSpace make_space(const PlanArgs& a) {
   return sp;
 }
 
-void run_plan(const PlanArgs& a) {
-  if (a.list) {
-    fmt::print("systems ({}/systems):", plan::config_dir());
-    for (const auto& s : plan::list_systems()) fmt::print(" {}", s);
-    fmt::print("\nmodel presets:\n");
-    for (const auto& p : plan::model_presets())
-      fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}B params  ({})\n", p.name,
-                 p.config.num_layers, p.config.hidden_size, p.config.num_heads, p.config.seq_length,
-                 double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
-    return;
-  }
-  TESSERA_CHECK(a.more_systems.empty() || !a.validate.empty(),
-                "--system: several system files only with --validate (one search needs one machine)");
-  const plan::SystemSpec sys =
-      plan::load_system(!a.system.empty() ? a.system : !a.validate.empty() ? "local" : "frontier");
-  if (!a.validate.empty()) {
-    std::vector<plan::SystemSpec> systems{sys};
-    for (const auto& s : a.more_systems) systems.push_back(plan::load_system(s));
-    fmt::print("{}", plan::format_validation(plan::validate_runs(a.validate, systems), sys, a.by_op));
-    return;
-  }
-  if (a.study) {
-    fmt::print("{}", plan::reproduce_study(sys));
-    if (!a.svg_dir.empty())
-      write_file(a.svg_dir, "scaling.svg",
-                 plan::svg_scaling(plan::study_scaling(sys),
-                                   fmt::format("Dash et al. 2024 scaling on {}: planner vs study", sys.name)));
-    return;
-  }
-  const GPTConfig model = plan::load_model(a.model);
-  TESSERA_CHECK(a.devices >= 1, "--devices: how many devices to plan for (got {})", a.devices);
-  TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step (got {})",
-                a.global_batch);
-  const plan::SearchSpace space = make_space(a);
-  plan::SearchResult r = plan::search_layouts(model, sys, space);
+void print_list() {
+  fmt::print("systems ({}/systems):", plan::config_dir());
+  for (const auto& s : plan::list_systems()) fmt::print(" {}", s);
+  fmt::print("\nmodel presets:\n");
+  for (const auto& p : plan::model_presets())
+    fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}B params  ({})\n", p.name,
+               p.config.num_layers, p.config.hidden_size, p.config.num_heads, p.config.seq_length,
+               double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
+}
+
+void run_validate(const PlanArgs& a, const plan::SystemSpec& sys) {
+  std::vector<plan::SystemSpec> systems{sys};
+  for (const auto& s : a.more_systems) systems.push_back(plan::load_system(s));
+  fmt::print("{}", plan::format_validation(plan::validate_runs(a.validate, systems), sys, a.by_op));
+}
+
+void run_study(const PlanArgs& a, const plan::SystemSpec& sys) {
+  fmt::print("{}", plan::reproduce_study(sys));
+  if (!a.svg_dir.empty())
+    write_file(a.svg_dir, "scaling.svg",
+               plan::svg_scaling(plan::study_scaling(sys),
+                                 fmt::format("Dash et al. 2024 scaling on {}: planner vs study", sys.name)));
+}
+
+// Fails, saying why, when the search found no layout that fits.
+void check_found(const PlanArgs& a, const GPTConfig& model, const plan::SystemSpec& sys,
+                 const plan::SearchSpace& space, const plan::SearchResult& r) {
   if (r.candidates == 0) {
     auto near = plan::nearby_usable_device_counts(model, sys, space);
     std::string alt;
@@ -138,17 +130,24 @@ void run_plan(const PlanArgs& a) {
          c.peak_memory / 1e9, c.peak_stage,
          int64_t(std::ceil(double(a.devices) * c.peak_memory / sys.usable_memory())));
   }
-  if (!a.json.empty()) {
-    nlohmann::json j = plan::search_json(r, a.top);
-    j["model"] = a.model;
-    j["system"] = sys.name;
-    j["devices"] = a.devices;
-    if (a.json == "-") {
-      fmt::print("{}\n", j.dump(2));
-      return;
-    }
-    std::ofstream(a.json) << j.dump(2) << "\n";
+}
+
+// --json: writes the result; true when it went to stdout (and nothing else may).
+bool write_json(const PlanArgs& a, const plan::SystemSpec& sys, const plan::SearchResult& r) {
+  nlohmann::json j = plan::search_json(r, a.top);
+  j["model"] = a.model;
+  j["system"] = sys.name;
+  j["devices"] = a.devices;
+  if (a.json == "-") {
+    fmt::print("{}\n", j.dump(2));
+    return true;
   }
+  std::ofstream(a.json) << j.dump(2) << "\n";
+  return false;
+}
+
+void print_search(const PlanArgs& a, const GPTConfig& model, const plan::SystemSpec& sys,
+                  const plan::SearchResult& r) {
   fmt::print("{} ({:.2f}B parameters) on {} x {} ({}), global batch {}\n", a.model,
              double(ParamLayout::count_model_params(model)) / 1e9, a.devices, sys.device_name,
              sys.name, a.global_batch);
@@ -159,16 +158,47 @@ void run_plan(const PlanArgs& a) {
   if (!r.closest_misses.empty() && r.too_big > 0)
     fmt::print("dropped, e.g.: {}: {}\n", r.closest_misses.front().layout.str(),
                r.closest_misses.front().why_not);
-  if (!a.svg_dir.empty()) {
-    const std::string what = fmt::format("{} on {} x {} ({}), global batch {}", a.model, a.devices,
-                                         sys.device_name, sys.name, a.global_batch);
-    write_file(a.svg_dir, "heatmap.svg",
-               plan::svg_heatmap(plan::heatmap_tp_pp(model, sys, space, what)));
-    // Every stage of the winner, simulated (the search may have screened it).
-    const plan::LayoutCost best = plan::evaluate_layout(model, sys, r.ranked.front().layout);
-    write_file(a.svg_dir, "memory.svg",
-               plan::svg_memory_stages(best, sys, "Memory per pipeline stage: " + what));
+}
+
+void write_search_svgs(const PlanArgs& a, const GPTConfig& model, const plan::SystemSpec& sys,
+                       const plan::SearchSpace& space, const plan::SearchResult& r) {
+  const std::string what = fmt::format("{} on {} x {} ({}), global batch {}", a.model, a.devices,
+                                       sys.device_name, sys.name, a.global_batch);
+  write_file(a.svg_dir, "heatmap.svg",
+             plan::svg_heatmap(plan::heatmap_tp_pp(model, sys, space, what)));
+  // Every stage of the winner, simulated (the search may have screened it).
+  const plan::LayoutCost best = plan::evaluate_layout(model, sys, r.ranked.front().layout);
+  write_file(a.svg_dir, "memory.svg",
+             plan::svg_memory_stages(best, sys, "Memory per pipeline stage: " + what));
+}
+
+void run_plan(const PlanArgs& a) {
+  if (a.list) {
+    print_list();
+    return;
   }
+  TESSERA_CHECK(a.more_systems.empty() || !a.validate.empty(),
+                "--system: several system files only with --validate (one search needs one machine)");
+  const plan::SystemSpec sys =
+      plan::load_system(!a.system.empty() ? a.system : !a.validate.empty() ? "local" : "frontier");
+  if (!a.validate.empty()) {
+    run_validate(a, sys);
+    return;
+  }
+  if (a.study) {
+    run_study(a, sys);
+    return;
+  }
+  const GPTConfig model = plan::load_model(a.model);
+  TESSERA_CHECK(a.devices >= 1, "--devices: how many devices to plan for (got {})", a.devices);
+  TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step (got {})",
+                a.global_batch);
+  const plan::SearchSpace space = make_space(a);
+  plan::SearchResult r = plan::search_layouts(model, sys, space);
+  check_found(a, model, sys, space, r);
+  if (!a.json.empty() && write_json(a, sys, r)) return;
+  print_search(a, model, sys, r);
+  if (!a.svg_dir.empty()) write_search_svgs(a, model, sys, space, r);
 }
 
 }  // namespace

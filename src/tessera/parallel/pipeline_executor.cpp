@@ -79,39 +79,48 @@ int64_t PipelineExecutor::tag(const Action& a) const {
   return (a.micro_batch * p_ * opt_.virtual_stages + boundary) * 2 + (grad ? 1 : 0);
 }
 
-PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dloss) {
-  comm::Communicator& pp = grid_.pp();
-  const ActShape& shape = slots_.front()->acts.s;
-  const size_t wire = size_t(shape.Ns() * shape.C);  // (Ns, C) per message
-
-  // Slots are handed out in schedule order: to each RecvActivation (its
-  // irecv is posted the moment it has a slot) and to each Forward of the
-  // embedding chunk (which receives nothing). Handing them out in order
-  // keeps the count at the schedule's peak: an early receive never takes
-  // the slot an earlier Forward needs.
+// The bookkeeping of one step: which slot holds which (micro-batch, chunk),
+// the receives still to post, and the loss so far.
+//
+// Slots are handed out in schedule order: to each RecvActivation (its irecv
+// is posted the moment it has a slot) and to each Forward of the embedding
+// chunk (which receives nothing). Handing them out in order keeps the count
+// at the schedule's peak: an early receive never takes the slot an earlier
+// Forward needs.
+struct PipelineExecutor::StepState {
+  PipelineExecutor& ex;
+  size_t wire;  // floats per message: (Ns, C)
   std::vector<size_t> demands, grad_recvs;
-  for (size_t i = 0; i < actions_.size(); ++i) {
-    const Action& a = actions_[i];
-    if (a.type == ActionType::RecvActivation ||
-        (a.type == ActionType::Forward && chunks_[size_t(a.chunk)].embeds))
-      demands.push_back(i);
-    if (a.type == ActionType::RecvGrad) grad_recvs.push_back(i);
-  }
   std::deque<Slot*> free_slots;
-  for (auto& s : slots_) free_slots.push_back(s.get());
   std::map<std::pair<int64_t, int64_t>, Slot*> live;  // (mb, chunk) -> slot
   size_t next_demand = 0, next_grad = 0;
-  std::vector<int64_t> backwards(size_t(opt_.virtual_stages), 0);  // per chunk, this step
+  std::vector<int64_t> backwards;  // per chunk, this step
+  double loss_sum = 0.0;
 
-  auto release = [&](Slot* s) {
+  explicit StepState(PipelineExecutor& e) : ex(e), backwards(size_t(e.opt_.virtual_stages), 0) {
+    const ActShape& shape = ex.slots_.front()->acts.s;
+    wire = size_t(shape.Ns() * shape.C);
+    for (size_t i = 0; i < ex.actions_.size(); ++i) {
+      const Action& a = ex.actions_[i];
+      if (a.type == ActionType::RecvActivation ||
+          (a.type == ActionType::Forward && ex.chunks_[size_t(a.chunk)].embeds))
+        demands.push_back(i);
+      if (a.type == ActionType::RecvGrad) grad_recvs.push_back(i);
+    }
+    for (auto& s : ex.slots_) free_slots.push_back(s.get());
+  }
+
+  void release(Slot* s) {
     live.erase({s->mb, s->chunk});
     s->mb = s->chunk = -1;
     free_slots.push_back(s);
-  };
+  }
+
   // Post every receive whose buffer exists, in schedule order.
-  auto pump = [&] {
+  void pump() {
+    comm::Communicator& pp = ex.grid_.pp();
     while (next_demand < demands.size() && !free_slots.empty()) {
-      const Action& a = actions_[demands[next_demand++]];
+      const Action& a = ex.actions_[demands[next_demand++]];
       Slot* s = free_slots.front();
       free_slots.pop_front();
       s->finish_sends();  // the last owner's input-gradient may still be leaving
@@ -120,106 +129,124 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
       live[{a.micro_batch, a.chunk}] = s;
       if (a.type == ActionType::RecvActivation) {
         s->act_recv = pp.recv_async(s->acts.encoded, wire, DType::F32, int(a.peer_rank),
-                                    int(tag(a)));
+                                    int(ex.tag(a)));
         s->act_posted = true;
       }
     }
     // dresid is untouched by the forward, so a chunk's gradient can land
     // any time after its slot is taken.
     while (next_grad < grad_recvs.size()) {
-      const Action& a = actions_[grad_recvs[next_grad]];
+      const Action& a = ex.actions_[grad_recvs[next_grad]];
       auto it = live.find({a.micro_batch, a.chunk});
       if (it == live.end()) break;
       it->second->grad_recv = pp.recv_async(it->second->acts.dresid, wire, DType::F32,
-                                            int(a.peer_rank), int(tag(a)));
+                                            int(a.peer_rank), int(ex.tag(a)));
       it->second->grad_posted = true;
       ++next_grad;
     }
-  };
-  auto slot_of = [&](const Action& a) {
+  }
+
+  Slot* slot_of(const Action& a) {
     auto it = live.find({a.micro_batch, a.chunk});
     TESSERA_CHECK(it != live.end(), "pipeline executor: no activations for {} on pp rank {}",
-                  action_str(a), rank_);
+                  action_str(a), ex.rank_);
     return it->second;
-  };
+  }
+};
 
+void PipelineExecutor::run_forward(StepState& ss, const Action& a, const PipelineCallbacks& cb) {
+  Slot* s = ss.slot_of(a);
+  const StageChunk& c = chunks_[size_t(a.chunk)];
+  if (c.embeds || c.head) cb.data(a.micro_batch, s->inputs.data(), s->targets.data());
+  s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};
+  ss.loss_sum += model_.forward_stage(s->acts, c, s->inputs.data(), s->targets.data(), cb.hooks);
+}
+
+void PipelineExecutor::run_backward(StepState& ss, const Action& a, const PipelineCallbacks& cb,
+                                    float dloss) {
+  Slot* s = ss.slot_of(a);
+  const StageChunk& c = chunks_[size_t(a.chunk)];
+  s->finish_sends();  // the output went out long ago; backward may reuse buffers
+  if (cb.before_backward)
+    cb.before_backward(a.micro_batch, a.chunk,
+                       ++ss.backwards[size_t(a.chunk)] == opt_.micro_batches);
+  s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};  // the forward's masks
+  model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss, cb.hooks);
+  if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
+  if (c.embeds) ss.release(s);  // nothing to send back: done
+}
+
+void PipelineExecutor::run_reduce_grads(StepState& ss, const PipelineCallbacks& cb) {
+  for (auto& s : slots_) s->finish_sends();
+  // The loss lives on the last stage; every stage reports it.
+  float loss = float(ss.loss_sum / double(opt_.micro_batches));
+  if (p_ > 1) grid_.pp().broadcast(&loss, 1, DType::F32, int(p_ - 1));
+  loss_ = loss;
+  // The tied token table: the first stage's lookup and the last stage's
+  // head each hold part of its gradient; both copies must take the same step.
+  if (p_ > 1 && grid_.embedding() != nullptr) {
+    const ParamEntry& wte = model_.layout().find("wte");
+    grid_.embedding()->all_reduce(std::span<float>(model_.grad_views().wte, size_t(wte.numel())));
+  }
+  if (cb.reduce_grads) cb.reduce_grads();
+}
+
+void PipelineExecutor::run_action(StepState& ss, const Action& a, const PipelineCallbacks& cb,
+                                  float dloss) {
+  comm::Communicator& pp = grid_.pp();
+  switch (a.type) {
+    case ActionType::RecvActivation: {
+      Slot* s = ss.slot_of(a);
+      TESSERA_CHECK(s->act_posted, "pipeline executor: {} never posted", action_str(a));
+      s->act_recv.wait();
+      s->act_posted = false;
+      break;
+    }
+    case ActionType::RecvGrad: {
+      Slot* s = ss.slot_of(a);
+      TESSERA_CHECK(s->grad_posted, "pipeline executor: {} never posted", action_str(a));
+      s->grad_recv.wait();
+      s->grad_posted = false;
+      break;
+    }
+    case ActionType::Forward:
+      run_forward(ss, a, cb);
+      break;
+    case ActionType::SendActivation: {
+      Slot* s = ss.slot_of(a);
+      s->sends.push_back(
+          pp.send_async(s->acts.output(), ss.wire, DType::F32, int(a.peer_rank), int(tag(a))));
+      break;
+    }
+    case ActionType::Backward:
+      run_backward(ss, a, cb, dloss);
+      break;
+    case ActionType::SendGrad: {
+      Slot* s = ss.slot_of(a);
+      s->sends.push_back(
+          pp.send_async(s->acts.dresid, ss.wire, DType::F32, int(a.peer_rank), int(tag(a))));
+      ss.release(s);  // the next owner waits for this send before touching the slot
+      break;
+    }
+    case ActionType::ReduceGrads:
+      run_reduce_grads(ss, cb);
+      break;
+    case ActionType::OptimizerStep:
+      if (cb.optimizer_step) cb.optimizer_step();
+      break;
+  }
+}
+
+PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dloss) {
+  StepState ss(*this);
   PipelineStepStats st;
   st.spans.reserve(actions_.size());
-  double loss_sum = 0.0, pipeline_end = 0.0;
+  double pipeline_end = 0.0;
   const double t_begin = now_us();
   for (const Action& a : actions_) {
-    pump();
+    ss.pump();
     const double t0 = now_us();
-    switch (a.type) {
-      case ActionType::RecvActivation: {
-        Slot* s = slot_of(a);
-        TESSERA_CHECK(s->act_posted, "pipeline executor: {} never posted", action_str(a));
-        s->act_recv.wait();
-        s->act_posted = false;
-        break;
-      }
-      case ActionType::RecvGrad: {
-        Slot* s = slot_of(a);
-        TESSERA_CHECK(s->grad_posted, "pipeline executor: {} never posted", action_str(a));
-        s->grad_recv.wait();
-        s->grad_posted = false;
-        break;
-      }
-      case ActionType::Forward: {
-        Slot* s = slot_of(a);
-        const StageChunk& c = chunks_[size_t(a.chunk)];
-        if (c.embeds || c.head) cb.data(a.micro_batch, s->inputs.data(), s->targets.data());
-        s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};
-        loss_sum +=
-            model_.forward_stage(s->acts, c, s->inputs.data(), s->targets.data(), cb.hooks);
-        break;
-      }
-      case ActionType::SendActivation: {
-        Slot* s = slot_of(a);
-        s->sends.push_back(
-            pp.send_async(s->acts.output(), wire, DType::F32, int(a.peer_rank), int(tag(a))));
-        break;
-      }
-      case ActionType::Backward: {
-        Slot* s = slot_of(a);
-        const StageChunk& c = chunks_[size_t(a.chunk)];
-        s->finish_sends();  // the output went out long ago; backward may reuse buffers
-        if (cb.before_backward)
-          cb.before_backward(a.micro_batch, a.chunk, ++backwards[size_t(a.chunk)] == opt_.micro_batches);
-        s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};  // the forward's masks
-        model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss, cb.hooks);
-        if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
-        if (c.embeds) release(s);  // nothing to send back: done
-        break;
-      }
-      case ActionType::SendGrad: {
-        Slot* s = slot_of(a);
-        s->sends.push_back(
-            pp.send_async(s->acts.dresid, wire, DType::F32, int(a.peer_rank), int(tag(a))));
-        release(s);  // the next owner waits for this send before touching the slot
-        break;
-      }
-      case ActionType::ReduceGrads: {
-        for (auto& s : slots_) s->finish_sends();
-        // The loss lives on the last stage; every stage reports it.
-        float loss = float(loss_sum / double(opt_.micro_batches));
-        if (p_ > 1) pp.broadcast(&loss, 1, DType::F32, int(p_ - 1));
-        loss_ = loss;
-        // The tied token table: the first stage's lookup and the last
-        // stage's head each hold part of its gradient; both copies must
-        // take the same step.
-        if (p_ > 1 && grid_.embedding() != nullptr) {
-          const ParamEntry& wte = model_.layout().find("wte");
-          grid_.embedding()->all_reduce(
-              std::span<float>(model_.grad_views().wte, size_t(wte.numel())));
-        }
-        if (cb.reduce_grads) cb.reduce_grads();
-        break;
-      }
-      case ActionType::OptimizerStep:
-        if (cb.optimizer_step) cb.optimizer_step();
-        break;
-    }
+    run_action(ss, a, cb, dloss);
     const double t1 = now_us();
     st.spans.push_back({a, t0, t1});
     if (is_recv(a.type)) st.wait_seconds += (t1 - t0) / 1e6;

@@ -99,7 +99,12 @@ class PipelineExecutor {
 
  private:
   struct Slot;
+  struct StepState;  // one step's slot bookkeeping (pipeline_executor.cpp)
   int64_t tag(const Action& a) const;
+  void run_action(StepState& ss, const Action& a, const PipelineCallbacks& cb, float dloss);
+  void run_forward(StepState& ss, const Action& a, const PipelineCallbacks& cb);
+  void run_backward(StepState& ss, const Action& a, const PipelineCallbacks& cb, float dloss);
+  void run_reduce_grads(StepState& ss, const PipelineCallbacks& cb);
 
   GPT& model_;
   comm::Grid& grid_;

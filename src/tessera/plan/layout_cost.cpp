@@ -235,20 +235,15 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
   return a;
 }
 
-LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
-                           ParamCounter& params, const CostOptions& opt) {
+namespace {
+
+// The memory of each stage evaluated (every stage, or the first and the last:
+// the extremes), and the peak.
+void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamCounter& params,
+                  const CostOptions& opt, const StateBytesPerParam& per_param,
+                  double chunk_params) {
   const auto& par = L.par;
-  par.validate(m, L.devices());
-  const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp;
-  const int64_t mb = L.micro_batches();
-
-  LayoutCost c;
-  c.layout = L;
-  const StateBytesPerParam per_param = state_bytes_per_param(L.precision);
-  const int64_t layers_per_chunk = m.num_layers / (p * v);
-  const double chunk_params = double(params.layer_params(t) * layers_per_chunk);
-
-  // ---- memory per stage -------------------------------------------------
+  const int64_t p = par.pp, dp = par.dp;
   std::vector<int64_t> which;
   if (opt.all_stages || p <= 2) {
     for (int64_t s = 0; s < p; ++s) which.push_back(s);
@@ -272,6 +267,10 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
     c.stages.push_back(sc);
     if (sc.memory() > c.peak_memory) c.peak_memory = sc.memory(), c.peak_stage = s;
   }
+}
+
+// Whether the peak stage fits the device, and if not, why.
+void check_fits(LayoutCost& c, const SystemSpec& sys) {
   if (c.peak_memory > sys.usable_memory()) {
     const StageCost& w = *std::find_if(c.stages.begin(), c.stages.end(),
                                        [&](const StageCost& s) { return s.stage == c.peak_stage; });
@@ -282,76 +281,93 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
         gb(w.state.optimizer), gb(w.activations),
         w.zero3_buffers > 0 ? ", zero-3 buffers " + gb(w.zero3_buffers) : "");
   }
+}
 
-  // ---- time -------------------------------------------------------------
+// One micro-batch through one chunk of layers, by kind of work, and the
+// ends' work (the first chunk adds the embedding, the last the head and
+// loss); kernels at their in-step speed.
+struct ChunkWork {
+  Profile forward, backward;
+  EndOps ends;
+  double zero3_chunk = 0;  // per micro-batch per chunk: gather forward and again backward
+};
+
+ChunkWork chunk_work(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+                     const StateBytesPerParam& per_param, double chunk_params,
+                     int64_t layers_per_chunk) {
+  const auto& par = L.par;
+  const int64_t t = par.tp, dp = par.dp;
+  ChunkWork w;
   LayerOps lo = layer_ops(m, sys, L);
-  EndOps eo = end_ops(m, sys, L);
+  w.ends = end_ops(m, sys, L);
+  EndOps& eo = w.ends;
   // Kernels run slower inside a step than alone (system in_situ factors).
   for (Profile* p : {&lo.forward, &lo.backward, &lo.recompute, &eo.embed_forward,
                      &eo.embed_backward, &eo.head_forward, &eo.head_backward})
     for (size_t k = 0; k < size_t(Op::kCount); ++k)
       if (Op(k) != Op::Comm) p->seconds[k] *= sys.in_situ.seconds[k];
   const double lc = double(layers_per_chunk);
-  double zero3_chunk = 0;  // per micro-batch per chunk: gather forward and again backward
   if (par.zero_stage == 3 && dp > 1)
-    zero3_chunk = collective_cost(sys, Collective::AllGather, chunk_params * per_param.params * double(dp),
-                                  dp, t).seconds;
-  // One micro-batch through one chunk of layers, by kind of work; the first
-  // chunk adds the embedding, the last the head and loss.
-  Profile chunk_forward, chunk_backward;
-  chunk_forward.add(lo.forward, lc);
-  chunk_backward.add(lo.backward, lc).add(lo.recompute, lc);
-  chunk_forward[Op::Comm] += zero3_chunk;
-  chunk_backward[Op::Comm] += zero3_chunk;
+    w.zero3_chunk = collective_cost(sys, Collective::AllGather, chunk_params * per_param.params * double(dp),
+                                    dp, t).seconds;
+  w.forward.add(lo.forward, lc);
+  w.backward.add(lo.backward, lc).add(lo.recompute, lc);
+  w.forward[Op::Comm] += w.zero3_chunk;
+  w.backward[Op::Comm] += w.zero3_chunk;
+  return w;
+}
+
+// Every chunk's forward and backward, and the activations' transfer between
+// stages, for the pipeline's timing.
+PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+                             const ChunkWork& w) {
+  const auto& par = L.par;
+  const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp;
   PipelineCosts pc;
   pc.kind = L.par.schedule;
   pc.p = p;
   pc.v = v;
-  pc.m = mb;
+  pc.m = L.micro_batches();
   const int64_t chunks = p * v;
-  pc.forward.assign(size_t(chunks), chunk_forward.total());
-  pc.backward.assign(size_t(chunks), chunk_backward.total());
-  pc.forward.front() += eo.embed_forward.total();
-  pc.backward.front() += eo.embed_backward.total();
-  pc.forward.back() += eo.head_forward.total();
-  pc.backward.back() += eo.head_backward.total();
+  pc.forward.assign(size_t(chunks), w.forward.total());
+  pc.backward.assign(size_t(chunks), w.backward.total());
+  pc.forward.front() += w.ends.embed_forward.total();
+  pc.backward.front() += w.ends.embed_backward.total();
+  pc.forward.back() += w.ends.head_forward.total();
+  pc.backward.back() += w.ends.head_backward.total();
   const double elt = double(activation_element_bytes(L.precision));
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.
   const double p2p_bytes = elt * double(par.micro_batch * m.seq_length * m.hidden_size) / double(t);
   if (p > 1) pc.p2p_seconds = collective_cost(sys, Collective::SendRecv, p2p_bytes, 2, t * dp).seconds;
+  return pc;
+}
 
-  const PipelineTime pt = opt.simulate_schedule && p > 1 ? pipeline_time_simulated(pc)
-                                                         : pipeline_time_estimate(pc);
-  StepBreakdown& b = c.time;
-  b.simulated = pt.simulated;
-  b.pipeline = pt.seconds;
-  b.bubble = std::max(0.0, pt.seconds - pt.busiest);
-  b.bubble_fraction = pt.bubble_fraction;
-  b.p2p = pc.p2p_seconds;
+// What a rank of stage s does in one step, before the step-level work:
+// m micro-batches through each of its v chunks (s, s + p, ...).
+Profile stage_ops(const ChunkWork& w, const PlanLayout& L, int64_t s) {
+  const int64_t p = L.par.pp, v = L.par.virtual_stages, mb = L.micro_batches();
+  Profile ops;
+  ops.add(w.forward, double(mb * v)).add(w.backward, double(mb * v));
+  if (s == 0) ops.add(w.ends.embed_forward, double(mb)).add(w.ends.embed_backward, double(mb));
+  if (s == p - 1) ops.add(w.ends.head_forward, double(mb)).add(w.ends.head_backward, double(mb));
+  return ops;
+}
 
-  // What a rank of stage s does in one step, before the step-level work
-  // below: m micro-batches through each of its v chunks (s, s + p, ...).
-  auto stage_ops = [&](int64_t s) {
-    Profile ops;
-    ops.add(chunk_forward, double(mb * v)).add(chunk_backward, double(mb * v));
-    if (s == 0) ops.add(eo.embed_forward, double(mb)).add(eo.embed_backward, double(mb));
-    if (s == p - 1) ops.add(eo.head_forward, double(mb)).add(eo.head_backward, double(mb));
-    return ops;
-  };
-  // The busiest rank is the one with the last chunk (the head).
-  const Profile busiest = stage_ops(p - 1);
-  b.zero3_gather = double(mb * v) * 2 * zero3_chunk;
-  b.tp_comm = busiest[Op::Comm] - b.zero3_gather;
-  b.compute = busiest.total() - busiest[Op::Comm];
-
+// The step-level communication: the data-parallel gradient reduction and
+// weight gather (b.dp_reduce, b.dp_exposed) and the tied embedding's sum
+// between the first and last stages (b.embedding_sync).
+void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+               const CostOptions& opt, const StateBytesPerParam& per_param, int64_t max_params,
+               const PipelineCosts& pc) {
+  const auto& par = L.par;
+  const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp;
+  const int64_t chunks = p * v;
   // Data-parallel reduction of each stage's gradients, per unit during the
   // last micro-batch's backward: an all-reduce (ZeRO-0) or a reduce-scatter
   // (1-3); the system's comm_overlap of it hides behind that backward. ZeRO-1
   // and 2 then all-gather the updated weights after the optimizer, which
   // nothing hides; ZeRO-3 gathers weights per use instead (zero3_chunk).
-  int64_t max_params = 0;
-  for (const auto& s : c.stages) max_params = std::max(max_params, s.params);
   if (dp > 1) {
     const double grads = double(max_params) * per_param.grads;
     const double weights = double(max_params) * per_param.params;
@@ -369,26 +385,22 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;
     b.embedding_sync = collective_cost(sys, Collective::AllReduce, emb, 2, (p - 1) * t * dp).seconds;
   }
-  // AdamW and the gradient norm over what this rank owns: its dp shard from
-  // ZeRO-1 on (the norm: ZeRO-0 reads the whole reduced gradient).
-  const double shard = par.zero_stage >= 1 ? double(dp) : 1.0;
-  auto step_kernels = [&](int64_t params, Profile& ops) {
-    ops[Op::Optimizer] += kernel_seconds(sys, Kernel::AdamW, double(params) / shard, elt);
-    ops[Op::GradNorm] += kernel_seconds(sys, Kernel::GradNorm, double(params) / shard, elt);
-  };
-  Profile largest;
-  step_kernels(max_params, largest);
-  b.optimizer = largest[Op::Optimizer] + largest[Op::GradNorm];
-  // Ranks that synchronise wait for the late one at every collective.
-  b.sync_wait = sys.sync_wait * syncs_per_step(L, layers_per_chunk);
-  b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
-  for (auto& sc : c.stages) {
-    sc.ops = stage_ops(sc.stage);
-    step_kernels(sc.params, sc.ops);
-    sc.ops[Op::Comm] += b.dp_exposed + b.sync_wait;
-    if (p > 1 && (sc.stage == 0 || sc.stage == p - 1)) sc.ops[Op::Comm] += b.embedding_sync;
-  }
+}
 
+// AdamW and the gradient norm over what this rank owns: its dp shard from
+// ZeRO-1 on (the norm: ZeRO-0 reads the whole reduced gradient).
+void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params, Profile& ops) {
+  const double shard = L.par.zero_stage >= 1 ? double(L.par.dp) : 1.0;
+  const double elt = double(activation_element_bytes(L.precision));
+  ops[Op::Optimizer] += kernel_seconds(sys, Kernel::AdamW, double(params) / shard, elt);
+  ops[Op::GradNorm] += kernel_seconds(sys, Kernel::GradNorm, double(params) / shard, elt);
+}
+
+// Throughput and utilisation from the step time, and what the step is
+// mostly made of besides compute.
+void add_throughput(LayoutCost& c, const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
+  const auto& par = L.par;
+  const StepBreakdown& b = c.time;
   const FlopCount fl = step_flops(m, par.global_batch, par.recompute);
   c.model_flops = fl.model;
   c.hardware_flops = fl.hardware;
@@ -398,7 +410,6 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   c.mfu = fl.model / (b.step * devices * peak_flops(sys, L.precision));
   c.hfu = fl.hardware / (b.step * devices * peak_flops(sys, L.precision));
 
-  // What the step is mostly made of besides compute.
   const std::pair<double, const char*> parts[] = {
       {b.bubble, "pipeline bubble"},       {b.tp_comm, "tensor-parallel communication"},
       {b.dp_exposed, "data-parallel reduction"}, {b.zero3_gather, "ZeRO-3 weight gathers"},
@@ -407,6 +418,62 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   auto worst = *std::max_element(std::begin(parts), std::end(parts));
   c.limiter = fmt::format("compute {:.0f}% of step; largest overhead: {} {:.0f}%",
                           100 * b.compute / b.step, worst.second, 100 * worst.first / b.step);
+}
+
+}  // namespace
+
+LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+                           ParamCounter& params, const CostOptions& opt) {
+  const auto& par = L.par;
+  par.validate(m, L.devices());
+  const int64_t p = par.pp, v = par.virtual_stages, t = par.tp;
+  const int64_t mb = L.micro_batches();
+
+  LayoutCost c;
+  c.layout = L;
+  const StateBytesPerParam per_param = state_bytes_per_param(L.precision);
+  const int64_t layers_per_chunk = m.num_layers / (p * v);
+  const double chunk_params = double(params.layer_params(t) * layers_per_chunk);
+
+  // ---- memory per stage -------------------------------------------------
+  stage_memory(c, m, L, params, opt, per_param, chunk_params);
+  check_fits(c, sys);
+
+  // ---- time -------------------------------------------------------------
+  const ChunkWork w = chunk_work(m, sys, L, per_param, chunk_params, layers_per_chunk);
+  const PipelineCosts pc = pipeline_costs(m, sys, L, w);
+  const PipelineTime pt = opt.simulate_schedule && p > 1 ? pipeline_time_simulated(pc)
+                                                         : pipeline_time_estimate(pc);
+  StepBreakdown& b = c.time;
+  b.simulated = pt.simulated;
+  b.pipeline = pt.seconds;
+  b.bubble = std::max(0.0, pt.seconds - pt.busiest);
+  b.bubble_fraction = pt.bubble_fraction;
+  b.p2p = pc.p2p_seconds;
+
+  // The busiest rank is the one with the last chunk (the head).
+  const Profile busiest = stage_ops(w, L, p - 1);
+  b.zero3_gather = double(mb * v) * 2 * w.zero3_chunk;
+  b.tp_comm = busiest[Op::Comm] - b.zero3_gather;
+  b.compute = busiest.total() - busiest[Op::Comm];
+
+  int64_t max_params = 0;
+  for (const auto& s : c.stages) max_params = std::max(max_params, s.params);
+  step_comm(b, m, sys, L, opt, per_param, max_params, pc);
+  Profile largest;
+  add_step_kernels(sys, L, max_params, largest);
+  b.optimizer = largest[Op::Optimizer] + largest[Op::GradNorm];
+  // Ranks that synchronise wait for the late one at every collective.
+  b.sync_wait = sys.sync_wait * syncs_per_step(L, layers_per_chunk);
+  b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
+  for (auto& sc : c.stages) {
+    sc.ops = stage_ops(w, L, sc.stage);
+    add_step_kernels(sys, L, sc.params, sc.ops);
+    sc.ops[Op::Comm] += b.dp_exposed + b.sync_wait;
+    if (p > 1 && (sc.stage == 0 || sc.stage == p - 1)) sc.ops[Op::Comm] += b.embedding_sync;
+  }
+
+  add_throughput(c, m, sys, L);
   return c;
 }
 

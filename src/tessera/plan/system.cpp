@@ -67,12 +67,8 @@ SystemSpec load_system_text(const std::string& text, const std::string& name) {
 
 namespace {
 
-SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
-  SystemSpec s;
-  s.source = path;
-  s.name = root["name"].value<std::string>().value_or(fs::path(path).stem().string());
-  s.description = root["description"].value<std::string>().value_or("");
-
+// [device]: memory, bandwidth, peak rates.
+void read_device(SystemSpec& s, const toml::table& root, const std::string& path) {
   const auto& dev = need_table(root, "device", path);
   s.device_name = dev["name"].value<std::string>().value_or("device");
   s.memory_bytes = need_number(dev, "memory_GB", "device.", path) * 1e9;
@@ -89,7 +85,10 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
   // A CPU without 16-bit units computes mixed precision at its fp32 rate.
   s.peak_flops_16 = (p16 > 0 ? p16 : p32) * 1e12;
   s.peak_flops_32 = (p32 > 0 ? p32 : p16) * 1e12;
+}
 
+// [node]: devices per node, overlap, synchronisation wait.
+void read_node(SystemSpec& s, const toml::table& root, const std::string& path) {
   const auto& node = need_table(root, "node", path);
   s.devices_per_node = int64_t(need_number(node, "devices", "node.", path));
   TESSERA_CHECK(s.devices_per_node >= 1, "{}: node.devices must be >= 1", path);
@@ -100,39 +99,48 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
                 "hides; below 0: overlapping costs extra)",
                 path);
   TESSERA_CHECK(s.sync_wait >= 0, "{}: node.sync_wait_us must be >= 0", path);
+}
 
-  if (const toml::table* g = root["gemm"].as_table()) {
-    s.gemm_max_efficiency = get_number(*g, "max_efficiency", s.gemm_max_efficiency);
-    s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m)));
-    s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n)));
-    s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency);
-    if (const toml::array* meas = (*g)["measured"].as_array()) {
-      for (const auto& node_ : *meas) {
-        const toml::table* row = node_.as_table();
-        TESSERA_CHECK(row != nullptr, "{}: gemm.measured entries must be tables", path);
-        GemmSample sm;
-        sm.m = int64_t(need_number(*row, "m", "gemm.measured[].", path));
-        sm.n = int64_t(need_number(*row, "n", "gemm.measured[].", path));
-        sm.k = int64_t(need_number(*row, "k", "gemm.measured[].", path));
-        sm.flops = need_number(*row, "TFLOPs", "gemm.measured[].", path) * 1e12;
-        s.gemm_measured.push_back(sm);
-      }
+// [gemm] (optional): the efficiency model and measured samples.
+void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) {
+  const toml::table* g = root["gemm"].as_table();
+  if (g == nullptr) return;
+  s.gemm_max_efficiency = get_number(*g, "max_efficiency", s.gemm_max_efficiency);
+  s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m)));
+  s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n)));
+  s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency);
+  if (const toml::array* meas = (*g)["measured"].as_array()) {
+    for (const auto& node_ : *meas) {
+      const toml::table* row = node_.as_table();
+      TESSERA_CHECK(row != nullptr, "{}: gemm.measured entries must be tables", path);
+      GemmSample sm;
+      sm.m = int64_t(need_number(*row, "m", "gemm.measured[].", path));
+      sm.n = int64_t(need_number(*row, "n", "gemm.measured[].", path));
+      sm.k = int64_t(need_number(*row, "k", "gemm.measured[].", path));
+      sm.flops = need_number(*row, "TFLOPs", "gemm.measured[].", path) * 1e12;
+      s.gemm_measured.push_back(sm);
     }
   }
+}
 
-  if (const toml::table* k = root["kernels"].as_table()) {
-    for (const auto& [key, value] : *k) {
-      const size_t i =
-          index_of_name(key.str(), kKernelCount, [](size_t k) { return kernel_name(Kernel(k)); });
-      TESSERA_CHECK(i < kKernelCount, "{}: kernels.{} is not a kernel the planner knows", path,
-                    key.str());
-      const auto ns = value.value<double>();
-      TESSERA_CHECK(ns && *ns > 0, "{}: kernels.{} must be a positive number (ns per element)",
-                    path, key.str());
-      s.kernel_seconds_per_element[i] = *ns * 1e-9;
-    }
+// [kernels] (optional): ns per element of each memory-bound kernel.
+void read_kernels(SystemSpec& s, const toml::table& root, const std::string& path) {
+  const toml::table* k = root["kernels"].as_table();
+  if (k == nullptr) return;
+  for (const auto& [key, value] : *k) {
+    const size_t i =
+        index_of_name(key.str(), kKernelCount, [](size_t k) { return kernel_name(Kernel(k)); });
+    TESSERA_CHECK(i < kKernelCount, "{}: kernels.{} is not a kernel the planner knows", path,
+                  key.str());
+    const auto ns = value.value<double>();
+    TESSERA_CHECK(ns && *ns > 0, "{}: kernels.{} must be a positive number (ns per element)",
+                  path, key.str());
+    s.kernel_seconds_per_element[i] = *ns * 1e-9;
   }
+}
 
+// [[network]]: the tiers, innermost first, each dividing the next.
+void read_network(SystemSpec& s, const toml::table& root, const std::string& path) {
   const toml::array* net = root["network"].as_array();
   TESSERA_CHECK(net != nullptr && !net->empty(),
                 "{}: missing [[network]] tiers (at least one, the last with ranks = 0)", path);
@@ -158,17 +166,34 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
                   i, s.tiers[i].ranks);
   TESSERA_CHECK(s.tiers.back().ranks == 0,
                 "{}: the last [[network]] tier must have ranks = 0 (it joins every node)", path);
-  if (const toml::table* f = root["in_situ"].as_table()) {
-    for (const auto& [key, value] : *f) {
-      const size_t i =
-          index_of_name(key.str(), size_t(Op::kCount), [](size_t k) { return op_name(Op(k)); });
-      TESSERA_CHECK(i < size_t(Op::kCount) && Op(i) != Op::Comm,
-                    "{}: in_situ.{} is not a kind of compute work (core/profile.h)", path, key.str());
-      const auto x = value.value<double>();
-      TESSERA_CHECK(x && *x > 0, "{}: in_situ.{} must be a positive factor", path, key.str());
-      s.in_situ.seconds[i] = *x;
-    }
+}
+
+// [in_situ] (optional): how much slower each kind of compute runs in a step.
+void read_in_situ(SystemSpec& s, const toml::table& root, const std::string& path) {
+  const toml::table* f = root["in_situ"].as_table();
+  if (f == nullptr) return;
+  for (const auto& [key, value] : *f) {
+    const size_t i =
+        index_of_name(key.str(), size_t(Op::kCount), [](size_t k) { return op_name(Op(k)); });
+    TESSERA_CHECK(i < size_t(Op::kCount) && Op(i) != Op::Comm,
+                  "{}: in_situ.{} is not a kind of compute work (core/profile.h)", path, key.str());
+    const auto x = value.value<double>();
+    TESSERA_CHECK(x && *x > 0, "{}: in_situ.{} must be a positive factor", path, key.str());
+    s.in_situ.seconds[i] = *x;
   }
+}
+
+SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
+  SystemSpec s;
+  s.source = path;
+  s.name = root["name"].value<std::string>().value_or(fs::path(path).stem().string());
+  s.description = root["description"].value<std::string>().value_or("");
+  read_device(s, root, path);
+  read_node(s, root, path);
+  read_gemm(s, root, path);
+  read_kernels(s, root, path);
+  read_network(s, root, path);
+  read_in_situ(s, root, path);
   return s;
 }
 

@@ -26,7 +26,7 @@ using nlohmann::json;
 using namespace ckpt;
 
 struct Tiny {
-  GPTConfig cfg = test::tiny_model();
+  GPTConfig cfg = test::tiny_gpt();
   ParamLayout layout = ParamLayout::build(cfg, ParallelConfig{}, 0, 0);
   GPT model{cfg, layout};
   explicit Tiny(uint64_t seed) { test::fill_random(model.params().f32(), layout.numel(), seed); }

@@ -28,7 +28,7 @@ class ZeroBatches : public BatchSource {
 
 TrainConfig config() {
   TrainConfig c;
-  c.model = test::tiny_model();
+  c.model = test::tiny_gpt();
   c.par.micro_batch = 2;
   c.par.global_batch = 4;
   c.train_iters = 4;

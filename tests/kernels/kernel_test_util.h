@@ -51,4 +51,21 @@ double max_err_vs_scale(const A& got, const B& want) {
   return worst / (scale > 0 ? scale : 1.0);
 }
 
+// d loss / d x by central differences, one coordinate at a time (loss takes
+// the whole vector; x is restored after each coordinate).
+template <typename Loss>
+std::vector<double> central_differences(Loss loss, std::vector<double> x, double eps) {
+  std::vector<double> numeric(x.size());
+  for (size_t i = 0; i < x.size(); i++) {
+    const double xi = x[i];
+    x[i] = xi + eps;
+    const double lp = loss(x);
+    x[i] = xi - eps;
+    const double lm = loss(x);
+    x[i] = xi;
+    numeric[i] = (lp - lm) / (2 * eps);
+  }
+  return numeric;
+}
+
 }  // namespace tessera::test

@@ -151,18 +151,7 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
     for (size_t i = 0; i < out.size(); i++) l += out[i] * R[i];
     return l;
   };
-  auto qkv = test::to_double(r.qkv);
-  std::vector<double> numeric(qkv.size());
-  const double eps = 1e-5;
-  for (size_t i = 0; i < qkv.size(); i++) {
-    const double x = qkv[i];
-    qkv[i] = x + eps;
-    const double lp = loss(qkv);
-    qkv[i] = x - eps;
-    const double lm = loss(qkv);
-    qkv[i] = x;
-    numeric[i] = (lp - lm) / (2 * eps);
-  }
+  const auto numeric = test::central_differences(loss, test::to_double(r.qkv), 1e-5);
   EXPECT_LT(test::max_err_vs_scale(r.dqkv, numeric), 1e-5);
 }
 

@@ -117,18 +117,7 @@ TEST(AttentionDropout, BackwardMatchesFiniteDifferences) {
     for (size_t i = 0; i < out.size(); i++) l += out[i] * R[i];
     return l;
   };
-  auto x = test::to_double(qkv);
-  std::vector<double> numeric(x.size());
-  const double eps = 1e-5;
-  for (size_t i = 0; i < x.size(); i++) {
-    const double xi = x[i];
-    x[i] = xi + eps;
-    const double lp = loss(x);
-    x[i] = xi - eps;
-    const double lm = loss(x);
-    x[i] = xi;
-    numeric[i] = (lp - lm) / (2 * eps);
-  }
+  const auto numeric = test::central_differences(loss, test::to_double(qkv), 1e-5);
   EXPECT_LT(test::max_err_vs_scale(r.dqkv, numeric), 1e-5);
 }
 

@@ -18,6 +18,7 @@ std::string format_step_line(const StepStats& s) {
   if (s.idle_fraction >= 0) line += fmt::format(" | pipeline idle {:.1f}%", 100.0 * s.idle_fraction);
   if (s.comm_total_bytes() > 0) line += fmt::format(" | comm {:.2f} MB", s.comm_total_bytes() / 1e6);
   if (s.valid_loss >= 0) line += fmt::format(" | valid loss {:.4f}", s.valid_loss);
+  if (s.precision != "fp32") line += fmt::format(" | {}", s.precision);  // fp32: as before
   return line;
 }
 
@@ -36,6 +37,7 @@ nlohmann::json step_to_json(const StepStats& s) {
                       {"hardware_flops", s.hardware_flops},
                       {"tflops_per_rank", s.tflops()},
                       {"ranks", s.ranks},
+                      {"precision", s.precision},
                       {"seconds_by_op", breakdown},
                       {"comm_bytes", s.comm_bytes},
                       {"comm_seconds", s.comm_seconds}};

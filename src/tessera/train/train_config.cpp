@@ -7,6 +7,7 @@ namespace tessera {
 void TrainConfig::validate(int64_t world) const {
   model.validate();
   par.validate(model, world);
+  TESSERA_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other: choose one");
   TESSERA_CHECK(train_iters >= 1, "--train-iters must be >= 1 (got {})", train_iters);
   TESSERA_CHECK(optim.lr > 0, "--lr must be > 0 (got {})", optim.lr);
   TESSERA_CHECK(optim.min_lr >= 0 && optim.min_lr <= optim.lr,

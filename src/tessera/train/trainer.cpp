@@ -53,6 +53,8 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
                                  /*own_grads=*/zero < 2,
                                  TensorParallel{tp, cfg.par.sequence_parallel});
   model_->set_recompute(cfg.par.recompute);
+  model_->set_precision(cfg.precision());
+  model_->set_profile(&profile_);
   dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim, tp,
                                        grid ? &grid->pp() : nullptr);
   dp_->init_params(cfg.seed);
@@ -209,6 +211,7 @@ StepStats Trainer::train_step(int64_t step) {
   s.hardware_flops = f.hardware;
   s.peak_tflops = peak_.tflops;
   s.ranks = world_->size();
+  s.precision = precision_name(cfg_.precision());
   s.profile = profile_;
   const comm::CommCounters counters = world_->log().counters();
   for (const auto& c : counters.by_op) s.comm_seconds += c.seconds;

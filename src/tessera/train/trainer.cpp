@@ -292,6 +292,7 @@ nlohmann::json Trainer::run_header() const {
            {{"model", ckpt::model_to_json(cfg_.model)},
             {"parallel", ckpt::parallel_to_json(cfg_.par)},
             {"memory_bytes", memory},
+            {"precision", precision_name(cfg_.precision())},
             {"threads", omp_get_max_threads()},
             {"ranks", world_->size()},
             {"rank", world_->rank()},

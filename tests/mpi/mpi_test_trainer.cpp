@@ -149,6 +149,32 @@ TEST_P(TensorAndData, TwentyStepsWithDropoutMatchOneProcess) {
   tensor_and_data_match_one_process(stage, sp, 0.2f);
 }
 
+// fp16 with a scale that overflows at first: every rank (tp x dp shards)
+// skips the same steps as the one process, and the losses agree.
+TEST(TensorAndDataFp16, OverflowSkipsTheSameStepsAsOneProcess) {
+  if (world().size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks for tp 2";
+  comm::Grid& grid = grid_of(2);
+  TrainConfig c1 = tiny_train_config(0, 1, 2, 0.0f, Precision::Fp16);
+  c1.loss_scale.initial_scale = 4294967296.0f;
+  auto d1 = tiny_train_data(c1);
+  Trainer one(c1, *d1);
+  TrainConfig c = tiny_train_config(1, world().size() / 2, 2, 0.0f, Precision::Fp16);
+  c.loss_scale.initial_scale = 4294967296.0f;
+  c.par.tp = 2;
+  c.validate(world().size());
+  auto data = tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid);
+  int64_t skipped = 0;
+  for (int64_t s = 1; s <= 20; ++s) {
+    const StepStats ref = one.train_step(s), got = t.train_step(s);
+    EXPECT_EQ(got.skipped, ref.skipped) << "step " << s;
+    EXPECT_EQ(got.loss_scale, ref.loss_scale) << "step " << s;
+    test::expect_lowp_step_matches(got, ref, s, "fp16 tp 2 zero 1");
+    skipped = got.skipped_steps;
+  }
+  EXPECT_GE(skipped, 1);
+}
+
 TEST_P(TensorAndData, TwentyStepsInBf16MatchOneProcess) {
   const auto [stage, sp] = GetParam();
   tensor_and_data_match_one_process(stage, sp, 0.0f, Precision::Bf16);

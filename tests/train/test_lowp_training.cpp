@@ -4,6 +4,7 @@
 // step records its precision and charges the operand casts to "cast".
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "tiny_training.h"
@@ -25,9 +26,11 @@ std::unique_ptr<SampledBatches> half_learnable_data(const TrainConfig& c) {
                                           c.valid_fraction);
 }
 
-std::vector<StepStats> run(Precision p, int64_t steps) {
+// fp16: initial_scale for the dynamic loss scaler (0: its default).
+std::vector<StepStats> run(Precision p, int64_t steps, float initial_scale = 4096.0f) {
   TrainConfig c = test::tiny_train_config(0, 1, 2, 0.0f, p);
   c.train_iters = steps;  // the lr schedule spans the run
+  if (p == Precision::Fp16) c.loss_scale.initial_scale = initial_scale;
   auto data = half_learnable_data(c);
   Trainer t(c, *data);
   std::vector<StepStats> out;
@@ -78,6 +81,33 @@ TEST(LowpTraining, EvaluationUsesTheRefreshedWorkingCopy) {
   for (int64_t s = 1; s <= 20; ++s) t.train_step(s);
   const float after = t.evaluate();
   EXPECT_LT(after, before);
+}
+
+// fp16 dynamic loss scaling: a scale far too large overflows the fp16
+// operands (inf gradients); those steps are skipped (no update) and the
+// scale comes down until steps are clean, then training goes on and learns.
+TEST(LowpTraining, Fp16OverflowIsSkippedAndTheScaleComesDown) {
+  const auto r = run(Precision::Fp16, 40, 4294967296.0f);  // 2^32
+  EXPECT_TRUE(r[0].skipped);
+  EXPECT_GE(r.back().skipped_steps, 1);
+  EXPECT_LT(r.back().loss_scale, 4294967296.0f);
+  EXPECT_FALSE(r.back().skipped);
+  int64_t clean = 0;
+  for (const auto& s : r) {
+    EXPECT_TRUE(std::isfinite(s.loss));
+    EXPECT_EQ(s.loss_scale > 0, true);
+    clean += !s.skipped;
+  }
+  EXPECT_EQ(clean + r.back().skipped_steps, 40);
+  EXPECT_GE(clean, 20);
+  EXPECT_LT(r.back().loss, 0.95f * r.front().loss)  // 27 clean steps of 40: it learns
+      << r.back().skipped_steps << " skipped, scale " << r.back().loss_scale << [&] {
+           std::string l;
+           for (const auto& s : r) l += " " + std::to_string(s.loss) + (s.skipped ? "s" : "");
+           return l;
+         }();
+  // bf16 and fp32 have no scaler.
+  EXPECT_EQ(run(Precision::Bf16, 1)[0].loss_scale, 0.0f);
 }
 
 }  // namespace

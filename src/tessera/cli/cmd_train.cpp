@@ -131,7 +131,21 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
                 "GEMMs in bf16 with fp32 accumulation (fp32 master weights, optimizer, "
                 "activations and everything else)");
   sub->add_flag("--fp16", c.fp16,
-                "GEMMs on fp16 inputs with fp32 accumulation (no loss scaling yet)");
+                "GEMMs on fp16 inputs with fp32 accumulation, dynamic loss scaling");
+  auto& ls = c.loss_scale;
+  sub->add_option_function<float>(
+      "--loss-scale", [&ls](float v) { ls.dynamic = false; ls.static_scale = v; },
+      "--fp16: a static loss scale (default: dynamic)");
+  sub->add_option("--initial-loss-scale", ls.initial_scale, "--fp16: first dynamic loss scale")
+      ->capture_default_str();
+  sub->add_option("--min-loss-scale", ls.min_scale, "--fp16: floor of the dynamic loss scale")
+      ->capture_default_str();
+  sub->add_option("--loss-scale-window", ls.window,
+                  "--fp16: clean steps before the dynamic scale doubles")
+      ->capture_default_str();
+  sub->add_option("--hysteresis", ls.hysteresis,
+                  "--fp16: overflows tolerated before the dynamic scale halves")
+      ->capture_default_str();
   sub->add_option("--threads", c.threads,
                   "threads per rank (default: the node's cores / the ranks on the node)");
   sub->add_flag("!--no-progress", c.progress, "no progress bar on a terminal");
@@ -223,7 +237,7 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
         fmt::print("warning: no fast bf16 GEMM on this CPU ({}): bf16 will be slow\n",
                    impl.empty() ? "none" : impl);
     } else if (c.precision() == Precision::Fp16) {
-      fmt::print("precision: fp16 GEMM inputs, fp32 accumulation: {}; no loss scaling; fp32 "
+      fmt::print("precision: fp16 GEMM inputs, fp32 accumulation: {}; dynamic loss scaling; fp32 "
                  "master weights, optimizer, activations and everything else\n",
                  cpu::fp16_gemm_path_description());
     }

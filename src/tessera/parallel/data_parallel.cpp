@@ -247,6 +247,11 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
   }
 }
 
+void DataParallel::skip_step() {
+  if (model_.grads().numel() > 0) model_.grads().zero();
+  if (grad_shard_.numel() > 0) grad_shard_.zero();
+}
+
 void DataParallel::end_step() {
   if (stage_ >= 3)
     for (size_t u : root_units_) release_unit(u);

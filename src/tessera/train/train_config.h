@@ -8,6 +8,7 @@
 #include "tessera/config/gpt_config.h"
 #include "tessera/kernels/precision.h"
 #include "tessera/optim/adamw.h"
+#include "tessera/optim/loss_scaler.h"
 #include "tessera/config/parallel_config.h"
 
 namespace tessera {
@@ -33,6 +34,9 @@ struct TrainConfig {
   Precision precision() const {
     return bf16 ? Precision::Bf16 : fp16 ? Precision::Fp16 : Precision::Fp32;
   }
+  // --fp16 loss scaling (Megatron's --loss-scale, --initial-loss-scale,
+  // --min-loss-scale, --loss-scale-window, --hysteresis); only with --fp16.
+  LossScalerConfig loss_scale;
   int threads = 0;               // --threads (0: OpenMP default)
   bool progress = true;          // --no-progress turns the terminal progress bar off
   std::string save_dir;          // --save: checkpoint directory (empty: no checkpoints)

@@ -18,10 +18,14 @@
 namespace tessera::test {
 
 // dropout: the attention and hidden dropout probability (0: none, the
-// reference path; the layout tests run both).
+// reference path; the layout tests run both). precision: the GEMMs' (--bf16,
+// --fp16; fp32 the reference).
 inline TrainConfig tiny_train_config(int zero_stage, int64_t dp, int64_t layers = 2,
-                                     float dropout = 0.0f) {
+                                     float dropout = 0.0f,
+                                     Precision precision = Precision::Fp32) {
   TrainConfig c;
+  c.bf16 = precision == Precision::Bf16;
+  c.fp16 = precision == Precision::Fp16;
   c.model = tiny_gpt(layers);
   c.model.attention_dropout = dropout;
   c.model.hidden_dropout = dropout;
@@ -52,8 +56,9 @@ inline std::unique_ptr<SampledBatches> tiny_train_data(const TrainConfig& c) {
 }
 
 inline std::vector<StepStats> single_process_run(int64_t steps, int64_t layers = 2,
-                                                 float dropout = 0.0f) {
-  TrainConfig c = tiny_train_config(0, 1, layers, dropout);
+                                                 float dropout = 0.0f,
+                                                 Precision precision = Precision::Fp32) {
+  TrainConfig c = tiny_train_config(0, 1, layers, dropout, precision);
   auto data = tiny_train_data(c);
   Trainer t(c, *data);
   std::vector<StepStats> out;
@@ -70,6 +75,16 @@ inline void expect_step_matches(const StepStats& got, const StepStats& ref, int6
       << what << " step " << s << ": " << got.loss << " vs " << ref.loss;
   EXPECT_LE(rel(got.grad_norm, ref.grad_norm), s == 1 ? 1e-5 : 1e-3)
       << what << " step " << s << ": " << got.grad_norm << " vs " << ref.grad_norm;
+}
+
+// The same under --bf16 / --fp16: a different reduction order can move a
+// value across a 16-bit rounding boundary, so layouts agree to 2e-3
+// relative loss (issue 12), not 1e-4.
+inline void expect_lowp_step_matches(const StepStats& got, const StepStats& ref, int64_t s,
+                                     const std::string& what) {
+  EXPECT_LE(rel(got.loss, ref.loss), 2e-3)
+      << what << " step " << s << ": " << got.loss << " vs " << ref.loss;
+  EXPECT_EQ(got.precision, ref.precision) << what;
 }
 
 }  // namespace tessera::test

@@ -50,6 +50,19 @@ void zero_matches_one_process(int stage, float dropout) {
 TEST_P(Zero, TwentyStepsMatchOneProcess) { zero_matches_one_process(GetParam(), 0.0f); }
 TEST_P(Zero, TwentyStepsWithDropoutMatchOneProcess) { zero_matches_one_process(GetParam(), 0.2f); }
 
+// bf16 GEMMs: every stage equals the one process's bf16 run to 2e-3.
+TEST_P(Zero, TwentyStepsInBf16MatchOneProcess) {
+  const int stage = GetParam();
+  comm::Grid& grid = grid_of(1);
+  const std::vector<StepStats> ref = single_process_run(20, 2, 0.0f, Precision::Bf16);
+  TrainConfig c = tiny_train_config(stage, world().size(), 2, 0.0f, Precision::Bf16);
+  auto data = tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid);
+  for (int64_t s = 1; s <= 20; ++s)
+    test::expect_lowp_step_matches(t.train_step(s), ref[size_t(s - 1)], s,
+                                   fmt::format("stage {} bf16", stage));
+}
+
 TEST_P(Zero, MemoryEqualsTheFormula) {
   const int stage = GetParam();
   comm::Grid& grid = grid_of(1);
@@ -103,21 +116,26 @@ TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
 // on 4 ranks), with each ZeRO stage and with sequence parallelism.
 class TensorAndData : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
-void tensor_and_data_match_one_process(int stage, bool sp, float dropout) {
+void tensor_and_data_match_one_process(int stage, bool sp, float dropout,
+                                       Precision precision = Precision::Fp32) {
   // Skipped, not failed: the same binary runs at every rank count CTest
   // registers (singleton, 2, 4, 8); this case runs at the one it names.
   if (world().size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks for tp 2";
   comm::Grid& grid = grid_of(2);
-  const std::vector<StepStats> ref = single_process_run(20, 2, dropout);
-  TrainConfig c = tiny_train_config(stage, world().size() / 2, 2, dropout);
+  const std::vector<StepStats> ref = single_process_run(20, 2, dropout, precision);
+  TrainConfig c = tiny_train_config(stage, world().size() / 2, 2, dropout, precision);
   c.par.tp = 2;
   c.par.sequence_parallel = sp;
   c.validate(world().size());
   auto data = tiny_train_data(c);
   Trainer t(c, *data, &world(), &grid);
   for (int64_t s = 1; s <= 20; ++s) {
-    test::expect_step_matches(t.train_step(s), ref[size_t(s - 1)], s,
-                              fmt::format("zero {} sp {} dropout {}", stage, int(sp), dropout));
+    const std::string what = fmt::format("zero {} sp {} dropout {} {}", stage, int(sp), dropout,
+                                         precision_name(precision));
+    if (precision == Precision::Fp32)
+      test::expect_step_matches(t.train_step(s), ref[size_t(s - 1)], s, what);
+    else
+      test::expect_lowp_step_matches(t.train_step(s), ref[size_t(s - 1)], s, what);
   }
 }
 
@@ -129,6 +147,37 @@ TEST_P(TensorAndData, TwentyStepsMatchOneProcess) {
 TEST_P(TensorAndData, TwentyStepsWithDropoutMatchOneProcess) {
   const auto [stage, sp] = GetParam();
   tensor_and_data_match_one_process(stage, sp, 0.2f);
+}
+
+// fp16 with a scale that overflows at first: every rank (tp x dp shards)
+// skips the same steps as the one process, and the losses agree.
+TEST(TensorAndDataFp16, OverflowSkipsTheSameStepsAsOneProcess) {
+  if (world().size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks for tp 2";
+  comm::Grid& grid = grid_of(2);
+  TrainConfig c1 = tiny_train_config(0, 1, 2, 0.0f, Precision::Fp16);
+  c1.loss_scale.initial_scale = 4294967296.0f;
+  auto d1 = tiny_train_data(c1);
+  Trainer one(c1, *d1);
+  TrainConfig c = tiny_train_config(1, world().size() / 2, 2, 0.0f, Precision::Fp16);
+  c.loss_scale.initial_scale = 4294967296.0f;
+  c.par.tp = 2;
+  c.validate(world().size());
+  auto data = tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid);
+  int64_t skipped = 0;
+  for (int64_t s = 1; s <= 20; ++s) {
+    const StepStats ref = one.train_step(s), got = t.train_step(s);
+    EXPECT_EQ(got.skipped, ref.skipped) << "step " << s;
+    EXPECT_EQ(got.loss_scale, ref.loss_scale) << "step " << s;
+    test::expect_lowp_step_matches(got, ref, s, "fp16 tp 2 zero 1");
+    skipped = got.skipped_steps;
+  }
+  EXPECT_GE(skipped, 1);
+}
+
+TEST_P(TensorAndData, TwentyStepsInBf16MatchOneProcess) {
+  const auto [stage, sp] = GetParam();
+  tensor_and_data_match_one_process(stage, sp, 0.0f, Precision::Bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TensorAndData,

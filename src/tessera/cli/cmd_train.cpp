@@ -13,6 +13,8 @@
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/comm/node_local.h"
 #include "tessera/core/error.h"
+#include "tessera/kernels/cpu/matmul_lowp.h"
+#include "tessera/kernels/cpu/matmul_lowp_primitive.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/train/data_setup.h"
 #include "tessera/train/trainer.h"
@@ -125,6 +127,25 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
                   "peak TFLOP/s per rank for MFU (default: the file of `tessera bench peak`)");
   sub->add_option("--peak-file", c.peak_file, "measured-peak file (default: " +
                                                   default_peak_file() + ")");
+  sub->add_flag("--bf16", c.bf16,
+                "GEMMs in bf16 with fp32 accumulation (fp32 master weights, optimizer, "
+                "activations and everything else)");
+  sub->add_flag("--fp16", c.fp16,
+                "GEMMs on fp16 inputs with fp32 accumulation, dynamic loss scaling");
+  auto& ls = c.loss_scale;
+  sub->add_option_function<float>(
+      "--loss-scale", [&ls](float v) { ls.dynamic = false; ls.static_scale = v; },
+      "--fp16: a static loss scale (default: dynamic)");
+  sub->add_option("--initial-loss-scale", ls.initial_scale, "--fp16: first dynamic loss scale")
+      ->capture_default_str();
+  sub->add_option("--min-loss-scale", ls.min_scale, "--fp16: floor of the dynamic loss scale")
+      ->capture_default_str();
+  sub->add_option("--loss-scale-window", ls.window,
+                  "--fp16: clean steps before the dynamic scale doubles")
+      ->capture_default_str();
+  sub->add_option("--hysteresis", ls.hysteresis,
+                  "--fp16: overflows tolerated before the dynamic scale halves")
+      ->capture_default_str();
   sub->add_option("--threads", c.threads,
                   "threads per rank (default: the node's cores / the ranks on the node)");
   sub->add_flag("!--no-progress", c.progress, "no progress bar on a terminal");
@@ -205,6 +226,21 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
                double(ParamLayout::count_model_params(c.model)) / 1e6);
     fmt::print("batch: {} | {} tokens per step | {} rank(s) x {} threads\n", c.par.summary(),
                c.par.global_batch * c.model.seq_length, world->size(), omp_get_max_threads());
+    if (c.precision() == Precision::Bf16) {
+      const std::string impl =
+          cpu::bf16_gemm_impl(c.par.micro_batch * c.model.seq_length, c.model.hidden_size,
+                              3 * c.model.hidden_size);
+      fmt::print("precision: bf16 GEMMs, fp32 accumulation (oneDNN isa {}, matmul {}); fp32 "
+                 "master weights, optimizer, activations, attention, layernorm, softmax, loss\n",
+                 cpu::onednn_cpu_isa(), impl.empty() ? "none" : impl);
+      if (impl.empty() || impl.starts_with("ref"))
+        fmt::print("warning: no fast bf16 GEMM on this CPU ({}): bf16 will be slow\n",
+                   impl.empty() ? "none" : impl);
+    } else if (c.precision() == Precision::Fp16) {
+      fmt::print("precision: fp16 GEMM inputs, fp32 accumulation: {}; dynamic loss scaling; fp32 "
+                 "master weights, optimizer, activations and everything else\n",
+                 cpu::fp16_gemm_path_description());
+    }
   }
   std::unique_ptr<Trainer> trainer;
   agree(*world, [&] { trainer = std::make_unique<Trainer>(c, *data.batches, world.get(), &grid); });

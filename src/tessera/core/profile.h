@@ -10,12 +10,12 @@
 namespace tessera {
 
 enum class Op { Gemm, Attention, LayerNorm, Gelu, Residual, Embedding, Loss, Optimizer, GradNorm,
-                Data, Comm, Dropout, kCount };
+                Data, Comm, Dropout, Cast, kCount };
 
 constexpr std::string_view op_name(Op op) {
   constexpr std::array<std::string_view, size_t(Op::kCount)> names = {
       "gemm", "attention", "layernorm", "gelu", "residual", "embedding", "loss", "optimizer",
-      "grad-norm", "data", "comm", "dropout"};
+      "grad-norm", "data", "comm", "dropout", "cast"};
   return names[size_t(op)];
 }
 

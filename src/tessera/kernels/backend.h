@@ -8,13 +8,17 @@
 //
 // Conventions: row-major buffers, shapes in the comments of the matching
 // kernels/cpu/*.h header (which says what each argument holds). Every
-// buffer here is fp32, the reference precision. A low-precision working
-// copy (bf16/fp16) will add overloads on its own pointer types next to
-// these (the fp32 ones stay as they are), so a backend that lacks a
-// precision says so at compile time rather than through a runtime dtype tag.
+// buffer here is fp32, the reference precision, except the low-precision
+// GEMMs and casts (bf16 / fp16 inputs, fp32 accumulation and outputs) of
+// --bf16 / --fp16, which sit beside the fp32 ones as methods of their own
+// (the fp32 ones stay as they are), so a backend that lacks a precision
+// says so at compile time rather than through a runtime dtype tag. They are
+// named methods (matmul_forward_bf16, ...) rather than overloads because
+// bf16_t and fp16_t are both uint16_t bit patterns (core/dtype.h).
 #pragma once
 #include <cstdint>
 
+#include "tessera/core/dtype.h"
 #include "tessera/kernels/dropout_site.h"
 
 namespace tessera::kernels {
@@ -32,6 +36,21 @@ class Backend {
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int64_t N, int64_t C,
                                int64_t OC, bool accumulate_dinp) const = 0;
+  // The same GEMMs with bf16 (fp16) inputs and fp32 accumulation; out,
+  // dinp, dweight, dbias and bias stay fp32 (kernels/cpu/matmul_lowp.h).
+  virtual void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight,
+                                   const float* bias, int64_t N, int64_t C, int64_t OC) const = 0;
+  virtual void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
+                                    const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
+                                    int64_t OC, bool accumulate_dinp) const = 0;
+  virtual void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight,
+                                   const float* bias, int64_t N, int64_t C, int64_t OC) const = 0;
+  virtual void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
+                                    const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
+                                    int64_t OC, bool accumulate_dinp) const = 0;
+  // ---- casts fp32 -> bf16 / fp16 (round to nearest even), elementwise over n ----
+  virtual void cast_to_bf16(bf16_t* out, const float* in, int64_t n) const = 0;
+  virtual void cast_to_fp16(fp16_t* out, const float* in, int64_t n) const = 0;
   // out (N, C) += bias (C) row by row: the row-parallel linear's bias, added
   // once after the tensor-parallel sum.
   virtual void bias_add(float* out, const float* bias, int64_t N, int64_t C) const = 0;

@@ -12,29 +12,68 @@
 
 #include "tessera/core/profile.h"
 #include "tessera/kernels/backend.h"
+#include "tessera/kernels/precision.h"
 
 namespace tessera::kernels {
 
 class Ops {
  public:
-  Ops(const Backend& backend, Profile* profile) : b_(&backend), prof_(profile) {}
+  // lowp: the model's low-precision state under --bf16 / --fp16 (null or
+  // inactive: fp32, every call exactly the fp32 backend method).
+  Ops(const Backend& backend, Profile* profile, const LowPrecision* lowp = nullptr)
+      : b_(&backend), prof_(profile), lp_(lowp && lowp->active() ? lowp : nullptr) {}
 
   const Backend& backend() const { return *b_; }
   // The profile the calls are charged to (null: not profiling); the model's
   // communication helpers charge theirs to the same one.
   Profile* profile() const { return prof_; }
 
-  // ---- Op::Gemm ----
+  // ---- Op::Gemm (under --bf16 / --fp16 the operands' casts: Op::Cast) ----
+  // Low precision: inp (and dout) are cast into the scratch, the weight is
+  // read from the working copy; out and the gradients stay fp32.
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                       int64_t N, int64_t C, int64_t OC) const {
+    if (lp_) {
+      uint16_t* x = lp_->scratch(0, N * C);
+      cast(x, inp, N * C);
+      const uint16_t* w = weight_of(weight, OC * C);
+      ProfileScope t(prof_, Op::Gemm);
+      if (lp_->precision == Precision::Bf16)
+        b_->matmul_forward_bf16(out, x, w, bias, N, C, OC);
+      else
+        b_->matmul_forward_fp16(out, x, w, bias, N, C, OC);
+      return;
+    }
     ProfileScope t(prof_, Op::Gemm);
     b_->matmul_forward(out, inp, weight, bias, N, C, OC);
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                        bool accumulate_dinp = false) const {
+    if (lp_) {
+      uint16_t* x = lp_->scratch(0, N * C);
+      uint16_t* dy = lp_->scratch(1, N * OC);
+      cast(x, inp, N * C);
+      cast(dy, dout, N * OC);
+      const uint16_t* w = weight_of(weight, OC * C);
+      ProfileScope t(prof_, Op::Gemm);
+      if (lp_->precision == Precision::Bf16)
+        b_->matmul_backward_bf16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp);
+      else
+        b_->matmul_backward_fp16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp);
+      return;
+    }
     ProfileScope t(prof_, Op::Gemm);
     b_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+  }
+
+  // ---- Op::Cast: fp32 -> the low precision p (bf16 or fp16) ----
+  void cast(uint16_t* out, const float* in, int64_t n, Precision p) const {
+    ProfileScope t(prof_, Op::Cast);
+    if (p == Precision::Bf16)
+      b_->cast_to_bf16(out, in, n);
+    else
+      b_->cast_to_fp16(out, in, n);
   }
 
   // ---- Op::LayerNorm ----
@@ -157,8 +196,19 @@ class Ops {
   }
 
  private:
+  void cast(uint16_t* out, const float* in, int64_t n) const { cast(out, in, n, lp_->precision); }
+  // The working copy of an fp32 weight, or (a weight outside it) a cast
+  // into the scratch.
+  const uint16_t* weight_of(const float* w, int64_t n) const {
+    if (const uint16_t* p = lp_->find(w)) return p;
+    uint16_t* s = lp_->scratch(2, n);
+    cast(s, w, n);
+    return s;
+  }
+
   const Backend* b_;
   Profile* prof_;
+  const LowPrecision* lp_;  // null: fp32
 };
 
 }  // namespace tessera::kernels

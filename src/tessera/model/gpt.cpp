@@ -27,11 +27,34 @@ GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bo
 }
 
 void GPT::bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base) {
-  if (unit_base) tessera::bind_unit(w_, layout_, unit, unit_base);
+  if (unit_base) {
+    tessera::bind_unit(w_, layout_, unit, unit_base);
+    if (lowp_.active()) {
+      // ZeRO-3: the gathered unit's working copy, cast as it is bound.
+      uint16_t* lp = lowp_copy_.data() + unit.begin;
+      kernels::Ops(*backend_, profile_).cast(lp, unit_base, unit.numel(), lowp_.precision);
+      lowp_.bind(unit_base, unit.numel(), lp);
+    }
+  }
   if (grad_base) tessera::bind_unit(g_, layout_, unit, grad_base);
 }
 
 void GPT::init(uint64_t seed) { init_weights(layout_, config_, params_.f32(), seed); }
+
+void GPT::set_precision(Precision p) {
+  lowp_ = kernels::LowPrecision{};
+  lowp_copy_.clear();
+  lowp_.precision = p;
+  if (!lowp_.active()) return;
+  lowp_copy_.assign(size_t(layout_.numel()), 0);
+  if (params_.numel() > 0) lowp_.bind(params_.f32(), params_.numel(), lowp_copy_.data());
+}
+
+void GPT::refresh_working_copy(Profile* profile) {
+  if (!lowp_.active() || params_.numel() == 0) return;
+  kernels::Ops(*backend_, profile).cast(lowp_copy_.data(), params_.f32(), params_.numel(),
+                                        lowp_.precision);
+}
 
 ActShape GPT::act_shape(int64_t B, int64_t T) const {
   ActShape s;

@@ -4,6 +4,7 @@
 // which layers this rank holds.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "tessera/config/gpt_config.h"
 #include "tessera/core/buffer.h"
@@ -61,6 +62,20 @@ class GPT {
 
   void init(uint64_t seed);
 
+  // GEMM precision (--bf16 / --fp16; default fp32). Not fp32: the GEMMs of
+  // forward and backward take a bf16 / fp16 working copy of the parameters
+  // (same flat layout as params()) and their activation operands cast on
+  // the way in, accumulating in fp32; all else stays fp32. The working copy
+  // is made by refresh_working_copy() from params() (call it after every
+  // change of params(): init, load, each optimizer step), or, for units
+  // bound with bind_unit (ZeRO-3), as each is bound. profile: where the
+  // casts are charged (Op::Cast; may be null).
+  void set_precision(Precision p);
+  Precision precision() const { return lowp_.precision; }
+  void refresh_working_copy(Profile* profile = nullptr);
+  // Where bind_unit charges its casts.
+  void set_profile(Profile* profile) { profile_ = profile; }
+
   // The kernels forward and backward run on (kernels/backend.h); the CPU
   // backend unless set. The backend must outlive the model.
   void set_backend(const kernels::Backend& backend) { backend_ = &backend; }
@@ -116,7 +131,7 @@ class GPT {
   void embed_backward(Activations& acts, const int32_t* inputs);
   // The kernels as the pieces call them: this model's backend, charging
   // their time to the micro-batch's profile.
-  kernels::Ops ops(const Activations& acts) const { return {*backend_, acts.profile}; }
+  kernels::Ops ops(const Activations& acts) const { return {*backend_, acts.profile, &lowp_}; }
   // The dropout sites of a micro-batch (acts.dropout): one of `kind` at
   // global layer `layer`, and those of the rank's layer l.
   DropoutSite dropout_site(const Activations& acts, DropoutSiteKind kind, int64_t layer) const;
@@ -130,6 +145,9 @@ class GPT {
   Buffer params_, grads_;
   Buffer ln_grads_;  // (4 * C) sequence parallelism: one micro-batch's LayerNorm grads before their tp sum
   ModelWeights w_, g_;
+  kernels::LowPrecision lowp_;        // inactive: fp32
+  std::vector<uint16_t> lowp_copy_;   // (layout.numel()) the working copy, bf16 / fp16 bits
+  Profile* profile_ = nullptr;
 };
 
 }  // namespace tessera

@@ -86,16 +86,22 @@ void DataParallel::init_params(uint64_t seed) {
 void DataParallel::gather_unit(size_t u) {
   const ParamUnit& unit = model_.layout().units()[u];
   const FlatSegment& s = part_.segment(u);
-  ProfileScope t(profile_, Op::Comm);
-  gathered_[u].allocate(unit.numel());
-  dp_.all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
-                 DType::F32);
+  {
+    ProfileScope t(profile_, Op::Comm);
+    gathered_[u].allocate(unit.numel());
+    dp_.all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
+                   DType::F32);
+  }
+  // (--bf16 / --fp16: binding casts the unit's working copy, charged to Op::Cast.)
   model_.bind_unit(unit, gathered_[u].f32(), nullptr);
 }
 
 void DataParallel::release_unit(size_t u) { gathered_[u] = Buffer(); }
 
 void DataParallel::begin_step() {
+  // --bf16 / --fp16: the working copy follows the parameters of the last
+  // optimizer step (or init / load); under stage 3, each unit as it is gathered.
+  if (stage_ < 3) model_.refresh_working_copy(profile_);
   if (stage_ >= 3)
     for (size_t u : root_units_) gather_unit(u);
 }
@@ -239,6 +245,11 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
     }
     for (auto& w : works) w.wait();
   }
+}
+
+void DataParallel::skip_step() {
+  if (model_.grads().numel() > 0) model_.grads().zero();
+  if (grad_shard_.numel() > 0) grad_shard_.zero();
 }
 
 void DataParallel::end_step() {

@@ -59,6 +59,9 @@ class DataParallel : public LayerHooks {
   // Parameters replicated over tp are counted once (on tp rank 0).
   double grad_norm_squared();
   void optimizer_step(float lr, float grad_scale, int64_t step);
+  // Instead of optimizer_step (fp16 overflow): the step's gradients are
+  // dropped, the parameters and optimizer state stay as they are.
+  void skip_step();
 
   // LayerHooks
   void before_forward(size_t layer) override;

@@ -18,6 +18,10 @@ std::string format_step_line(const StepStats& s) {
   if (s.idle_fraction >= 0) line += fmt::format(" | pipeline idle {:.1f}%", 100.0 * s.idle_fraction);
   if (s.comm_total_bytes() > 0) line += fmt::format(" | comm {:.2f} MB", s.comm_total_bytes() / 1e6);
   if (s.valid_loss >= 0) line += fmt::format(" | valid loss {:.4f}", s.valid_loss);
+  if (s.precision != "fp32") line += fmt::format(" | {}", s.precision);  // fp32: as before
+  if (s.loss_scale > 0)
+    line += fmt::format(" | loss scale {:g} | skipped {}{}", s.loss_scale, s.skipped_steps,
+                        s.skipped ? " (this step)" : "");
   return line;
 }
 
@@ -36,6 +40,7 @@ nlohmann::json step_to_json(const StepStats& s) {
                       {"hardware_flops", s.hardware_flops},
                       {"tflops_per_rank", s.tflops()},
                       {"ranks", s.ranks},
+                      {"precision", s.precision},
                       {"seconds_by_op", breakdown},
                       {"comm_bytes", s.comm_bytes},
                       {"comm_seconds", s.comm_seconds}};
@@ -44,6 +49,11 @@ nlohmann::json step_to_json(const StepStats& s) {
     j["mfu"] = s.mfu();
   }
   if (s.valid_loss >= 0) j["valid_loss"] = s.valid_loss;
+  if (s.loss_scale > 0) {
+    j["loss_scale"] = s.loss_scale;
+    j["skipped_steps"] = s.skipped_steps;
+    j["skipped"] = s.skipped;
+  }
   if (s.idle_fraction >= 0) j["idle_fraction"] = s.idle_fraction;
   return j;
 }

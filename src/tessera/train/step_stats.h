@@ -24,6 +24,10 @@ struct StepStats {
   int64_t ranks = 1;
   float valid_loss = -1;        // < 0: no evaluation this step
   double idle_fraction = -1;  // pipelined steps: PipelineStepStats::idle_fraction (< 0: none)
+  std::string precision = "fp32";  // GEMM precision: fp32, bf16 (--bf16) or fp16 (--fp16)
+  float loss_scale = 0;          // --fp16: the loss scale this step used (0: none)
+  int64_t skipped_steps = 0;     // --fp16: overflowed (skipped) steps so far
+  bool skipped = false;          // this step overflowed: no update
   Profile profile;              // seconds by kind of work
   // This rank's communication in the step: bytes (data size S, see
   // comm/comm_op.h) by "group/op", e.g. "tp/all_reduce".

@@ -7,6 +7,18 @@ namespace tessera {
 void TrainConfig::validate(int64_t world) const {
   model.validate();
   par.validate(model, world);
+  TESSERA_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other: choose one");
+  {
+    const LossScalerConfig d;
+    const LossScalerConfig& l = loss_scale;
+    const bool given = l.dynamic != d.dynamic || l.static_scale != d.static_scale ||
+                       l.initial_scale != d.initial_scale || l.min_scale != d.min_scale ||
+                       l.window != d.window || l.hysteresis != d.hysteresis;
+    TESSERA_CHECK(fp16 || !given,
+                  "--loss-scale, --initial-loss-scale, --min-loss-scale, --loss-scale-window and "
+                  "--hysteresis need --fp16");
+    if (fp16) LossScaler check(l);  // throws naming the bad value
+  }
   TESSERA_CHECK(train_iters >= 1, "--train-iters must be >= 1 (got {})", train_iters);
   TESSERA_CHECK(optim.lr > 0, "--lr must be > 0 (got {})", optim.lr);
   TESSERA_CHECK(optim.min_lr >= 0 && optim.min_lr <= optim.lr,

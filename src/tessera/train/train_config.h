@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "tessera/config/gpt_config.h"
+#include "tessera/kernels/precision.h"
 #include "tessera/optim/adamw.h"
+#include "tessera/optim/loss_scaler.h"
 #include "tessera/config/parallel_config.h"
 
 namespace tessera {
@@ -27,6 +29,14 @@ struct TrainConfig {
   std::string metrics_file;      // --metrics-file (JSONL, one object per step)
   double peak_tflops = 0;        // --peak-tflops (stated peak; 0: read --peak-file)
   std::string peak_file;         // --peak-file (written by `tessera bench peak`)
+  bool bf16 = false;             // --bf16: GEMMs in bf16, fp32 accumulation
+  bool fp16 = false;             // --fp16: GEMMs on fp16 inputs (exclusive with --bf16)
+  Precision precision() const {
+    return bf16 ? Precision::Bf16 : fp16 ? Precision::Fp16 : Precision::Fp32;
+  }
+  // --fp16 loss scaling (Megatron's --loss-scale, --initial-loss-scale,
+  // --min-loss-scale, --loss-scale-window, --hysteresis); only with --fp16.
+  LossScalerConfig loss_scale;
   int threads = 0;               // --threads (0: OpenMP default)
   bool progress = true;          // --no-progress turns the terminal progress bar off
   std::string save_dir;          // --save: checkpoint directory (empty: no checkpoints)

@@ -53,6 +53,9 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
                                  /*own_grads=*/zero < 2,
                                  TensorParallel{tp, cfg.par.sequence_parallel});
   model_->set_recompute(cfg.par.recompute);
+  model_->set_precision(cfg.precision());
+  model_->set_profile(&profile_);
+  if (cfg.fp16) scaler_ = std::make_unique<LossScaler>(cfg.loss_scale);
   dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim, tp,
                                        grid ? &grid->pp() : nullptr);
   dp_->init_params(cfg.seed);
@@ -125,12 +128,30 @@ void Trainer::finish_step(int64_t step, float loss, StepStats& s) {
     ProfileScope t(&profile_, Op::GradNorm);
     sq = dp_->grad_norm_squared();
   }
+  float unscale = 1.0f;
+  if (scaler_) {
+    // sq is summed over every tp, pp and dp shard and is the same on every
+    // rank, so a non-finite gradient anywhere is seen everywhere: every rank
+    // skips the same step and no rank is left in a collective.
+    unscale = scaler_->inv_scale();
+    s.loss_scale = scaler_->scale();
+    s.skipped = scaler_->update(!std::isfinite(sq));
+    s.skipped_steps = scaler_->skipped_steps();
+    if (s.skipped) {
+      dp_->skip_step();
+      s.loss = loss;
+      s.lr = lr_.at(step);
+      s.grad_norm = float(std::sqrt(sq));
+      return;
+    }
+    sq *= double(unscale) * double(unscale);
+  }
   const double norm = std::sqrt(sq);
   if (!std::isfinite(norm))
     throw CollectiveError(
         fmt::format("gradient norm is {} at step {}: training diverged", norm, step));
   const float lr = lr_.at(step);
-  dp_->optimizer_step(lr, clip_scale(norm, cfg_.optim.clip_grad), step);
+  dp_->optimizer_step(lr, clip_scale(norm, cfg_.optim.clip_grad) * unscale, step);
   s.loss = loss;
   s.lr = lr;
   s.grad_norm = float(norm);
@@ -166,7 +187,9 @@ void Trainer::pipelined_step(int64_t step, StepStats& s) {
   };
   dp_->begin_micro_batch(/*last=*/false);  // stages 0-1: no per-layer reductions mid-step
   cb.optimizer_step = [&] { finish_step(step, pipe_->loss(), s); };
-  PipelineStepStats st = pipe_->step(cb, 1.0f / float(cfg_.par.global_batch * cfg_.model.seq_length));
+  float dloss = 1.0f / float(cfg_.par.global_batch * cfg_.model.seq_length);
+  if (scaler_) dloss *= scaler_->scale();  // --fp16: the scaled loss's gradient
+  PipelineStepStats st = pipe_->step(cb, dloss);
   s.idle_fraction = st.idle_fraction;
   const int64_t trace_at = cfg_.trace_step > 0 ? cfg_.trace_step : cfg_.train_iters;
   if (!cfg_.trace_file.empty() && step == trace_at) {
@@ -187,7 +210,8 @@ StepStats Trainer::train_step(int64_t step) {
   } else {
     // Every token of the global batch weighs the same: d(mean loss)/d(token
     // loss). Summing over dp ranks then gives the gradient of the global mean.
-    const float dloss = 1.0f / float(cfg_.par.global_batch * T);
+    float dloss = 1.0f / float(cfg_.par.global_batch * T);
+    if (scaler_) dloss *= scaler_->scale();  // --fp16: the scaled loss's gradient
     const int64_t accum = cfg_.par.accumulation_steps();
     double loss_sum = 0;
     for (int64_t k = 0; k < accum; ++k) {
@@ -209,6 +233,7 @@ StepStats Trainer::train_step(int64_t step) {
   s.hardware_flops = f.hardware;
   s.peak_tflops = peak_.tflops;
   s.ranks = world_->size();
+  s.precision = precision_name(cfg_.precision());
   s.profile = profile_;
   const comm::CommCounters counters = world_->log().counters();
   for (const auto& c : counters.by_op) s.comm_seconds += c.seconds;
@@ -289,6 +314,7 @@ nlohmann::json Trainer::run_header() const {
            {{"model", ckpt::model_to_json(cfg_.model)},
             {"parallel", ckpt::parallel_to_json(cfg_.par)},
             {"memory_bytes", memory},
+            {"precision", precision_name(cfg_.precision())},
             {"threads", omp_get_max_threads()},
             {"ranks", world_->size()},
             {"rank", world_->rank()},

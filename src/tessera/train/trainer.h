@@ -93,6 +93,7 @@ class Trainer {
   comm::Communicator* dp_group_ = nullptr;
   int64_t tp_rank_ = 0, pp_rank_ = 0;
   std::unique_ptr<GPT> model_;
+  std::unique_ptr<LossScaler> scaler_;  // --fp16 only
   std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<PipelineExecutor> pipe_;  // pp > 1
   comm::Grid* grid_ = nullptr;

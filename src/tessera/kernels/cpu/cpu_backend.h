@@ -14,7 +14,9 @@
 #include "tessera/kernels/cpu/embedding.h"
 #include "tessera/kernels/cpu/gelu.h"
 #include "tessera/kernels/cpu/layernorm.h"
+#include "tessera/kernels/cpu/cast.h"
 #include "tessera/kernels/cpu/matmul.h"
+#include "tessera/kernels/cpu/matmul_lowp.h"
 
 namespace tessera::kernels {
 
@@ -30,6 +32,30 @@ class CpuBackend : public Backend {
                        const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                        bool accumulate_dinp) const override {
     cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+  }
+  void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight, const float* bias,
+                           int64_t N, int64_t C, int64_t OC) const override {
+    cpu::matmul_forward_bf16(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
+                            const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
+                            int64_t OC, bool accumulate_dinp) const override {
+    cpu::matmul_backward_bf16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+  }
+  void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,
+                           int64_t N, int64_t C, int64_t OC) const override {
+    cpu::matmul_forward_fp16(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
+                            const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
+                            int64_t OC, bool accumulate_dinp) const override {
+    cpu::matmul_backward_fp16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+  }
+  void cast_to_bf16(bf16_t* out, const float* in, int64_t n) const override {
+    cpu::cast_fp32_to_bf16(out, in, n);
+  }
+  void cast_to_fp16(fp16_t* out, const float* in, int64_t n) const override {
+    cpu::cast_fp32_to_fp16(out, in, n);
   }
   void bias_add(float* out, const float* bias, int64_t N, int64_t C) const override {
     cpu::bias_add(out, bias, N, C);

@@ -1,0 +1,71 @@
+// The GEMM precision of a run (--bf16 / --fp16) and the low-precision state
+// kernels::Ops reads when it is not fp32: the model's working copy of the
+// parameters (bf16 or fp16 bit patterns, refreshed by the model from the
+// fp32 master parameters) and the scratch the activation operands are cast
+// into on their way into a GEMM.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "tessera/core/dtype.h"
+
+namespace tessera {
+
+// fp32: every kernel in fp32 (the reference). bf16 / fp16: the GEMMs take
+// 16-bit inputs with fp32 accumulation ("autocast"); everything else, and
+// every stored activation, gradient and optimizer state, stays fp32.
+enum class Precision { Fp32, Bf16, Fp16 };
+
+constexpr const char* precision_name(Precision p) {
+  return p == Precision::Bf16 ? "bf16" : p == Precision::Fp16 ? "fp16" : "fp32";
+}
+
+namespace kernels {
+
+class LowPrecision {
+ public:
+  Precision precision = Precision::Fp32;
+  bool active() const { return precision != Precision::Fp32; }
+
+  // fp32 weights [begin, end) are read from lowp[0, end - begin).
+  struct Range {
+    const float* begin;
+    const float* end;
+    const uint16_t* lowp;
+  };
+  // The working copy as the GEMMs find it: one range per bound buffer (the
+  // whole flat parameter buffer, or one per gathered ZeRO-3 unit).
+  std::vector<Range> ranges;
+
+  // The working copy of fp32 weight w, or null when w is not in it.
+  const uint16_t* find(const float* w) const {
+    const std::less<const float*> lt;
+    for (const Range& r : ranges)
+      if (!lt(w, r.begin) && lt(w, r.end)) return r.lowp + (w - r.begin);
+    return nullptr;
+  }
+  // Binds [begin, begin + n) to lowp, dropping ranges it overlaps (a freed
+  // gathered buffer whose address came back).
+  void bind(const float* begin, int64_t n, const uint16_t* lowp) {
+    const std::less<const float*> lt;
+    const float* end = begin + n;
+    std::erase_if(ranges, [&](const Range& r) { return lt(r.begin, end) && lt(begin, r.end); });
+    ranges.push_back({begin, end, lowp});
+  }
+
+  // Scratch slot i (0: the activation operand, 1: the output gradient, 2: a
+  // weight outside the working copy), at least n elements; reused call
+  // after call, micro-batch after micro-batch.
+  uint16_t* scratch(int i, int64_t n) const {
+    auto& v = scratch_[i];
+    if (int64_t(v.size()) < n) v.resize(size_t(n));
+    return v.data();
+  }
+
+ private:
+  mutable std::vector<uint16_t> scratch_[3];
+};
+
+}  // namespace kernels
+}  // namespace tessera

@@ -19,6 +19,20 @@ inline GPTConfig tiny_gpt(int64_t layers = 2) {
   return m;
 }
 
+// A 16-wide model (2 heads, 8 tokens, vocabulary 32, large init so the
+// loss moves): every activation view is a multiple of 16 floats, so the
+// arena's 64-byte alignment adds nothing and memory formulas are exact.
+inline GPTConfig gpt16(int64_t layers) {
+  GPTConfig m;
+  m.num_layers = layers;
+  m.hidden_size = 16;
+  m.num_heads = 2;
+  m.seq_length = 8;
+  m.vocab_size = 32;
+  m.init_std = 0.2f;
+  return m;
+}
+
 // GPT-2 124M as published (tied head, 1024 positions).
 inline GPTConfig gpt2_small() {
   GPTConfig m;

@@ -5,6 +5,8 @@
 // kernel calls themselves.
 #include <gtest/gtest.h>
 
+#include "tiny_model.h"
+
 #include <vector>
 
 #include "tessera/config/parallel_config.h"
@@ -15,16 +17,7 @@
 namespace tessera {
 namespace {
 
-GPTConfig tiny() {
-  GPTConfig m;
-  m.num_layers = 2;
-  m.hidden_size = 16;
-  m.num_heads = 2;
-  m.seq_length = 8;
-  m.vocab_size = 32;
-  m.init_std = 0.2f;
-  return m;
-}
+GPTConfig tiny() { return test::gpt16(2); }
 constexpr int64_t kB = 2;
 
 // The CPU kernels, counting the GEMMs and attention calls the model makes.

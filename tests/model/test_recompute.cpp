@@ -3,6 +3,8 @@
 // report's hardware - model difference is exactly the recomputed forward.
 #include <gtest/gtest.h>
 
+#include "tiny_model.h"
+
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -17,18 +19,9 @@
 namespace tessera {
 namespace {
 
-// Every view size below is a multiple of 16 floats, so the 64-byte
-// alignment of the arena adds nothing and the formulas are exact.
-GPTConfig tiny() {
-  GPTConfig m;
-  m.num_layers = 3;
-  m.hidden_size = 16;
-  m.num_heads = 2;
-  m.seq_length = 8;
-  m.vocab_size = 32;
-  m.init_std = 0.2f;
-  return m;
-}
+// Every view size below is a multiple of 16 floats (test::gpt16), so the
+// 64-byte alignment of the arena adds nothing and the formulas are exact.
+GPTConfig tiny() { return test::gpt16(3); }
 constexpr int64_t kB = 2;
 
 struct Result {

@@ -63,10 +63,8 @@ namespace {
 // reading of "% of peak" the measured run supports.
 std::string study_throughput(const SystemSpec& sys, const StudyData& st) {
   const double peak_gcd = sys.peak_flops_16;
-  std::string out = fmt::format(
-      "1. GPU throughput (% of peak). The study does not say which peak; two readings of its\n"
-      "   figure in TFLOP/s per GCD: A = x% of the GCD's {}, B = x% of the MI250X's {}.\n",
-      st.peak_tflops_a, st.peak_tflops_b);
+  std::string out =
+      fmt::format(fmt::runtime(st.text.throughput_intro), st.peak_tflops_a, st.peak_tflops_b);
   out += fmt::format("   {:<14} {:<22} {:>5} {:>8} {:>7} {:>7} {:>8} {:>8} {:>7} {:>8} {:>8}\n", "model",
                      "layout", "GCDs", "step s", "MFU", "HFU", "model TF", "hw TF", "study", "A TF",
                      "B TF");
@@ -96,14 +94,7 @@ std::string study_throughput(const SystemSpec& sys, const StudyData& st) {
   const PlanLayout L = study_layout(mr.layout.tp, mr.layout.pp, mr.layout.dp, mr.layout.global_batch);
   const double published = st.published.size() > 1 ? st.published[1].percent_of_peak : 0;
   out += fmt::format(
-      "   The authors' measured 175B run ({} s/step) reaches {:.0f}% of a GCD's peak in hardware FLOPs\n"
-      "   (Megatron-DeepSpeed counts recompute), which is {:.0f}% of an MI250X's: the study's {:.2f}% matches\n"
-      "   the latter, so the log supports reading B (per-GCD throughput over the MI250X's {} TFLOP/s).\n"
-      "   The planner's hardware TFLOP/s, from the GEMM efficiency in the system file, lie between the\n"
-      "   two readings (mean |log ratio| {:.2f} to A, {:.2f} to B): it predicts the measured run {:+.0f}%\n"
-      "   (see 2.). The log's {:.0f}% of GCD peak over a whole step would need the GEMMs above that even with\n"
-      "   every transfer hidden; the planner assumes at most {:.0f}% (system file) and exposed TP all-reduces,\n"
-      "   so either the quoted step time/batch is not the run's or MI250X's GEMMs ran faster than assumed.\n\n",
+      fmt::runtime(st.text.reading),
       mr.step_seconds, 100 * measured_hfu, 50 * measured_hfu, published, st.peak_tflops_b,
       sum_a / double(st.published.size()), sum_b / double(st.published.size()),
       err_pct(evaluate_layout(m, sys, L).time.step, mr.step_seconds), 100 * measured_hfu,
@@ -112,20 +103,19 @@ std::string study_throughput(const SystemSpec& sys, const StudyData& st) {
 }
 
 // 2. The measured run from the authors' log: time and memory.
-std::string study_measured_run(const SystemSpec& sys, const MeasuredRun& mr) {
+std::string study_measured_run(const SystemSpec& sys, const StudyData& st) {
+  const MeasuredRun& mr = st.measured;
   GPTConfig m = load_model(mr.layout.model);
   LayoutCost c = evaluate_layout(
       m, sys, study_layout(mr.layout.tp, mr.layout.pp, mr.layout.dp, mr.layout.global_batch));
   const StageCost& s0 = c.stages.front();
   const StageCost& s1 = c.stages[1];
   const double state_gb = s1.state.total() / 1e9;
-  std::string out = fmt::format(
-      "2. Measured run, 175B on {} GCDs (tp {} pp {} dp {}, gbs {}, seq {}):\n", mr.gcds,
+  std::string out = fmt::format(fmt::runtime(st.text.measured_intro), mr.gcds,
       mr.layout.tp, mr.layout.pp, mr.layout.dp, mr.layout.global_batch, m.seq_length);
   out += fmt::format("   step time          study {:5.1f} s    planner {:7.1f} s   ({:+.0f}%)\n",
                      mr.step_seconds, c.time.step, err_pct(c.time.step, mr.step_seconds));
-  out += fmt::format("   resident state     study {:5.1f} GB   planner {:7.1f} GB  ({:+.0f}%; {:.1f} bytes/param: "
-                     "2 + 2 + 12/dp; the study's {:.0f} bytes/param implies {:.1f} GB)\n",
+  out += fmt::format(fmt::runtime(st.text.state_row),
                      mr.resident_state_gb, state_gb, err_pct(state_gb, mr.resident_state_gb),
                      s1.state.total() / double(s1.params), mr.bytes_per_param,
                      mr.bytes_per_param * double(s1.params) / 1e9);
@@ -133,17 +123,13 @@ std::string study_measured_run(const SystemSpec& sys, const MeasuredRun& mr) {
                      mr.stage0_peak_gb, s0.memory() / 1e9, err_pct(s0.memory() / 1e9, mr.stage0_peak_gb));
   const double slope = (c.stages[1].memory() - c.stages[c.stages.size() - 2].memory()) /
                        double(c.stages.size() - 3) / 1e9;
-  out += fmt::format("   drop per stage     study {:5.1f} GB   planner {:7.2f} GB  (one fewer micro-batch's "
-                     "layer inputs held per stage under 1F1B)\n\n",
-                     mr.drop_per_stage_gb, slope);
+  out += fmt::format(fmt::runtime(st.text.drop_row), mr.drop_per_stage_gb, slope);
   return out;
 }
 
 // 3. The scaling series beside the study's efficiencies.
-std::string study_scaling_text(const SystemSpec& sys) {
-  std::string out =
-      "3. Scaling efficiency (throughput per GCD relative to the first point; batch sizes are\n"
-      "   the planner's choice, the study does not publish them all):\n";
+std::string study_scaling_text(const SystemSpec& sys, const StudyData& st) {
+  std::string out = st.text.scaling_intro;
   for (const auto& s : study_scaling(sys)) {
     std::string line;
     for (size_t i = 0; i < s.devices.size(); ++i)
@@ -155,9 +141,7 @@ std::string study_scaling_text(const SystemSpec& sys) {
     out += fmt::format("   {:>6} study {:.0f}% at the largest, planner {:.1f}% ({:+.1f} points)\n", "",
                        s.study_efficiency, 100 * eff, 100 * eff - s.study_efficiency);
   }
-  out += "\n   Weak scaling keeps the work per replica fixed, so only the data-parallel reduction grows\n"
-         "   (hidden behind the last backward): ~100% as in the study. Strong scaling loses to the\n"
-         "   pipeline bubble, (p-1)/m with fewer micro-batches per replica as dp grows.\n";
+  out += st.text.scaling_outro;
   return out;
 }
 
@@ -165,13 +149,11 @@ std::string study_scaling_text(const SystemSpec& sys) {
 
 std::string reproduce_study(const SystemSpec& sys) {
   const StudyData st = load_study();
-  std::string out = fmt::format(
-      "Dash et al. 2024 (arXiv:2312.12705) on system '{}' ({}): {} with {:.1f} TFLOP/s fp16 peak.\n"
-      "Every run: micro-batch 1, ZeRO-1, full recompute, flash attention, fp16, 1F1B.\n\n",
-      sys.name, sys.source, sys.device_name, sys.peak_flops_16 / 1e12);
+  std::string out = fmt::format(fmt::runtime(st.text.header), sys.name, sys.source,
+                                sys.device_name, sys.peak_flops_16 / 1e12);
   out += study_throughput(sys, st);
-  out += study_measured_run(sys, st.measured);
-  out += study_scaling_text(sys);
+  out += study_measured_run(sys, st);
+  out += study_scaling_text(sys, st);
   return out;
 }
 

@@ -82,6 +82,12 @@ StudyData load_study(const std::string& name) {
   d.peak_tflops_b = top.number("peak_tflops_b");
   d.published = read_list(root, "published", file, read_run);
   d.scaling = read_list(root, "scaling", file, read_series);
+  const toml::table* t = root["text"].as_table();
+  TESSERA_CHECK(t != nullptr, "{}: missing [text]", file);
+  const Reader tr{*t, file + " [text]"};
+  d.text = {tr.text("header"),         tr.text("throughput_intro"), tr.text("reading"),
+            tr.text("measured_intro"), tr.text("state_row"),        tr.text("drop_row"),
+            tr.text("scaling_intro"),  tr.text("scaling_outro")};
   const toml::table* m = root["measured"].as_table();
   TESSERA_CHECK(m != nullptr, "{}: missing [measured]", file);
   const Reader r{*m, file + " [measured]"};

@@ -34,8 +34,16 @@ struct ScalingSeries {
   double study_efficiency = 0;
 };
 
+// The report's prose, from the file's [text] table: fmt format strings
+// whose {} the planner's numbers fill, in the order study.cpp passes them.
+struct StudyText {
+  std::string header, throughput_intro, reading, measured_intro, state_row, drop_row,
+      scaling_intro, scaling_outro;
+};
+
 struct StudyData {
   double peak_tflops_a = 0, peak_tflops_b = 0;  // the two readings of "% of peak"
+  StudyText text;
   std::vector<PublishedRun> published;
   MeasuredRun measured;
   std::vector<ScalingSeries> scaling;

@@ -275,6 +275,11 @@ int64_t Trainer::load(const std::string& dir) {
                 "data order would differ)",
                 dir, ck.state.seed, cfg_.seed);
   ckpt::load_zero_shard(ck, *dp_);
+  // --fp16: the scale, its growth and hysteresis trackers and the skipped
+  // count continue where they were (a checkpoint from a run without the
+  // scaler leaves it at --initial-loss-scale).
+  if (scaler_ && ck.state.extra.contains("loss_scaler"))
+    scaler_->load_state(ck.state.extra["loss_scaler"]);
   start_step_ = ck.state.step + 1;
   if (is_logging_rank()) fmt::print("resumed from {} (step {})\n", ck.path, ck.state.step);
   return ck.state.step;
@@ -285,6 +290,7 @@ std::string Trainer::save(int64_t step) {
   state.step = step;
   state.consumed_samples = step * cfg_.par.global_batch;
   state.seed = cfg_.seed;
+  if (scaler_) state.extra["loss_scaler"] = scaler_->state();
   ckpt::RunInfo info{cfg_.model, cfg_.par, cfg_.tokenizer};
   ckpt::SaveOptions opts;
   opts.keep = cfg_.save_keep;

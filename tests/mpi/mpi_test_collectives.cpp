@@ -56,6 +56,15 @@ TEST(Collectives, AllReduceMaxAndScalar) {
   EXPECT_EQ(w.all_reduce_scalar(1.0f), float(w.size()));
 }
 
+// The squared gradient norm is reduced in double (issue 15, defect 10): a
+// sum past float's range stays finite, as it does on one rank.
+TEST(Collectives, DoubleScalarSumsPastFloatRange) {
+  Communicator& w = world();
+  const double huge = 1e300;  // > FLT_MAX; a float cast would make it inf
+  EXPECT_EQ(w.all_reduce_scalar(huge), huge * double(w.size()));
+  EXPECT_THROW(w.reduce_scatter(nullptr, nullptr, 1, DType::F64, ReduceOp::Sum), Error);
+}
+
 // The ZeRO case: a buffer of `total` elements, padded to a multiple of the
 // group size with zeros; each rank gets its shard of the sum.
 void check_reduce_scatter(size_t total, bool in_place, ReduceOp op) {

@@ -53,9 +53,10 @@ void Communicator::check_count(size_t count) const {
                 name_, count, backend_->max_count());
 }
 
-void Communicator::check_reducible(DType dtype) const {
-  TESSERA_CHECK(dtype == DType::F32, "reduction on '{}' in {}: only f32 reductions exist so far",
-                name_, dtype_name(dtype));
+void Communicator::check_reducible(DType dtype, bool f64_allowed) const {
+  TESSERA_CHECK(dtype == DType::F32 || (f64_allowed && dtype == DType::F64),
+                "reduction on '{}' in {}: only f32{} reductions exist so far", name_,
+                dtype_name(dtype), f64_allowed ? " and f64" : "");
 }
 
 CommCall Communicator::issue(CommOp op, size_t bytes, int peer_world, bool blocking) {
@@ -93,7 +94,7 @@ void CommCall::finished() const {
 
 Work Communicator::start_all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
                                     bool blocking) {
-  check_reducible(dtype);
+  check_reducible(dtype, /*f64_allowed=*/true);
   check_count(count);
   const CommCall call = issue(CommOp::AllReduce, count * dtype_size(dtype), -1, blocking);
   return backend_->iall_reduce(data, count, dtype, op, call);
@@ -101,7 +102,7 @@ Work Communicator::start_all_reduce(void* data, size_t count, DType dtype, Reduc
 
 Work Communicator::start_reduce_scatter(const void* send, void* recv, size_t shard_count,
                                         DType dtype, ReduceOp op, bool blocking) {
-  check_reducible(dtype);
+  check_reducible(dtype, /*f64_allowed=*/false);  // the ring sums floats
   check_count(shard_count);
   const size_t bytes = size_t(size_) * shard_count * dtype_size(dtype);
   const CommCall call = issue(CommOp::ReduceScatter, bytes, -1, blocking);

@@ -117,6 +117,12 @@ class Communicator {
     all_reduce(&value, 1, DType::F32, op);
     return value;
   }
+  // In double, for sums that must neither round nor overflow float (the
+  // squared gradient norm: its divergence step must not depend on the layout).
+  double all_reduce_scalar(double value, ReduceOp op = ReduceOp::Sum) {
+    all_reduce(&value, 1, DType::F64, op);
+    return value;
+  }
   // The world ranks of every member, in group-rank order.
   std::vector<int> world_ranks() const;
 
@@ -133,7 +139,8 @@ class Communicator {
   Work start_recv(void* data, size_t count, DType dtype, int peer, int tag, bool blocking);
 
   void check_count(size_t count) const;      // within the backend's limit
-  void check_reducible(DType dtype) const;   // f32 only, for now
+  // f32, and f64 where allowed (all-reduce: MPI sums it; the ring reduce-scatter is f32 only).
+  void check_reducible(DType dtype, bool f64_allowed) const;
   // Logs the call as issued (and, for a collective, enters it on the
   // progress board); the backend reports its start and end through it.
   CommCall issue(CommOp op, size_t bytes, int peer_world, bool blocking);

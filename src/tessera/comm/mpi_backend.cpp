@@ -8,9 +8,13 @@ namespace tessera::comm {
 namespace {
 
 // Data movement treats 16-bit types as opaque 16-bit words; the Communicator
-// lets only F32 into reductions.
+// lets only F32 (and F64 into all-reduce) into reductions.
 MPI_Datatype mpi_type(DType dtype) {
-  return dtype == DType::F32 ? MPI_FLOAT : MPI_UINT16_T;
+  switch (dtype) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::F64: return MPI_DOUBLE;
+    default: return MPI_UINT16_T;
+  }
 }
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }

@@ -205,9 +205,11 @@ double DataParallel::grad_norm_squared() {
   ProfileScope t(profile_, Op::Comm);
   // Stage 0 holds the whole reduced gradient on every dp rank; the others
   // hold disjoint parts of it.
-  if (tp_) local = tp_->all_reduce_scalar(float(local), ReduceOp::Sum);
-  if (pp_) local = pp_->all_reduce_scalar(float(local), ReduceOp::Sum);
-  if (stage_ >= 1 && dp_.size() > 1) local = dp_.all_reduce_scalar(float(local), ReduceOp::Sum);
+  // In double, as one rank keeps it: a float cast would turn a huge finite
+  // norm into inf on some layouts and not others (issue 15, defect 10).
+  if (tp_) local = tp_->all_reduce_scalar(local, ReduceOp::Sum);
+  if (pp_) local = pp_->all_reduce_scalar(local, ReduceOp::Sum);
+  if (stage_ >= 1 && dp_.size() > 1) local = dp_.all_reduce_scalar(local, ReduceOp::Sum);
   return local;
 }
 

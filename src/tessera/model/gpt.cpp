@@ -112,7 +112,7 @@ LayerDropout GPT::layer_dropout(const Activations& acts, size_t l) const {
   d.probs = dropout_site(acts, DropoutSiteKind::AttentionProbs, layer);
   d.attn_out = dropout_site(acts, DropoutSiteKind::AttentionOut, layer);
   d.mlp_out = dropout_site(acts, DropoutSiteKind::MlpOut, layer);
-  d.row0 = tp_.sp() ? tp_.rank() * acts.s.Ns() : 0;
+  d.row0 = tp_.region_row0(acts.s.N());
   return d;
 }
 
@@ -131,10 +131,10 @@ void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
     ops.token_embedding_forward(partial, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
                                 layout_.vocab_end());
     tp_leave_forward(tp_, partial, acts.encoded, N, s.C, acts.profile);
-    position_rows_forward(ops, acts.encoded, w_.wpe, tp_.sp() ? tp_.rank() * Ns : 0, Ns, s.T,
+    position_rows_forward(ops, acts.encoded, w_.wpe, tp_.region_row0(N), Ns, s.T,
                           s.C);
   }
-  ops.dropout_rows(acts.encoded, Ns, s.C, tp_.sp() ? tp_.rank() * Ns : 0, s.T,
+  ops.dropout_rows(acts.encoded, Ns, s.C, tp_.region_row0(N), s.T,
                    dropout_site(acts, DropoutSiteKind::Embedding, 0));
 }
 
@@ -242,7 +242,7 @@ void GPT::embed_backward(Activations& acts, const int32_t* inputs) {
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
   // dresid (Ns, C) is consumed here: the embedding dropout's mask in place.
-  ops.dropout_rows(acts.dresid, Ns, s.C, tp_.sp() ? tp_.rank() * Ns : 0, s.T,
+  ops.dropout_rows(acts.dresid, Ns, s.C, tp_.region_row0(N), s.T,
                    dropout_site(acts, DropoutSiteKind::Embedding, 0));
   // The embedding gradient needs every row: under SP gather them first, so
   // the position table's gradient is complete (and equal) on every rank.

@@ -38,6 +38,8 @@ struct TensorParallel {
   int64_t rank() const { return active() ? group->rank() : 0; }
   // Rows of the sequence-parallel regions held here out of N: N/tp with SP, else N.
   int64_t region_rows(int64_t N) const { return sp() ? N / size() : N; }
+  // Global row (of the N) of this rank's first region row: rank * N/tp with SP, else 0.
+  int64_t region_row0(int64_t N) const { return sp() ? rank() * (N / size()) : 0; }
 };
 
 // ---- enter a tp region (before a column-parallel linear) ----

@@ -115,9 +115,9 @@ TEST(Dropout, MasksDifferByStepLayerSiteAndSeed) {
 TEST(Dropout, BackwardIsTheSameMaskFiniteDifferences) {
   const int64_t N = 6, C = 8, T = 3;
   const std::vector<float> w = test::randn(N * C, 3);
-  std::vector<float> x = test::randn(N * C, 4);
-  auto f = [&](const std::vector<float>& in) {
-    std::vector<float> y = in;
+  const std::vector<float> x = test::randn(N * C, 4);
+  auto f = [&](const std::vector<double>& in) {
+    std::vector<float> y(in.begin(), in.end());
     cpu::dropout_rows(y.data(), N, C, 0, T, site(0.4f));
     double s = 0;
     for (size_t i = 0; i < y.size(); ++i) s += double(w[i]) * y[i];
@@ -125,16 +125,9 @@ TEST(Dropout, BackwardIsTheSameMaskFiniteDifferences) {
   };
   std::vector<float> grad = w;  // backward: dx = dropout(dy) with dy = w
   cpu::dropout_rows(grad.data(), N, C, 0, T, site(0.4f));
-  const float eps = 1e-2f;  // f is linear: differences are exact up to rounding
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float xi = x[i];
-    x[i] = xi + eps;
-    const double fp = f(x);
-    x[i] = xi - eps;
-    const double fm = f(x);
-    x[i] = xi;
-    EXPECT_NEAR((fp - fm) / (2 * eps), grad[i], 1e-4) << "element " << i;
-  }
+  // f is linear: differences are exact up to rounding.
+  const auto numeric = test::central_differences(f, test::to_double(x), 1e-2);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(numeric[i], grad[i], 1e-4) << "element " << i;
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <toml++/toml.h>
 
-#include <fstream>
 
 #include "tessera/core/error.h"
 #include "tessera/core/regular_file.h"

@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +28,7 @@ namespace {
 struct BenchArgs {
   int64_t L = 12, C = 768, NH = 12, V = 50257, maxT = 1024, B = 4, T = 64;
   int steps = 8, warmup = 2, threads = 2;
+  std::string precision = "fp32";  // fp32 | bf16 | fp16
 };
 
 TrainConfig bench_config(const BenchArgs& a) {
@@ -48,6 +50,8 @@ TrainConfig bench_config(const BenchArgs& a) {
   cfg.optim.clip_grad = 0;  // the peer does not clip
   cfg.peak_tflops = 1;      // replaced below by the in-run measurement
   cfg.valid_fraction = 0;
+  cfg.bf16 = a.precision == "bf16";
+  cfg.fp16 = a.precision == "fp16";
   cfg.validate(1);
   return cfg;
 }
@@ -89,6 +93,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", a.steps);
   app.add_option("--warmup", a.warmup);
   app.add_option("--threads", a.threads);
+  app.add_option("--precision", a.precision)->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   CLI11_PARSE(app, argc, argv);
   omp_set_num_threads(a.threads);
   const int64_t L = a.L, C = a.C, NH = a.NH, V = a.V, B = a.B, T = a.T;

@@ -15,32 +15,15 @@
 
 #include "tessera/core/rng.h"
 #include "tessera/train/trainer.h"
+#include "fixed_batches.h"
+#include "torch_manifest.h"
 #include "tiny_model.h"
 
 namespace tessera {
 namespace {
 
-// Fixed token windows: sample i is row i % rows of a table.
-class FixedBatches : public BatchSource {
- public:
-  FixedBatches(std::vector<int32_t> t, int64_t rows, int64_t vocab)
-      : tokens_(std::move(t)), rows_(rows), vocab_(vocab) {}
-  void fill(Split, int64_t first, int64_t count, int64_t T, int32_t* out) const override {
-    for (int64_t i = 0; i < count; ++i)
-      std::copy_n(tokens_.begin() + ((first + i) % rows_) * (T + 1), T + 1, out + i * (T + 1));
-  }
-  int64_t vocab_size() const override { return vocab_; }
-  std::string describe() const override { return "fixed"; }
-
- private:
-  std::vector<int32_t> tokens_;
-  int64_t rows_, vocab_;
-};
-
-void write_floats(const std::filesystem::path& p, const float* x, int64_t n) {
-  std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(x), std::streamsize(n * sizeof(float)));
-}
+using test::FixedBatches;
+using test::write_floats;
 
 TEST(TorchReference, LogitsLossGradientsAndFiveAdamWSteps) {
   TrainConfig cfg;
@@ -91,21 +74,7 @@ TEST(TorchReference, LogitsLossGradientsAndFiveAdamWSteps) {
   write_floats(dir / "grads.f32", model.grads().f32(), model.grads().numel());
   model.grads().zero();
 
-  nlohmann::json m;
-  m["config"] = {{"num_layers", cfg.model.num_layers}, {"hidden_size", cfg.model.hidden_size},
-                 {"num_heads", cfg.model.num_heads},   {"seq_length", T},
-                 {"vocab_size", V},                    {"padded_vocab", model.layout().padded_vocab()},
-                 {"micro_batch", B},                   {"global_batch", cfg.par.global_batch},
-                 {"beta1", cfg.optim.beta1},           {"beta2", cfg.optim.beta2},
-                 {"eps", cfg.optim.eps},               {"weight_decay", cfg.optim.weight_decay},
-                 {"clip_grad", cfg.optim.clip_grad}};
-  for (const ParamEntry& e : model.layout().entries()) {
-    std::vector<int64_t> shape(e.global_shape.dims.begin(),
-                               e.global_shape.dims.begin() + e.global_shape.ndim);
-    m["params"].push_back({{"name", e.name}, {"shape", shape}, {"offset", e.offset},
-                           {"decay", e.weight_decay}});
-  }
-  m["tokens"] = tokens;
+  nlohmann::json m = test::torch_manifest(cfg, model, tokens);
   m["loss_step1"] = loss_sum / 2;
 
   for (int64_t s = 1; s <= cfg.train_iters; ++s) {

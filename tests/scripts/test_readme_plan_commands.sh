@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The planner commands the README and docs/planner.md show must work as
+# written (issue 13: `plan --model 175B` was an unknown preset for a while):
+# every one-line `tessera plan` example that needs no file of the reader's
+# (no "...", no --validate, no continuation) runs and exits 0.
+# Usage: test_readme_plan_commands.sh TESSERA_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1
+src=$2
+failures=0
+count=0
+while IFS= read -r line; do
+  cmd=${line%%#*}  # drop the trailing comment
+  args=${cmd#*tessera plan}
+  count=$((count + 1))
+  # shellcheck disable=SC2086  # the example's words, split as a shell would
+  if out=$(cd "$src" && timeout 120 "$bin" plan $args 2>&1); then
+    echo "ok: tessera plan$args"
+  else
+    echo "FAIL: tessera plan$args"
+    echo "$out" | tail -3 | sed 's/^/    /'
+    failures=$((failures + 1))
+  fi
+done < <(grep -hE '^(build/)?tessera plan ' "$src/README.md" "$src/docs/planner.md" |
+         grep -vE '\.\.\.|--validate|\\$')
+if [ "$count" -lt 3 ]; then
+  echo "FAIL: found only $count plan examples (the pattern no longer matches the docs?)"
+  exit 1
+fi
+echo "$count plan examples, $failures failed"
+[ "$failures" -eq 0 ]

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "tessera/plan/calibrate.h"
 #include "tessera/plan/gemm_model.h"
@@ -100,4 +101,45 @@ TEST(Calibrate, CommandWritesAFilePlanReads) {
   EXPECT_EQ(run("plan --system " + out.string() + " --model " + model +
                 " --devices 1 --global-batch-size 8 --precision fp32"),
             0);
+}
+
+// A system name means this user's calibration when there is one (what
+// `tessera calibrate` writes by default, under $XDG_CACHE_HOME), and the
+// shipped file otherwise; calibrate's default output is that cache, never
+// a tracked file of the checkout (issue 13).
+TEST(Calibrate, NamesLookInTheUsersCacheFirst) {
+  const auto cache = temp_dir() / "xdg";
+  std::filesystem::remove_all(cache);
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  EXPECT_EQ(user_systems_dir(), (cache / "tessera" / "systems").string());
+  const double shipped = load_system("local").peak_flops_32;
+
+  Calibration c;
+  c.cpu = "cached";
+  c.threads = 1, c.ranks = 1, c.devices_per_node = 1;
+  c.memory_bytes = 8e9, c.triad_bandwidth = 5e9, c.peak_gemm = 123e9;
+  c.attention_efficiency = 0.2;
+  c.gemm = {{64, 64, 64, 123e9}};
+  std::filesystem::create_directories(user_systems_dir());
+  std::ofstream(user_systems_dir() + "/local.toml") << calibration_toml(c);
+  EXPECT_NEAR(load_system("local").peak_flops_32, 123e9, 1e6);
+  EXPECT_NE(shipped, load_system("local").peak_flops_32);
+  EXPECT_EQ(find_system_file("local"), user_systems_dir() + "/local.toml");
+  EXPECT_NEAR(load_system("frontier").peak_flops_16, load_system_file(
+      std::string(TESSERA_SOURCE_DIR) + "/configs/systems/frontier.toml").peak_flops_16, 1);
+
+  // `calibrate --help` shows where it writes by default.
+  const std::string help = (temp_dir() / "help.txt").string();
+  ASSERT_EQ(std::system((std::string("XDG_CACHE_HOME=") + cache.string() + " " + TESSERA_BINARY +
+                         " calibrate --help > " + help).c_str()),
+            0);
+  std::stringstream text;
+  text << std::ifstream(help).rdbuf();
+  EXPECT_NE(text.str().find(user_systems_dir() + "/local.toml"), std::string::npos) << text.str();
+
+  if (old) setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else unsetenv("XDG_CACHE_HOME");
+  std::filesystem::remove_all(cache);
 }

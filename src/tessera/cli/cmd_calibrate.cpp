@@ -1,6 +1,8 @@
 // `tessera calibrate`: measure this machine with the engine's own kernels
-// (plan::calibrate_machine) and write a planner system file
-// (configs/systems/local.toml by default), so that `tessera plan --system
+// (plan::calibrate_machine) and write a planner system file (by default
+// local.toml in the user's cache, plan::user_systems_dir(), which `--system
+// local` reads before the shipped configs/systems/local.toml; a tracked file
+// is written only when --output names it), so that `tessera plan --system
 // local` predicts what `tessera train` will measure. Run it under
 // `scripts/mpirun.sh -n N` to measure N ranks at once and the network.
 #include <fmt/core.h>
@@ -66,7 +68,7 @@ void run_calibrate(const CalibrateArgs& a) {
 
 void register_calibrate(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
-  a->output = plan::config_dir() + "/systems/local.toml";
+  a->output = plan::user_systems_dir() + "/local.toml";
   a->measure.models = {plan::config_dir() + "/models/tiny-local.toml"};
   auto* cmd = app.add_subcommand(
       "calibrate",

@@ -85,7 +85,7 @@ plan::SearchSpace make_space(const PlanArgs& a) {
 }
 
 void print_list() {
-  fmt::print("systems ({}/systems):", plan::config_dir());
+  fmt::print("systems ({}, then {}/systems):", plan::user_systems_dir(), plan::config_dir());
   for (const auto& s : plan::list_systems()) fmt::print(" {}", s);
   fmt::print("\nmodel presets:\n");
   for (const auto& p : plan::model_presets())
@@ -179,8 +179,14 @@ void run_plan(const PlanArgs& a) {
   }
   TESSERA_CHECK(a.more_systems.empty() || !a.validate.empty(),
                 "--system: several system files only with --validate (one search needs one machine)");
-  const plan::SystemSpec sys =
-      plan::load_system(!a.system.empty() ? a.system : !a.validate.empty() ? "local" : "frontier");
+  const std::string system_name =
+      !a.system.empty() ? a.system : !a.validate.empty() ? "local" : "frontier";
+  const plan::SystemSpec sys = plan::load_system(system_name);
+  // A name can mean this user's calibration or the shipped file: say which
+  // (on stderr, so `--json -` stays JSON).
+  if (const std::string file = plan::find_system_file(system_name);
+      !file.empty() && file.starts_with(plan::user_systems_dir()))
+    fmt::print(stderr, "system '{}': {} (this machine's calibration)\n", system_name, file);
   if (!a.validate.empty()) {
     run_validate(a, sys);
     return;

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <tuple>
@@ -175,8 +176,14 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
   const double min_seconds = (o.quick ? 0.005 : 0.05) / passes;
   PassSamples samples;
   samples.gemm_flops.resize(shapes.size());
-  for (int pass = 0; pass < passes; ++pass)
+  for (int pass = 0; pass < passes; ++pass) {
+    // A line per pass: a full calibration takes minutes, and silence looks hung.
+    if (lead)
+      fmt::print("  pass {}/{}: {} GEMM shapes, attention, kernels, a training step ({:.0f} s so far)\n",
+                 pass + 1, passes, shapes.size(), total.elapsed());
+    std::fflush(stdout);
     measure_pass(world, shapes, m0, att_batch, min_seconds, c, samples);
+  }
   take_medians(shapes, samples, lead, c);
 
   world.barrier();

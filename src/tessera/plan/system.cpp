@@ -214,14 +214,42 @@ std::string config_dir() {
   return "configs";
 }
 
+std::string user_systems_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const fs::path cache = xdg && *xdg ? fs::path(xdg) : fs::path(home && *home ? home : ".") / ".cache";
+  return (cache / "tessera" / "systems").string();
+}
+
+namespace {
+
+// The directories a system name is looked up in, first match wins.
+std::vector<fs::path> system_dirs() {
+  return {fs::path(user_systems_dir()), fs::path(config_dir()) / "systems"};
+}
+
+}  // namespace
+
 std::vector<std::string> list_systems() {
   std::vector<std::string> out;
-  fs::path dir = fs::path(config_dir()) / "systems";
-  if (fs::is_directory(dir))
-    for (const auto& e : fs::directory_iterator(dir))
+  for (const fs::path& dir : system_dirs()) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& e : fs::directory_iterator(dir, ec))
       if (e.path().extension() == ".toml") out.push_back(e.path().stem().string());
+  }
   std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+std::string find_system_file(const std::string& name) {
+  for (const fs::path& dir : system_dirs()) {
+    std::error_code ec;
+    const fs::path p = dir / (name + ".toml");
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
 }
 
 SystemSpec load_system(const std::string& name_or_path) {
@@ -229,14 +257,16 @@ SystemSpec load_system(const std::string& name_or_path) {
     TESSERA_CHECK(fs::exists(name_or_path), "--system: no such file '{}'", name_or_path);
     return load_system_file(name_or_path);
   }
-  fs::path p = fs::path(config_dir()) / "systems" / (name_or_path + ".toml");
-  if (!fs::exists(p)) {
+  const std::string file = find_system_file(name_or_path);
+  if (file.empty()) {
     std::string known;
     for (const auto& s : list_systems()) known += (known.empty() ? "" : ", ") + s;
     fail("--system: unknown system '{}' (known: {}; or pass a path to a .toml file)",
-         name_or_path, known.empty() ? "none found in " + p.parent_path().string() : known);
+         name_or_path,
+         known.empty() ? "none found in " + config_dir() + "/systems or " + user_systems_dir()
+                       : known);
   }
-  return load_system_file(p.string());
+  return load_system_file(file);
 }
 
 }  // namespace tessera::plan

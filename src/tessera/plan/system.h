@@ -76,9 +76,17 @@ struct SystemSpec {
 SystemSpec load_system_file(const std::string& path);
 // The same from TOML text (`name` stands for the file in messages).
 SystemSpec load_system_text(const std::string& text, const std::string& name);
-// A name ("frontier") looked up in configs/systems/, or a path to a .toml file.
+// A name ("frontier") or a path to a .toml file. A name is looked up first
+// among this user's calibrations (user_systems_dir(): what `tessera
+// calibrate` writes, so `--system local` means this machine once measured)
+// and then among the shipped files in configs/systems/.
 SystemSpec load_system(const std::string& name_or_path);
-// Names of the shipped systems (file stems in configs/systems/).
+// The file load_system reads for a name ("" when there is none).
+std::string find_system_file(const std::string& name);
+// Where `tessera calibrate` writes by default: $XDG_CACHE_HOME/tessera/systems
+// (or ~/.cache/tessera/systems), never a tracked file of the checkout.
+std::string user_systems_dir();
+// Names of the known systems (file stems in user_systems_dir() and configs/systems/).
 std::vector<std::string> list_systems();
 // The configs/ directory: $TESSERA_CONFIG_DIR, ./configs, or next to the binary.
 std::string config_dir();

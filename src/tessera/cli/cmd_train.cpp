@@ -9,6 +9,7 @@
 
 #include "tessera/cli/collective_errors.h"
 #include "tessera/cli/commands.h"
+#include "tessera/data/data_blend.h"
 #include "tessera/comm/grid.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/comm/node_local.h"
@@ -109,13 +110,29 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
       ->capture_default_str();
   sub->add_option("--data-path", c.data_paths,
                   "token files: tessera (.tok), Megatron indexed (.bin/.idx prefix) or llm.c "
-                  "(.bin) (default: the embedded fortunes corpus)");
+                  "(.bin), read end to end; or a weighted blend, weight path weight path "
+                  "(0.7 a.bin 0.3 b.bin) (default: the embedded fortunes corpus)");
+  auto* valid_path = sub->add_option("--valid-data-path", c.valid_data_paths,
+                                     "validation token files (the training data is then not split)");
   sub->add_option("--vocab-file", c.vocab_file, "GPT-2 style vocab.json of the data's tokenizer");
   sub->add_option("--merge-file", c.merge_file, "GPT-2 style merges.txt of the data's tokenizer");
   sub->add_option("--cache-dir", c.cache_dir,
                   "where the embedded corpus is cached (default: ~/.cache/tessera)");
-  sub->add_option("--split-valid", c.valid_fraction, "fraction of the data held out for validation")
-      ->capture_default_str();
+  auto* split_valid =
+      sub->add_option("--split-valid", c.valid_fraction,
+                      "fraction of the data held out for validation")
+          ->capture_default_str();
+  // Megatron's --split: train,valid,test shares of each file (969,30,1).
+  auto* split = sub->add_option_function<std::string>(
+         "--split",
+         [&c](const std::string& text) {
+           const data::SplitFractions f = data::parse_split(text);
+           c.valid_fraction = f.valid;
+           c.test_fraction = f.test;
+         },
+         "train,valid,test shares of the data (e.g. 969,30,1; the test part is held out)")
+      ->excludes(split_valid);
+  valid_path->excludes(split_valid)->excludes(split);
   sub->add_option("--eval-interval", c.eval_interval, "validation loss every N steps (0: never)")
       ->capture_default_str();
   sub->add_option("--eval-iters", c.eval_iters, "micro-batches per validation")

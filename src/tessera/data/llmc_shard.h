@@ -19,13 +19,19 @@ namespace tessera::data {
 inline constexpr int32_t kLlmcMagicGpt2 = 20240520;
 inline constexpr int32_t kLlmcMagicLlama3 = 20240801;
 inline constexpr size_t kLlmcHeaderBytes = 256 * 4;
+inline constexpr uint32_t kLlmcGpt2Vocab = 50257;    // GPT-2's BPE (Radford et al. 2019)
+inline constexpr uint32_t kLlmcLlama3Vocab = 128256;  // Llama 3's tiktoken vocabulary
 
 class LlmcShard final : public TokenSource {
  public:
   explicit LlmcShard(const std::string& path);
   std::string describe() const override;
-  // GPT-2 shards hold GPT-2 ids; Llama 3 shards have no vocabulary to check against.
-  uint32_t vocab_hint() const override { return 0; }
+  // The format names its tokenizer: version 1 shards hold GPT-2 ids (50257
+  // tokens), version 7 Llama 3 ids (128256), so either is the default
+  // vocabulary (--vocab-size overrides it).
+  uint32_t vocab_hint() const override {
+    return dtype_ == IntType::U16 ? kLlmcGpt2Vocab : kLlmcLlama3Vocab;
+  }
 
  private:
   explicit LlmcShard(MappedFile map);

@@ -14,16 +14,24 @@ constexpr uint64_t kStreamEpochKey = 0x73616d706c657231ull;  // "sampler1"
 constexpr uint64_t kStreamShift = 0x73616d706c657232ull;     // "sampler2"
 }  // namespace
 
-DataSplit split_train_val(int64_t n_tokens, double val_fraction, int64_t window) {
+DataSplit split_train_val(int64_t n_tokens, double val_fraction, int64_t window,
+                          double test_fraction) {
   TESSERA_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "validation fraction must be in [0, 1), got {}", val_fraction);
-  int64_t n_val = 0;
-  if (val_fraction > 0.0) n_val = std::max<int64_t>(window, int64_t(std::floor(double(n_tokens) * val_fraction)));
+  TESSERA_CHECK(test_fraction >= 0.0 && val_fraction + test_fraction < 1.0,
+                "validation + test fractions must be in [0, 1), got {} + {}", val_fraction,
+                test_fraction);
+  auto held_out = [&](double fraction) {
+    return fraction > 0.0 ? std::max<int64_t>(window, int64_t(std::floor(double(n_tokens) * fraction)))
+                          : int64_t(0);
+  };
+  const int64_t n_val = held_out(val_fraction), n_test = held_out(test_fraction);
   DataSplit s;
-  s.train = {0, n_tokens - n_val};
-  s.val = {n_tokens - n_val, n_tokens};
+  s.train = {0, n_tokens - n_val - n_test};
+  s.val = {s.train.end, s.train.end + n_val};
+  s.test = {s.val.end, n_tokens};
   TESSERA_CHECK(s.train.size() >= window,
-                "not enough tokens: {} tokens leave {} for training after holding out {} for validation; one window needs {}",
-                n_tokens, s.train.size(), n_val, window);
+                "not enough tokens: {} tokens leave {} for training after holding out {} for validation and {} for test; one window needs {}",
+                n_tokens, s.train.size(), n_val, n_test, window);
   return s;
 }
 

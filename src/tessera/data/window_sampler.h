@@ -19,13 +19,15 @@ struct TokenRange {
 };
 
 struct DataSplit {
-  TokenRange train, val;
+  TokenRange train, val, test;  // in this order along the file; test is never trained on
 };
 
-// Holds out the last val_fraction of the tokens for validation (at least one
-// window of `window` tokens when val_fraction > 0). Throws if either part is
-// too short for one window.
-DataSplit split_train_val(int64_t n_tokens, double val_fraction, int64_t window);
+// Holds out the last test_fraction of the tokens as a test part and the
+// val_fraction before it for validation (each at least one window of
+// `window` tokens when its fraction is > 0). Throws if a part is too short
+// for one window.
+DataSplit split_train_val(int64_t n_tokens, double val_fraction, int64_t window,
+                          double test_fraction = 0);
 
 // A bijection on [0, n) keyed by `key`: a balanced Feistel network on the
 // next even number of bits, cycle-walking back into range.

@@ -1,5 +1,6 @@
 // Opening the training data named by a TrainConfig: token files given with
-// --data-path (tessera, Megatron indexed or llm.c formats), or the embedded
+// --data-path (tessera, Megatron indexed or llm.c formats; a weighted blend
+// `0.7 a 0.3 b`; --valid-data-path for validation), or the embedded
 // fortunes corpus; the tokenizer that goes with them; and the model's
 // vocabulary size. Everything is checked here, before the model allocates.
 #pragma once
@@ -14,7 +15,7 @@
 namespace tessera {
 
 struct TrainingData {
-  std::unique_ptr<SampledBatches> batches;
+  std::unique_ptr<BatchSource> batches;  // SampledBatches, or a blend / train+valid of them
   std::optional<data::Tokenizer> tokenizer;  // absent for data without known tokenizer files
   std::string tokenizer_dir;                 // where vocab.json + merges.txt live ("" if none)
   int64_t vocab_size = 0;                    // the model's real vocabulary

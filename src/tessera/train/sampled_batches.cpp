@@ -25,12 +25,14 @@ class MemoryTokenSource final : public data::TokenSource {
   std::vector<int32_t> tokens_;
 };
 
-data::DataSplit checked_split(const data::TokenSource& src, double valid_fraction, int64_t T) {
-  const int64_t windows = valid_fraction > 0 ? 2 : 1;  // one each for training and validation
+data::DataSplit checked_split(const data::TokenSource& src, double valid_fraction,
+                              double test_fraction, int64_t T) {
+  // One window each for training, validation and test.
+  const int64_t windows = 1 + (valid_fraction > 0) + (test_fraction > 0);
   TESSERA_CHECK(src.size() >= windows * (T + 1),
                 "{}: {} tokens are fewer than {} window(s) of --seq-length + 1 ({} tokens)",
                 src.path(), src.size(), windows, T + 1);
-  return data::split_train_val(src.size(), valid_fraction, T + 1);
+  return data::split_train_val(src.size(), valid_fraction, T + 1, test_fraction);
 }
 
 }  // namespace
@@ -41,10 +43,11 @@ std::unique_ptr<data::TokenSource> memory_token_source(std::vector<int32_t> toke
 }
 
 SampledBatches::SampledBatches(std::unique_ptr<data::TokenSource> src, int64_t vocab_size,
-                               int64_t T, uint64_t seed, double valid_fraction)
+                               int64_t T, uint64_t seed, double valid_fraction,
+                               double test_fraction)
     : src_(std::move(src)),
       vocab_size_(vocab_size),
-      split_(checked_split(*src_, valid_fraction, T)),
+      split_(checked_split(*src_, valid_fraction, test_fraction, T)),
       train_(split_.train, T, seed, /*shuffle=*/true),
       valid_(split_.val.size() > T ? split_.val : split_.train, T, seed, /*shuffle=*/false) {
   src_->set_vocab_limit(uint32_t(vocab_size));
@@ -61,8 +64,10 @@ void SampledBatches::fill(Split split, int64_t first, int64_t count, int64_t T, 
 }
 
 std::string SampledBatches::describe() const {
-  return fmt::format("{} | {} training + {} validation tokens, vocabulary {}", src_->describe(),
-                     split_.train.size(), split_.val.size(), vocab_size_);
+  const std::string test =
+      split_.test.size() > 0 ? fmt::format(" + {} test (held out)", split_.test.size()) : "";
+  return fmt::format("{} | {} training + {} validation{} tokens, vocabulary {}", src_->describe(),
+                     split_.train.size(), split_.val.size(), test, vocab_size_);
 }
 
 }  // namespace tessera

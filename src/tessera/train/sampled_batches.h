@@ -16,13 +16,18 @@ namespace tessera {
 class SampledBatches : public BatchSource {
  public:
   // Throws (naming the data) if either split cannot hold one window of T + 1.
+  // test_fraction: a last part held out from both (Megatron's --split third share).
   SampledBatches(std::unique_ptr<data::TokenSource> src, int64_t vocab_size, int64_t T,
-                 uint64_t seed, double valid_fraction);
+                 uint64_t seed, double valid_fraction, double test_fraction = 0);
 
   void fill(Split split, int64_t first, int64_t count, int64_t T, int32_t* out) const override;
   int64_t vocab_size() const override { return vocab_size_; }
   std::string describe() const override;
   const data::TokenSource& source() const { return *src_; }
+  // Windows one pass over each split visits.
+  int64_t windows(Split split) const {
+    return (split == Split::Train ? train_ : valid_).windows_per_epoch();
+  }
 
  private:
   std::unique_ptr<data::TokenSource> src_;

@@ -39,8 +39,12 @@ void TrainConfig::validate(int64_t world) const {
                 "--split-valid must be in [0, 1) (got {})", valid_fraction);
   TESSERA_CHECK(eval_interval >= 0, "--eval-interval must be >= 0 (got {})", eval_interval);
   TESSERA_CHECK(eval_iters >= 1, "--eval-iters must be >= 1 (got {})", eval_iters);
-  TESSERA_CHECK(eval_interval == 0 || valid_fraction > 0,
-                "--eval-interval needs a validation split (--split-valid > 0)");
+  TESSERA_CHECK(test_fraction >= 0 && valid_fraction + test_fraction < 1,
+                "--split: validation + test shares must leave some training data (got {} + {})",
+                valid_fraction, test_fraction);
+  TESSERA_CHECK(eval_interval == 0 || valid_fraction > 0 || !valid_data_paths.empty(),
+                "--eval-interval needs validation data (--split-valid > 0, --split with a "
+                "validation share, or --valid-data-path)");
   TESSERA_CHECK(log_interval >= 1, "--log-interval must be >= 1 (got {})", log_interval);
   TESSERA_CHECK(peak_tflops >= 0, "--peak-tflops must be >= 0 (got {})", peak_tflops);
   TESSERA_CHECK(save_interval >= 0, "--save-interval must be >= 0 (got {})", save_interval);

@@ -22,7 +22,9 @@ struct TrainConfig {
   std::vector<std::string> data_paths;  // --data-path (empty: the embedded corpus)
   std::string vocab_file, merge_file;  // --vocab-file, --merge-file (GPT-2 BPE files)
   std::string cache_dir;               // --cache-dir (embedded corpus; default ~/.cache/tessera)
-  double valid_fraction = 0.01;  // --split-valid
+  double valid_fraction = 0.01;  // --split-valid (or --split's second share)
+  double test_fraction = 0;      // --split's third share: held out, never trained on
+  std::vector<std::string> valid_data_paths;  // --valid-data-path (replaces the split)
   int64_t eval_interval = 0;     // --eval-interval (0: never)
   int64_t eval_iters = 10;       // --eval-iters
   int64_t log_interval = 10;     // --log-interval

@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   python3-torch python3-numpy   # the PyTorch reference used by tests (Debian's /usr/bin/python3)
   fortunes                      # real English text for the default training job
+  python3-protobuf              # the independent reader of --tensorboard-dir's event files (tests)
 )
 
 missing=()

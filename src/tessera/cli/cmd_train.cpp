@@ -140,6 +140,9 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option("--log-interval", c.log_interval, "print a metrics line every N steps")
       ->capture_default_str();
   sub->add_option("--metrics-file", c.metrics_file, "write every step's metrics as JSON lines");
+  sub->add_option("--tensorboard-dir", c.tensorboard_dir,
+                  "write TensorBoard event files (loss, lr, grad norm, loss scale, tokens/s, MFU, "
+                  "memory, validation loss) here");
   sub->add_option("--peak-tflops", c.peak_tflops,
                   "peak TFLOP/s per rank for MFU (default: the file of `tessera bench peak`)");
   sub->add_option("--peak-file", c.peak_file, "measured-peak file (default: " +

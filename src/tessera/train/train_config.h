@@ -29,6 +29,7 @@ struct TrainConfig {
   int64_t eval_iters = 10;       // --eval-iters
   int64_t log_interval = 10;     // --log-interval
   std::string metrics_file;      // --metrics-file (JSONL, one object per step)
+  std::string tensorboard_dir;   // --tensorboard-dir (TensorBoard event files; rank 0 writes)
   double peak_tflops = 0;        // --peak-tflops (stated peak; 0: read --peak-file)
   std::string peak_file;         // --peak-file (written by `tessera bench peak`)
   bool bf16 = false;             // --bf16: GEMMs in bf16, fp32 accumulation

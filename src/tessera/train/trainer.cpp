@@ -21,6 +21,7 @@
 #include "tessera/optim/grad_clip.h"
 #include "tessera/parallel/pipeline_trace.h"
 #include "tessera/train/progress.h"
+#include "tessera/train/tensorboard_writer.h"
 
 namespace tessera {
 
@@ -345,6 +346,15 @@ void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
       metrics << header.dump() << "\n";
     }
   }
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  if (!cfg_.tensorboard_dir.empty()) {
+    double peak_memory = 0;  // the fullest rank's bytes (collective: every rank takes part)
+    for (const auto& r : memory_by_rank()) peak_memory = std::max(peak_memory, r.total());
+    if (logs) {
+      tensorboard = std::make_unique<TensorBoardWriter>(cfg_.tensorboard_dir);
+      tensorboard->write_scalars(start_step_, {{"memory-bytes", float(peak_memory)}});
+    }
+  }
   if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
   Progress bar(cfg_.train_iters, cfg_.progress && logs);
   for (int64_t step = start_step_; step <= cfg_.train_iters; ++step) {
@@ -352,6 +362,7 @@ void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
     if (cfg_.eval_interval > 0 && (step % cfg_.eval_interval == 0 || step == cfg_.train_iters))
       s.valid_loss = evaluate();
     if (metrics.is_open()) metrics << step_to_json(s).dump() << "\n" << std::flush;
+    if (tensorboard) tensorboard->write_step(s);
     const bool line = step % cfg_.log_interval == 0 || step == 1 || step == cfg_.train_iters ||
                       s.valid_loss >= 0;
     if (logs && line) bar.println(format_step_line(s));

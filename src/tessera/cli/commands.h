@@ -10,6 +10,7 @@ void register_tokenize(CLI::App& app);
 void register_plan(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_plot(CLI::App& app);
 void register_export(CLI::App& app);  // `export` and `import`
 
 }  // namespace tessera::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_plan(app);
   tessera::cli::register_calibrate(app);
   tessera::cli::register_generate(app);
+  tessera::cli::register_plot(app);
   tessera::cli::register_export(app);  // export and import
   try {
     std::vector<std::string> args = tessera::cli::expand_config_files(argc, argv, app);

@@ -1,6 +1,7 @@
 #include "tessera/plan/run_metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -53,7 +54,7 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
 
 RunMetrics read_run_metrics(const std::string& path) {
   std::ifstream in(path);
-  TESSERA_CHECK(bool(in), "--validate: cannot open '{}'", path);
+  TESSERA_CHECK(bool(in), "cannot open metrics file '{}'", path);
   RunMetrics r;
   r.path = path;
   bool header = false;
@@ -87,6 +88,15 @@ RunMetrics read_run_metrics(const std::string& path) {
         if (it != j["seconds_by_op"].end() && it->is_number()) ops.seconds[k] = it->get<double>();
       }
     r.step_ops.push_back(ops);
+    auto number = [&](const char* key) {
+      const auto it = j.find(key);
+      return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
+    };
+    r.loss.push_back(number("loss"));
+    r.valid_loss.push_back(number("valid_loss"));
+    r.tokens.push_back(number("tokens"));
+    r.tokens_per_second.push_back(number("tokens_per_second"));
+    r.mfu.push_back(number("mfu"));
   }
   TESSERA_CHECK(header, "{}: empty, or no run header", path);
   TESSERA_CHECK(!r.step_seconds.empty(), "{}: no steps", path);

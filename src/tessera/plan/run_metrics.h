@@ -1,6 +1,7 @@
 // Reading a `tessera train --metrics-file` JSONL file back: the run header
 // (model, layout, measured memory) and each step's wall time, for
-// `tessera plan --validate`.
+// `tessera plan --validate`, and each step's loss and throughput, for
+// `tessera plot`.
 //
 // Expected format (docs/planner.md, "Metrics files"): the first line is
 //   {"run": {"model": {...model_to_json...},
@@ -33,6 +34,8 @@ struct RunMetrics {
   std::vector<int64_t> steps;          // step numbers, file order
   std::vector<double> step_seconds;    // wall time of each
   std::vector<Profile> step_ops;       // each step's "seconds_by_op" (zeros when absent)
+  // Curves for `tessera plot`, one entry per step (NaN where a line lacks it).
+  std::vector<double> loss, valid_loss, tokens, tokens_per_second, mfu;
 };
 
 // Parses one file. Throws tessera::Error naming the file and line for a

@@ -5,6 +5,7 @@
 
 #include "tessera/cli/commands.h"
 #include "tessera/cli/config_file.h"
+#include "tessera/cli/flag_suggestion.h"
 #include "tessera/core/error.h"
 
 int main(int argc, char** argv) {
@@ -24,15 +25,16 @@ int main(int argc, char** argv) {
   tessera::cli::register_generate(app);
   tessera::cli::register_plot(app);
   tessera::cli::register_export(app);  // export and import
+  std::vector<std::string> args(argv, argv + argc);
   try {
-    std::vector<std::string> args = tessera::cli::expand_config_files(argc, argv, app);
+    args = tessera::cli::expand_config_files(argc, argv, app);
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());
     app.parse(int(cargs.size()), cargs.data());
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    fmt::print(stderr, "tessera: error: {}\nRun `tessera --help` or `tessera <command> --help`.\n",
-               e.what());
+    fmt::print(stderr, "tessera: error: {}{}\nRun `tessera --help` or `tessera <command> --help`.\n",
+               e.what(), tessera::cli::flag_suggestion(app, args));
     return 2;
   } catch (const tessera::ReportedError&) {
     return 2;  // already printed (a multi-rank job reports once)

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <toml++/toml.h>
 
+#include "tessera/core/edit_distance.h"
 #include "tessera/core/error.h"
 
 namespace tessera::plan {
@@ -26,21 +27,6 @@ ModelPreset make(const char* name, const char* source, int64_t layers, int64_t h
   return p;
 }
 
-// Edit distance, for "did you mean".
-size_t distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 }  // namespace
 
@@ -116,7 +102,7 @@ GPTConfig load_model(const std::string& name_or_path) {
     return load_model_file(name_or_path);
   }
   std::vector<std::pair<size_t, std::string>> near;
-  for (const auto& p : model_presets()) near.push_back({distance(p.name, name_or_path), p.name});
+  for (const auto& p : model_presets()) near.push_back({edit_distance(p.name, name_or_path), p.name});
   std::sort(near.begin(), near.end());
   std::string all;
   for (const auto& p : model_presets()) all += (all.empty() ? "" : ", ") + p.name;

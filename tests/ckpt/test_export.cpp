@@ -197,6 +197,8 @@ TEST(GenerateCli, StreamsAContinuationFromACheckpoint) {
   std::string greedy = run(args, &rc, true);
   ASSERT_EQ(rc, 0) << greedy;
   EXPECT_TRUE(greedy.starts_with("Hello")) << greedy;
+  // Why the text ended goes to stderr (stdout above is the text alone).
+  EXPECT_NE(run(args, &rc).find("stopped after --max-new-tokens 8"), std::string::npos);
   EXPECT_EQ(run(args + " --no-kv-cache", &rc, true), greedy);
   EXPECT_EQ(run(args + " --top-k 1 --temperature 1.3", &rc, true), greedy);
   std::string sampled = run(fmt::format("generate --checkpoint {} --prompt 'Hi' --seed 5 "

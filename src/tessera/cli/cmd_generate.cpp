@@ -106,14 +106,26 @@ void register_generate(CLI::App& app) {
     g.use_kv_cache = !o->no_kv_cache;
     std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
     std::fflush(stdout);
+    int64_t produced = 0;
+    bool stopped_at_eot = false;
     generate(*model, prompt, g, [&](int32_t t) {
-      if (t == g.stop_token) return true;  // not printed
+      ++produced;
+      if (t == g.stop_token) {  // not printed; said on stderr below
+        stopped_at_eot = true;
+        return true;
+      }
       std::string s = codec.piece(t);
       std::fwrite(s.data(), 1, s.size(), stdout);
       std::fflush(stdout);
       return true;
     });
     std::fputc('\n', stdout);
+    // Why the text ends, on stderr so stdout stays the text alone.
+    if (stopped_at_eot)
+      fmt::print(stderr, "tessera: stopped at <|endoftext|> after {} tokens (--ignore-eot goes on)\n",
+                 produced);
+    else
+      fmt::print(stderr, "tessera: stopped after --max-new-tokens {}\n", produced);
   });
 }
 

@@ -2,7 +2,8 @@
 # The planner commands the README and docs/planner.md show must work as
 # written (issue 13: `plan --model 175B` was an unknown preset for a while):
 # every one-line `tessera plan` example that needs no file of the reader's
-# (no "...", no --validate, no continuation) runs and exits 0.
+# (no "...", no --validate, no continuation) runs and exits 0, and a
+# search's report stays within 100 columns.
 # Usage: test_readme_plan_commands.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1
@@ -16,6 +17,13 @@ while IFS= read -r line; do
   # shellcheck disable=SC2086  # the example's words, split as a shell would
   if out=$(cd "$src" && timeout 120 "$bin" plan $args 2>&1); then
     echo "ok: tessera plan$args"
+    # A search's report fits a 100-column terminal (issue 13, part 4).
+    long=$(awk 'length($0) > 100' <<<"$out")
+    if [[ "$args" == *--model* ]] && [ -n "$long" ]; then
+      echo "FAIL: tessera plan$args prints lines over 100 columns:"
+      echo "$long" | head -3 | sed 's/^/    /'
+      failures=$((failures + 1))
+    fi
   else
     echo "FAIL: tessera plan$args"
     echo "$out" | tail -3 | sed 's/^/    /'

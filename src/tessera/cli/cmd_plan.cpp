@@ -155,9 +155,13 @@ void print_search(const PlanArgs& a, const GPTConfig& model, const plan::SystemS
              r.seconds, r.ranked.size(), r.too_big);
   fmt::print("{}\n", plan::format_table(r.ranked, a.top));
   fmt::print("best: {}", plan::format_breakdown(r.ranked.front(), sys));
-  if (!r.closest_misses.empty() && r.too_big > 0)
-    fmt::print("dropped, e.g.: {}: {}\n", r.closest_misses.front().layout.str(),
-               r.closest_misses.front().why_not);
+  if (!r.closest_misses.empty() && r.too_big > 0) {
+    // Its reason's breakdown "(weights ..., ...)" on a line of its own: the
+    // output stays within 100 columns.
+    std::string why = r.closest_misses.front().why_not;
+    if (const size_t at = why.find(" ("); at != std::string::npos) why.replace(at, 1, "\n    ");
+    fmt::print("dropped, e.g.: {}:\n  {}\n", r.closest_misses.front().layout.str(), why);
+  }
 }
 
 void write_search_svgs(const PlanArgs& a, const GPTConfig& model, const plan::SystemSpec& sys,

@@ -8,17 +8,35 @@ namespace {
 double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 }  // namespace
 
+// The table's columns, at most 100 characters: the layout as separate
+// aligned columns (tp, pp, dp, micro-batch, virtual stages, ZeRO stage,
+// recompute, sequence parallel, schedule) so that rows line up.
 std::string format_table(const std::vector<LayoutCost>& costs, size_t top_k) {
-  std::string out = fmt::format("{:>3}  {:<46} {:>10} {:>9} {:>6} {:>8} {:>13} {:>7} {:>6} {:>6}\n",
-                                "#", "layout", "tokens/s", "step s", "MFU", "TFLOP/s", "peak mem",
-                                "bubble", "tp", "dp");
+  constexpr const char* kRow =
+      "{:>3} {:>3} {:>4} {:>5} {:>3} {:>2} {:>1} {:<4} {:<2} {:<5} {:>9} {:>8} {:>5} {:>6} {:>5} "
+      "{:>5} {:>5}\n";
+  std::string out = fmt::format(kRow, "#", "tp", "pp", "dp", "mb", "v", "z", "rc", "sp", "sched",
+                                "tokens/s", "step s", "MFU%", "mem GB", "bub%", "tp%", "dp%");
+  auto short_rc = [](Recompute r) {
+    const std::string n = recompute_name(r);
+    return n == "selective" ? std::string("sel") : n;
+  };
+  auto short_sched = [](ScheduleKind k) {
+    const std::string n = schedule_kind_name(k);
+    return n == "interleaved" ? std::string("inter") : n;
+  };
   for (size_t i = 0; i < costs.size() && i < top_k; ++i) {
     const LayoutCost& c = costs[i];
     const StepBreakdown& t = c.time;
-    out += fmt::format("{:>3}  {:<46} {:>10.0f} {:>9.3f} {:>5.1f}% {:>8.1f} {:>7.1f} GB s{:<3} {:>6.1f}% {:>5.1f}% {:>5.1f}%\n",
-                       i + 1, c.layout.str(), c.tokens_per_second, t.step, 100 * c.mfu,
-                       c.tflops_per_device, c.peak_memory / 1e9, c.peak_stage,
-                       pct(t.bubble, t.step), pct(t.tp_comm, t.step), pct(t.dp_exposed, t.step));
+    const ParallelConfig& p = c.layout.par;
+    out += fmt::format(kRow, i + 1, p.tp, p.pp, p.dp, p.micro_batch, p.virtual_stages, p.zero_stage,
+                       short_rc(p.recompute), p.sequence_parallel ? "sp" : "-",
+                       short_sched(p.schedule), fmt::format("{:.0f}", c.tokens_per_second),
+                       fmt::format("{:.3f}", t.step), fmt::format("{:.1f}", 100 * c.mfu),
+                       fmt::format("{:.1f}", c.peak_memory / 1e9),
+                       fmt::format("{:.1f}", pct(t.bubble, t.step)),
+                       fmt::format("{:.1f}", pct(t.tp_comm, t.step)),
+                       fmt::format("{:.1f}", pct(t.dp_exposed, t.step)));
   }
   return out;
 }
@@ -30,8 +48,8 @@ std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
                      t.step, t.simulated ? "schedule simulated" : "closed form", c.tokens_per_second,
                      100 * c.mfu, 100 * c.hfu, c.tflops_per_device);
   out += fmt::format("  time: compute {:.3f} s ({:.1f}%), tp comm {:.3f} s ({:.1f}%), bubble {:.3f} s "
-                     "({:.1f}%, fraction {:.3f}), dp exposed {:.3f} of {:.3f} s, embedding sync {:.4f} s, "
-                     "optimizer {:.4f} s{}{}\n",
+                     "({:.1f}%, fraction {:.3f}),\n        dp exposed {:.3f} of {:.3f} s, embedding "
+                     "sync {:.4f} s, optimizer {:.4f} s{}{}\n",
                      t.compute, pct(t.compute, t.step), t.tp_comm, pct(t.tp_comm, t.step), t.bubble,
                      pct(t.bubble, t.step), t.bubble_fraction, t.dp_exposed, t.dp_reduce,
                      t.embedding_sync, t.optimizer,

@@ -47,6 +47,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT  # a CTest timeout still stops the cluster (the EXIT trap)
 
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }

@@ -36,7 +36,8 @@ die() { echo "local_cluster.sh: $*" >&2; exit 1; }
 alive() {  # alive NAME: the daemon whose pid file is $dir/NAME.pid is running
   local pid
   pid=$(cat "$dir/$1.pid" 2>/dev/null) || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+  # The process must still be that daemon: after a reboot the pid may be another's.
+  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ]
 }
 
 ctld_up() {
@@ -161,15 +162,14 @@ start() {
 stop_daemons() {  # TERM, then KILL after 10 s, each daemon we started
   local name pid
   for name in slurmd slurmctld munged; do
-    pid=$(cat "$dir/$name.pid" 2>/dev/null) || continue
-    kill -TERM "$pid" 2>/dev/null || true
+    alive "$name" && kill -TERM "$(cat "$dir/$name.pid")" 2>/dev/null
   done
   for name in slurmd slurmctld munged; do
-    pid=$(cat "$dir/$name.pid" 2>/dev/null) || continue
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do alive "$name" || break; sleep 0.2; done
+    alive "$name" && kill -KILL "$(cat "$dir/$name.pid")" 2>/dev/null
     rm -f "$dir/$name.pid"
   done
+  return 0
 }
 
 stop() {
@@ -180,7 +180,10 @@ stop() {
     timeout 10 scancel --full --quiet --partition debug 2>/dev/null || true
   fi
   stop_daemons
-  rm -rf "$dir"
+  # Remove the directory only if it is ours (TESSERA_SLURM_DIR could name anything).
+  if grep -q '^# Written by scripts/slurm/local_cluster.sh' "$conf" 2>/dev/null; then
+    rm -rf "$dir"
+  fi
   echo "local_cluster.sh: stopped" >&2
 }
 

@@ -30,15 +30,17 @@ tmp=$(mktemp -d)
 # A private cluster: its own state directory and ports, so a cluster a
 # developer runs (or another test run on this machine) is left alone.
 export TESSERA_SLURM_DIR=$tmp/slurm
-port=$(/usr/bin/python3 -c 'import socket
-for p in range(20000, 30000, 2):
+# Two free ports (slurmctld, slurmd), from a random start: two runs at once
+# (several checkouts on one machine) should not race for the same pair.
+port=$(/usr/bin/python3 -c 'import random, socket
+first = random.randrange(20000, 30000, 2)
+for p in list(range(first, 30000, 2)) + list(range(20000, first, 2)):
     try:
         socks = [socket.create_server(("127.0.0.1", q)) for q in (p, p + 1)]
     except OSError:
         continue
     print(p); break')
 export TESSERA_SLURM_PORT=$port
-export SLURM_CONF=$TESSERA_SLURM_DIR/slurm.conf
 # Slurm variables from an enclosing job (CI under Slurm) would confuse ours.
 unset "${!SLURM_@}"
 export SLURM_CONF=$TESSERA_SLURM_DIR/slurm.conf

@@ -10,6 +10,7 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
+  slurm-wlm munge               # a one-node Slurm for tests/scripts/test_slurm.sh (scripts/slurm/)
   python3-torch python3-numpy   # the PyTorch reference used by tests (Debian's /usr/bin/python3)
   fortunes                      # real English text for the default training job
   python3-protobuf              # the independent reader of --tensorboard-dir's event files (tests)

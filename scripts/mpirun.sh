@@ -40,10 +40,13 @@ children_of() {
   done
 }
 
-# setsid: a session of its own, so the terminal's SIGINT does not reach
-# mpirun; a background job's stdin is /dev/null, so it never waits on the tty.
-setsid mpirun --allow-run-as-root --oversubscribe --bind-to none \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 ${TESSERA_MPIRUN_EXTRA:-} "$@" &
+# Job control: mpirun runs in a process group of its own, so the terminal's
+# SIGINT does not reach it, and with SIGINT and SIGQUIT at their defaults
+# (a background job without job control would ignore them). Its stdin is
+# /dev/null: a background process group reading the terminal would stop.
+set -m
+mpirun --allow-run-as-root --oversubscribe --bind-to none \
+  --mca btl self,vader --mca mpi_yield_when_idle 1 ${TESSERA_MPIRUN_EXTRA:-} "$@" < /dev/null &
 job=$!
 signals=0
 timer=

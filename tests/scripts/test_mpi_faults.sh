@@ -12,6 +12,8 @@
 #      bit for bit (the metrics file's numbers compared as text);
 #   3. kill -9 of one rank ends the job within 10 s; relaunching with --load
 #      gives the uninterrupted run's losses bit for bit.
+# 4. --exit-interval and --exit-duration-in-mins stop with exit 0 and one
+#    line; one process without a launcher stops on SIGTERM with exit 143.
 # No case can hang: every job runs under a deadline and is killed with its
 # whole process tree past it (a failure).
 # Usage: test_mpi_faults.sh TESSERA_BINARY SOURCE_DIR
@@ -243,6 +245,43 @@ sigterm_resumes sigterm_np2_zero1 2 launcher --zero-stage 1
 sigterm_resumes sigterm_tp2pp2 4 launcher "${tp2pp2[@]}"
 sigterm_resumes sigterm_one_rank_tp2pp2 4 one-rank "${tp2pp2[@]}"
 kill9_resumes kill9_np2_pp2 2 --pipeline-model-parallel-size 2
+
+# ---- planned stops, and one process -----------------------------------------
+
+# expect_stop NAME STATUS PATTERN COMMAND...: a run that must stop early with
+# STATUS and print PATTERN once.
+expect_stop() {
+  local name=$1 want=$2 pattern=$3
+  shift 3
+  local log="$tmp/$name.log"
+  "$@" > "$log" 2>&1 &
+  job=$!
+  finish 120
+  if [ "$status" -ne "$want" ] || [ "$(grep -Ec -- "$pattern" "$log")" -ne 1 ]; then
+    fail "$name: exit $status (want $want) and one line /$pattern/:"; sed 's/^/    /' "$log"
+  else
+    echo "ok: $name: exit $status: $(grep -E -- "$pattern" "$log")"
+  fi
+}
+expect_stop exit_interval_np2 0 '^tessera: stopped after step 3 of 20: --exit-interval 3; saved .*/step_000003$' \
+  "$mpirun" -n 2 "$bin" train "${small[@]}" --train-iters 20 --exit-interval 3 --save "$tmp/interval.ck"
+expect_stop exit_duration_np2 0 '^tessera: stopped after step 1 of 20: --exit-duration-in-mins 1e-06 reached .*; nothing saved \(no --save\)$' \
+  "$mpirun" -n 2 "$bin" train "${small[@]}" --train-iters 20 --exit-duration-in-mins 0.000001
+# One process, no launcher: the signal reaches tessera itself.
+start_direct_and_term() {
+  "$bin" train "${small[@]}" "${long[@]}" --exit-signal-handler --save "$tmp/single.ck" \
+    --metrics-file "$tmp/single.jsonl" > "$tmp/single.log" 2>&1 &
+  job=$!
+  wait_for 120 lines_at_least "$tmp/single.jsonl" 3 && kill -TERM "$job"
+  finish 60
+  if [ "$status" -ne 143 ] || ! grep -Eq '^tessera: stopped after step [0-9]+ of 1000000: SIGTERM \(--exit-signal-handler\); saved ' "$tmp/single.log" ||
+     [ ! -f "$tmp/single.ck/latest" ]; then
+    fail "one process: SIGTERM gave exit $status:"; sed 's/^/    /' "$tmp/single.log"
+  else
+    echo "ok: one process: exit 143: $(grep '^tessera: stopped' "$tmp/single.log")"
+  fi
+}
+start_direct_and_term
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures multi-rank fault case(s) failed"

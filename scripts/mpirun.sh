@@ -55,11 +55,15 @@ on_signal() {  # on_signal NAME
   if [ "$signals" -eq 1 ]; then
     local ranks
     ranks=$(children_of "$job")
-    [ -n "$ranks" ] && kill -s "$1" $ranks 2> /dev/null
+    if [ -z "$ranks" ]; then  # not started yet: nothing to save
+      kill -s TERM "$job" 2> /dev/null || true
+      return 0
+    fi
+    kill -s "$1" $ranks 2> /dev/null || true
     (sleep "${TESSERA_MPIRUN_GRACE:-60}" && kill -s TERM "$job" 2> /dev/null) &
     timer=$!
   else
-    kill -s TERM "$job" 2> /dev/null
+    kill -s TERM "$job" 2> /dev/null || true
   fi
   return 0
 }

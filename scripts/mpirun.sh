@@ -12,6 +12,71 @@
 # `btl_vader_single_copy_mechanism none`, so it is left alone.
 # On a Slurm cluster use srun instead. Extra flags: TESSERA_MPIRUN_EXTRA.
 # Usage: scripts/mpirun.sh -n 4 build/tessera train ...
+#
+# Signals. Open MPI 4's mpirun does not pass SIGTERM or SIGINT on: it ends
+# the job (SIGCONT to the ranks, SIGTERM one second later, SIGKILL one second
+# after that; odls_base_sigkill_timeout), too soon for
+# `tessera train --exit-signal-handler` to finish its step and save. So this
+# script keeps mpirun out of the terminal's process group (a Ctrl-C reaches
+# only the script) and hands the first SIGTERM or SIGINT it gets straight to
+# the ranks, mpirun's children on this machine. If the job has not ended
+# TESSERA_MPIRUN_GRACE seconds later (default 60: a rank stuck in a
+# collective cannot reach a step's end), or at a second signal, mpirun gets
+# SIGTERM and ends the job its way. Ranks without a handler die at the first
+# signal, as with mpirun alone.
 set -euo pipefail
-exec mpirun --allow-run-as-root --oversubscribe --bind-to none \
-  --mca btl self,vader --mca mpi_yield_when_idle 1 ${TESSERA_MPIRUN_EXTRA:-} "$@"
+
+# The pids whose parent is $1 (read from /proc: procps may be missing).
+children_of() {
+  local stat line rest
+  for stat in /proc/[0-9]*/stat; do
+    { read -r line < "$stat"; } 2> /dev/null || continue
+    rest=${line##*) }  # after the command name, which may hold spaces
+    rest=${rest#* }    # after the state: the parent pid comes first
+    if [ "${rest%% *}" = "$1" ]; then
+      stat=${stat#/proc/}
+      echo "${stat%/stat}"
+    fi
+  done
+}
+
+# Job control: mpirun runs in a process group of its own, so the terminal's
+# SIGINT does not reach it, and with SIGINT and SIGQUIT at their defaults
+# (a background job without job control would ignore them). Its stdin is
+# /dev/null: a background process group reading the terminal would stop.
+set -m
+mpirun --allow-run-as-root --oversubscribe --bind-to none \
+  --mca btl self,vader --mca mpi_yield_when_idle 1 ${TESSERA_MPIRUN_EXTRA:-} "$@" < /dev/null &
+job=$!
+signals=0
+timer=
+on_signal() {  # on_signal NAME
+  signals=$((signals + 1))
+  if [ "$signals" -eq 1 ]; then
+    local ranks
+    ranks=$(children_of "$job")
+    if [ -z "$ranks" ]; then  # not started yet: nothing to save
+      kill -s TERM "$job" 2> /dev/null || true
+      return 0
+    fi
+    kill -s "$1" $ranks 2> /dev/null || true
+    (sleep "${TESSERA_MPIRUN_GRACE:-60}" && kill -s TERM "$job" 2> /dev/null) &
+    timer=$!
+  else
+    kill -s TERM "$job" 2> /dev/null || true
+  fi
+  return 0
+}
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+
+# wait returns early (status > 128) when a trapped signal arrives; wait again
+# until mpirun itself has exited, and exit with its status.
+while :; do
+  before=$signals
+  status=0
+  wait "$job" || status=$?
+  [ "$signals" -ne "$before" ] || break
+done
+[ -z "$timer" ] || kill "$timer" 2> /dev/null || true
+exit "$status"

@@ -3,7 +3,9 @@
 // on the command line win).
 #include <omp.h>
 
+#include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include <fmt/core.h>
 
@@ -176,6 +178,15 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
       ->capture_default_str();
   sub->add_option("--load", c.load_dir,
                   "resume from a checkpoint (a step directory, or a --save directory: its latest)");
+  sub->add_flag("--exit-signal-handler", c.exit_signal_handler,
+                "on SIGTERM or SIGINT, finish the step, save (with --save) and exit 128 + signal");
+  sub->add_option("--exit-duration-in-mins", c.exit_duration_in_mins,
+                  "after the first step that ends this many minutes after the start, save (with "
+                  "--save) and exit 0 (0: no limit)")
+      ->capture_default_str();
+  sub->add_option("--exit-interval", c.exit_interval,
+                  "after a step that is a multiple of N, save (with --save) and exit 0 (0: never)")
+      ->capture_default_str();
 }
 
 // In --help order: model, layout, the rest.
@@ -210,7 +221,9 @@ void print_memory_table(comm::Communicator& world, const comm::Grid& grid, const
   }
 }
 
-void run_train(TrainConfig c, const LaunchFlags& flags) {
+// Returns the exit status of a run that ended without an error: 0, or
+// 128 + signal after --exit-signal-handler stopped it.
+int run_train(TrainConfig c, const LaunchFlags& flags) {
   comm::MpiRuntime runtime(nullptr, nullptr);
   std::unique_ptr<comm::Communicator> world = runtime.world();
   const bool log = world->rank() == 0;
@@ -272,12 +285,26 @@ void run_train(TrainConfig c, const LaunchFlags& flags) {
                                : peak.source);
     std::fflush(stdout);
   }
+  std::optional<EarlyExit> stop;
   try {
-    trainer->run();
-  } catch (const Error& e) {
-    report_error(*world, e);
+    stop = trainer->run();
+  } catch (const CollectiveError& e) {
+    report_error(*world, e);  // every rank raised it at the same step: a clean exit
     throw ReportedError();
+  } catch (const std::exception& e) {
+    // This rank alone failed; the others are in, or on their way to, a
+    // collective it will never join: end the whole job now.
+    end_job_on_rank_error(*world, e);
+    throw;  // a world of one: main reports it
   }
+  if (!stop) return 0;
+  if (log) {
+    const std::string line = fmt::format(
+        "tessera: stopped after step {} of {}: {}; {}", stop->step, c.train_iters, stop->reason,
+        stop->checkpoint.empty() ? "nothing saved (no --save)" : "saved " + stop->checkpoint);
+    fmt::print(stop->signal ? stderr : stdout, "{}\n", line);
+  }
+  return stop->exit_code();
 }
 
 }  // namespace
@@ -298,7 +325,12 @@ void register_train(CLI::App& app) {
                   "seconds a collective may take before the watchdog reports the ranks behind "
                   "and aborts the job (0: no watchdog)")
       ->capture_default_str();
-  sub->callback([cfg, flags] { run_train(*cfg, *flags); });
+  sub->callback([cfg, flags] {
+    // A signal's exit status is returned only once run_train's MpiRuntime is
+    // gone (MPI_Finalize on every rank), so the checkpoint and the job end
+    // cleanly; main() knows only 0 and error exits.
+    if (const int status = run_train(*cfg, *flags); status != 0) std::exit(status);
+  });
 }
 
 }  // namespace tessera::cli

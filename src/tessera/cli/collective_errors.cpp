@@ -2,11 +2,15 @@
 
 #include <fmt/core.h>
 
+#include "tessera/comm/mpi_runtime.h"
 #include "tessera/core/error.h"
 
 namespace tessera::cli {
 
 namespace {
+
+// The status of a job a failing rank ended: the same as any bad input.
+constexpr int kRankErrorExitCode = 2;
 
 // A 24-bit hash: exact in a float, which is what the reductions carry.
 float message_hash(const std::string& s) {
@@ -24,6 +28,15 @@ void report_error(const comm::Communicator& world, const Error& e) {
     fmt::print(stderr, "tessera: error: {}\n", e.what());
   else if (!collective)
     fmt::print(stderr, "tessera: error: [rank {}] {}\n", world.rank(), e.what());
+}
+
+void end_job_on_rank_error(const comm::Communicator& world, const std::exception& e) {
+  if (world.size() == 1) return;
+  const std::string line =
+      dynamic_cast<const ReportedError*>(&e)
+          ? std::string()  // already printed
+          : fmt::format("tessera: error: [rank {}] {}", world.rank(), e.what());
+  comm::MpiRuntime::abort(line, kRankErrorExitCode);
 }
 
 void agree(comm::Communicator& world, const std::function<void()>& work) {

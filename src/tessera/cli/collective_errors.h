@@ -21,4 +21,11 @@ void agree(comm::Communicator& world, const std::function<void()>& work);
 // any other by the rank that raised it (with its rank when world > 1).
 void report_error(const comm::Communicator& world, const Error& e);
 
+// An error (any exception) that this rank raised alone during training, in a
+// world of more than one: prints its one line ("[rank N]") and ends every
+// rank of the job with exit status 2 (MPI_Abort), since the other ranks wait
+// in a collective this one will never join. In a world of one it returns,
+// and the caller rethrows to main(), which reports it.
+void end_job_on_rank_error(const comm::Communicator& world, const std::exception& e);
+
 }  // namespace tessera::cli

@@ -54,7 +54,8 @@ void MpiRuntime::set_comm_timeout(double seconds, WatchdogOptions options) {
 }
 
 void MpiRuntime::abort(const std::string& message, int exit_code) {
-  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stdout);  // the log lines printed so far are not lost with the process
+  if (!message.empty()) std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -1,5 +1,7 @@
 #include "tessera/train/train_config.h"
 
+#include <cmath>
+
 #include "tessera/core/error.h"
 
 namespace tessera {
@@ -56,6 +58,10 @@ void TrainConfig::validate(int64_t world) const {
                 "--eval-interval with --pipeline-model-parallel-size {}: validation through the "
                 "pipeline is not implemented yet",
                 par.pp);
+  TESSERA_CHECK(exit_duration_in_mins >= 0 && std::isfinite(exit_duration_in_mins),
+                "--exit-duration-in-mins must be a finite number >= 0 (got {})",
+                exit_duration_in_mins);
+  TESSERA_CHECK(exit_interval >= 0, "--exit-interval must be >= 0 (got {})", exit_interval);
   TESSERA_CHECK(threads >= 0, "--threads must be >= 0 (got {})", threads);
 }
 

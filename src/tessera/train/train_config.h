@@ -49,6 +49,10 @@ struct TrainConfig {
   std::string tokenizer;         // recorded in checkpoints for generation (set from the data)
   std::string trace_file;        // --trace: Chrome trace JSON of one step
   int64_t trace_step = 0;        // --trace-step (0: the last step)
+  // Stopping early, Megatron's flags (train/exit_conditions.h).
+  bool exit_signal_handler = false;  // --exit-signal-handler: SIGTERM/SIGINT save and stop
+  double exit_duration_in_mins = 0;  // --exit-duration-in-mins (0: no limit)
+  int64_t exit_interval = 0;         // --exit-interval: stop after a multiple of N (0: never)
 
   // Throws tessera::Error naming the flag of the first bad value.
   void validate(int64_t world) const;

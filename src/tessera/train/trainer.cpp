@@ -328,8 +328,10 @@ nlohmann::json Trainer::run_header() const {
             {"system", "local"}}}};
 }
 
-void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
+std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   const bool logs = is_logging_rank();
+  // From here on, with --exit-signal-handler, SIGTERM/SIGINT wait for the step's end.
+  const ExitConditions exits(cfg_);
   std::ofstream metrics;
   // "{rank}" in the name gives every rank its own file; otherwise rank 0 writes.
   std::string metrics_path = cfg_.metrics_file;
@@ -366,14 +368,21 @@ void Trainer::run(const std::function<void(const StepStats&)>& on_step) {
     const bool line = step % cfg_.log_interval == 0 || step == 1 || step == cfg_.train_iters ||
                       s.valid_loss >= 0;
     if (logs && line) bar.println(format_step_line(s));
+    std::string saved;
     if (!cfg_.save_dir.empty() &&
         ((cfg_.save_interval > 0 && step % cfg_.save_interval == 0) || step == cfg_.train_iters)) {
-      std::string path = save(step);
-      if (logs) bar.println(fmt::format("saved {}", path));
+      saved = save(step);
+      if (logs) bar.println(fmt::format("saved {}", saved));
     }
     if (logs) bar.update(step, fmt::format("loss {:.3f}", s.loss));
     if (on_step) on_step(s);
+    if (step == cfg_.train_iters) break;  // done: nothing left to stop early
+    if (std::optional<EarlyExit> stop = exits.check(step, *world_)) {
+      if (!cfg_.save_dir.empty()) stop->checkpoint = saved.empty() ? save(step) : saved;
+      return stop;
+    }
   }
+  return std::nullopt;
 }
 
 }  // namespace tessera

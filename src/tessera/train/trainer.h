@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "tessera/parallel/data_parallel.h"
 #include "tessera/parallel/pipeline_executor.h"
 #include "tessera/train/batch_source.h"
+#include "tessera/train/exit_conditions.h"
 #include "tessera/train/peak.h"
 #include "tessera/train/step_stats.h"
 #include "tessera/train/train_config.h"
@@ -47,8 +49,11 @@ class Trainer {
   float evaluate();
 
   // Steps after the loaded checkpoint (or 1) .. train_iters with logging and
-  // checkpoints; on_step (optional) sees every step.
-  void run(const std::function<void(const StepStats&)>& on_step = {});
+  // checkpoints; on_step (optional) sees every step. Returns why it stopped
+  // early (--exit-signal-handler, --exit-duration-in-mins, --exit-interval;
+  // the state after that step saved with --save), nullopt when it ran to
+  // the end.
+  std::optional<EarlyExit> run(const std::function<void(const StepStats&)>& on_step = {});
 
   // Loads parameters and optimizer state of a checkpoint (--load); returns
   // the step it was written at. The next step to run is that + 1.

@@ -1,19 +1,30 @@
 // GFLOP/s of a linear layer's GEMMs in fp32 (kernels/cpu/matmul.h) against
 // bf16 and fp16 (kernels/cpu/matmul_lowp.h) at GPT-2 124M's shapes: 256
-// rows (micro-batch 4 x seq 64), in/out features from {768, 2304, 3072}.
+// rows (micro-batch 4 x seq 64), the block's four linears and the tied LM
+// head (768 -> 50257, a third of a step's GEMM FLOPs).
 //
-//   OMP_NUM_THREADS=2 build/bench/bench_matmul_lowp [samples=21]
+//   OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive build/bench/bench_matmul_lowp [samples=21] [layers]
 //
+// `layers`: a comma list of names to run (default all), e.g. "qkv,head".
 // The variants are called in turn, one call each per round, so a noisy
-// shared machine slows all of them alike; each reports its median call.
+// shared machine slows all of them alike. Each reports GFLOP/s of its
+// median and best call by wall time, and of its median call by process CPU
+// time (GFLOP per CPU-second: on a machine shared with other jobs this is
+// the stable figure, since time spent descheduled is not counted; with
+// OMP_WAIT_POLICY=passive a thread waiting at a barrier does not count
+// either). "bf16 unsplit" is each GEMM as one oneDNN call (brgemm), as
+// before matmul_lowp.cpp split the backward GEMMs: the before/after of that
+// change in the same run.
 // Forward: out = inp @ W^T + b (2*M*K*N flops). Backward: dinp and dweight
-// (+dbias) (4*M*K*N flops).
+// (+dbias) (4*M*K*N flops); dW only: 2*M*K*N.
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,15 +40,16 @@ using namespace tessera;
 using namespace tessera::cpu;
 
 struct Layer { const char* name; int64_t C, OC; };
-// GPT-2 124M's four linears (C = 768, 4C = 3072, 3C = 2304).
-const Layer kLayers[] = {{"qkv", 768, 2304}, {"attnproj", 768, 768},
-                         {"fc", 768, 3072}, {"fcproj", 3072, 768}};
+// GPT-2 124M's four linears (C = 768, 4C = 3072, 3C = 2304) and the tied
+// LM head (its weight is wte, (V, C); forward out = ln_f @ wte^T).
+const Layer kLayers[] = {{"qkv", 768, 2304}, {"attnproj", 768, 768}, {"fc", 768, 3072},
+                         {"fcproj", 3072, 768}, {"head", 768, 50257}};
 constexpr int64_t kRows = 256;
 
-double seconds_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 double median(std::vector<double> v) {
@@ -46,36 +58,49 @@ double median(std::vector<double> v) {
 }
 
 struct Timing {
-  double median = 0, best = 0;  // seconds per call
+  double median = 0, best = 0, cpu_median = 0;  // seconds per call (wall, wall, CPU)
+};
+struct Variant {
+  const char* name;
+  std::function<void()> call;
 };
 
 // Each variant called in turn `samples` times after two warm-up rounds
-// (primitive creation, page faults). The median is what a loaded machine
-// gives; the best call estimates the kernel when it had both cores.
-std::vector<Timing> time_in_turn(const std::vector<std::function<void()>>& fs, int samples) {
-  std::vector<std::vector<double>> t(fs.size());
+// (primitive creation, page faults).
+std::vector<Timing> time_in_turn(const std::vector<Variant>& vs, int samples) {
+  std::vector<std::vector<double>> wall(vs.size()), cpu(vs.size());
   for (int s = -2; s < samples; s++)
-    for (size_t i = 0; i < fs.size(); i++) {
-      const double dt = seconds_of(fs[i]);
-      if (s >= 0) t[i].push_back(dt);
+    for (size_t i = 0; i < vs.size(); i++) {
+      const double c0 = process_cpu_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      vs[i].call();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s >= 0) wall[i].push_back(dt), cpu[i].push_back(process_cpu_seconds() - c0);
     }
   std::vector<Timing> out;
-  for (auto& v : t) out.push_back({median(v), *std::min_element(v.begin(), v.end())});
+  for (size_t i = 0; i < vs.size(); i++)
+    out.push_back({median(wall[i]), *std::min_element(wall[i].begin(), wall[i].end()),
+                   median(cpu[i])});
   return out;
 }
 
-// One table row: GFLOP/s (median / best) of each variant (fp32, bf16, bf16
-// out, fp16; a zero Timing leaves its column blank); `vs` is the variant the
-// ratio column compares fp32 with.
-void print_row(const char* layer, const char* pass, double gflop, const std::vector<Timing>& t,
-               size_t vs) {
-  std::printf("%-9s %-7s", layer, pass);
-  for (const Timing& x : t) {
-    if (x.median > 0) std::printf(" | %6.1f /%6.1f", gflop / x.median, gflop / x.best);
-    else std::printf(" | %15s", "");  // a variant this pass does not have
+// One line per variant; the first variant (fp32) is the ratio's base, and
+// "bf16" is also compared with "bf16 unsplit" when both ran.
+void print_pass(const char* layer, const char* pass, double gflop, const std::vector<Variant>& vs,
+                int samples) {
+  const std::vector<Timing> t = time_in_turn(vs, samples);
+  const Timing* bf16 = nullptr;
+  const Timing* unsplit = nullptr;
+  for (size_t i = 0; i < vs.size(); i++) {
+    std::printf("%-9s %-8s %-13s | wall %6.1f / %6.1f | cpu %6.1f GFLOP/s | vs fp32 x%.2f (cpu)\n",
+                layer, pass, vs[i].name, gflop / t[i].median, gflop / t[i].best,
+                gflop / t[i].cpu_median, t[0].cpu_median / t[i].cpu_median);
+    if (std::strcmp(vs[i].name, "bf16") == 0) bf16 = &t[i];
+    if (std::strcmp(vs[i].name, "bf16 unsplit") == 0) unsplit = &t[i];
   }
-  for (size_t i = t.size(); i < 4; i++) std::printf(" | %15s", "");
-  std::printf(" | x%.2f / x%.2f\n", t[0].median / t[vs].median, t[0].best / t[vs].best);
+  if (bf16 && unsplit)
+    std::printf("%-9s %-8s bf16 / bf16 unsplit: x%.2f (cpu), x%.2f (best wall)\n", layer, pass,
+                unsplit->cpu_median / bf16->cpu_median, unsplit->best / bf16->best);
 }
 
 void bench_layer(const Layer& l, int samples) {
@@ -93,42 +118,61 @@ void bench_layer(const Layer& l, int samples) {
   cast_fp32_to_fp16(wh.data(), w.data(), OC * C);
   cast_fp32_to_fp16(douth.data(), dout.data(), N * OC);
   std::vector<float> out(N * OC), dinp(N * C), dw(OC * C), db(OC);  // fp32 results
+  const bool head = OC > 10000;  // the LM head: no bias, and fp16 (fp32 widening) skipped
 
-  const std::vector<std::function<void()>> fwd = {
-      [&] { matmul_forward(out.data(), inp.data(), w.data(), bias.data(), N, C, OC); },
-      [&] { matmul_forward_bf16(out.data(), inp16.data(), w16.data(), bias.data(), N, C, OC); },
-      [&] { matmul_forward_bf16_out(out16.data(), inp16.data(), w16.data(), bias.data(), N, C, OC); },
-      [&] { matmul_forward_fp16(out.data(), inph.data(), wh.data(), bias.data(), N, C, OC); }};
-  const std::vector<std::function<void()>> bwd = {
-      [&] { matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(),
-                            N, C, OC, false); },
-      [&] { matmul_backward_bf16(dinp.data(), dw.data(), db.data(), dout16.data(), inp16.data(),
-                                 w16.data(), N, C, OC, false); },
-      [&] { matmul_backward_fp16(dinp.data(), dw.data(), db.data(), douth.data(), inph.data(),
-                                 wh.data(), N, C, OC, false); }};
+  // The backward as one oneDNN call per GEMM (the layout before the split).
+  const GemmSpec dinp_whole{.in = DType::BF16, .out = DType::F32, .M = N, .N = C, .K = OC};
+  const GemmSpec dw_whole{.in = DType::BF16, .out = DType::F32, .M = OC, .N = C, .K = N,
+                          .a_trans = true, .accumulate = true};
+  const float* b = head ? nullptr : bias.data();
+  float* dbp = head ? nullptr : db.data();
+
+  std::vector<Variant> fwd = {
+      {"fp32", [&] { matmul_forward(out.data(), inp.data(), w.data(), b, N, C, OC); }},
+      {"bf16", [&] { matmul_forward_bf16(out.data(), inp16.data(), w16.data(), b, N, C, OC); }},
+      {"bf16 out",
+       [&] { matmul_forward_bf16_out(out16.data(), inp16.data(), w16.data(), b, N, C, OC); }}};
+  std::vector<Variant> bwd = {
+      {"fp32", [&] { matmul_backward(dinp.data(), dw.data(), dbp, dout.data(), inp.data(),
+                                     w.data(), N, C, OC, false); }},
+      {"bf16", [&] { matmul_backward_bf16(dinp.data(), dw.data(), dbp, dout16.data(),
+                                          inp16.data(), w16.data(), N, C, OC, false); }},
+      {"bf16 unsplit", [&] {
+         gemm_lowp(dinp_whole, dout16.data(), w16.data(), nullptr, dinp.data());
+         gemm_lowp(dw_whole, dout16.data(), inp16.data(), nullptr, dw.data());
+       }}};
+  if (!head) {
+    fwd.push_back({"fp16", [&] { matmul_forward_fp16(out.data(), inph.data(), wh.data(), b, N, C,
+                                                     OC); }});
+    bwd.push_back({"fp16", [&] { matmul_backward_fp16(dinp.data(), dw.data(), dbp, douth.data(),
+                                                      inph.data(), wh.data(), N, C, OC, false); }});
+  }
   // dweight alone (dinp null, no bias): the GEMM that reads dout transposed.
-  const std::vector<std::function<void()>> dweight = {
-      [&] { matmul_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(), w.data(),
-                            N, C, OC, false); },
-      [&] { matmul_backward_bf16(nullptr, dw.data(), nullptr, dout16.data(), inp16.data(),
-                                 w16.data(), N, C, OC, false); }};
+  const std::vector<Variant> dweight = {
+      {"fp32", [&] { matmul_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(),
+                                     w.data(), N, C, OC, false); }},
+      {"bf16", [&] { matmul_backward_bf16(nullptr, dw.data(), nullptr, dout16.data(),
+                                          inp16.data(), w16.data(), N, C, OC, false); }},
+      {"bf16 unsplit",
+       [&] { gemm_lowp(dw_whole, dout16.data(), inp16.data(), nullptr, dw.data()); }}};
   const double gflop = 2.0 * N * C * OC / 1e9;
-  print_row(l.name, "fwd", gflop, time_in_turn(fwd, samples), 1);
-  const std::vector<Timing> tb = time_in_turn(bwd, samples);
-  print_row(l.name, "bwd", 2 * gflop, {tb[0], tb[1], Timing{}, tb[2]}, 1);
-  print_row(l.name, "dW only", gflop, time_in_turn(dweight, samples), 1);
+  const int n = head ? std::max(3, samples / 4) : samples;  // a head call is ~20x a block's
+  print_pass(l.name, "fwd", gflop, fwd, n);
+  print_pass(l.name, "bwd", 2 * gflop, bwd, n);
+  print_pass(l.name, "dW only", gflop, dweight, n);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int samples = argc > 1 ? std::atoi(argv[1]) : 21;
+  const std::string only = argc > 2 ? std::string(",") + argv[2] + "," : "";
   std::printf("threads %d, oneDNN isa %s, bf16 impl %s\n%s\n", omp_get_max_threads(),
               onednn_cpu_isa().c_str(), bf16_gemm_impl(kRows, 768, 2304).c_str(),
               fp16_gemm_path_description().c_str());
-  std::printf("GFLOP/s (median / best of %d calls), M = %ld rows; ratio = fp32 time / bf16 time\n",
-              samples, long(kRows));
-  std::printf("%-17s | %15s | %15s | %15s | %15s | bf16 speed-up\n", "layer (K->N) pass", "fp32",
-              "bf16", "bf16 out", "fp16");
-  for (const Layer& l : kLayers) bench_layer(l, samples);
+  std::printf("GFLOP/s: wall (median / best of %d calls), cpu (median call, GFLOP per "
+              "CPU-second); M = %ld rows\n", samples, long(kRows));
+  for (const Layer& l : kLayers)
+    if (only.empty() || only.find(std::string(",") + l.name + ",") != std::string::npos)
+      bench_layer(l, samples);
 }

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Training throughput, tessera vs PyTorch, measured in the same run: the
-# engine's bench_train_step and ../shared/peers/torch_gpt2_bench.py (Debian's
-# /usr/bin/python3 with python3-torch, at its best: OMP_WAIT_POLICY=PASSIVE)
-# on the same shapes, one after the other, then the ratio.
-# Usage: bench/train_throughput.sh [BUILD_DIR]   (default: build)
+# engine's bench_train_step in fp32, bf16 and fp16 and
+# ../shared/peers/torch_gpt2_bench.py (Debian's /usr/bin/python3 with
+# python3-torch, at its best: OMP_WAIT_POLICY=PASSIVE) in fp32 and with bf16
+# autocast (--bf16), on the same shapes, one after the other, then the ratios
+# against issue 12's targets: tessera bf16 >= 2.5x PyTorch's bf16 autocast
+# and >= 1.6x tessera's own fp32.
+# Usage: bench/train_throughput.sh [BUILD_DIR] [SHAPES]
+#   BUILD_DIR: default build; SHAPES: all (default) or a comma list of
+#   gpt2-124M, small.
+# The machine load (uptime) is printed before and after: on a shared
+# machine the figures are only as good as the load was steady.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
+want=${2:-all}
 peer=$root/../shared/peers/torch_gpt2_bench.py
 # Debian's torch runs its fp32 GEMMs on the system BLAS; with only the
 # reference BLAS it is ~25x slower and the ratio means nothing. OpenBLAS
@@ -17,32 +25,71 @@ if [ -f "$peer" ] && ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     libopenblas0-pthread >/dev/null
 fi
-shapes=("12 768 12 gpt2-124M" "6 384 6 small")
-declare -A ours theirs
+shapes=()
+for shape in "12 768 12 gpt2-124M" "6 384 6 small"; do
+  read -r _ _ _ name <<<"$shape"
+  if [ "$want" = all ] || [[ ",$want," == *",$name,"* ]]; then shapes+=("$shape"); fi
+done
+[ ${#shapes[@]} -gt 0 ] || { echo "train_throughput.sh: unknown SHAPES '$want'" >&2; exit 2; }
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+declare -A tok  # tok[name/run]: tokens/s; run is fp32, bf16, fp16, torch-fp32, torch-bf16
+
+# tessera NAME PRECISION L C NH
+tessera() {
+  echo "--- tessera $2"
+  "$build/bench/bench_train_step" --L "$3" --C "$4" --NH "$5" --B 4 --T 64 --steps 8 \
+    --precision "$2" | tee "$out"
+  tok[$1/$2]=$(grep '^RESULT' "$out" | sed 's/.*tok_per_s=//')
+}
+# torch NAME fp32|bf16 L C NH: counts only on OpenBLAS (its RESULT line says which BLAS).
+torch() {
+  [ -f "$peer" ] || return 0
+  echo "--- pytorch $2"
+  local flag=()
+  [ "$2" = bf16 ] && flag=(--bf16)
+  /usr/bin/python3 "$peer" --L "$3" --C "$4" --NH "$5" --B 4 --T 64 --steps 8 "${flag[@]}" | tee "$out"
+  if grep '^RESULT' "$out" | grep -q 'blas=openblas'; then
+    tok[$1/torch-$2]=$(grep '^RESULT' "$out" | grep -o 'tok_per_s=[0-9.]*' | cut -d= -f2)
+  else
+    echo "peer did not run on OpenBLAS: no ratio against pytorch $2 for $1"
+  fi
+}
+
+echo "load before: $(uptime)"
 for shape in "${shapes[@]}"; do
   read -r L C NH name <<<"$shape"
-  echo "=== $name (L $L, C $C, NH $NH, B 4, T 64, fp32, 2 threads)"
-  "$build/bench/bench_train_step" --L "$L" --C "$C" --NH "$NH" --B 4 --T 64 --steps 8 | tee /tmp/tessera_bench.$$
-  ours[$name]=$(grep '^RESULT' /tmp/tessera_bench.$$ | sed 's/.*tok_per_s=//')
-  if [ -f "$peer" ]; then
-    /usr/bin/python3 "$peer" --L "$L" --C "$C" --NH "$NH" --B 4 --T 64 --steps 8 | tee /tmp/tessera_bench.$$
-    # A ratio counts only against the peer on OpenBLAS (its RESULT line says which BLAS).
-    if grep '^RESULT' /tmp/tessera_bench.$$ | grep -q 'blas=openblas'; then
-      theirs[$name]=$(grep '^RESULT' /tmp/tessera_bench.$$ | grep -o 'tok[_a-z]*=[0-9.]*' | head -1 | cut -d= -f2)
-    else
-      echo "peer did not run on OpenBLAS: no ratio for $name"
-    fi
-  fi
+  echo "=== $name (L $L, C $C, NH $NH, B 4, T 64, 2 threads)"
+  # Interleaved, so that a change in the machine's load hits both engines.
+  tessera "$name" fp32 "$L" "$C" "$NH"
+  torch "$name" fp32 "$L" "$C" "$NH"
+  tessera "$name" bf16 "$L" "$C" "$NH"
+  torch "$name" bf16 "$L" "$C" "$NH"
+  tessera "$name" fp16 "$L" "$C" "$NH"
 done
-rm -f /tmp/tessera_bench.$$
+echo "load after: $(uptime)"
+
+# ratio A B: A / B to two decimals, or "-" when either is missing.
+ratio() {
+  if [ -n "${1:-}" ] && [ -n "${2:-}" ]; then printf "%.2fx" "$(echo "$1 / $2" | bc -l)"; else echo "-"; fi
+}
 echo
-echo "shape        tessera tok/s   pytorch tok/s   ratio"
+echo "tokens/s (pytorch only on OpenBLAS; '-': not run or not OpenBLAS)"
+printf "%-11s %9s %9s %9s %11s %11s\n" shape fp32 bf16 fp16 torch-fp32 torch-bf16
 for shape in "${shapes[@]}"; do
   read -r _ _ _ name <<<"$shape"
-  t=${theirs[$name]:-}
-  if [ -n "$t" ]; then
-    printf "%-12s %13.1f %15.1f %7.2fx\n" "$name" "${ours[$name]}" "$t" "$(echo "${ours[$name]} / $t" | bc -l)"
-  else
-    printf "%-12s %13.1f %15s\n" "$name" "${ours[$name]}" "(no peer / not OpenBLAS)"
-  fi
+  printf "%-11s %9s %9s %9s %11s %11s\n" "$name" "${tok[$name/fp32]:--}" "${tok[$name/bf16]:--}" \
+    "${tok[$name/fp16]:--}" "${tok[$name/torch-fp32]:--}" "${tok[$name/torch-bf16]:--}"
+done
+echo
+echo "ratios (issue 12 targets: bf16 / torch-bf16 >= 2.5x, bf16 / own fp32 >= 1.6x)"
+printf "%-11s %16s %16s %16s %16s\n" shape "bf16/torch-bf16" "bf16/own-fp32" "fp32/torch-fp32" \
+  "fp16/own-fp32"
+for shape in "${shapes[@]}"; do
+  read -r _ _ _ name <<<"$shape"
+  a=$(ratio "${tok[$name/bf16]:-}" "${tok[$name/torch-bf16]:-}")
+  b=$(ratio "${tok[$name/bf16]:-}" "${tok[$name/fp32]:-}")
+  c=$(ratio "${tok[$name/fp32]:-}" "${tok[$name/torch-fp32]:-}")
+  d=$(ratio "${tok[$name/fp16]:-}" "${tok[$name/fp32]:-}")
+  printf "%-11s %10s (2.5) %10s (1.6) %16s %16s\n" "$name" "$a" "$b" "$c" "$d"
 done

@@ -41,8 +41,12 @@ const Lowp kFp16{"fp16", fp32_to_fp16, fp16_to_fp32, matmul_forward_fp16,
                  matmul_forward_fp16_out, matmul_backward_fp16};
 
 struct Shape { int64_t N, C, OC; };
-// Odd sizes (no SIMD-friendly multiple) and one GPT-2 small-like shape.
-const Shape kShapes[] = {{37, 50, 29}, {64, 768, 96}, {8, 96, 2304}};
+// Odd sizes (no SIMD-friendly multiple), one GPT-2 small-like shape, and
+// shapes that take the split backward paths of matmul_lowp.cpp: OC 2304
+// (dweight in two row blocks), OC 4500 (three blocks, the last shorter),
+// OC 9001 (dinp summed over K blocks of 4096, the last one short).
+const Shape kShapes[] = {{37, 50, 29}, {64, 768, 96}, {8, 96, 2304}, {5, 33, 4500},
+                         {6, 40, 9001}};
 
 // A random (rows, cols) matrix rounded to the format: bits and their fp32 values.
 struct Matrix16 {

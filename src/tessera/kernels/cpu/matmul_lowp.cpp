@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "tessera/kernels/cpu/cast.h"
@@ -38,20 +39,84 @@ void bias_backward_lowp(float* dbias, const uint16_t* dout, int64_t N, int64_t O
   }
 }
 
+// How the backward GEMMs are split (measured at GPT-2 124M's shapes, 256
+// rows, docs/mixed_precision.md "GEMM throughput"):
+//
+// - dweight (OC, C) += dout^T @ inp has K = N (the micro-batch's rows, 256):
+//   a short K, so reading and writing the fp32 dweight is a large part of
+//   the work. oneDNN 2.6's brgemm with the sum post-op runs it at ~230
+//   GFLOP/s per core; its gemm-based matmul (beta = 1) at ~270-290, and ~270
+//   against ~190 for the tied LM head (50257 x 768). oneDNN picks brgemm for
+//   a dense transposed A, so dweight is computed in blocks of rows (each
+//   block's A is a strided slice of dout, which brgemm declines): at least
+//   two blocks, at most kDweightRows rows each.
+// - dinp (N, C) = dout @ weight has K = OC: brgemm is fastest for the
+//   block's linears, but for the LM head (K = 50257) it re-reads the 25 MB
+//   dout once per column block; summing K blocks of kDinpK into dinp (which
+//   stays in cache) with the gemm-based matmul is ~15 % faster.
+//
+// Either split falls back to one whole GEMM when oneDNN offers only its
+// reference kernel for the block (e.g. f16 on some CPUs).
+constexpr int64_t kDweightRows = 2048;
+constexpr int64_t kDweightMinRows = 64;  // below this, one brgemm call
+constexpr int64_t kDinpK = 4096;
+constexpr int64_t kDinpMinK = 2 * kDinpK;  // below this, one brgemm call
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Whether oneDNN has a real (non-reference) kernel for s.
+bool fast_impl(const GemmSpec& s) {
+  const std::string impl = gemm_lowp_impl(s);
+  return !impl.empty() && impl.rfind("ref", 0) != 0;
+}
+
+// dweight (OC, C) += dout^T (OC, N) @ inp (N, C), dout (N, OC) read transposed.
+void dweight_lowp(DType in, float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t N,
+                  int64_t C, int64_t OC) {
+  const GemmSpec whole{.in = in, .out = DType::F32, .M = OC, .N = C, .K = N, .a_trans = true,
+                       .accumulate = true};
+  const int64_t blocks = std::max<int64_t>(2, ceil_div(OC, kDweightRows));
+  const int64_t rows = ceil_div(ceil_div(OC, blocks), 16) * 16;  // (rows) per block, SIMD-aligned
+  GemmSpec block = whole;
+  block.M = rows, block.lda = OC;
+  if (OC < kDweightMinRows || rows >= OC || !fast_impl(block)) {
+    gemm_lowp(whole, dout, inp, nullptr, dweight);
+    return;
+  }
+  for (int64_t r0 = 0; r0 < OC; r0 += rows) {
+    GemmSpec s = block;
+    s.M = std::min(rows, OC - r0);  // the last block may be shorter (its own primitive)
+    // dout columns r0.. (row stride OC), dweight rows r0..
+    gemm_lowp(s, dout + r0, inp, nullptr, dweight + r0 * C);
+  }
+}
+
+// dinp (N, C) = or += dout (N, OC) @ weight (OC, C).
+void dinp_lowp(DType in, float* dinp, const uint16_t* dout, const uint16_t* weight, int64_t N,
+               int64_t C, int64_t OC, bool accumulate) {
+  const GemmSpec whole{.in = in, .out = DType::F32, .M = N, .N = C, .K = OC,
+                       .accumulate = accumulate};
+  GemmSpec block = whole;
+  block.K = kDinpK, block.lda = OC;
+  if (OC < kDinpMinK || !fast_impl(block)) {
+    gemm_lowp(whole, dout, weight, nullptr, dinp);
+    return;
+  }
+  for (int64_t k0 = 0; k0 < OC; k0 += kDinpK) {
+    GemmSpec s = block;
+    s.K = std::min(kDinpK, OC - k0);
+    s.accumulate = accumulate || k0 > 0;  // the first block writes or adds as asked
+    // dout columns k0.. (row stride OC), weight rows k0..
+    gemm_lowp(s, dout + k0, weight + k0 * C, nullptr, dinp);
+  }
+}
+
 template <float (*widen)(uint16_t)>
 void backward_lowp(DType in, float* dinp, float* dweight, float* dbias, const uint16_t* dout,
                    const uint16_t* inp, const uint16_t* weight, int64_t N, int64_t C, int64_t OC,
                    bool accumulate_dinp) {
-  // dinp (N, C) = or += dout (N, OC) @ weight (OC, C)
-  if (dinp) {
-    const GemmSpec s{.in = in, .out = DType::F32, .M = N, .N = C, .K = OC,
-                     .accumulate = accumulate_dinp};
-    gemm_lowp(s, dout, weight, nullptr, dinp);
-  }
-  // dweight (OC, C) += dout^T (OC, N) @ inp (N, C): dout read transposed.
-  const GemmSpec s{.in = in, .out = DType::F32, .M = OC, .N = C, .K = N,
-                   .a_trans = true, .accumulate = true};
-  gemm_lowp(s, dout, inp, nullptr, dweight);
+  if (dinp) dinp_lowp(in, dinp, dout, weight, N, C, OC, accumulate_dinp);
+  dweight_lowp(in, dweight, dout, inp, N, C, OC);
   if (dbias) bias_backward_lowp<widen>(dbias, dout, N, OC);
 }
 

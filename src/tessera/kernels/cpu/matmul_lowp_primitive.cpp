@@ -20,6 +20,7 @@ dt to_dnnl(DType t) {
     case DType::F32: return dt::f32;
     case DType::BF16: return dt::bf16;
     case DType::F16: return dt::f16;
+    default: break;  // no 16-bit GEMM takes other types (check_spec)
   }
   return dt::undef;
 }
@@ -38,13 +39,21 @@ struct Entry {
   dnnl::matmul prim;
 };
 
+// The descriptor of a (rows, cols) matrix stored row-major with row stride
+// ld (0: cols), or, transposed, stored (cols, rows) with row stride ld (0:
+// rows). No data moves: a transpose is only swapped strides (tag ba when dense).
+dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, DType t, bool transposed, int64_t ld) {
+  if (ld == 0) return dnnl::memory::desc({rows, cols}, to_dnnl(t), transposed ? tag::ba : tag::ab);
+  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, ld}
+                                                : dnnl::memory::dims{ld, 1};
+  return dnnl::memory::desc({rows, cols}, to_dnnl(t), strides);
+}
+
 // The primitive descriptor for s, or an Entry with ok = false.
 Entry make_entry(const GemmSpec& s) {
-  // A (M, K) row-major is tag ab; stored (K, M) it is the same matrix with
-  // swapped strides, tag ba. Likewise B (K, N) / (N, K). No data moves.
-  const dnnl::memory::desc a({s.M, s.K}, to_dnnl(s.in), s.a_trans ? tag::ba : tag::ab);
-  const dnnl::memory::desc b({s.K, s.N}, to_dnnl(s.in), s.b_trans ? tag::ba : tag::ab);
-  const dnnl::memory::desc c({s.M, s.N}, to_dnnl(s.out), tag::ab);
+  const dnnl::memory::desc a = matrix_desc(s.M, s.K, s.in, s.a_trans, s.lda);
+  const dnnl::memory::desc b = matrix_desc(s.K, s.N, s.in, s.b_trans, s.ldb);
+  const dnnl::memory::desc c = matrix_desc(s.M, s.N, s.out, false, s.ldc);
   const dnnl::memory::desc bias({1, s.N}, dt::f32, tag::ab);  // broadcast over rows
   dnnl::primitive_attr attr;
   if (s.accumulate) {  // C += ...: oneDNN's sum post-op reads the old C
@@ -81,6 +90,12 @@ void check_spec(const GemmSpec& s) {
   TESSERA_CHECK(!s.accumulate || (s.out == DType::F32 && !s.bias),
                 "gemm_lowp: accumulation needs an f32 output and no bias");
   TESSERA_CHECK(s.M > 0 && s.N > 0 && s.K > 0, "gemm_lowp: empty GEMM {}x{}x{}", s.M, s.N, s.K);
+  // A stride below the stored width would make rows overlap.
+  TESSERA_CHECK(s.lda == 0 || s.lda >= (s.a_trans ? s.M : s.K), "gemm_lowp: lda {} too small",
+                s.lda);
+  TESSERA_CHECK(s.ldb == 0 || s.ldb >= (s.b_trans ? s.K : s.N), "gemm_lowp: ldb {} too small",
+                s.ldb);
+  TESSERA_CHECK(s.ldc == 0 || s.ldc >= s.N, "gemm_lowp: ldc {} too small", s.ldc);
 }
 
 }  // namespace
@@ -99,7 +114,9 @@ void gemm_lowp(const GemmSpec& s, const void* A, const void* B, const float* bia
       {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
   if (s.bias)
     args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.pd.bias_desc(), eng, const_cast<float*>(bias)));
-  dnnl::stream stream(eng);
+  // One stream per calling thread, made once (a CPU stream is only a handle,
+  // but there is no reason to make one per GEMM).
+  thread_local dnnl::stream stream(eng);
   e.prim.execute(stream, args);
   stream.wait();
 }

@@ -16,6 +16,11 @@
 namespace tessera::cpu {
 
 // C (M, N) = op(A) (M, K) @ op(B) (K, N) [+ bias (N)] , or C += that.
+// Each matrix may be a block of a larger row-major one: lda / ldb / ldc are
+// the row strides (in elements) of A, B, C as stored, 0 meaning dense (the
+// stored width). A strided A makes oneDNN 2.6 pick its gemm-based matmul
+// ("gemm:jit") instead of brgemm, which kernels/cpu/matmul_lowp.cpp uses on
+// purpose for the weight gradient (docs/mixed_precision.md).
 struct GemmSpec {
   DType in = DType::BF16;   // A's and B's element type: BF16 or F16
   DType out = DType::F32;   // C's element type: F32, or the input type
@@ -24,6 +29,7 @@ struct GemmSpec {
   bool b_trans = false;     // B is stored (N, K) row-major instead of (K, N)
   bool bias = false;        // add an fp32 bias (N) to every row (not with accumulate)
   bool accumulate = false;  // C += op(A) @ op(B) (F32 output only)
+  int64_t lda = 0, ldb = 0, ldc = 0;  // row strides as stored; 0: dense
   auto operator<=>(const GemmSpec&) const = default;
 };
 

@@ -19,6 +19,7 @@
 #include "tessera/data/tokenizer.h"
 #include "tessera/model/gpt.h"
 #include "tessera/optim/adamw.h"
+#include "tessera/plan/run_metrics.h"
 
 namespace tessera::fuzz {
 
@@ -98,6 +99,24 @@ inline void run_safetensors(const fs::path& dir, const Bytes& in, GPT& model) {
   for (const auto& [name, e] : f.entries())
     if (e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16") f.to_f32(name);
   ckpt::import_hf_gpt2((dir / "model.safetensors").string(), model);
+}
+
+// A `tessera train --metrics-file` file, as `plan --validate` reads it: the
+// run header (model, parallel, memory) and the step lines.
+inline void run_metrics_file(const fs::path& dir, const Bytes& in) {
+  put_file(dir / "m.jsonl", in);
+  plan::read_run_metrics((dir / "m.jsonl").string());
+}
+
+// A Hugging Face config.json, as `tessera import` reads it.
+inline void run_hf_config(const Bytes& in) {
+  nlohmann::json c;
+  try {
+    c = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(e.what());  // what cmd_export reports as the file's parse error
+  }
+  ckpt::model_from_hf_config(c).validate();
 }
 
 // TOML config through the real expander, then CLI11 (whose ParseError the

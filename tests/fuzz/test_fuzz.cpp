@@ -1,6 +1,7 @@
 // Fuzzing every parser of user files with seeded mutations (fuzz_driver.h):
 // tokenizer vocab/merges, the three token formats, checkpoint metadata with
-// a re-signed CRC, safetensors import, and the TOML config. CI runs a few
+// a re-signed CRC, safetensors import, the TOML config, plan --validate's
+// metrics files and import's config.json. CI runs a few
 // hundred cases per parser; run more by hand with
 //   TESSERA_FUZZ_CASES=20000 [TESSERA_FUZZ_SEED=7] build/tests/test_fuzz
 // Each target reports "N cases: ok, errors (exit 2), failures" on stderr.
@@ -9,13 +10,14 @@
 
 #include "fuzz_json.h"
 #include "fuzz_targets.h"
+#include "tessera/ckpt/config_json.h"
 #include "tessera/data/llmc_shard.h"
 #include "tessera/data/token_file.h"
 
 namespace tessera::fuzz {
 namespace {
 
-constexpr int64_t kCiCases = 1000;  // per parser: 7,000 in all, a few seconds
+constexpr int64_t kCiCases = 1000;  // per parser: 9,000 in all, a few seconds
 
 // A scratch directory per test, removed at the end.
 struct Scratch {
@@ -119,12 +121,59 @@ TEST(Fuzz, SafetensorsImport) {
                          mutate_safetensors_header));
 }
 
+// The header line mutated structurally, kept on one line (JSON lines).
+Bytes mutate_metrics_header(const Bytes& in, Rand& r) {
+  const size_t eol = in.find('\n');
+  json doc = json::parse(in.substr(0, eol), nullptr, false);
+  if (doc.is_discarded()) return mutate(in, r, 0);
+  const int n = 1 + int(r.below(3));
+  for (int i = 0; i < n; ++i) mutate_json_once(doc, r);
+  return doc.dump() + in.substr(eol);
+}
+
+// plan --validate's input: wrong-typed header fields once escaped as
+// nlohmann type_error (an abort, exit 134).
+TEST(Fuzz, PlanRunMetrics) {
+  Scratch s("metrics");
+  GPTConfig cfg = fuzz_model();
+  ParallelConfig par;
+  par.micro_batch = 2;
+  par.global_batch = 4;
+  const json header = {
+      {"run",
+       {{"model", ckpt::model_to_json(cfg)},
+        {"parallel", ckpt::parallel_to_json(par)},
+        {"memory_bytes", json::array({{{"params", 1e6}, {"grads", 1e6}, {"optimizer", 2e6},
+                                       {"activations", 5e5}}})},
+        {"precision", "fp32"}, {"rank", 0}, {"ranks", 1}, {"system", "local"}, {"threads", 2}}}};
+  Bytes seed = header.dump() + "\n";
+  for (int step = 1; step <= 3; ++step)
+    seed += json({{"step", step}, {"step_seconds", 0.01 * step},
+                  {"seconds_by_op", {{"gemm", 0.005}, {"attention", 0.001}}}})
+                .dump() +
+            "\n";
+  expect_clean(run_cases("plan-run-metrics", 8, {seed}, case_count(kCiCases), 0,
+                         [&](const Bytes& in) { run_metrics_file(s.dir, in); },
+                         mutate_metrics_header));
+}
+
+// tessera import's config.json: optional fields of the wrong type once
+// escaped as nlohmann type_error.
+TEST(Fuzz, HfConfigJson) {
+  const Bytes seed = ckpt::hf_config(fuzz_model()).dump(1);
+  expect_clean(run_cases("hf-config", 9, {seed}, case_count(kCiCases), 0,
+                         [&](const Bytes& in) { run_hf_config(in); }, mutate_json_text));
+}
+
 TEST(Fuzz, TomlConfig) {
   Scratch s("toml");
   const std::vector<Bytes> seeds = {
       "num-layers = 4\nlr = 3e-4\nsave = \"ck\"\n",
       "# a comment\nsequence-parallel = true\ndata-path = \"a.tok\"\n[table]\nx = 1\n",
       "lr = 0.001\nnum-layers = 2 # trailing\nsave = 'literal'\n",
+      // Issue 15 defect 6's numbers, for the mutations to move around.
+      "num-layers = 0\nlr = inf\nsave = \"\"\n",
+      "num-layers = 9223372036854775807\nlr = nan\n",
   };
   expect_clean(run_cases("toml-config", 7, seeds, case_count(kCiCases), 0,
                          [&](const Bytes& in) { run_config(s.dir, in); }));

@@ -34,7 +34,7 @@ expect_error '--num-attention-heads \(3\).*--hidden-size|--hidden-size \(32\) mu
   train "${small[@]}" --num-attention-heads 3
 expect_error '--global-batch-size \(3\) must be divisible by --micro-batch-size \(2\)' \
   train "${small[@]}" --global-batch-size 3
-expect_error '--num-layers must be >= 1' train "${small[@]}" --num-layers 0
+expect_error '--num-layers must be in \[1, 65536\] \(got 0\)' train "${small[@]}" --num-layers 0
 expect_error '--lr must be > 0' train "${small[@]}" --lr -1
 expect_error '--min-lr .* must be in \[0, --lr' train "${small[@]}" --lr 1e-4 --min-lr 1e-3
 expect_error '--clip-grad must be >= 0' train "${small[@]}" --clip-grad -1

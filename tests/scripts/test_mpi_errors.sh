@@ -39,7 +39,7 @@ expect_job_error 2 '--num-attention-heads \(3\) must be divisible by --tensor-mo
   train "${small[@]}" --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 48
 expect_job_error 2 '--seq-length \(15\) must be divisible by --tensor-model-parallel-size \(2\) with --sequence-parallel' \
   train "${small[@]}" --tensor-model-parallel-size 2 --sequence-parallel --seq-length 15
-expect_job_error 2 '--num-layers must be >= 1' train "${small[@]}" --num-layers 0
+expect_job_error 2 '--num-layers must be in \[1, 65536\] \(got 0\)' train "${small[@]}" --num-layers 0
 expect_job_error 2 'cannot open token data /nonexistent.tok' train "${small[@]}" --data-path /nonexistent.tok
 # calibrate: rank 0 alone finds the output unwritable; the job still ends,
 # before any measuring, with the message once.

@@ -79,8 +79,12 @@ Checkpoint from_metadata(const std::string& step_dir, json md) {
   ck.state.consumed_samples = md.value("consumed_samples", int64_t(0));
   ck.state.seed = parse_seed(md.value("seed", std::string("0")), step_dir);
   ck.state.extra = md.value("extra", json::object());
-  ck.run.model = model_from_json(md.at("model"));
-  ck.run.par = parallel_from_json(md.value("parallel", json::object()));
+  try {
+    ck.run.model = model_from_json(md.at("model"));
+    ck.run.par = parallel_from_json(md.value("parallel", json::object()));
+  } catch (const Error& e) {
+    fail("{}/{}: {}", step_dir, kMetadataFile, e.what());
+  }
   ck.run.tokenizer = md.value("tokenizer", std::string());
   for (const auto& [name, t] : md.at("tensors").items())
     if (t.at("shards").contains("exp_avg")) ck.has_optimizer_state = true;

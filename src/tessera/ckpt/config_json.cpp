@@ -10,10 +10,42 @@ using nlohmann::json;
 
 namespace {
 
-int64_t need_int(const json& j, const char* key) {
-  TESSERA_CHECK(j.contains(key) && j[key].is_number_integer(), "model config: missing integer '{}'",
-                key);
+// Typed reads: a field of the wrong type (a string where a number belongs)
+// is an Error naming the field, never nlohmann's type_error escaping.
+// `what` names the object ("model config"); callers prefix the file.
+int64_t need_int(const json& j, const char* key, const char* what = "model config") {
+  TESSERA_CHECK(j.is_object() && j.contains(key) && j[key].is_number_integer(),
+                "{}: missing integer '{}'", what, key);
   return j[key].get<int64_t>();
+}
+
+int64_t int_or(const json& j, const char* key, int64_t fallback, const char* what) {
+  if (!j.contains(key)) return fallback;
+  TESSERA_CHECK(j[key].is_number_integer(), "{}: '{}' must be an integer (got {})", what, key,
+                j[key].dump());
+  return j[key].get<int64_t>();
+}
+
+double number_or(const json& j, const char* key, double fallback, const char* what) {
+  if (!j.contains(key)) return fallback;
+  TESSERA_CHECK(j[key].is_number(), "{}: '{}' must be a number (got {})", what, key,
+                j[key].dump());
+  return j[key].get<double>();
+}
+
+std::string string_or(const json& j, const char* key, const std::string& fallback,
+                      const char* what) {
+  if (!j.contains(key)) return fallback;
+  TESSERA_CHECK(j[key].is_string(), "{}: '{}' must be a string (got {})", what, key,
+                j[key].dump());
+  return j[key].get<std::string>();
+}
+
+bool bool_or(const json& j, const char* key, bool fallback, const char* what) {
+  if (!j.contains(key)) return fallback;
+  TESSERA_CHECK(j[key].is_boolean(), "{}: '{}' must be true or false (got {})", what, key,
+                j[key].dump());
+  return j[key].get<bool>();
 }
 
 
@@ -34,6 +66,8 @@ json model_to_json(const GPTConfig& m) {
 }
 
 GPTConfig model_from_json(const json& j) {
+  const char* what = "model config";
+  TESSERA_CHECK(j.is_object(), "{} is not an object (got {})", what, j.dump());
   GPTConfig m;
   m.num_layers = need_int(j, "num_layers");
   m.hidden_size = need_int(j, "hidden_size");
@@ -42,12 +76,14 @@ GPTConfig model_from_json(const json& j) {
   if (j.contains("max_position_embeddings"))
     m.max_position_embeddings = need_int(j, "max_position_embeddings");
   m.vocab_size = need_int(j, "vocab_size");
-  m.ffn_hidden_size = j.value("ffn_hidden_size", int64_t(0));
-  if (m.ffn_hidden_size == 4 * m.hidden_size) m.ffn_hidden_size = 0;  // the default, spelled out
-  m.make_vocab_size_divisible_by = j.value("make_vocab_size_divisible_by", int64_t(128));
-  m.init_std = j.value("init_std", 0.02f);
-  m.attention_dropout = j.value("attention_dropout", 0.0f);  // absent: written before dropout existed
-  m.hidden_dropout = j.value("hidden_dropout", 0.0f);
+  m.ffn_hidden_size = int_or(j, "ffn_hidden_size", 0, what);
+  // The default, spelled out (compared by division: 4 x a huge hidden wraps).
+  if (m.ffn_hidden_size % 4 == 0 && m.ffn_hidden_size / 4 == m.hidden_size) m.ffn_hidden_size = 0;
+  m.make_vocab_size_divisible_by = int_or(j, "make_vocab_size_divisible_by", 128, what);
+  m.init_std = float(number_or(j, "init_std", 0.02, what));
+  // Absent: written before dropout existed.
+  m.attention_dropout = float(number_or(j, "attention_dropout", 0.0, what));
+  m.hidden_dropout = float(number_or(j, "hidden_dropout", 0.0, what));
   m.validate();
   return m;
 }
@@ -66,19 +102,24 @@ json parallel_to_json(const ParallelConfig& p) {
 }
 
 ParallelConfig parallel_from_json(const json& j) {
+  const char* what = "parallel config";
+  TESSERA_CHECK(j.is_object(), "{} is not an object (got {})", what, j.dump());
   ParallelConfig p;
-  p.tp = j.value("tp", int64_t(1));
-  p.pp = j.value("pp", int64_t(1));
-  p.dp = j.value("dp", int64_t(1));
-  p.virtual_stages = j.value("virtual_stages", int64_t(1));
+  p.tp = int_or(j, "tp", 1, what);
+  p.pp = int_or(j, "pp", 1, what);
+  p.dp = int_or(j, "dp", 1, what);
+  p.virtual_stages = int_or(j, "virtual_stages", 1, what);
   // Files written before the schedule was part of ParallelConfig ran 1F1B.
-  p.schedule = schedule_kind_parse(j.value("schedule", std::string("1f1b")));
-  p.micro_batch = j.value("micro_batch", int64_t(1));
-  p.global_batch = j.value("global_batch", int64_t(1));
-  p.zero_stage = j.value("zero_stage", 0);
-  std::string r = j.value("recompute", std::string("none"));
+  p.schedule = schedule_kind_parse(string_or(j, "schedule", "1f1b", what));
+  p.micro_batch = int_or(j, "micro_batch", 1, what);
+  p.global_batch = int_or(j, "global_batch", 1, what);
+  const int64_t zero = int_or(j, "zero_stage", 0, what);
+  TESSERA_CHECK(zero >= 0 && zero <= 3, "{}: 'zero_stage' must be 0, 1, 2 or 3 (got {})", what,
+                zero);
+  p.zero_stage = int(zero);
+  std::string r = string_or(j, "recompute", "none", what);
   p.recompute = r == "full" ? Recompute::Full : r == "selective" ? Recompute::Selective : Recompute::None;
-  p.sequence_parallel = j.value("sequence_parallel", false);
+  p.sequence_parallel = bool_or(j, "sequence_parallel", false, what);
   return p;
 }
 

@@ -53,6 +53,7 @@ json hf_config(const GPTConfig& m) {
 }
 
 GPTConfig model_from_hf_config(const json& c) {
+  TESSERA_CHECK(c.is_object(), "config.json: not a JSON object");
   auto need = [&](const char* k) {
     TESSERA_CHECK(c.contains(k) && c[k].is_number_integer(), "config.json: missing integer '{}'", k);
     return c[k].get<int64_t>();
@@ -64,9 +65,24 @@ GPTConfig model_from_hf_config(const json& c) {
   m.seq_length = c.contains("n_positions") ? need("n_positions") : need("n_ctx");
   m.max_position_embeddings = m.seq_length;
   m.vocab_size = need("vocab_size");
-  if (c.contains("n_inner") && c["n_inner"].is_number_integer()) m.ffn_hidden_size = c["n_inner"];
-  if (c.contains("initializer_range") && c["initializer_range"].is_number())
+  // n_inner: null (Hugging Face's "4 x n_embd") or an integer.
+  if (c.contains("n_inner") && !c["n_inner"].is_null()) m.ffn_hidden_size = need("n_inner");
+  if (c.contains("initializer_range")) {
+    TESSERA_CHECK(c["initializer_range"].is_number(),
+                  "config.json: 'initializer_range' has the wrong type ({})",
+                  c["initializer_range"].dump());
     m.init_std = c["initializer_range"].get<float>();
+  }
+  // Optional fields, typed: a wrong type names the field (not a type_error).
+  for (const auto& [key, ok] :
+       {std::pair<const char*, bool>{"activation_function",
+                                     !c.contains("activation_function") ||
+                                         c["activation_function"].is_string()},
+        {"layer_norm_epsilon",
+         !c.contains("layer_norm_epsilon") || c["layer_norm_epsilon"].is_number()},
+        {"tie_word_embeddings",
+         !c.contains("tie_word_embeddings") || c["tie_word_embeddings"].is_boolean()}})
+    TESSERA_CHECK(ok, "config.json: '{}' has the wrong type ({})", key, c[key].dump());
   const std::string act = c.value("activation_function", std::string("gelu_new"));
   TESSERA_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
                 "config.json: activation_function '{}' (this engine computes gelu_new, the tanh GELU)",

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "tessera/cli/commands.h"
+#include "tessera/cli/flag_checks.h"
 #include "tessera/train/peak.h"
 
 namespace tessera::cli {
@@ -19,6 +20,7 @@ void register_bench(CLI::App& app) {
   peak->add_option("--output", *output, "where to write the result (JSON)")->capture_default_str();
   peak->add_option("--threads", *threads, "threads (default: OpenMP's, usually all cores)");
   peak->callback([output, threads] {
+    check_threads(*threads);
     double t = measure_and_write_peak(*output, *threads, true);
     fmt::print("peak fp32 GEMM: {:.1f} GFLOP/s, written to {}\n", t * 1e3, *output);
   });

@@ -8,12 +8,14 @@
 #include <fmt/core.h>
 #include <omp.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
 #include "tessera/cli/collective_errors.h"
 #include "tessera/cli/commands.h"
+#include "tessera/cli/flag_checks.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/core/error.h"
 #include "tessera/plan/calibrate_run.h"
@@ -94,6 +96,12 @@ void register_calibrate(CLI::App& app) {
   cmd->callback([a] {
     CalibrateArgs args = *a;
     plan::CalibrateOptions& m = args.measure;
+    check_threads(args.threads);
+    for (int64_t b : m.micro_batch)
+      TESSERA_CHECK(b >= 1 && b <= 4096, "--micro-batch must be in [1, 4096] (got {})", b);
+    for (int64_t t : m.tp) TESSERA_CHECK(t >= 1 && t <= 4096, "--tp must be in [1, 4096] (got {})", t);
+    TESSERA_CHECK(std::isfinite(m.max_gflop) && m.max_gflop > 0,
+                  "--max-gflop must be a finite number > 0 (got {})", m.max_gflop);
     if (m.quick) m.micro_batch = {m.micro_batch.front()}, m.tp = {1};
     run_calibrate(args);
   });

@@ -2,12 +2,14 @@
 // text as it is sampled.
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
 
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/cli/commands.h"
+#include "tessera/cli/flag_checks.h"
 #include "tessera/core/error.h"
 #include "tessera/data/tokenizer.h"
 #include "tessera/model/generate.h"
@@ -77,16 +79,21 @@ void register_generate(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--top-p", o->top_p, "nucleus: the smallest set with this probability (1: all)")
       ->capture_default_str();
-  sub->add_option("--seed", o->seed, "sampling seed (same seed, same text)")->capture_default_str();
+  sub->add_option("--seed", o->seed, "sampling seed (same seed, same text)")
+      ->check(not_negative())
+      ->capture_default_str();
   sub->add_option("--tokenizer", o->tokenizer,
                   "'bytes' or a vocab.json + merges.txt directory (default: the checkpoint's)");
   sub->add_flag("--ignore-eot", o->ignore_eot, "keep going after <|endoftext|>");
   sub->add_flag("--no-kv-cache", o->no_kv_cache, "recompute the whole context every token (slow; for checking)");
   sub->callback([o] {
-    TESSERA_CHECK(o->max_new_tokens >= 0, "--max-new-tokens must be >= 0");
-    TESSERA_CHECK(o->temperature >= 0, "--temperature must be >= 0");
-    TESSERA_CHECK(o->top_p > 0 && o->top_p <= 1, "--top-p must be in (0, 1]");
-    TESSERA_CHECK(o->top_k >= 0, "--top-k must be >= 0");
+    // Every numeric flag's range, before the checkpoint is read.
+    TESSERA_CHECK(o->max_new_tokens >= 0, "--max-new-tokens must be >= 0 (got {})",
+                  o->max_new_tokens);
+    TESSERA_CHECK(std::isfinite(o->temperature) && o->temperature >= 0,
+                  "--temperature must be a finite number >= 0 (got {})", o->temperature);
+    TESSERA_CHECK(o->top_p > 0 && o->top_p <= 1, "--top-p must be in (0, 1] (got {})", o->top_p);
+    TESSERA_CHECK(o->top_k >= 0, "--top-k must be >= 0 (got {})", o->top_k);
     ckpt::Checkpoint ck = ckpt::open_checkpoint(o->checkpoint);
     for (const auto& n : ck.notes) fmt::print(stderr, "tessera: note: {}\n", n);
     std::unique_ptr<GPT> model = ckpt::load_whole_model(ck);

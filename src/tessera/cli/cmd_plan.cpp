@@ -29,7 +29,7 @@ struct PlanArgs {
   std::vector<std::string> more_systems;
   std::string precision = "mixed16";
   int64_t devices = 0, global_batch = 0;
-  size_t top = 5;
+  int64_t top = 5;
   std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
   std::vector<int> zero;
   std::vector<std::string> recompute, schedule;
@@ -134,7 +134,7 @@ void check_found(const PlanArgs& a, const GPTConfig& model, const plan::SystemSp
 
 // --json: writes the result; true when it went to stdout (and nothing else may).
 bool write_json(const PlanArgs& a, const plan::SystemSpec& sys, const plan::SearchResult& r) {
-  nlohmann::json j = plan::search_json(r, a.top);
+  nlohmann::json j = plan::search_json(r, size_t(a.top));
   j["model"] = a.model;
   j["system"] = sys.name;
   j["devices"] = a.devices;
@@ -153,7 +153,7 @@ void print_search(const PlanArgs& a, const GPTConfig& model, const plan::SystemS
              sys.name, a.global_batch);
   fmt::print("searched {} layouts in {:.3f} s: {} fit, {} do not fit memory\n\n", r.candidates,
              r.seconds, r.ranked.size(), r.too_big);
-  fmt::print("{}\n", plan::format_table(r.ranked, a.top));
+  fmt::print("{}\n", plan::format_table(r.ranked, size_t(a.top)));
   fmt::print("best: {}", plan::format_breakdown(r.ranked.front(), sys));
   if (!r.closest_misses.empty() && r.too_big > 0) {
     // Its reason's breakdown "(weights ..., ...)" on a line of its own: the
@@ -203,6 +203,7 @@ void run_plan(const PlanArgs& a) {
   TESSERA_CHECK(a.devices >= 1, "--devices: how many devices to plan for (got {})", a.devices);
   TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step (got {})",
                 a.global_batch);
+  TESSERA_CHECK(a.top >= 1, "--top must be >= 1 (got {})", a.top);
   const plan::SearchSpace space = make_space(a);
   plan::SearchResult r = plan::search_layouts(model, sys, space);
   check_found(a, model, sys, space, r);

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "tessera/cli/commands.h"
+#include "tessera/cli/flag_checks.h"
 #include "tessera/core/error.h"
 #include "tessera/data/bpe_train.h"
 #include "tessera/data/token_file.h"
@@ -87,6 +88,7 @@ void register_train_cmd(CLI::App& tok) {
   sub->add_option("--output", o->output, "directory to write vocab.json and merges.txt to")->required();
   sub->add_option("--min-count", o->min_count, "stop before merging a pair seen fewer times")->capture_default_str();
   sub->callback([o] {
+    TESSERA_CHECK(o->min_count >= 1, "--min-count must be >= 1 (got {})", o->min_count);
     auto t0 = Clock::now();
     data::BpeTrainOptions opts;
     opts.vocab_size = o->vocab_size;
@@ -129,6 +131,7 @@ void register_encode_cmd(CLI::App& tok) {
   sub->add_flag("--no-specials", o->no_specials, "encode '<|endoftext|>' in the text as plain text, not as the special token");
   sub->add_option("--threads", o->threads, "threads (default: OpenMP's)");
   sub->callback([o] {
+    check_threads(o->threads);
     auto t0 = Clock::now();
     if (o->threads > 0) omp_set_num_threads(o->threads);
     data::Tokenizer tok = data::Tokenizer::load(o->vocab);
@@ -192,15 +195,21 @@ void register_decode_cmd(CLI::App& tok) {
   sub->add_option("--input", o->input, "token file")->required();
   sub->add_option("--output", o->output, "text file to write (default: standard output)");
   sub->add_option("--start", o->start, "first token")->capture_default_str();
-  sub->add_option("--count", o->count, "tokens to decode (default: to the end)");
-  sub->callback([o] {
+  CLI::Option* count = sub->add_option("--count", o->count, "tokens to decode (default: to the end)");
+  sub->callback([o, count] {
+    TESSERA_CHECK(o->start >= 0, "--start must be >= 0 (got {})", o->start);
+    TESSERA_CHECK(count->count() == 0 || o->count >= 0, "--count must be >= 0 (got {})", o->count);
     data::Tokenizer tok = data::Tokenizer::load(o->vocab);
     auto src = data::open_token_source(o->input);
+    TESSERA_CHECK(o->start <= src->size(), "--start {} is past the end of {} ({} tokens)", o->start,
+                  o->input, src->size());
     data::check_tokenizer_hash(*src, tok.hash(), o->vocab);
     TESSERA_CHECK(src->vocab_hint() <= uint32_t(tok.vocab_size()), "{}: the file's vocabulary has {} tokens, {} has {}",
                   o->input, src->vocab_hint(), o->vocab, tok.vocab_size());
     src->set_vocab_limit(uint32_t(tok.vocab_size()));
-    const int64_t end = o->count < 0 ? src->size() : std::min(src->size(), o->start + o->count);
+    // start <= size, so size - start cannot wrap (start + count could).
+    const int64_t end =
+        o->count < 0 ? src->size() : o->start + std::min(src->size() - o->start, o->count);
     std::FILE* out = o->output.empty() ? stdout : std::fopen(o->output.c_str(), "wb");
     TESSERA_CHECK(out, "cannot write {}", o->output);
     std::vector<int32_t> ids;

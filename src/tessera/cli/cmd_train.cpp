@@ -3,6 +3,7 @@
 // on the command line win).
 #include <omp.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -11,15 +12,19 @@
 
 #include "tessera/cli/collective_errors.h"
 #include "tessera/cli/commands.h"
+#include "tessera/cli/flag_checks.h"
 #include "tessera/data/data_blend.h"
 #include "tessera/comm/grid.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/comm/node_local.h"
+#include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 #include "tessera/kernels/cpu/matmul_lowp.h"
 #include "tessera/kernels/cpu/matmul_lowp_primitive.h"
 #include "tessera/model/param_layout.h"
+#include "tessera/core/memory_info.h"
 #include "tessera/train/data_setup.h"
+#include "tessera/train/memory_check.h"
 #include "tessera/train/trainer.h"
 
 namespace tessera::cli {
@@ -109,6 +114,7 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option("--adam-beta2", o.beta2, "AdamW beta2")->capture_default_str();
   sub->add_option("--adam-eps", o.eps, "AdamW epsilon")->capture_default_str();
   sub->add_option("--seed", c.seed, "seed of initialisation and data sampling")
+      ->check(not_negative())
       ->capture_default_str();
   sub->add_option("--data-path", c.data_paths,
                   "token files: tessera (.tok), Megatron indexed (.bin/.idx prefix) or llm.c "
@@ -200,6 +206,18 @@ struct LaunchFlags {
   int64_t vocab_size = 0;   // --vocab-size
   int64_t layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
   double comm_timeout = 300;  // --comm-timeout
+
+  // The ranges of these flags (TrainConfig::validate checks the rest).
+  void validate() const {
+    TESSERA_CHECK(vocab_size == 0 || vocab_size >= 2,
+                  "--vocab-size must be >= 2 (got {}; leave it out to take the tokenizer's)",
+                  vocab_size);
+    TESSERA_CHECK(layers_per_virtual_stage >= 0,
+                  "--num-layers-per-virtual-pipeline-stage must be >= 1 (got {})",
+                  layers_per_virtual_stage);
+    TESSERA_CHECK(std::isfinite(comm_timeout) && comm_timeout >= 0,
+                  "--comm-timeout must be a finite number >= 0 (got {})", comm_timeout);
+  }
 };
 
 // Rank 0 prints every rank's bytes of model state (and activations), which
@@ -231,16 +249,18 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
   // Everything that can fail on bad input runs first, on every rank; the
   // ranks agree before anything collective, so none is left waiting.
   agree(*world, [&] {
-    TESSERA_CHECK(flags.comm_timeout >= 0, "--comm-timeout must be >= 0 (got {})",
-                  flags.comm_timeout);
+    flags.validate();
+    c.par.set_world(world->size());  // checks tp, pp >= 1 before they divide anything
     if (const int64_t per = flags.layers_per_virtual_stage; per > 0) {
-      TESSERA_CHECK(c.model.num_layers % (per * c.par.pp) == 0,
+      const int64_t chunk = checked_mul(per, c.par.pp,
+                                        "--num-layers-per-virtual-pipeline-stage x "
+                                        "--pipeline-model-parallel-size");
+      TESSERA_CHECK(c.model.num_layers % chunk == 0,
                     "--num-layers ({}) must be divisible by --num-layers-per-virtual-pipeline-stage "
                     "({}) x --pipeline-model-parallel-size ({})",
                     c.model.num_layers, per, c.par.pp);
-      c.par.virtual_stages = c.model.num_layers / (per * c.par.pp);
+      c.par.virtual_stages = c.model.num_layers / chunk;
     }
-    c.par.set_world(world->size());
     c.model.vocab_size = 2;  // the data decides; check everything else first
     c.validate(world->size());
     omp_set_num_threads(c.threads > 0 ? c.threads : comm::default_threads_per_rank());
@@ -248,6 +268,9 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
     c.model.vocab_size = data.vocab_size;
     c.tokenizer = data.tokenizer_dir;
     c.validate(world->size());
+    const comm::GridCoord at = comm::GridLayout::make(c.par, world->size()).coord_of(world->rank());
+    check_memory_fits(rank_memory_lower_bound(c, at.tp, at.pp), available_memory_bytes(),
+                      comm::ranks_on_this_node());
   });
   if (flags.comm_timeout > 0) runtime.set_comm_timeout(flags.comm_timeout);
   comm::Grid grid(*world, c.par);

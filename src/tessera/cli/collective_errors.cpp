@@ -2,6 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <exception>
+#include <new>
+
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/core/error.h"
 
@@ -44,6 +47,12 @@ void agree(comm::Communicator& world, const std::function<void()>& work) {
   try {
     work();
   } catch (const Error& e) {
+    message = e.what();
+  } catch (const std::bad_alloc&) {
+    message = "out of memory";
+  } catch (const std::exception& e) {
+    // Any other exception is an error like a tessera::Error: agreed on,
+    // never left to end one rank while the others wait in a collective.
     message = e.what();
   }
   if (world.size() == 1) {

@@ -13,7 +13,8 @@
 
 namespace tessera::cli {
 
-// Runs `work`; if it throws tessera::Error on any rank, prints as above and
+// Runs `work`; if it throws (a tessera::Error or any std::exception) on any
+// rank, prints as above and
 // throws ReportedError on every rank.
 void agree(comm::Communicator& world, const std::function<void()>& work);
 

@@ -3,6 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <exception>
+#include <new>
+
 #include "tessera/cli/commands.h"
 #include "tessera/cli/config_file.h"
 #include "tessera/cli/flag_suggestion.h"
@@ -40,6 +43,18 @@ int main(int argc, char** argv) {
     return 2;  // already printed (a multi-rank job reports once)
   } catch (const tessera::Error& e) {
     fmt::print(stderr, "tessera: error: {}\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // What no size check foresaw: still one line and exit 2, never an abort.
+    fmt::print(stderr, "tessera: error: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    // A library's exception no check turned into a tessera::Error (a
+    // filesystem error, a JSON type error): one line and exit 2 as well.
+    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    return 2;
+  } catch (...) {
+    fmt::print(stderr, "tessera: error: unknown exception\n");
     return 2;
   }
   return 0;

@@ -2,12 +2,45 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
+#include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
 
+namespace {
+
+// The model's tensors list every layer (ParamLayout), so a billion layers
+// would exhaust memory describing them before any check of the bytes; the
+// largest published models have a few hundred.
+constexpr int64_t kMaxLayers = int64_t(1) << 16;
+
+// An upper bound of the model's parameter bytes (fp32 weights, gradients and
+// Adam's two moments: 16 per parameter) computed without wrapping, so that
+// no size derived from this config (ParamLayout's offsets, the planner's
+// byte counts) can overflow int64. The exact count is ParamLayout's; this
+// only has to be larger.
+void check_sizes_fit(const GPTConfig& m) {
+  const char* what = "model size (--hidden-size, --ffn-hidden-size, --num-layers, vocabulary)";
+  const int64_t C = m.hidden_size;
+  const int64_t F = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : checked_mul(4, C, what);
+  const int64_t rows = checked_add(m.vocab_size, m.make_vocab_size_divisible_by, what);
+  const int64_t table = checked_mul(checked_add(rows, m.positions(), what), C, what);
+  // Per layer: qkv and projection (4 C^2), the MLP (2 C F), biases and norms.
+  const int64_t C4 = checked_mul(4, C, what);
+  const int64_t layer = checked_add(checked_add(checked_mul(C4, C, what),
+                                                checked_mul(checked_mul(2, C, what), F, what), what),
+                                    checked_add(checked_mul(16, C, what), F, what), what);
+  const int64_t params = checked_add(table, checked_mul(m.num_layers, layer, what), what);
+  checked_mul(params, 16, what);
+}
+
+}  // namespace
+
 void GPTConfig::validate() const {
-  TESSERA_CHECK(num_layers >= 1, "--num-layers must be >= 1 (got {})", num_layers);
+  TESSERA_CHECK(num_layers >= 1 && num_layers <= kMaxLayers,
+                "--num-layers must be in [1, {}] (got {})", kMaxLayers, num_layers);
   TESSERA_CHECK(hidden_size >= 1, "--hidden-size must be >= 1 (got {})", hidden_size);
   TESSERA_CHECK(num_heads >= 1, "--num-attention-heads must be >= 1 (got {})", num_heads);
   TESSERA_CHECK(hidden_size % num_heads == 0,
@@ -24,12 +57,14 @@ void GPTConfig::validate() const {
   TESSERA_CHECK(make_vocab_size_divisible_by >= 1,
                 "--make-vocab-size-divisible-by must be >= 1 (got {})",
                 make_vocab_size_divisible_by);
-  TESSERA_CHECK(init_std > 0, "--init-method-std must be > 0 (got {})", init_std);
+  TESSERA_CHECK(init_std > 0 && std::isfinite(init_std),
+                "--init-method-std must be a finite number > 0 (got {})", init_std);
   // The negated form also refuses NaN.
   TESSERA_CHECK(attention_dropout >= 0.0f && attention_dropout < 1.0f,
                 "--attention-dropout must be in [0, 1) (got {})", attention_dropout);
   TESSERA_CHECK(hidden_dropout >= 0.0f && hidden_dropout < 1.0f,
                 "--hidden-dropout must be in [0, 1) (got {})", hidden_dropout);
+  check_sizes_fit(*this);
 }
 
 std::string GPTConfig::summary() const {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
@@ -64,7 +65,9 @@ void validate_world(int64_t tp, int64_t pp, int64_t world) {
   TESSERA_CHECK(tp >= 1, "--tensor-model-parallel-size must be >= 1 (got {})", tp);
   TESSERA_CHECK(pp >= 1, "--pipeline-model-parallel-size must be >= 1 (got {})", pp);
   TESSERA_CHECK(world >= 1, "world size must be >= 1 (got {})", world);
-  TESSERA_CHECK(world % (tp * pp) == 0,
+  const int64_t model_ranks =
+      checked_mul(tp, pp, "--tensor-model-parallel-size x --pipeline-model-parallel-size");
+  TESSERA_CHECK(world % model_ranks == 0,
                 "world size {} is not divisible by --tensor-model-parallel-size ({}) x "
                 "--pipeline-model-parallel-size ({}): data-parallel size = world / (tp x pp) "
                 "must be a whole number",
@@ -80,7 +83,7 @@ void ParallelConfig::set_world(int64_t world) {
 
 void ParallelConfig::validate_degrees(int64_t world) const {
   validate_world(tp, pp, world);
-  TESSERA_CHECK(dp * tp * pp == world,
+  TESSERA_CHECK(dp >= 1 && dp == world / (tp * pp),
                 "data-parallel size {} is not world size {} / (--tensor-model-parallel-size ({}) "
                 "x --pipeline-model-parallel-size ({}))",
                 dp, world, tp, pp);
@@ -105,7 +108,10 @@ void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
                 m.seq_length, p.tp);
   TESSERA_CHECK(p.virtual_stages >= 1, "--virtual-pipeline-stages must be >= 1 (got {})",
                 p.virtual_stages);
-  TESSERA_CHECK(m.num_layers % (p.pp * p.virtual_stages) == 0,
+  TESSERA_CHECK(m.num_layers % checked_mul(p.pp, p.virtual_stages,
+                                           "--pipeline-model-parallel-size x "
+                                           "--virtual-pipeline-stages") ==
+                    0,
                 "--num-layers ({}) must be divisible by --pipeline-model-parallel-size ({}) x "
                 "--virtual-pipeline-stages ({})",
                 m.num_layers, p.pp, p.virtual_stages);
@@ -117,12 +123,19 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
   validate_degrees(world);
   TESSERA_CHECK(micro_batch >= 1, "--micro-batch-size must be >= 1 (got {})", micro_batch);
   TESSERA_CHECK(global_batch >= 1, "--global-batch-size must be >= 1 (got {})", global_batch);
-  TESSERA_CHECK(global_batch % (micro_batch * dp) == 0,
+  const int64_t per_step =
+      checked_mul(micro_batch, dp, "--micro-batch-size x data-parallel size");
+  TESSERA_CHECK(global_batch % per_step == 0,
                 "--global-batch-size ({}) must be divisible by --micro-batch-size ({}) x "
                 "data-parallel size ({})",
                 global_batch, micro_batch, dp);
   TESSERA_CHECK(zero_stage >= 0 && zero_stage <= 3, "--zero-stage must be 0, 1, 2 or 3 (got {})",
                 zero_stage);
+  // The embedding table is padded to a multiple of this (GPTConfig::padded_vocab).
+  checked_add(m.vocab_size,
+              checked_mul(m.make_vocab_size_divisible_by, tp,
+                          "--make-vocab-size-divisible-by x --tensor-model-parallel-size"),
+              "vocabulary padded to --make-vocab-size-divisible-by x --tensor-model-parallel-size");
   validate_model_split(*this, m);
   if (pp > 1) {
     schedule_validate(schedule, pp, virtual_stages, accumulation_steps());

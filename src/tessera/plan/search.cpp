@@ -9,11 +9,36 @@ namespace tessera::plan {
 
 namespace {
 
+// Ascending; pairs (d, n / d) up to sqrt(n), so a large device count or
+// global batch costs thousands of steps, not millions.
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back(d);
-  return out;
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d <= n / d; ++d)
+    if (n % d == 0) {
+      low.push_back(d);
+      if (d != n / d) high.push_back(n / d);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// The plan command's ranges, before any of them divides: --devices and
+// --global-batch-size bounded far above any machine or batch in use (2^24),
+// every listed degree >= 1.
+constexpr int64_t kMaxCount = int64_t(1) << 24;
+
+void check_space(const SearchSpace& sp) {
+  TESSERA_CHECK(sp.devices >= 1 && sp.devices <= kMaxCount, "--devices must be in [1, {}] (got {})",
+                kMaxCount, sp.devices);
+  TESSERA_CHECK(sp.global_batch >= 1 && sp.global_batch <= kMaxCount,
+                "--global-batch-size must be in [1, {}] (got {})", kMaxCount, sp.global_batch);
+  for (const auto& [values, flag] :
+       {std::pair{&sp.tp, "--tp"}, {&sp.pp, "--pp"}, {&sp.micro_batch, "--micro-batch"},
+        {&sp.virtual_stages, "--virtual-stages"}})
+    for (int64_t v : *values)
+      TESSERA_CHECK(v >= 1, "{} must be >= 1 (got {})", flag, v);
+  for (int z : sp.zero_stages)
+    TESSERA_CHECK(z >= 0 && z <= 3, "--zero must be 0, 1, 2 or 3 (got {})", z);
 }
 
 bool better(const LayoutCost& a, const LayoutCost& b) {
@@ -27,9 +52,9 @@ bool better(const LayoutCost& a, const LayoutCost& b) {
 
 std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& sys,
                                           const SearchSpace& sp) {
+  check_space(sp);
   std::vector<PlanLayout> out;
   const int64_t N = sp.devices;
-  if (N < 1 || sp.global_batch < 1) return out;
   std::vector<int64_t> tps = sp.tp.empty() ? divisors(N) : sp.tp;
   std::vector<int64_t> pps = sp.pp.empty() ? divisors(N) : sp.pp;
   for (int64_t tp : tps) {
@@ -126,9 +151,12 @@ std::vector<int64_t> nearby_usable_device_counts(const GPTConfig& m, const Syste
                                                  const SearchSpace& sp) {
   std::vector<int64_t> out;
   SearchSpace probe = sp;
-  for (int64_t d = 1; d <= std::max<int64_t>(64, sp.devices) && out.size() < 2; ++d) {
+  // Within 64, or the device count itself, and never more than 4096 away:
+  // each probe is a whole enumeration.
+  const int64_t reach = std::min<int64_t>(std::max<int64_t>(64, sp.devices), 4096);
+  for (int64_t d = 1; d <= reach && out.size() < 2; ++d) {
     for (int64_t n : {sp.devices - d, sp.devices + d}) {
-      if (n < 1) continue;
+      if (n < 1 || n > kMaxCount) continue;
       probe.devices = n;
       if (!enumerate_layouts(m, sys, probe).empty() &&
           std::find(out.begin(), out.end(), n) == out.end())

@@ -2,13 +2,36 @@
 
 #include <cmath>
 
+#include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
 
+namespace {
+
+// Floats from the command line: CLI11 reads "inf", "nan" and 1e39 (inf as a
+// float) as numbers; none of them is a usable setting.
+void check_finite(double v, const char* flag) {
+  TESSERA_CHECK(std::isfinite(v), "{} must be a finite number (got {})", flag, v);
+}
+
+}  // namespace
+
 void TrainConfig::validate(int64_t world) const {
   model.validate();
   par.validate(model, world);
+  // Every float flag: finite first, so that the range checks below (and the
+  // NaN-refusing forms they are written in) speak of real numbers.
+  for (const auto& [v, flag] : {std::pair<double, const char*>{optim.lr, "--lr"},
+                                {optim.min_lr, "--min-lr"},
+                                {optim.weight_decay, "--weight-decay"},
+                                {optim.clip_grad, "--clip-grad"},
+                                {optim.beta1, "--adam-beta1"},
+                                {optim.beta2, "--adam-beta2"},
+                                {optim.eps, "--adam-eps"},
+                                {valid_fraction, "--split-valid"},
+                                {peak_tflops, "--peak-tflops"}})
+    check_finite(v, flag);
   TESSERA_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other: choose one");
   {
     const LossScalerConfig d;
@@ -62,7 +85,23 @@ void TrainConfig::validate(int64_t world) const {
                 "--exit-duration-in-mins must be a finite number >= 0 (got {})",
                 exit_duration_in_mins);
   TESSERA_CHECK(exit_interval >= 0, "--exit-interval must be >= 0 (got {})", exit_interval);
-  TESSERA_CHECK(threads >= 0, "--threads must be >= 0 (got {})", threads);
+  TESSERA_CHECK(threads >= 0 && threads <= kMaxThreads, "--threads must be in [0, {}] (got {})",
+                kMaxThreads, threads);
+  // Token counts the data sampler and the logs keep in int64: a step's
+  // tokens, the whole run's samples, and one micro-batch's logits.
+  const int64_t step_tokens =
+      checked_mul(par.global_batch, model.seq_length, "--global-batch-size x --seq-length");
+  checked_mul(train_iters, step_tokens, "--train-iters x --global-batch-size x --seq-length");
+  // One micro-batch's activations: every layer's rows (a few hidden widths
+  // and two MLP widths each) and the logits, in fp32.
+  const char* acts = "one micro-batch's activations (--micro-batch-size x --seq-length x model)";
+  const int64_t rows = checked_mul(par.micro_batch, model.seq_length, acts);
+  const int64_t layer_width =
+      checked_add(checked_mul(16, model.hidden_size, acts), checked_mul(2, model.ffn(), acts), acts);
+  const int64_t width = checked_add(checked_mul(model.num_layers, layer_width, acts),
+                                    model.padded_vocab(par.tp), acts);
+  checked_mul(checked_mul(rows, width, acts), 4, acts);
+  checked_mul(eval_iters, rows, "--eval-iters x --micro-batch-size x --seq-length");
 }
 
 }  // namespace tessera

@@ -13,6 +13,11 @@
 
 namespace tessera {
 
+// The most OpenMP threads any command starts per rank (--threads): libgomp
+// crashes when it cannot create the threads asked for (100,000 here), and
+// the largest CPU nodes have under a thousand hardware threads.
+inline constexpr int kMaxThreads = 1024;
+
 struct TrainConfig {
   GPTConfig model;
   ParallelConfig par;
@@ -40,7 +45,7 @@ struct TrainConfig {
   // --fp16 loss scaling (Megatron's --loss-scale, --initial-loss-scale,
   // --min-loss-scale, --loss-scale-window, --hysteresis); only with --fp16.
   LossScalerConfig loss_scale;
-  int threads = 0;               // --threads (0: OpenMP default)
+  int threads = 0;               // --threads (0: OpenMP default; at most kMaxThreads)
   bool progress = true;          // --no-progress turns the terminal progress bar off
   std::string save_dir;          // --save: checkpoint directory (empty: no checkpoints)
   int64_t save_interval = 0;     // --save-interval: every N steps (0: only at the end)

@@ -1,0 +1,58 @@
+#include "tessera/train/memory_check.h"
+
+#include <algorithm>
+
+#include "tessera/core/error.h"
+#include "tessera/model/activations.h"
+#include "tessera/model/param_layout.h"
+
+namespace tessera {
+
+namespace {
+
+// One micro-batch's activation shape on this rank, as GPT::act_shape builds
+// it (there is no GPT yet: building one allocates the parameters).
+ActShape act_shape_of(const TrainConfig& c, const ParamLayout& layout) {
+  const GPTConfig& m = c.model;
+  const int64_t tp = layout.tp();
+  ActShape s;
+  s.B = c.par.micro_batch;
+  s.T = m.seq_length;
+  s.C = m.hidden_size;
+  s.NH = m.num_heads / tp;
+  s.Cl = s.C / tp;
+  s.F = m.ffn() / tp;
+  s.V = std::max<int64_t>(0, std::min(layout.vocab_end(), m.vocab_size) - layout.vocab_begin());
+  s.L = int64_t(layout.layers().size());
+  s.has_head = layout.has_head();
+  s.recompute = c.par.recompute;
+  if (c.par.sequence_parallel && tp > 1) s.Ts = s.T / tp;
+  return s;
+}
+
+}  // namespace
+
+MemoryBytes rank_memory_lower_bound(const TrainConfig& c, int64_t tp_rank, int64_t pp_rank) {
+  const ParamLayout layout = ParamLayout::build(c.model, c.par, tp_rank, pp_rank);
+  const double params = double(layout.numel());
+  MemoryBytes b = zero_state_bytes(params, kFp32AdamBytes, c.par.zero_stage, c.par.dp);
+  if (c.precision() != Precision::Fp32) b.params += 2 * params;  // the 16-bit working copy
+  b.activations = double(activations_bytes(act_shape_of(c, layout)));
+  return b;
+}
+
+void check_memory_fits(const MemoryBytes& need, double available_bytes, int64_t ranks_on_node) {
+  if (available_bytes <= 0) return;
+  const double per_rank = available_bytes / double(std::max<int64_t>(1, ranks_on_node));
+  TESSERA_CHECK(need.total() <= per_rank,
+                "the model needs at least {:.1f} GB per rank (parameters {:.1f}, gradients {:.1f}, "
+                "optimizer {:.1f}, activations {:.1f} GB) but {:.1f} GB are available{}: a smaller "
+                "model, more ranks (--tensor-model-parallel-size, --pipeline-model-parallel-size, "
+                "--zero-stage) or a smaller --micro-batch-size",
+                need.total() / 1e9, need.params / 1e9, need.grads / 1e9, need.optimizer / 1e9,
+                need.activations / 1e9, per_rank / 1e9,
+                ranks_on_node > 1 ? fmt::format(" to each of the {} ranks on this node", ranks_on_node)
+                                  : "");
+}
+
+}  // namespace tessera

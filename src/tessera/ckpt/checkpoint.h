@@ -59,6 +59,10 @@ struct RunInfo {
   GPTConfig model;
   ParallelConfig par;     // the layout that wrote it (loading may use another)
   std::string tokenizer;  // "bytes" (token = byte), a vocab.json + merges.txt directory, or ""
+  // Writing: the BPE files copied into the checkpoint (tokenizer_files.h),
+  // when not vocab.json + merges.txt of `tokenizer` (e.g. Megatron's
+  // gpt2-vocab.json). Reading: `tokenizer` is the directory of the copies.
+  std::string vocab_file, merge_file;
 };
 
 // Elements [begin, end) of a rank's flat buffer (laid out by its

@@ -53,6 +53,10 @@ std::string shard_manifest_name(int64_t tp, int64_t pp, int64_t dp);
 // disagree on a tensor's global shape.
 void merge_manifest(nlohmann::json& metadata, const nlohmann::json& manifest);
 
+// `files` ({name: {"bytes", "crc32c"}}): every name is plain (no '/'),
+// and dir/name is there with its size (and CRC32C when verify).
+void check_listed_files(const std::string& dir, const nlohmann::json& files, bool verify);
+
 // Before anything is read or allocated: every file listed in metadata exists
 // with its size (and CRC32C when verify); every tensor's shape, slices,
 // ranges and byte offsets are well-typed, cannot overflow and stay inside

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "tessera/cli/commands.h"
+#include "tessera/core/output_file.h"
 #include "tessera/train/peak.h"
 
 namespace tessera::cli {
@@ -19,6 +20,8 @@ void register_bench(CLI::App& app) {
   peak->add_option("--output", *output, "where to write the result (JSON)")->capture_default_str();
   peak->add_option("--threads", *threads, "threads (default: OpenMP's, usually all cores)");
   peak->callback([output, threads] {
+    // The measurement takes a while: a path that cannot be written fails first.
+    check_output_file(*output, "--output");
     double t = measure_and_write_peak(*output, *threads, true);
     fmt::print("peak fp32 GEMM: {:.1f} GFLOP/s, written to {}\n", t * 1e3, *output);
   });

@@ -4,7 +4,9 @@
 //   "format": "tessera-checkpoint", "version": 2,
 //   "step": 100, "consumed_samples": 6400, "seed": "1234", "extra": {...},
 //   "model": {num_layers, hidden_size, ...}, "parallel": {tp, pp, dp, zero_stage, ...},
-//   "tokenizer": "bytes" | "/path/to/tokenizer" | "",
+//   "tokenizer": "bytes" | "/path/to/tokenizer" | "",   (the source; absolute)
+//   "tokenizer_files": {"vocab.json": {"bytes", "crc32c"}, "merges.txt": {...}},
+//                      (the copies in tokenizer/, tokenizer_files.h; absent for bytes)
 //   "files": { "params-tp00-pp00-dp000.bin": {"bytes": 4096, "crc32c": "0x1a2b3c4d"}, ... },
 //   "shards": [ {"tp": 0, "pp": 0, "dp": 0, "params_ranges": [[0, 1024]],
 //                "optim_ranges": [[0, 512], [2048, 2560]]}, ... ],

@@ -40,8 +40,9 @@ std::string claim_save_dir(const TrainConfig& c) {
   if (c.save_dir.empty() || !c.overwrite_save) return "";
   const int64_t n = ckpt::remove_foreign_steps(c.save_dir, c.load_dir);
   if (n == 0) return "";
-  return fmt::format("--overwrite-save: deleted {} checkpoint(s) in {} that this run does not continue", n,
-                     c.save_dir);
+  return fmt::format("--overwrite-save: deleted {} checkpoint(s) in {} that this run does not "
+                     "continue",
+                     n, c.save_dir);
 }
 
 }  // namespace tessera

@@ -12,6 +12,7 @@
 # Usage: test_outputs_and_checkpoints.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$(realpath "$1")
+src=$(realpath "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
@@ -123,6 +124,17 @@ expect_exit 0 'deleted 2 checkpoint' train "${small[@]}" --seed 7 --save shared 
 [ "$(ls -d shared/step_* | xargs -n1 basename | tr '\n' ' ')" = "step_000002 " ] ||
   fail "after --overwrite-save shared/ holds $(ls shared)"
 grep -q '"seed": "7"' shared/step_000002/metadata.json || fail "step_000002 is not the new run's"
+# Two ranks: refused on both, the message once, no rank left waiting.
+out=$(timeout 120 "$src/scripts/mpirun.sh" -n 2 "$bin" train "${long[@]}" --global-batch-size 4 \
+  --save shared 2>&1)
+status=$?
+count=$(grep -c "already holds another run's checkpoints" <<<"$out")
+if [ "$status" -eq 0 ] || [ "$status" -ge 124 ] || [ "$count" -ne 1 ] || grep -q '^step ' <<<"$out"; then
+  fail "2 ranks, --save shared: exit $status, message printed $count times:"
+  echo "$out" | tail -5 | sed 's/^/    /'
+else
+  echo "ok: 2 ranks: $(grep "already holds" <<<"$out")"
+fi
 # An import into a training run's directory is refused; latest stays.
 expect_exit 2 '--output shared already holds checkpoints \(newest step_000002\)' \
   import --input hf/model.safetensors --output shared

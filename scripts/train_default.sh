@@ -10,8 +10,10 @@ bash scripts/build.sh
 peak_file=${TESSERA_PEAK_FILE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/peak.json}
 [ -f "$peak_file" ] || build/tessera bench peak
 mkdir -p runs
+# A fresh run each time: --overwrite-save replaces the previous run's
+# checkpoints (without it tessera refuses a --save directory holding them).
 build/tessera train --config configs/default.toml --save runs/default --save-keep 2 \
-  --metrics-file runs/default-metrics.jsonl "$@"
+  --overwrite-save --metrics-file runs/default-metrics.jsonl "$@"
 echo
 echo "--- a sample from the model just trained ---"
 build/tessera generate --checkpoint runs/default --prompt "The meaning of life is" \

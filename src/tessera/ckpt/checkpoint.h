@@ -10,6 +10,7 @@
 //   DIR/step_000100/params-tp00-pp00-dp000.bin      fp32, a flat range of the rank's layout
 //   DIR/step_000100/exp_avg-tp00-pp00-dp000.bin     AdamW m over the rank's optimizer range
 //   DIR/step_000100/exp_avg_sq-tp00-pp00-dp000.bin  AdamW v
+//   DIR/step_000100/tokenizer/vocab.json, merges.txt  the run's BPE files (tokenizer_files.h)
 //
 // Writing: every rank writes its files into DIR/.step_000100.tmp-<tag>/ with
 // a small shard manifest; after a barrier rank 0 merges the manifests into
@@ -17,7 +18,8 @@
 // points `latest` at it and prunes old steps (renamed to a hidden trash
 // name, then deleted). A crash at any point leaves
 // either the previous checkpoint or the new one, never a half-written one
-// under a loadable name. metadata.json's schema is in metadata.h.
+// under a loadable name. metadata.json's schema is in metadata.h. Which run
+// may write into DIR is save_dir_owner.h's business (the CLI asks it first).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -59,6 +61,10 @@ struct RunInfo {
   GPTConfig model;
   ParallelConfig par;     // the layout that wrote it (loading may use another)
   std::string tokenizer;  // "bytes" (token = byte), a vocab.json + merges.txt directory, or ""
+  // Writing: the BPE files copied into the checkpoint (tokenizer_files.h),
+  // when not vocab.json + merges.txt of `tokenizer` (e.g. Megatron's
+  // gpt2-vocab.json). Reading: `tokenizer` is the directory of the copies.
+  std::string vocab_file, merge_file;
 };
 
 // Elements [begin, end) of a rank's flat buffer (laid out by its

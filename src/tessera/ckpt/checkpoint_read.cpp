@@ -19,6 +19,7 @@
 #include "tessera/ckpt/metadata.h"
 #include "tessera/ckpt/slice_map.h"
 #include "tessera/ckpt/step_dirs.h"
+#include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/core/error.h"
 #include "tessera/model/gpt.h"
 #include "tessera/optim/adamw.h"
@@ -98,7 +99,11 @@ Checkpoint open_step(const std::string& step_dir, bool verify) {
   try {
     json md = read_metadata(step_dir);
     check_metadata(step_dir, md, verify);
-    return from_metadata(step_dir, std::move(md));
+    const std::string tokenizer_copies = check_tokenizer_files(step_dir, md, verify);
+    Checkpoint ck = from_metadata(step_dir, std::move(md));
+    // The checkpoint's own copy of the tokenizer wins over the recorded source.
+    if (!tokenizer_copies.empty()) ck.run.tokenizer = tokenizer_copies;
+    return ck;
   } catch (const json::exception& e) {
     fail("{}/{}: corrupted ({})", step_dir, kMetadataFile, e.what());
   }

@@ -13,6 +13,7 @@
 #include "tessera/ckpt/metadata.h"
 #include "tessera/ckpt/slice_map.h"
 #include "tessera/ckpt/step_dirs.h"
+#include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/core/error.h"
 #include "tessera/model/gpt.h"
@@ -22,6 +23,17 @@ namespace tessera::ckpt {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace {
+
+// metadata.json's "tokenizer": where it came from, as an absolute path (a
+// relative one means nothing once the checkpoint is read from elsewhere).
+std::string recorded_tokenizer(const RunInfo& run) {
+  if (run.tokenizer.empty() || run.tokenizer == "bytes") return run.tokenizer;
+  return fs::absolute(run.tokenizer).lexically_normal().string();
+}
+
+}  // namespace
 
 std::string step_dir_name(int64_t step) { return fmt::format("step_{:06}", step); }
 
@@ -112,7 +124,7 @@ std::string commit_checkpoint(const std::string& dir, const std::string& staging
              {"extra", state.extra},
              {"model", model_to_json(run.model)},
              {"parallel", parallel_to_json(run.par)},
-             {"tokenizer", run.tokenizer},
+             {"tokenizer", recorded_tokenizer(run)},
              {"created_unix", std::chrono::duration_cast<std::chrono::seconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count()},
@@ -140,6 +152,7 @@ std::string commit_checkpoint(const std::string& dir, const std::string& staging
     merge_manifest(md, m);
   }
   for (const fs::path& p : manifests) fs::remove(p);
+  if (json tok = write_tokenizer_files(staging, run); !tok.is_null()) md["tokenizer_files"] = tok;
   const std::string text = md.dump(1);
   write_file_durable((fs::path(staging) / kMetadataFile).string(), text);
   write_file_durable((fs::path(staging) / kMetadataCrcFile).string(),

@@ -4,7 +4,9 @@
 //   "format": "tessera-checkpoint", "version": 2,
 //   "step": 100, "consumed_samples": 6400, "seed": "1234", "extra": {...},
 //   "model": {num_layers, hidden_size, ...}, "parallel": {tp, pp, dp, zero_stage, ...},
-//   "tokenizer": "bytes" | "/path/to/tokenizer" | "",
+//   "tokenizer": "bytes" | "/path/to/tokenizer" | "",   (the source; absolute)
+//   "tokenizer_files": {"vocab.json": {"bytes", "crc32c"}, "merges.txt": {...}},
+//                      (the copies in tokenizer/, tokenizer_files.h; absent for bytes)
 //   "files": { "params-tp00-pp00-dp000.bin": {"bytes": 4096, "crc32c": "0x1a2b3c4d"}, ... },
 //   "shards": [ {"tp": 0, "pp": 0, "dp": 0, "params_ranges": [[0, 1024]],
 //                "optim_ranges": [[0, 512], [2048, 2560]]}, ... ],
@@ -52,6 +54,10 @@ std::string shard_manifest_name(int64_t tp, int64_t pp, int64_t dp);
 // "files", "shards" and "tensors" of metadata. Throws if two shards
 // disagree on a tensor's global shape.
 void merge_manifest(nlohmann::json& metadata, const nlohmann::json& manifest);
+
+// `files` ({name: {"bytes", "crc32c"}}): every name is plain (no '/'),
+// and dir/name is there with its size (and CRC32C when verify).
+void check_listed_files(const std::string& dir, const nlohmann::json& files, bool verify);
 
 // Before anything is read or allocated: every file listed in metadata exists
 // with its size (and CRC32C when verify); every tensor's shape, slices,

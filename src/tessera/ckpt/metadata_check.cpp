@@ -25,8 +25,8 @@ int64_t need_int(const json& j, const char* key, const std::string& where) {
   return j[key].get<int64_t>();
 }
 
-// Every listed file: a plain name, present, of the recorded size (and CRC32C
-// when verify). Returns nothing; throws naming the file.
+}  // namespace
+
 void check_listed_files(const std::string& step_dir, const json& files, bool verify) {
   TESSERA_CHECK(files.is_object(), "{}: corrupted ('files' is not an object)", step_dir);
   for (const auto& [name, f] : files.items()) {
@@ -51,6 +51,8 @@ void check_listed_files(const std::string& step_dir, const json& files, bool ver
     }
   }
 }
+
+namespace {
 
 // One shard piece of tensor `tname`: its slice fits the global shape, its
 // local range fits the slice, and its bytes fit inside its file.

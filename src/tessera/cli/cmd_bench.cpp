@@ -5,6 +5,7 @@
 
 #include "tessera/cli/commands.h"
 #include "tessera/cli/flag_checks.h"
+#include "tessera/core/output_file.h"
 #include "tessera/train/peak.h"
 
 namespace tessera::cli {
@@ -21,6 +22,8 @@ void register_bench(CLI::App& app) {
   peak->add_option("--threads", *threads, "threads (default: OpenMP's, usually all cores)");
   peak->callback([output, threads] {
     check_threads(*threads);
+    // The measurement takes a while: a path that cannot be written fails first.
+    check_output_file(*output, "--output");
     double t = measure_and_write_peak(*output, *threads, true);
     fmt::print("peak fp32 GEMM: {:.1f} GFLOP/s, written to {}\n", t * 1e3, *output);
   });

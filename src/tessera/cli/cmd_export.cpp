@@ -10,6 +10,8 @@
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/hf_gpt2.h"
+#include "tessera/ckpt/step_dirs.h"
+#include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/cli/commands.h"
 #include "tessera/core/error.h"
 
@@ -65,6 +67,11 @@ void register_import_cmd(CLI::App& app) {
   sub->add_option("--tokenizer", o->tokenizer,
                   "record this tokenizer ('bytes' or a vocab.json + merges.txt directory)");
   sub->callback([o] {
+    // An import is step 0: committing it would point `latest` of a training
+    // run's directory at the import and hide the trained steps.
+    if (const auto steps = ckpt::list_steps(o->output); !steps.empty())
+      fail("--output {} already holds checkpoints (newest {}): import into a new directory",
+           o->output, fs::path(steps.front().second).filename().string());
     std::string cfg_path = o->config.empty()
                                ? (fs::path(o->input).parent_path() / "config.json").string()
                                : o->config;
@@ -82,8 +89,11 @@ void register_import_cmd(CLI::App& app) {
     std::string tok = o->tokenizer;
     if (tok.empty() && fs::exists(fs::path(o->input).parent_path() / "vocab.json"))
       tok = fs::absolute(fs::path(o->input).parent_path()).string();
-    std::string dir = ckpt::save_checkpoint(o->output, ckpt::whole_rank(model, nullptr), st,
-                                            ckpt::RunInfo{m, ParallelConfig{}, tok});
+    // The tokenizer's files are copied into the checkpoint (tokenizer_files.h).
+    const ckpt::RunInfo run{m, ParallelConfig{}, tok, "", ""};
+    ckpt::check_tokenizer_sources(run);
+    std::string dir =
+        ckpt::save_checkpoint(o->output, ckpt::whole_rank(model, nullptr), st, run);
     fmt::print("imported {} ({}) into {}\n", o->input, m.summary(), dir);
   });
 }

@@ -1,14 +1,15 @@
 // `tessera plan`: predict memory and step time of layouts of a model on a
 // system, search them, and print the best (or JSON for scripts).
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "tessera/cli/commands.h"
 #include "tessera/core/error.h"
+#include "tessera/core/output_file.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/plots.h"
@@ -40,11 +41,8 @@ struct PlanArgs {
 };
 
 void write_file(const std::string& dir, const std::string& name, const std::string& text) {
-  std::filesystem::create_directories(dir);
   const std::string path = (std::filesystem::path(dir) / name).string();
-  std::ofstream out(path);
-  TESSERA_CHECK(bool(out), "--svg: cannot write {}", path);
-  out << text;
+  write_output_file(path, text, "--svg");
   fmt::print("wrote {}\n", path);
 }
 
@@ -142,7 +140,7 @@ bool write_json(const PlanArgs& a, const plan::SystemSpec& sys, const plan::Sear
     fmt::print("{}\n", j.dump(2));
     return true;
   }
-  std::ofstream(a.json) << j.dump(2) << "\n";
+  write_output_file(a.json, j.dump(2) + "\n", "--json");
   return false;
 }
 
@@ -181,6 +179,9 @@ void run_plan(const PlanArgs& a) {
     print_list();
     return;
   }
+  // Outputs are checked before the search (or the study) that fills them.
+  if (!a.json.empty() && a.json != "-") check_output_file(a.json, "--json");
+  if (!a.svg_dir.empty()) check_output_dir(a.svg_dir, "--svg", std::to_string(::getpid()));
   TESSERA_CHECK(a.more_systems.empty() || !a.validate.empty(),
                 "--system: several system files only with --validate (one search needs one machine)");
   const std::string system_name =

@@ -25,6 +25,7 @@
 #include "tessera/core/memory_info.h"
 #include "tessera/train/data_setup.h"
 #include "tessera/train/memory_check.h"
+#include "tessera/train/run_outputs.h"
 #include "tessera/train/trainer.h"
 
 namespace tessera::cli {
@@ -182,6 +183,10 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
       ->capture_default_str();
   sub->add_option("--save-keep", c.save_keep, "keep the newest K checkpoints (0: all)")
       ->capture_default_str();
+  sub->add_flag("--overwrite-save", c.overwrite_save,
+                "--save may hold another run's checkpoints: delete them before training (without "
+                "it such a directory is refused; resuming with --load of the same directory is "
+                "always allowed)");
   sub->add_option("--load", c.load_dir,
                   "resume from a checkpoint (a step directory, or a --save directory: its latest)");
   sub->add_flag("--exit-signal-handler", c.exit_signal_handler,
@@ -267,10 +272,17 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
     data = open_training_data(c, flags.vocab_size);
     c.model.vocab_size = data.vocab_size;
     c.tokenizer = data.tokenizer_dir;
+    c.vocab_file = data.vocab_file;  // absolute; the embedded corpus's when no flag named one
+    c.merge_file = data.merge_file;
     c.validate(world->size());
     const comm::GridCoord at = comm::GridLayout::make(c.par, world->size()).coord_of(world->rank());
     check_memory_fits(rank_memory_lower_bound(c, at.tp, at.pp), available_memory_bytes(),
                       comm::ranks_on_this_node());
+    check_run_outputs(c, world->rank());  // --save, --metrics-file, --trace: before step 1
+  });
+  agree(*world, [&] {
+    if (const std::string note = log ? claim_save_dir(c) : ""; !note.empty())
+      fmt::print("{}\n", note);
   });
   if (flags.comm_timeout > 0) runtime.set_comm_timeout(flags.comm_timeout);
   comm::Grid grid(*world, c.par);

@@ -1,12 +1,12 @@
 #include "tessera/parallel/pipeline_trace.h"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.h"
+#include "tessera/core/output_file.h"
 
 namespace tessera {
 
@@ -72,10 +72,9 @@ void write_chrome_trace(const std::string& path,
                         {"ts", s.start_us - t0},
                         {"dur", s.end_us - s.start_us}});
   }
-  std::ofstream f(path);
-  TESSERA_CHECK(bool(f), "cannot write the pipeline trace {}", path);
-  f << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  TESSERA_CHECK(bool(f), "cannot write the pipeline trace {}", path);
+  write_output_file(path,
+                    nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n",
+                    "--trace");
 }
 
 }  // namespace tessera

@@ -38,7 +38,10 @@ TrainingData open_training_data(const TrainConfig& cfg, int64_t vocab_size_flag)
     TESSERA_CHECK(p.empty() || std::filesystem::is_regular_file(p), "{}: no such file", p);
   if (!vocab_file.empty()) {
     d.tokenizer = data::Tokenizer::load(vocab_file, merge_file);
-    d.tokenizer_dir = std::filesystem::path(vocab_file).parent_path().string();
+    // Absolute: checkpoints record where the tokenizer came from.
+    d.vocab_file = std::filesystem::absolute(vocab_file).lexically_normal().string();
+    d.merge_file = std::filesystem::absolute(merge_file).lexically_normal().string();
+    d.tokenizer_dir = std::filesystem::path(d.vocab_file).parent_path().string();
   }
 
   data::OpenOptions opts;

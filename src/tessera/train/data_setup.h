@@ -17,7 +17,8 @@ namespace tessera {
 struct TrainingData {
   std::unique_ptr<BatchSource> batches;  // SampledBatches, or a blend / train+valid of them
   std::optional<data::Tokenizer> tokenizer;  // absent for data without known tokenizer files
-  std::string tokenizer_dir;                 // where vocab.json + merges.txt live ("" if none)
+  std::string tokenizer_dir;                 // the tokenizer's directory, absolute ("" if none)
+  std::string vocab_file, merge_file;        // its BPE files, absolute ("" if none)
   int64_t vocab_size = 0;                    // the model's real vocabulary
   std::string note;                          // e.g. "built the embedded corpus cache in ..."
 };

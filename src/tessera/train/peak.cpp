@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.h"
+#include "tessera/core/output_file.h"
 #include "tessera/kernels/gemm_peak.h"
 
 namespace tessera {
@@ -72,11 +73,7 @@ double measure_and_write_peak(const std::string& file, int threads, bool verbose
   const double best = measure(verbose, results);
   nlohmann::json j = {{"fp32_gemm_tflops", best}, {"threads", used},
                       {"measured_at", std::time(nullptr)}, {"shapes", results}};
-  std::filesystem::path p(file);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::ofstream out(file);
-  TESSERA_CHECK(bool(out), "cannot write peak file {}", file);
-  out << j.dump(2) << "\n";
+  write_output_file(file, j.dump(2) + "\n", "peak file");
   return best;
 }
 

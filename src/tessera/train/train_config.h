@@ -51,6 +51,7 @@ struct TrainConfig {
   int64_t save_interval = 0;     // --save-interval: every N steps (0: only at the end)
   int save_keep = 0;             // --save-keep: keep the newest K checkpoints (0: all)
   std::string load_dir;          // --load: resume from this checkpoint directory
+  bool overwrite_save = false;   // --overwrite-save: --save may hold another run's checkpoints
   std::string tokenizer;         // recorded in checkpoints for generation (set from the data)
   std::string trace_file;        // --trace: Chrome trace JSON of one step
   int64_t trace_step = 0;        // --trace-step (0: the last step)

@@ -11,6 +11,7 @@
 
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/config_json.h"
+#include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/ckpt/zero_shard.h"
 #include "tessera/comm/collective_log.h"
 #include "tessera/comm/grid.h"
@@ -275,6 +276,7 @@ int64_t Trainer::load(const std::string& dir) {
                 "--load {}: the checkpoint was trained with --seed {}, this run has --seed {} (the "
                 "data order would differ)",
                 dir, ck.state.seed, cfg_.seed);
+  ckpt::check_same_tokenizer(ck, cfg_.vocab_file, cfg_.merge_file);
   ckpt::load_zero_shard(ck, *dp_);
   // --fp16: the scale, its growth and hysteresis trackers and the skipped
   // count continue where they were (a checkpoint from a run without the
@@ -292,7 +294,7 @@ std::string Trainer::save(int64_t step) {
   state.consumed_samples = step * cfg_.par.global_batch;
   state.seed = cfg_.seed;
   if (scaler_) state.extra["loss_scaler"] = scaler_->state();
-  ckpt::RunInfo info{cfg_.model, cfg_.par, cfg_.tokenizer};
+  ckpt::RunInfo info{cfg_.model, cfg_.par, cfg_.tokenizer, cfg_.vocab_file, cfg_.merge_file};
   ckpt::SaveOptions opts;
   opts.keep = cfg_.save_keep;
   opts.comm = world_->size() > 1 ? world_ : nullptr;
@@ -345,7 +347,7 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
       if (!parent.empty()) std::filesystem::create_directories(parent, ec);
       metrics.open(metrics_path);
       TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", metrics_path);
-      metrics << header.dump() << "\n";
+      metrics << header.dump() << "\n" << std::flush;
     }
   }
   std::unique_ptr<TensorBoardWriter> tensorboard;
@@ -357,7 +359,15 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
       tensorboard->write_scalars(start_step_, {{"memory-bytes", float(peak_memory)}});
     }
   }
+  // A failed write (a full disk) is an error, not a metrics file cut short.
+  auto check_metrics = [&] {
+    TESSERA_CHECK(bool(metrics), "--metrics-file {}: write failed (disk full?)", metrics_path);
+  };
+  check_metrics();
   if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
+  if (logs && start_step_ > cfg_.train_iters)
+    fmt::print("nothing to train: the checkpoint is at step {}, --train-iters is {}\n",
+               start_step_ - 1, cfg_.train_iters);
   Progress bar(cfg_.train_iters, cfg_.progress && logs);
   for (int64_t step = start_step_; step <= cfg_.train_iters; ++step) {
     StepStats s = train_step(step);
@@ -365,6 +375,7 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
       s.valid_loss = evaluate();
     if (metrics.is_open()) metrics << step_to_json(s).dump() << "\n" << std::flush;
     if (tensorboard) tensorboard->write_step(s);
+    check_metrics();
     const bool line = step % cfg_.log_interval == 0 || step == 1 || step == cfg_.train_iters ||
                       s.valid_loss >= 0;
     if (logs && line) bar.println(format_step_line(s));
@@ -382,6 +393,8 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
       return stop;
     }
   }
+  if (metrics.is_open()) metrics.close();
+  check_metrics();
   return std::nullopt;
 }
 

@@ -1,0 +1,37 @@
+// Whose checkpoints a --save directory holds. A training run writes into a
+// directory that is empty of checkpoints, or that it resumes from; anything
+// else would mix two runs' histories: the new run overwrites the old run's
+// steps as it reaches them, `latest` jumps between them, and --save-keep
+// prunes by step number across both (deleting the new run's history while
+// keeping the old run's higher steps).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera::ckpt {
+
+// Committed steps under save_dir that are not this run's to continue,
+// newest first: (step, path).
+// - load_dir is save_dir itself (resume from its `latest`): none; steps past
+//   `latest` are this run's own leftovers (a save killed before `latest`
+//   moved) and are replaced as the run reaches them.
+// - load_dir is a step directory inside save_dir (a rewind to step N): the
+//   steps newer than N, whose future this run replaces.
+// - otherwise (no --load, or another directory): every step.
+std::vector<std::pair<int64_t, std::string>> foreign_steps(const std::string& save_dir,
+                                                           const std::string& load_dir);
+
+// Throws tessera::Error naming --save unless foreign_steps is empty or
+// `overwrite` (--overwrite-save) is set.
+void check_save_dir_owner(const std::string& save_dir, const std::string& load_dir,
+                          bool overwrite);
+
+// --overwrite-save, on the one rank that writes (rank 0): delete the
+// foreign steps (each renamed to trash first, so a kill leaves no
+// half-deleted loadable step) and point `latest` at the resumed step, or
+// remove it when nothing of this run is left. Returns how many were deleted.
+int64_t remove_foreign_steps(const std::string& save_dir, const std::string& load_dir);
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,50 @@
+#include "tessera/train/run_outputs.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "tessera/ckpt/checkpoint.h"
+#include "tessera/ckpt/save_dir_owner.h"
+#include "tessera/ckpt/tokenizer_files.h"
+#include "tessera/core/output_file.h"
+
+namespace tessera {
+
+std::string metrics_path_of(const TrainConfig& c, int rank) {
+  std::string path = c.metrics_file;
+  const size_t at = path.find("{rank}");
+  if (at != std::string::npos)
+    path.replace(at, 6, std::to_string(rank));
+  else if (rank != 0)
+    return "";
+  return path;
+}
+
+void check_run_outputs(const TrainConfig& c, int rank) {
+  if (!c.save_dir.empty()) {
+    // Every rank writes its shard files into --save: every rank probes it.
+    check_output_dir(c.save_dir, "--save", fmt::format("{}-rank{}", ::getpid(), rank));
+    ckpt::check_save_dir_owner(c.save_dir, c.load_dir, c.overwrite_save);
+    // Every save copies the tokenizer into the checkpoint: its files must be there.
+    if (rank == 0)
+      ckpt::check_tokenizer_sources(
+          ckpt::RunInfo{c.model, c.par, c.tokenizer, c.vocab_file, c.merge_file});
+  }
+  if (const std::string m = metrics_path_of(c, rank); !m.empty())
+    check_output_file(m, "--metrics-file");
+  if (!c.trace_file.empty() && rank == 0) check_output_file(c.trace_file, "--trace");
+  if (!c.tensorboard_dir.empty() && rank == 0)
+    check_output_dir(c.tensorboard_dir, "--tensorboard-dir", fmt::format("{}", ::getpid()));
+}
+
+std::string claim_save_dir(const TrainConfig& c) {
+  if (c.save_dir.empty() || !c.overwrite_save) return "";
+  const int64_t n = ckpt::remove_foreign_steps(c.save_dir, c.load_dir);
+  if (n == 0) return "";
+  return fmt::format("--overwrite-save: deleted {} checkpoint(s) in {} that this run does not "
+                     "continue",
+                     n, c.save_dir);
+}
+
+}  // namespace tessera

@@ -276,6 +276,7 @@ void attention_backward_as(float* dqkv, const float* dout, const typename St::T*
     std::vector<float> dog(kRows * HSP);    // (kRows, HSP) the group's dout rows, padded
     std::vector<float> dqg(kRows * HSP);    // (kRows, HSP) the group's dq from this tile
     std::vector<float> D(T);                // (T) D_i = dout_i . out_i
+    std::vector<float> ow(HS);              // (HS) 16-bit storage: one out row widened
     Block P, dS;                            // probabilities, then dP -> dS
     Block Z, PZ;                            // dropout only: mask / (1-p), and P * Z
 
@@ -296,10 +297,19 @@ void attention_backward_as(float* dqkv, const float* dout, const typename St::T*
         // which needs no pass over the keys.
         for (int64_t i = 0; i < T; i++) {
           const float* dO = dobase + i * C;
-          const typename St::T* o = obase + i * C;
+          // 16-bit out: widened first, so the reduction below is the fp32
+          // kernel's loop (a widening load inside it could vectorise, and so
+          // sum, in another order).
+          const float* o;
+          if constexpr (std::is_same_v<St, StoreF32>) {
+            o = obase + i * C;
+          } else {
+            load_row<St>(ow.data(), obase + i * C, HS);
+            o = ow.data();
+          }
           float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-          for (int64_t d = 0; d < HS; d++) acc += dO[d] * St::load(o[d]);
+          for (int64_t d = 0; d < HS; d++) acc += dO[d] * o[d];
           D[i] = acc;
           std::fill(dqbase + i * C3, dqbase + i * C3 + HS, 0.0f);  // written, not accumulated
         }

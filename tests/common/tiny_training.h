@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessera/core/rng.h"
+#include "tessera/plan/layout_cost.h"
 #include "tessera/train/sampled_batches.h"
 #include "tessera/train/trainer.h"
 #include "rel.h"
@@ -85,6 +86,23 @@ inline void expect_lowp_step_matches(const StepStats& got, const StepStats& ref,
   EXPECT_LE(rel(got.loss, ref.loss), 2e-3)
       << what << " step " << s << ": " << got.loss << " vs " << ref.loss;
   EXPECT_EQ(got.precision, ref.precision) << what;
+}
+
+// The planner's activation bytes for a rank's pipeline stage (the engine's
+// arena in the run's precision: plan::PlanLayout::engine) against what its
+// trainer allocated, exactly. The planner models tp rank 0 (the largest
+// vocabulary slice), so other tp ranks are not compared.
+inline void expect_activations_predicted(const Trainer& t, const TrainConfig& c, int tp_rank,
+                                         int pp_rank) {
+  if (tp_rank != 0) return;
+  plan::PlanLayout L;
+  L.par = c.par;
+  L.precision =
+      c.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
+  L.engine = true;
+  const plan::StageActivations a = plan::stage_activations(c.model, L, pp_rank);
+  EXPECT_EQ(a.total, double(t.activation_bytes()))
+      << precision_name(c.precision()) << " pp rank " << pp_rank;
 }
 
 }  // namespace tessera::test

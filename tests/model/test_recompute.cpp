@@ -1,5 +1,6 @@
-// Activation recomputation: every mode trains the same model bit for bit,
-// its arena holds exactly what ActShape::recompute says it keeps, and the FLOP
+// Activation recomputation: every mode trains the same model bit for bit (in
+// fp32 and with 16-bit activations), its arena holds exactly what
+// ActShape::recompute (and ActShape::precision) says it keeps, and the FLOP
 // report's hardware - model difference is exactly the recomputed forward.
 #include <gtest/gtest.h>
 
@@ -39,16 +40,19 @@ void batch(std::vector<int32_t>& in, std::vector<int32_t>& tgt, uint64_t seed, i
 }
 
 // Two micro-batches: forward then backward each, gradients accumulating.
-Result train(Recompute rc) {
+Result train(Recompute rc, Precision p = Precision::Fp32) {
   const GPTConfig m = tiny();
   ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
   GPT model(m, layout);
   model.init(7);
   model.set_recompute(rc);
+  model.set_precision(p);
+  model.refresh_working_copy();
   const int64_t N = kB * m.seq_length;
   Activations acts;
   activations_init(acts, model.act_shape(kB, m.seq_length));
   EXPECT_EQ(acts.s.recompute, rc);
+  EXPECT_EQ(acts.s.precision, p);
   Result r;
   std::vector<int32_t> in(N), tgt(N);
   for (uint64_t mb = 0; mb < 2; ++mb) {
@@ -77,6 +81,23 @@ TEST(Recompute, LossAndEveryGradientEqualNoRecompute) {
       if (std::memcmp(&r.grads[i], &ref.grads[i], 4) != 0) ++differ;
     EXPECT_EQ(differ, 0) << recompute_name(rc) << ": gradients not bitwise equal";
     EXPECT_LT(r.arena_bytes, ref.arena_bytes) << recompute_name(rc);
+  }
+}
+
+// With 16-bit activations the recomputed views are rebuilt by the same
+// 16-bit kernels from the same saved 16-bit inputs: bit for bit too.
+TEST(Recompute, SixteenBitActivationsEqualNoRecompute) {
+  for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+    const Result ref = train(Recompute::None, p);
+    EXPECT_NE(ref.loss, train(Recompute::None).loss) << precision_name(p);  // not the fp32 run
+    for (Recompute rc : {Recompute::Selective, Recompute::Full}) {
+      const Result r = train(rc, p);
+      const std::string what = std::string(precision_name(p)) + " " + recompute_name(rc);
+      EXPECT_EQ(r.loss, ref.loss) << what;
+      ASSERT_EQ(r.grads.size(), ref.grads.size());
+      EXPECT_EQ(0, std::memcmp(r.grads.data(), ref.grads.data(), 4 * ref.grads.size())) << what;
+      EXPECT_LT(r.arena_bytes, ref.arena_bytes) << what;
+    }
   }
 }
 
@@ -147,6 +168,53 @@ TEST(Recompute, ActivationBytesPerMode) {
     Activations a;
     activations_init(a, s);
     EXPECT_EQ(a.bytes(), activations_bytes(s));
+  }
+}
+
+// 16-bit activations (--bf16 / --fp16): the GEMM activations (ln1, qkv,
+// atty, ln2, fch, fch_gelu, lnf) take 2 bytes; the residual stream, the
+// statistics, lse, the logits and the backward scratch stay 4. (gpt16's
+// 16-bit views are multiples of 32 elements: no rounding either.)
+TEST(Recompute, ActivationBytesPerModeIn16Bit) {
+  const GPTConfig m = tiny();
+  ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+  GPT model(m, layout);
+  model.set_precision(Precision::Bf16);
+  ActShape s = model.act_shape(kB, m.seq_length);
+  ASSERT_TRUE(s.lowp());
+  const int64_t L = s.L, C = s.C, BT = s.N(), Ns = s.Ns(), Cl = s.Cl, F = s.F, V = s.V;
+  const int64_t lse = s.B * s.NH * s.T;
+  // Bytes. One layer: res_mid, res_out, stats, lse in fp32; ln1, ln2, qkv,
+  // atty, fch, fch_gelu in 16 bits.
+  const int64_t layer = 4 * (2 * Ns * C + 4 * Ns + lse) + 2 * (2 * Ns * C + 4 * BT * Cl + 2 * BT * F);
+  const int64_t head = 2 * Ns * C + 4 * (2 * Ns + BT * V + 4 * BT);
+  const int64_t bwd = 4 * (Ns * C + BT * C + 4 * BT * Cl + BT * F);
+  const int64_t dropped = 2 * BT * Cl + 4 * lse + 2 * BT * F;  // selective: atty, lse, fch_gelu
+  const int64_t encoded = 4 * Ns * C;
+  s.recompute = Recompute::None;
+  const int64_t none = activations_bytes(s);
+  EXPECT_EQ(none, encoded + L * layer + head + bwd);
+  s.recompute = Recompute::Selective;
+  EXPECT_EQ(activations_bytes(s), encoded + L * (layer - dropped) + dropped + head + bwd);
+  s.recompute = Recompute::Full;
+  EXPECT_EQ(activations_bytes(s), L * 4 * BT * C + layer + head + bwd);
+  EXPECT_EQ(activations_saved_bytes(s), (L + 1) * 4 * Ns * C + head);
+  // The saved views of a layer with nothing dropped: 16 row-widths of C
+  // (gpt16: F = 4C), 64 bytes a token in fp32, 36 here (res_mid and
+  // res_out stay fp32).
+  ActShape f = s;
+  f.recompute = Recompute::None;
+  f.precision = Precision::Fp32;
+  EXPECT_LT(none, activations_bytes(f));
+  for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+    s.recompute = rc;
+    EXPECT_EQ(activations_saved_bytes(s) + activations_scratch_bytes(s), activations_bytes(s));
+    Activations a;
+    activations_init(a, s);
+    EXPECT_EQ(a.bytes(), activations_bytes(s));
+    if (rc != Recompute::Full) EXPECT_TRUE(a.layers[0].ln1.lowp);
+    EXPECT_TRUE(a.layers[0].fch_gelu.lowp);
+    EXPECT_TRUE(a.lnf.lowp);
   }
 }
 

@@ -8,7 +8,9 @@
 //   a pipelined global norm must sum over pp ranks counting the tied token
 //   table once, which is the trainer's job, not the executor's.
 // - Pipeline: the trainer's pipelines (GPipe, 1F1B, interleaved) x tp x dp x
-//   ZeRO x recompute, with clipping, against the one-process trainer run.
+//   ZeRO x recompute, with clipping, against the one-process trainer run,
+//   in fp32 and (with dropout) in bf16; each rank's activation memory equals
+//   the planner's prediction for its stage exactly, in both precisions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -249,13 +251,15 @@ struct PipeLayout {
 
 class Pipeline : public ::testing::TestWithParam<PipeLayout> {};
 
-void pipeline_matches_one_process(const PipeLayout& L, float dropout) {
+void pipeline_matches_one_process(const PipeLayout& L, float dropout,
+                                  Precision precision = Precision::Fp32) {
   // Skipped, not failed: the same binary runs at every rank count CTest
   // registers (singleton, 2, 4, 8); this case runs at the one it names.
   if (world().size() != L.world) GTEST_SKIP() << "runs at " << L.world << " ranks";
   comm::Grid& grid = grid_of(L.tp, L.pp);
-  const std::vector<StepStats> ref = test::single_process_run(20, L.layers, dropout);
-  TrainConfig c = test::tiny_train_config(L.zero, L.world / (L.tp * L.pp), L.layers, dropout);
+  const std::vector<StepStats> ref = test::single_process_run(20, L.layers, dropout, precision);
+  TrainConfig c =
+      test::tiny_train_config(L.zero, L.world / (L.tp * L.pp), L.layers, dropout, precision);
   c.par.tp = L.tp;
   c.par.pp = L.pp;
   c.par.virtual_stages = L.v;
@@ -265,9 +269,13 @@ void pipeline_matches_one_process(const PipeLayout& L, float dropout) {
   c.validate(world().size());
   auto data = test::tiny_train_data(c);
   Trainer t(c, *data, &world(), &grid);
+  test::expect_activations_predicted(t, c, grid.coord().tp, grid.coord().pp);
   for (int64_t s = 1; s <= 20; ++s) {
     const StepStats st = t.train_step(s);
-    test::expect_step_matches(st, ref[size_t(s - 1)], s, L.name);
+    if (precision == Precision::Fp32)
+      test::expect_step_matches(st, ref[size_t(s - 1)], s, L.name);
+    else
+      test::expect_lowp_step_matches(st, ref[size_t(s - 1)], s, L.name);
     EXPECT_GE(st.idle_fraction, 0.0);
     EXPECT_LT(st.idle_fraction, 1.0);
     // The executor's slots time the model's kernels as the one-rank path
@@ -281,6 +289,12 @@ void pipeline_matches_one_process(const PipeLayout& L, float dropout) {
 TEST_P(Pipeline, TwentyStepsMatchOneProcess) { pipeline_matches_one_process(GetParam(), 0.0f); }
 TEST_P(Pipeline, TwentyStepsWithDropoutMatchOneProcess) {
   pipeline_matches_one_process(GetParam(), 0.2f);
+}
+// 16-bit activations (ln, qkv, attention, fch, GELU outputs) through every
+// schedule, recompute mode and tp split, with dropout on: within 2e-3 of the
+// one process's bf16 run.
+TEST_P(Pipeline, TwentyStepsInBf16WithDropoutMatchOneProcess) {
+  pipeline_matches_one_process(GetParam(), 0.2f, Precision::Bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -58,6 +58,7 @@ TEST_P(Zero, TwentyStepsInBf16MatchOneProcess) {
   TrainConfig c = tiny_train_config(stage, world().size(), 2, 0.0f, Precision::Bf16);
   auto data = tiny_train_data(c);
   Trainer t(c, *data, &world(), &grid);
+  test::expect_activations_predicted(t, c, 0, 0);
   for (int64_t s = 1; s <= 20; ++s)
     test::expect_lowp_step_matches(t.train_step(s), ref[size_t(s - 1)], s,
                                    fmt::format("stage {} bf16", stage));
@@ -129,6 +130,7 @@ void tensor_and_data_match_one_process(int stage, bool sp, float dropout,
   c.validate(world().size());
   auto data = tiny_train_data(c);
   Trainer t(c, *data, &world(), &grid);
+  test::expect_activations_predicted(t, c, grid.coord().tp, grid.coord().pp);
   for (int64_t s = 1; s <= 20; ++s) {
     const std::string what = fmt::format("zero {} sp {} dropout {} {}", stage, int(sp), dropout,
                                          precision_name(precision));
@@ -180,6 +182,12 @@ TEST(TensorAndDataFp16, OverflowSkipsTheSameStepsAsOneProcess) {
 TEST_P(TensorAndData, TwentyStepsInBf16MatchOneProcess) {
   const auto [stage, sp] = GetParam();
   tensor_and_data_match_one_process(stage, sp, 0.0f, Precision::Bf16);
+}
+// 16-bit activations with both dropouts on: the masks are keyed by position,
+// so each tp / SP rank draws the one process's, whatever the storage.
+TEST_P(TensorAndData, TwentyStepsInBf16WithDropoutMatchOneProcess) {
+  const auto [stage, sp] = GetParam();
+  tensor_and_data_match_one_process(stage, sp, 0.2f, Precision::Bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TensorAndData,

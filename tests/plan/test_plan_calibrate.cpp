@@ -77,7 +77,7 @@ TEST(Calibrate, WrittenFileLoads) {
   ASSERT_EQ(s.tiers.size(), 1u);
   EXPECT_EQ(s.tiers[0].ranks, 0);
   // An exactly measured shape takes exactly its measured time.
-  EXPECT_NEAR(gemm_seconds(s, Precision::FP32, {256, 768, 256}), 2.0 * 256 * 768 * 256 / 150e9, 1e-12);
+  EXPECT_NEAR(gemm_seconds(s, plan::Precision::FP32, {256, 768, 256}), 2.0 * 256 * 768 * 256 / 150e9, 1e-12);
 
   c.ranks = 2, c.devices_per_node = 2;
   c.network = NetworkMeasure{2e-6, 5e9};

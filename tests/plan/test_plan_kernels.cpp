@@ -46,7 +46,7 @@ PlanLayout dp2() {
   L.par.dp = 2;
   L.par.micro_batch = 4;
   L.par.global_batch = 8;
-  L.precision = Precision::FP32;
+  L.precision = plan::Precision::FP32;
   return L;
 }
 
@@ -161,7 +161,7 @@ TEST(InSitu, FactorsAreMeasuredOverPredicted) {
   PlanLayout one;
   one.par.micro_batch = 2;
   one.par.global_batch = 2;
-  one.precision = Precision::FP32;
+  one.precision = plan::Precision::FP32;
   Profile predicted = evaluate_layout(small_model(), sys, one).stages.front().ops;
   Profile measured;
   measured[Op::Gemm] = 2 * predicted[Op::Gemm];

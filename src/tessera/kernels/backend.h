@@ -9,8 +9,9 @@
 // Conventions: row-major buffers, shapes in the comments of the matching
 // kernels/cpu/*.h header (which says what each argument holds). Every
 // buffer here is fp32, the reference precision, except the low-precision
-// GEMMs and casts (bf16 / fp16 inputs, fp32 accumulation and outputs) of
-// --bf16 / --fp16, which sit beside the fp32 ones as methods of their own
+// GEMMs and casts (bf16 / fp16 inputs, fp32 accumulation) of --bf16 /
+// --fp16 and the kernels that store activations in 16 bits (layernorm,
+// attention and GELU outputs, the GEMM outputs qkv and fch), which sit beside the fp32 ones as methods of their own
 // (the fp32 ones stay as they are), so a backend that lacks a precision
 // says so at compile time rather than through a runtime dtype tag. They are
 // named methods (matmul_forward_bf16, ...) rather than overloads because
@@ -48,6 +49,14 @@ class Backend {
   virtual void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
                                     const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
                                     int64_t OC, bool accumulate_dinp) const = 0;
+  // The forward with out stored in 16 bits (rounded once, after the fp32
+  // bias): a GEMM whose output is a stored activation (qkv, fch).
+  virtual void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,
+                                       const float* bias, int64_t N, int64_t C,
+                                       int64_t OC) const = 0;
+  virtual void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weight,
+                                       const float* bias, int64_t N, int64_t C,
+                                       int64_t OC) const = 0;
   // ---- casts fp32 -> bf16 / fp16 (round to nearest even), elementwise over n ----
   virtual void cast_to_bf16(bf16_t* out, const float* in, int64_t n) const = 0;
   virtual void cast_to_fp16(fp16_t* out, const float* in, int64_t n) const = 0;
@@ -59,6 +68,13 @@ class Backend {
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                                  const float* weight, const float* bias, int64_t N,
                                  int64_t C) const = 0;
+  // The same with out stored in 16 bits; mean and rstd stay fp32.
+  virtual void layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, const float* inp,
+                                      const float* weight, const float* bias, int64_t N,
+                                      int64_t C) const = 0;
+  virtual void layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, const float* inp,
+                                      const float* weight, const float* bias, int64_t N,
+                                      int64_t C) const = 0;
   // dinp (N, C) +=, dweight (C) +=, dbias (C) +=.
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean,
@@ -72,6 +88,19 @@ class Backend {
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* lse, int64_t B, int64_t T,
                                   int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
+  // qkv and out stored in 16 bits; lse, the softmax and dqkv stay fp32.
+  virtual void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B,
+                                      int64_t T, int64_t C, int64_t NH,
+                                      const DropoutSite* drop) const = 0;
+  virtual void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B,
+                                      int64_t T, int64_t C, int64_t NH,
+                                      const DropoutSite* drop) const = 0;
+  virtual void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv,
+                                       const bf16_t* out, const float* lse, int64_t B, int64_t T,
+                                       int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
+  virtual void attention_backward_fp16(float* dqkv, const float* dout, const fp16_t* qkv,
+                                       const fp16_t* out, const float* lse, int64_t B, int64_t T,
+                                       int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
   // One query q (C) against the first len rows of the k/v caches (max_T, C).
   virtual void attention_decode(float* out, const float* q, const float* k_cache,
                                 const float* v_cache, int64_t len, int64_t C,
@@ -81,6 +110,13 @@ class Backend {
   virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout,
                              int64_t n) const = 0;
+  // inp and out stored in 16 bits; dinp and dout stay fp32.
+  virtual void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n) const = 0;
+  virtual void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n) const = 0;
+  virtual void gelu_backward_bf16(float* dinp, const bf16_t* inp, const float* dout,
+                                  int64_t n) const = 0;
+  virtual void gelu_backward_fp16(float* dinp, const fp16_t* inp, const float* dout,
+                                  int64_t n) const = 0;
 
   // ---- dropout of token rows: x (rows, C) *= mask / (1-p) in place; rows
   // are global rows row0.. of a micro-batch of sequences of T tokens. The

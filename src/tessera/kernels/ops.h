@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 
+#include "tessera/core/error.h"
 #include "tessera/core/profile.h"
 #include "tessera/kernels/backend.h"
 #include "tessera/kernels/precision.h"
@@ -28,32 +29,40 @@ class Ops {
   // communication helpers charge theirs to the same one.
   Profile* profile() const { return prof_; }
 
+  // Activations (Act, ConstAct: precision.h) are fp32 or, under --bf16 /
+  // --fp16, 16-bit views; a 16-bit view needs the low-precision state.
+
   // ---- Op::Gemm (under --bf16 / --fp16 the operands' casts: Op::Cast) ----
-  // Low precision: inp (and dout) are cast into the scratch, the weight is
-  // read from the working copy; out and the gradients stay fp32.
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                      int64_t N, int64_t C, int64_t OC) const {
+  // Low precision: an fp32 inp (and dout) is cast into the scratch, a
+  // 16-bit one is used as it is; the weight is read from the working copy.
+  // out is written in its view's precision; the gradients stay fp32.
+  void matmul_forward(Act out, ConstAct inp, const float* weight, const float* bias, int64_t N,
+                      int64_t C, int64_t OC) const {
     if (lp_) {
-      uint16_t* x = lp_->scratch(0, N * C);
-      cast(x, inp, N * C);
+      const uint16_t* x = lowp_operand(0, inp, N * C);
       const uint16_t* w = weight_of(weight, OC * C);
       ProfileScope t(prof_, Op::Gemm);
-      if (lp_->precision == Precision::Bf16)
-        b_->matmul_forward_bf16(out, x, w, bias, N, C, OC);
+      const bool bf16 = lp_->precision == Precision::Bf16;
+      if (out.lowp && bf16)
+        b_->matmul_forward_bf16_out(out.u16(), x, w, bias, N, C, OC);
+      else if (out.lowp)
+        b_->matmul_forward_fp16_out(out.u16(), x, w, bias, N, C, OC);
+      else if (bf16)
+        b_->matmul_forward_bf16(out.f32(), x, w, bias, N, C, OC);
       else
-        b_->matmul_forward_fp16(out, x, w, bias, N, C, OC);
+        b_->matmul_forward_fp16(out.f32(), x, w, bias, N, C, OC);
       return;
     }
+    expect_fp32(out.lowp || inp.lowp);
     ProfileScope t(prof_, Op::Gemm);
-    b_->matmul_forward(out, inp, weight, bias, N, C, OC);
+    b_->matmul_forward(out.f32(), inp.f32(), weight, bias, N, C, OC);
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
+                       ConstAct inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                        bool accumulate_dinp = false) const {
     if (lp_) {
-      uint16_t* x = lp_->scratch(0, N * C);
+      const uint16_t* x = lowp_operand(0, inp, N * C);
       uint16_t* dy = lp_->scratch(1, N * OC);
-      cast(x, inp, N * C);
       cast(dy, dout, N * OC);
       const uint16_t* w = weight_of(weight, OC * C);
       ProfileScope t(prof_, Op::Gemm);
@@ -63,8 +72,9 @@ class Ops {
         b_->matmul_backward_fp16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp);
       return;
     }
+    expect_fp32(inp.lowp);
     ProfileScope t(prof_, Op::Gemm);
-    b_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+    b_->matmul_backward(dinp, dweight, dbias, dout, inp.f32(), weight, N, C, OC, accumulate_dinp);
   }
 
   // ---- Op::Cast: fp32 -> the low precision p (bf16 or fp16) ----
@@ -77,10 +87,17 @@ class Ops {
   }
 
   // ---- Op::LayerNorm ----
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+  // out in its view's precision; mean, rstd (fp32 statistics) and inp fp32.
+  void layernorm_forward(Act out, float* mean, float* rstd, const float* inp,
                          const float* weight, const float* bias, int64_t N, int64_t C) const {
+    const Precision p = precision_of(out.lowp);
     ProfileScope t(prof_, Op::LayerNorm);
-    b_->layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+    if (p == Precision::Bf16)
+      b_->layernorm_forward_bf16(out.u16(), mean, rstd, inp, weight, bias, N, C);
+    else if (p == Precision::Fp16)
+      b_->layernorm_forward_fp16(out.u16(), mean, rstd, inp, weight, bias, N, C);
+    else
+      b_->layernorm_forward(out.f32(), mean, rstd, inp, weight, bias, N, C);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
@@ -90,16 +107,29 @@ class Ops {
   }
 
   // ---- Op::Attention ----
-  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                         int64_t C, int64_t NH, const DropoutSite* drop = nullptr) const {
+  // qkv and out both fp32 or both 16-bit; lse, dout and dqkv fp32.
+  void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t NH, const DropoutSite* drop = nullptr) const {
+    const Precision p = precision_of(out.lowp, qkv.lowp);
     ProfileScope t(prof_, Op::Attention);
-    b_->attention_forward(out, lse, qkv, B, T, C, NH, drop);
+    if (p == Precision::Bf16)
+      b_->attention_forward_bf16(out.u16(), lse, qkv.u16(), B, T, C, NH, drop);
+    else if (p == Precision::Fp16)
+      b_->attention_forward_fp16(out.u16(), lse, qkv.u16(), B, T, C, NH, drop);
+    else
+      b_->attention_forward(out.f32(), lse, qkv.f32(), B, T, C, NH, drop);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+  void attention_backward(float* dqkv, const float* dout, ConstAct qkv, ConstAct out,
                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
                           const DropoutSite* drop = nullptr) const {
+    const Precision p = precision_of(out.lowp, qkv.lowp);
     ProfileScope t(prof_, Op::Attention);
-    b_->attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+    if (p == Precision::Bf16)
+      b_->attention_backward_bf16(dqkv, dout, qkv.u16(), out.u16(), lse, B, T, C, NH, drop);
+    else if (p == Precision::Fp16)
+      b_->attention_backward_fp16(dqkv, dout, qkv.u16(), out.u16(), lse, B, T, C, NH, drop);
+    else
+      b_->attention_backward(dqkv, dout, qkv.f32(), out.f32(), lse, B, T, C, NH, drop);
   }
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                         int64_t len, int64_t C, int64_t NH) const {
@@ -117,13 +147,26 @@ class Ops {
   }
 
   // ---- Op::Gelu ----
-  void gelu_forward(float* out, const float* inp, int64_t n) const {
+  // inp and out both fp32 or both 16-bit; dinp and dout fp32.
+  void gelu_forward(Act out, ConstAct inp, int64_t n) const {
+    const Precision p = precision_of(out.lowp, inp.lowp);
     ProfileScope t(prof_, Op::Gelu);
-    b_->gelu_forward(out, inp, n);
+    if (p == Precision::Bf16)
+      b_->gelu_forward_bf16(out.u16(), inp.u16(), n);
+    else if (p == Precision::Fp16)
+      b_->gelu_forward_fp16(out.u16(), inp.u16(), n);
+    else
+      b_->gelu_forward(out.f32(), inp.f32(), n);
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const {
+  void gelu_backward(float* dinp, ConstAct inp, const float* dout, int64_t n) const {
+    const Precision p = precision_of(inp.lowp);
     ProfileScope t(prof_, Op::Gelu);
-    b_->gelu_backward(dinp, inp, dout, n);
+    if (p == Precision::Bf16)
+      b_->gelu_backward_bf16(dinp, inp.u16(), dout, n);
+    else if (p == Precision::Fp16)
+      b_->gelu_backward_fp16(dinp, inp.u16(), dout, n);
+    else
+      b_->gelu_backward(dinp, inp.f32(), dout, n);
   }
 
   // ---- Op::Residual: residual adds, the row-parallel bias, gradient sums ----
@@ -197,6 +240,29 @@ class Ops {
 
  private:
   void cast(uint16_t* out, const float* in, int64_t n) const { cast(out, in, n, lp_->precision); }
+  // A GEMM operand in 16 bits: a 16-bit view as it is, an fp32 one cast
+  // into scratch slot `slot`.
+  const uint16_t* lowp_operand(int slot, ConstAct a, int64_t n) const {
+    if (a.lowp) return a.u16();
+    uint16_t* s = lp_->scratch(slot, n);
+    cast(s, a.f32(), n);
+    return s;
+  }
+  // The precision a kernel runs in: fp32 for fp32 views; the run's low
+  // precision for 16-bit views (all views of one call alike).
+  Precision precision_of(bool lowp) const {
+    if (!lowp) return Precision::Fp32;
+    expect_fp32(!lp_);
+    return lp_->precision;
+  }
+  Precision precision_of(bool a_lowp, bool b_lowp) const {
+    TESSERA_CHECK(a_lowp == b_lowp, "kernels::Ops: a kernel given fp32 and 16-bit activations");
+    return precision_of(a_lowp);
+  }
+  // A 16-bit view reached an Ops without the low-precision state.
+  static void expect_fp32(bool bad) {
+    TESSERA_CHECK(!bad, "kernels::Ops: a 16-bit activation without --bf16 / --fp16 state");
+  }
   // The working copy of an fp32 weight, or (a weight outside it) a cast
   // into the scratch.
   const uint16_t* weight_of(const float* w, int64_t n) const {

@@ -13,8 +13,10 @@
 namespace tessera {
 
 // fp32: every kernel in fp32 (the reference). bf16 / fp16: the GEMMs take
-// 16-bit inputs with fp32 accumulation ("autocast"); everything else, and
-// every stored activation, gradient and optimizer state, stays fp32.
+// 16-bit inputs with fp32 accumulation, and the activations that feed or
+// leave a GEMM are stored in 16 bits (model/activations.h says which);
+// statistics, softmax, the loss, the residual stream, every gradient,
+// reduction and the optimizer state stay fp32.
 enum class Precision { Fp32, Bf16, Fp16 };
 
 constexpr const char* precision_name(Precision p) {
@@ -22,6 +24,36 @@ constexpr const char* precision_name(Precision p) {
 }
 
 namespace kernels {
+
+// A stored activation as the model holds it: fp32, or (lowp) the 16-bit bit
+// patterns of the run's low precision (LowPrecision::precision). Ops picks
+// the kernel by it, so block.cpp reads the same in every precision. A plain
+// float* converts to an fp32 view.
+struct Act {
+  void* p = nullptr;
+  bool lowp = false;
+  Act() = default;
+  Act(float* f) : p(f) {}  // NOLINT: implicit, an fp32 buffer is an fp32 view
+  static Act low(uint16_t* u) {
+    Act a;
+    a.p = u;
+    a.lowp = true;
+    return a;
+  }
+  float* f32() const { return lowp ? nullptr : static_cast<float*>(p); }
+  uint16_t* u16() const { return lowp ? static_cast<uint16_t*>(p) : nullptr; }
+  explicit operator bool() const { return p != nullptr; }
+};
+// The read-only form.
+struct ConstAct {
+  const void* p = nullptr;
+  bool lowp = false;
+  ConstAct() = default;
+  ConstAct(const float* f) : p(f) {}     // NOLINT: implicit, as Act
+  ConstAct(Act a) : p(a.p), lowp(a.lowp) {}  // NOLINT
+  const float* f32() const { return lowp ? nullptr : static_cast<const float*>(p); }
+  const uint16_t* u16() const { return lowp ? static_cast<const uint16_t*>(p) : nullptr; }
+};
 
 class LowPrecision {
  public:

@@ -6,18 +6,27 @@ namespace {
 
 // Two cursors: views saved from forward to backward, and scratch needed only
 // while one forward or backward call runs. With null bases they only count.
+// fp32 views take 4 bytes an element; the kernels::Act views 2 when the
+// shape is 16-bit (lowp). Every view starts on a 64-byte boundary.
 struct Carver {
-  float* saved_base;
-  float* scratch_base;
-  int64_t saved = 0, scratch = 0;  // floats, each view rounded to 64 bytes
-  static int64_t round(int64_t n) { return (n + 15) / 16 * 16; }
-  float* take(int64_t& off, float* base, int64_t n) {
-    float* p = base ? base + off : nullptr;
-    off += round(n);
+  char* saved_base;
+  char* scratch_base;
+  bool lowp = false;
+  int64_t saved = 0, scratch = 0;  // bytes, each view rounded to 64
+  static int64_t round(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+  void* take(int64_t& off, char* base, int64_t bytes) {
+    void* p = base ? base + off : nullptr;
+    off += round(bytes);
     return p;
   }
-  float* keep(int64_t n) { return take(saved, saved_base, n); }
-  float* temp(int64_t n) { return take(scratch, scratch_base, n); }
+  float* keep(int64_t n) { return static_cast<float*>(take(saved, saved_base, 4 * n)); }
+  float* temp(int64_t n) { return static_cast<float*>(take(scratch, scratch_base, 4 * n)); }
+  kernels::Act act(int64_t& off, char* base, int64_t n) {
+    if (!lowp) return static_cast<float*>(take(off, base, 4 * n));
+    return kernels::Act::low(static_cast<uint16_t*>(take(off, base, 2 * n)));
+  }
+  kernels::Act keep_act(int64_t n) { return act(saved, saved_base, n); }
+  kernels::Act temp_act(int64_t n) { return act(scratch, scratch_base, n); }
 };
 
 // Walks the views in a fixed order, pointing a's views into c's bases (null
@@ -31,46 +40,46 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   // The recomputed layer: one set of the dropped views, shared by every layer.
   LayerActs shared;
   if (rc == Recompute::Full) {
-    shared.ln1 = c.temp(Ns * s.C);
+    shared.ln1 = c.temp_act(Ns * s.C);
     shared.ln1_mean = c.temp(Ns);
     shared.ln1_rstd = c.temp(Ns);
-    shared.qkv = c.temp(BT * 3 * s.Cl);
+    shared.qkv = c.temp_act(BT * 3 * s.Cl);
     shared.res_mid = c.temp(Ns * s.C);
-    shared.ln2 = c.temp(Ns * s.C);
+    shared.ln2 = c.temp_act(Ns * s.C);
     shared.ln2_mean = c.temp(Ns);
     shared.ln2_rstd = c.temp(Ns);
-    shared.fch = c.temp(BT * s.F);
+    shared.fch = c.temp_act(BT * s.F);
   }
   if (rc != Recompute::None) {
-    shared.atty = c.temp(BT * s.Cl);
+    shared.atty = c.temp_act(BT * s.Cl);
     shared.lse = c.temp(s.B * s.NH * s.T);
-    shared.fch_gelu = c.temp(BT * s.F);
+    shared.fch_gelu = c.temp_act(BT * s.F);
   }
   for (auto& l : layers) {
     l = shared;
     if (rc != Recompute::Full) {
-      l.ln1 = c.keep(Ns * s.C);
+      l.ln1 = c.keep_act(Ns * s.C);
       l.ln1_mean = c.keep(Ns);
       l.ln1_rstd = c.keep(Ns);
-      l.qkv = c.keep(BT * 3 * s.Cl);
+      l.qkv = c.keep_act(BT * 3 * s.Cl);
     }
     if (rc == Recompute::None) {
-      l.atty = c.keep(BT * s.Cl);
+      l.atty = c.keep_act(BT * s.Cl);
       l.lse = c.keep(s.B * s.NH * s.T);
     }
     if (rc != Recompute::Full) {
       l.res_mid = c.keep(Ns * s.C);
-      l.ln2 = c.keep(Ns * s.C);
+      l.ln2 = c.keep_act(Ns * s.C);
       l.ln2_mean = c.keep(Ns);
       l.ln2_rstd = c.keep(Ns);
-      l.fch = c.keep(BT * s.F);
+      l.fch = c.keep_act(BT * s.F);
     }
-    if (rc == Recompute::None) l.fch_gelu = c.keep(BT * s.F);
+    if (rc == Recompute::None) l.fch_gelu = c.keep_act(BT * s.F);
     // Always kept: the next layer's input (or the stage's output).
     l.res_out = c.keep(Ns * s.C);
   }
   if (s.has_head) {
-    a.lnf = c.keep(Ns * s.C);
+    a.lnf = c.keep_act(Ns * s.C);
     a.lnf_mean = c.keep(Ns);
     a.lnf_rstd = c.keep(Ns);
     a.logits = c.keep(BT * s.V);
@@ -78,7 +87,8 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
     a.losses = c.keep(BT);
     a.ce_sums = c.keep(2 * BT);
   } else {  // a stage without the head: no head views (a may be re-carved)
-    a.lnf = a.lnf_mean = a.lnf_rstd = a.logits = a.ce_lse = a.losses = a.ce_sums = nullptr;
+    a.lnf = {};
+    a.lnf_mean = a.lnf_rstd = a.logits = a.ce_lse = a.losses = a.ce_sums = nullptr;
   }
   a.dresid = c.temp(Ns * s.C);
   a.dln = c.temp(BT * s.C);
@@ -89,7 +99,7 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
 }
 
 Carver count(const ActShape& s) {
-  Carver c{nullptr, nullptr};
+  Carver c{nullptr, nullptr, s.lowp()};
   Activations unused;
   carve(unused, s, c);
   return c;
@@ -97,25 +107,27 @@ Carver count(const ActShape& s) {
 
 }  // namespace
 
-int64_t activations_saved_bytes(const ActShape& s) { return count(s).saved * 4; }
-int64_t activations_scratch_bytes(const ActShape& s) { return count(s).scratch * 4; }
+int64_t activations_saved_bytes(const ActShape& s) { return count(s).saved; }
+int64_t activations_scratch_bytes(const ActShape& s) { return count(s).scratch; }
 int64_t activations_bytes(const ActShape& s) {
   const Carver c = count(s);
-  return (c.saved + c.scratch) * 4;
+  return c.saved + c.scratch;
 }
 
+// The arena is a float Buffer; every count is a multiple of 64 bytes.
 void activations_init(Activations& a, const ActShape& s) {
   const Carver n = count(s);
   a.s = s;
-  a.arena.allocate(n.saved + n.scratch);
-  Carver c{a.arena.f32(), a.arena.f32() + n.saved};
+  a.arena.allocate((n.saved + n.scratch) / 4);
+  char* base = static_cast<char*>(a.arena.data());
+  Carver c{base, base + n.saved, s.lowp()};
   carve(a, s, c);
 }
 
 void activations_init(Activations& a, const ActShape& s, float* scratch) {
   a.s = s;
-  a.arena.allocate(count(s).saved);
-  Carver c{a.arena.f32(), scratch};
+  a.arena.allocate(count(s).saved / 4);
+  Carver c{static_cast<char*>(a.arena.data()), reinterpret_cast<char*>(scratch), s.lowp()};
   carve(a, s, c);
 }
 

@@ -7,6 +7,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/profile.h"
 #include "tessera/config/parallel_config.h"
+#include "tessera/kernels/precision.h"
 
 namespace tessera {
 
@@ -29,28 +30,51 @@ struct ActShape {
   // view per layer; Selective and Full point the dropped views of every
   // layer at one shared layer's worth of scratch, refilled in backward.
   Recompute recompute = Recompute::None;
+  // The storage of the activations that enter or leave a GEMM (the views
+  // typed kernels::Act below): fp32, or 16 bits under --bf16 / --fp16.
+  Precision precision = Precision::Fp32;
 
   int64_t N() const { return B * T; }
   int64_t Ns() const { return B * (Ts > 0 ? Ts : T); }
   bool sp() const { return Ts > 0 && Ts < T; }
+  bool lowp() const { return precision != Precision::Fp32; }
 };
 
 // One layer's views. Under recompute some of them alias the same scratch in
 // every layer (ActShape::recompute says which): valid only between that layer's
 // forward (or backward recomputation) and the next layer's.
+//
+// Precision (ActShape::precision). The kernels::Act views are the GEMMs'
+// inputs and outputs: under --bf16 / --fp16 they are stored in 16 bits,
+// written so by the kernel that makes them (layernorm, the QKV and fc GEMMs,
+// attention, GELU) and read so by the next GEMM and by backward (dW), so no
+// GEMM casts an activation. The float* views stay fp32 in every precision:
+//   - LayerNorm statistics (mean, rstd) and the attention lse: fp32
+//     statistics, as Megatron keeps them (its fused kernels return fp32
+//     mean / invvar and softmax stats).
+//   - The residual stream res_mid / res_out (and the embeddings, `encoded`):
+//     every layer adds its branch into it, so a 16-bit stream would round
+//     once per layer and lose the small updates of deep layers. Megatron
+//     stores it in bf16 by default and offers --fp32-residual-connection;
+//     we keep the fp32 form. It is 2 of a layer's 16 row-widths of C (tp
+//     1, no recompute: ln1 1, qkv 3, atty 1, res_mid 1, ln2 1, fch 4,
+//     fch_gelu 4, res_out 1), so a layer's bytes per token fall from 64·C
+//     to 36·C rather than 32·C; it is also what the pipeline sends, and
+//     the hidden dropout and LayerNorm read it in fp32. activations_bytes
+//     counts it at 4 bytes.
 struct LayerActs {
-  float* ln1 = nullptr;       // (Ns, C)
+  kernels::Act ln1;           // (Ns, C)
   float* ln1_mean = nullptr;  // (Ns)
   float* ln1_rstd = nullptr;  // (Ns)
-  float* qkv = nullptr;       // (B, T, 3*Cl)
-  float* atty = nullptr;      // (B, T, Cl) attention output before projection
+  kernels::Act qkv;           // (B, T, 3*Cl)
+  kernels::Act atty;          // (B, T, Cl) attention output before projection
   float* lse = nullptr;       // (B, NH, T) attention row log-sum-exp
   float* res_mid = nullptr;   // (Ns, C) residual after attention
-  float* ln2 = nullptr;       // (Ns, C)
+  kernels::Act ln2;           // (Ns, C)
   float* ln2_mean = nullptr;  // (Ns)
   float* ln2_rstd = nullptr;  // (Ns)
-  float* fch = nullptr;       // (B, T, F) MLP pre-activation
-  float* fch_gelu = nullptr;  // (B, T, F)
+  kernels::Act fch;           // (B, T, F) MLP pre-activation
+  kernels::Act fch_gelu;      // (B, T, F)
   float* res_out = nullptr;   // (Ns, C) layer output
 };
 
@@ -73,10 +97,12 @@ struct Activations {
   Profile* profile = nullptr;  // optional: where the time of this micro-batch goes
   float* encoded = nullptr;  // (Ns, C) embeddings, input of the first layer
   std::vector<LayerActs> layers;
-  float* lnf = nullptr;       // (Ns, C)
+  kernels::Act lnf;           // (Ns, C) 16-bit under --bf16 / --fp16 (the LM head's input)
   float* lnf_mean = nullptr;  // (Ns)
   float* lnf_rstd = nullptr;  // (Ns)
-  float* logits = nullptr;    // (B, T, V); overwritten in place by dlogits in backward
+  // (B, T, V) fp32 in every precision (the loss reads them, and dlogits,
+  // a gradient, overwrite them in place in backward).
+  float* logits = nullptr;
   float* ce_lse = nullptr;    // (B, T) log-sum-exp of each logit row
   float* losses = nullptr;    // (B, T)
   float* ce_sums = nullptr;   // (2, B, T) vocab-parallel loss: sum-exp and target logit, reduced over tp
@@ -84,7 +110,8 @@ struct Activations {
   float* dresid = nullptr;  // (Ns, C) gradient of the residual stream
   float* dln = nullptr;     // (B, T, C) full rows: a column-parallel linear's input gradient
   // SP only: (B, T, C) all-gathered rows (LayerNorm output entering a
-  // column-parallel linear, or a row-parallel linear's partial output).
+  // column-parallel linear, 16-bit words in its first half under --bf16 /
+  // --fp16, or a row-parallel linear's partial output).
   float* tp_full = nullptr;
   float* dqkv = nullptr;    // (B, T, 3*Cl)
   float* datty = nullptr;   // (B, T, Cl)
@@ -106,7 +133,8 @@ void activations_init(Activations& a, const ActShape& s);
 void activations_init(Activations& a, const ActShape& s, float* scratch);
 
 // Bytes activations_init will allocate for `s` (the planner and the memory
-// report use the same count) = saved + scratch.
+// report use the same count) = saved + scratch. Every view is rounded up to
+// 64 bytes; 16-bit views (s.precision not fp32) count 2 bytes an element.
 int64_t activations_bytes(const ActShape& s);
 // What must live from a micro-batch's forward to its backward.
 int64_t activations_saved_bytes(const ActShape& s);

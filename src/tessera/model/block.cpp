@@ -6,7 +6,7 @@ namespace tessera {
 
 // A row-parallel linear: out (Ns, C) = leave(inp (N, K) @ weight (C, K)^T) + bias.
 // Each rank's product is partial, so the bias is added once, after the sum.
-static void row_parallel_forward(const kernels::Ops& ops, float* out, const float* inp,
+static void row_parallel_forward(const kernels::Ops& ops, float* out, kernels::ConstAct inp,
                                  const float* weight, const float* bias, int64_t N, int64_t Ns,
                                  int64_t K, int64_t C, const TensorParallel& tp, float* tp_full) {
   if (!tp.active()) {
@@ -25,7 +25,7 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = ops.profile();  // the tp helpers charge their communication here
   ops.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, Ns, s.C);
-  const float* ln1 = tp_enter_forward(tp, a.ln1, tp_full, N, s.C, prof);  // (N, C)
+  const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, tp_full, N, s.C, prof);  // (N, C)
   ops.matmul_forward(a.qkv, ln1, w.qkv_w, w.qkv_b, N, s.C, 3 * s.Cl);
   ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH, &drop.probs);
   row_parallel_forward(ops, a.res_mid, a.atty, w.proj_w, w.proj_b, N, Ns, s.Cl, s.C, tp, tp_full);
@@ -33,7 +33,7 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   ops.add(a.res_mid, a.res_mid, x, Ns * s.C);
 
   ops.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, Ns, s.C);
-  const float* ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
+  const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
   ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.F);
   ops.gelu_forward(a.fch_gelu, a.fch, N * s.F);
   row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
@@ -99,7 +99,7 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
                       C);
   ops.gelu_backward(scratch.dfch, a.fch, scratch.dfch, N * s.F);
   // (N, C): re-gathered under SP, only the shard was kept
-  const float* ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
+  const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
   ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, scratch.dfch, ln2, w.fc_w, N, C, s.F);
   const float* dln2 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
   ops.layernorm_backward(dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
@@ -110,7 +110,7 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   ops.matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C);
   ops.attention_backward(scratch.dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl,
                          s.NH, &drop.probs);
-  const float* ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
+  const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
   ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, scratch.dqkv, ln1, w.qkv_w, N, C,
                       3 * s.Cl);
   const float* dln1 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)

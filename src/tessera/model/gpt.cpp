@@ -72,6 +72,7 @@ ActShape GPT::act_shape(int64_t B, int64_t T) const {
   s.L = int64_t(layout_.layers().size());
   s.has_head = layout_.has_head();
   s.recompute = recompute_;
+  s.precision = lowp_.precision;  // 16-bit GEMM activations under --bf16 / --fp16
   if (tp_.sp()) {
     TESSERA_CHECK(T % tp_.size() == 0,
                   "sequence parallelism: sequence length {} does not divide over tp {}", T,
@@ -157,7 +158,7 @@ float GPT::head_forward(Activations& acts, const int32_t* targets) {
                         w_.lnf_b, Ns, s.C);
   // Tied LM head, column-parallel over the vocabulary: logits (N, V) = lnf
   // (N, C) @ wte[this rank's real rows]^T.
-  const float* lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);  // (N, C)
+  const kernels::ConstAct lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);  // (N, C)
   if (s.V > 0) ops.matmul_forward(acts.logits, lnf, w_.wte, nullptr, N, s.C, s.V);
   if (!tp_.active()) {
     ops.cross_entropy_forward(acts.losses, acts.ce_lse, acts.logits, targets, N, s.V);
@@ -204,7 +205,7 @@ void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) 
     ops.vp_xent_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
                          layout_.vocab_begin());
   // (N, C): re-gathered under SP, only the shard was kept
-  const float* lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);
+  const kernels::ConstAct lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);
   if (s.V > 0)
     ops.matmul_backward(acts.dln, g_.wte, nullptr, acts.logits, lnf, w_.wte, N, s.C, s.V);
   else

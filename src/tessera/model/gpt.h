@@ -64,8 +64,10 @@ class GPT {
 
   // GEMM precision (--bf16 / --fp16; default fp32). Not fp32: the GEMMs of
   // forward and backward take a bf16 / fp16 working copy of the parameters
-  // (same flat layout as params()) and their activation operands cast on
-  // the way in, accumulating in fp32; all else stays fp32. The working copy
+  // (same flat layout as params()), accumulating in fp32, and act_shape()
+  // stores the GEMMs' activations in 16 bits (ActShape::precision; set the
+  // precision before allocating Activations); statistics, the residual
+  // stream, the loss and every gradient stay fp32. The working copy
   // is made by refresh_working_copy() from params() (call it after every
   // change of params(): init, load, each optimizer step), or, for units
   // bound with bind_unit (ZeRO-3), as each is bound. profile: where the

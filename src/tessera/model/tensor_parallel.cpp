@@ -16,6 +16,19 @@ const float* tp_enter_forward(const TensorParallel& tp, const float* x, float* f
   return full;
 }
 
+kernels::ConstAct tp_enter_forward(const TensorParallel& tp, kernels::ConstAct x, float* full,
+                                   int64_t N, int64_t C, Profile* prof) {
+  if (!x.lowp) return tp_enter_forward(tp, x.f32(), full, N, C, prof);
+  if (!tp.sp()) return x;
+  ProfileScope t(prof, Op::Comm);
+  // 16-bit words: the gather moves them without looking at the values, so
+  // DType::BF16 stands for fp16 too (the same size in the log's bytes).
+  const int64_t shard = N / tp.size() * C;
+  uint16_t* gathered = reinterpret_cast<uint16_t*>(full);  // (N, C) 16-bit, in full's first half
+  tp.group->all_gather(x.u16(), gathered, size_t(shard), DType::BF16);
+  return kernels::Act::low(gathered);
+}
+
 float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int64_t C,
                          Profile* prof) {
   if (!tp.active()) return dfull;

@@ -25,6 +25,7 @@
 #include "tessera/comm/communicator.h"
 #include "tessera/config/gpt_config.h"
 #include "tessera/core/profile.h"
+#include "tessera/kernels/precision.h"
 
 namespace tessera {
 
@@ -48,6 +49,11 @@ struct TensorParallel {
 // (N, C) and returns it.
 const float* tp_enter_forward(const TensorParallel& tp, const float* x, float* full, int64_t N,
                               int64_t C, Profile* prof = nullptr);
+// The same for a stored activation view (--bf16 / --fp16: a 16-bit
+// LayerNorm output, gathered in 16 bits, half the bytes, into `full` used as
+// (N, C) 16-bit words; fp32 views as above).
+kernels::ConstAct tp_enter_forward(const TensorParallel& tp, kernels::ConstAct x, float* full,
+                                   int64_t N, int64_t C, Profile* prof = nullptr);
 // dfull (N, C): this rank's partial input gradient. Without SP sums it over
 // tp in place and returns it; with SP reduce-scatters it in place and
 // returns this rank's (N/tp, C) block inside dfull.

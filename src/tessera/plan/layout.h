@@ -16,6 +16,15 @@ struct PlanLayout {
   ParallelConfig par;
   Precision precision = Precision::Mixed16;
   bool flash_attention = true;
+  // Model tessera's own engine (`tessera plan --validate` of a metrics
+  // file, calibration) rather than Megatron-LM on GPUs: fp32 master weights
+  // and AdamW state in either precision (kFp32AdamBytes; under --bf16 /
+  // --fp16 the 16-bit working copy is not counted, as DataParallel::memory
+  // does not), and activations as the engine's arena (activations_bytes,
+  // 16-bit GEMM activations for Mixed16) instead of Korthikanti's formula.
+  // fp32 layouts always use the arena: the engine is the only fp32 trainer
+  // the planner models.
+  bool engine = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

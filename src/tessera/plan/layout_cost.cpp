@@ -27,14 +27,15 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
   a.in_flight = in_flight_chunks(L.par.schedule, p, v, L.micro_batches(), stage);
   const double held_layers = double(a.in_flight * layers_per_chunk);
   const bool has_head = stage == p - 1;
-  if (L.precision == Precision::FP32) {
-    // The engine's fp32 arena, built from the same ActShape the engine
-    // builds (GPT::stage_act_shape: recompute, sequence parallelism, this
-    // stage's layers per chunk and head): the executor allocates one full
-    // arena per in-flight slot (peak_in_flight of the schedule; one without
-    // a pipeline), and the metrics header reports exactly their bytes.
+  if (L.precision == Precision::FP32 || L.engine) {
+    // The engine's arena (fp32, or 16-bit GEMM activations under --bf16 /
+    // --fp16), built from the same ActShape the engine builds
+    // (GPT::stage_act_shape: recompute, sequence parallelism, precision,
+    // this stage's layers per chunk and head): the executor allocates one
+    // full arena per in-flight slot (peak_in_flight of the schedule; one
+    // without a pipeline), and the metrics header reports exactly their bytes.
     const ActShape shape = engine_shape(m, par.micro_batch, par.tp, layers_per_chunk, has_head,
-                                        par.sequence_parallel, par.recompute);
+                                        par.sequence_parallel, par.recompute, L.precision);
     ActShape one = shape;
     one.L = 1, one.has_head = false;
     ActShape two = one;
@@ -89,10 +90,11 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     sc.layer_activations = a.layers;
     sc.in_flight = a.in_flight;
     // ZeRO-3 gathers a chunk's weights before using it, and prefetches the
-    // next. fp32 (the engine): the gathered layer is a transient buffer that
-    // the trainer's memory header (params + grads + optimizer + activations)
-    // does not count, so neither does the prediction.
-    if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::FP32) sc.zero3_buffers = 2.0 * chunk_params * per_param.params;
+    // next. The engine (fp32, or L.engine): the gathered layer is a
+    // transient buffer that the trainer's memory header (params + grads +
+    // optimizer + activations) does not count, so neither does the prediction.
+    if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::FP32 && !L.engine)
+      sc.zero3_buffers = 2.0 * chunk_params * per_param.params;
     c.stages.push_back(sc);
     if (sc.memory() > c.peak_memory) c.peak_memory = sc.memory(), c.peak_stage = s;
   }
@@ -260,7 +262,8 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
 
   LayoutCost c;
   c.layout = L;
-  const StateBytesPerParam per_param = state_bytes_per_param(L.precision);
+  // The engine keeps fp32 weights, gradients and AdamW state in every precision.
+  const StateBytesPerParam per_param = L.engine ? kFp32AdamBytes : state_bytes_per_param(L.precision);
   const int64_t layers_per_chunk = m.num_layers / (p * v);
   const double chunk_params = double(params.layer_params(t) * layers_per_chunk);
 

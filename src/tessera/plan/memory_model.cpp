@@ -28,7 +28,8 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
 }
 
 ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
-                      bool has_head, bool sequence_parallel, Recompute recompute) {
+                      bool has_head, bool sequence_parallel, Recompute recompute,
+                      Precision precision) {
   ActShape s;
   s.B = micro_batch;
   s.T = m.seq_length;
@@ -42,6 +43,8 @@ ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64
   s.L = layers;
   s.has_head = has_head;
   s.recompute = recompute;
+  // bf16 and fp16 store alike (2 bytes); the engine's shape names one.
+  s.precision = precision == Precision::FP32 ? tessera::Precision::Fp32 : tessera::Precision::Bf16;
   if (sequence_parallel && tp > 1) s.Ts = m.seq_length / tp;
   return s;
 }

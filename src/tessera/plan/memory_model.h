@@ -31,10 +31,13 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
 
 // The engine's activation shape of one micro-batch on tp rank 0 of a stage
 // holding `layers` layers: what GPT::act_shape / stage_act_shape build
-// (recompute and sequence parallelism included), so activations_bytes() of it
-// is exactly what `tessera train` allocates per micro-batch slot.
+// (recompute, sequence parallelism and precision included: Mixed16 is the
+// engine's --bf16 / --fp16, whose GEMM activations take 2 bytes either
+// way), so activations_bytes() of it is exactly what `tessera train`
+// allocates per micro-batch slot.
 ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
-                      bool has_head, bool sequence_parallel, Recompute recompute);
+                      bool has_head, bool sequence_parallel, Recompute recompute,
+                      Precision precision = Precision::FP32);
 
 // Micro-batch chunks whose activations pipeline rank `stage` holds at its
 // peak, for a schedule (one chunk = layers / (p v) layers). Closed forms of

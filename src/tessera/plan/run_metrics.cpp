@@ -43,6 +43,9 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
   r.threads = run.value("threads", 0);
   r.rank = run.value("rank", int64_t(0));
   r.system = run.value("system", std::string());
+  r.precision = run.value("precision", std::string("fp32"));
+  TESSERA_CHECK(r.precision == "fp32" || r.precision == "bf16" || r.precision == "fp16",
+                "{}: unknown precision '{}' (fp32, bf16 or fp16)", where, r.precision);
   if (run.contains("memory_bytes")) {
     const json& m = run["memory_bytes"];
     if (m.is_array()) {

@@ -30,6 +30,7 @@ struct RunMetrics {
   int threads = 0;                     // 0: not recorded
   int64_t rank = 0;                    // the world rank that wrote the file
   std::string system;                  // as recorded ("" if absent)
+  std::string precision = "fp32";      // "fp32", "bf16" or "fp16" (older files: fp32)
   std::optional<MemoryBytes> memory;  // the rank with the largest total
   std::vector<int64_t> steps;          // step numbers, file order
   std::vector<double> step_seconds;    // wall time of each

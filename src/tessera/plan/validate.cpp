@@ -12,13 +12,16 @@ namespace tessera::plan {
 
 namespace {
 
-// The engine's layout as the planner names it: the engine trains in fp32
-// and its attention is blockwise (kernels/cpu/attention.h), so it never
-// stores the score matrices — the planner's flash-attention case.
+// The engine's layout as the planner names it: fp32, or under --bf16 /
+// --fp16 Mixed16 modelled as the engine (fp32 state, the engine's 16-bit
+// arena: PlanLayout::engine); its attention is blockwise
+// (kernels/cpu/attention.h), so it never stores the score matrices — the
+// planner's flash-attention case.
 PlanLayout engine_layout(const RunMetrics& r) {
   PlanLayout L;
   L.par = r.par;
-  L.precision = Precision::FP32;
+  L.precision = r.precision == "fp32" ? Precision::FP32 : Precision::Mixed16;
+  L.engine = true;
   L.flash_attention = true;
   return L;
 }
@@ -43,8 +46,8 @@ Validation validate_runs(const std::vector<std::string>& paths,
   for (const auto& path : paths) {
     RunMetrics r = read_run_metrics(path);
     check_enough_steps(r, warmup_steps);
-    const std::string key = fmt::format("{}|{}|{}", ckpt::model_to_json(r.model).dump(),
-                                        engine_layout(r).str(), r.rank);
+    const std::string key = fmt::format("{}|{}|{}|{}", ckpt::model_to_json(r.model).dump(),
+                                        engine_layout(r).str(), r.precision, r.rank);
     const auto at = std::find(keys.begin(), keys.end(), key);
     if (at == keys.end()) {
       keys.push_back(key);

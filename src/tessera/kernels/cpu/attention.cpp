@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/cpu/storage.h"
 #include "tessera/kernels/cpu/vec_math.h"
 
 namespace tessera::cpu {
@@ -27,23 +29,33 @@ static_assert(kBlock % kRows == 0);
 // head row have a fixed trip count; the padding is zeros and never written out.
 int64_t padded(int64_t HS) { return (HS + kBlock - 1) / kBlock * kBlock; }
 
+// The tiles below are always fp32; St (storage.h) is the storage of qkv and
+// out (fp32, or bf16 / fp16 under --bf16 / --fp16), widened on loading.
+
 // dst (HS, kBlock) = rows [j0, j0 + nk) of one head's k or v, transposed;
 // columns nk.. are zero. Score loops then run over keys with unit stride.
-void load_transposed(float* dst, const float* src, int64_t j0, int64_t nk, int64_t HS,
+template <class St>
+void load_transposed(float* dst, const typename St::T* src, int64_t j0, int64_t nk, int64_t HS,
                      int64_t row_stride) {
   std::fill(dst, dst + HS * kBlock, 0.0f);
   for (int64_t j = 0; j < nk; j++) {
-    const float* row = src + (j0 + j) * row_stride;  // (HS)
-    for (int64_t d = 0; d < HS; d++) dst[d * kBlock + j] = row[d];
+    const typename St::T* row = src + (j0 + j) * row_stride;  // (HS)
+    for (int64_t d = 0; d < HS; d++) dst[d * kBlock + j] = St::load(row[d]);
   }
 }
 
+// dst (n) = src (n) widened to fp32.
+template <class St>
+void load_row(float* dst, const typename St::T* src, int64_t n) {
+  for (int64_t d = 0; d < n; d++) dst[d] = St::load(src[d]);
+}
+
 // dst (kBlock, HSP) = rows [j0, j0 + nk) of one head's k or v; padding zero.
-void load_rows(float* dst, const float* src, int64_t j0, int64_t nk, int64_t HS, int64_t HSP,
-               int64_t row_stride) {
+template <class St>
+void load_rows(float* dst, const typename St::T* src, int64_t j0, int64_t nk, int64_t HS,
+               int64_t HSP, int64_t row_stride) {
   std::fill(dst, dst + kBlock * HSP, 0.0f);
-  for (int64_t j = 0; j < nk; j++)
-    std::copy(src + (j0 + j) * row_stride, src + (j0 + j) * row_stride + HS, dst + j * HSP);
+  for (int64_t j = 0; j < nk; j++) load_row<St>(dst + j * HSP, src + (j0 + j) * row_stride, HS);
 }
 
 using Block = float[kRows][kBlock];  // (kRows, kBlock) scores or probabilities
@@ -134,10 +146,9 @@ void check_shape(int64_t C, int64_t NH) {
   TESSERA_CHECK(NH > 0 && C % NH == 0, "attention: width {} is not divisible by {} heads", C, NH);
 }
 
-}  // namespace
-
-void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                       int64_t C, int64_t NH, const DropoutSite* drop) {
+template <class St>
+void attention_forward_as(typename St::T* out, float* lse, const typename St::T* qkv, int64_t B,
+                          int64_t T, int64_t C, int64_t NH, const DropoutSite* drop) {
   check_shape(C, NH);
   const ProbDropout pdrop(drop);
   const bool dropout = pdrop.on;
@@ -150,6 +161,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
     std::vector<float> kt(HS * kBlock);     // (HS, kBlock) key tile, transposed
     std::vector<float> vtile(kBlock * HSP); // (kBlock, HSP) value tile
     std::vector<float> acc(kBlock * HSP);   // (kBlock, HSP) unnormalized output rows
+    std::vector<float> qw(kRows * HS);      // (kRows, HS) 16-bit storage: the group's q rows widened
     float mrow[kBlock], lrow[kBlock];       // running max and running sum per query row
     Block S;                                // scores, then probabilities, of kRows rows
     Block Z;                                // dropout only: mask / (1-p)
@@ -162,17 +174,17 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
       for (int64_t h = 0; h < NH; h++) {
         for (int64_t qbr = 0; qbr < nqb; qbr++) {
           const int64_t i0 = (nqb - 1 - qbr) * kBlock, i1 = std::min(T, i0 + kBlock);
-          const float* qbase = qkv + b * T * C3 + h * HS;  // row t at + t * C3
-          const float* kbase = qbase + C;
-          const float* vbase = qbase + 2 * C;
+          const typename St::T* qbase = qkv + b * T * C3 + h * HS;  // row t at + t * C3
+          const typename St::T* kbase = qbase + C;
+          const typename St::T* vbase = qbase + 2 * C;
           std::fill(acc.begin(), acc.end(), 0.0f);
           std::fill(mrow, mrow + kBlock, -std::numeric_limits<float>::infinity());
           std::fill(lrow, lrow + kBlock, 0.0f);
 
           for (int64_t j0 = 0; j0 <= i0; j0 += kBlock) {  // causal: tiles up to the diagonal
             const int64_t nk = std::min(T, j0 + kBlock) - j0;
-            load_transposed(kt.data(), kbase, j0, nk, HS, C3);
-            load_rows(vtile.data(), vbase, j0, nk, HS, HSP, C3);
+            load_transposed<St>(kt.data(), kbase, j0, nk, HS, C3);
+            load_rows<St>(vtile.data(), vbase, j0, nk, HS, HSP, C3);
             for (int64_t g = i0; g < i1; g += kRows) {
               // Rows past i1 repeat the last row; their results land in
               // unused accumulator rows and are never written out.
@@ -180,7 +192,12 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
               const float* q[kRows];
               for (int64_t r = 0; r < kRows; r++) {
                 irow[r] = std::min(g + r, i1 - 1);
-                q[r] = qbase + irow[r] * C3;
+                if constexpr (std::is_same_v<St, StoreF32>) {
+                  q[r] = qbase + irow[r] * C3;
+                } else {
+                  load_row<St>(qw.data() + r * HS, qbase + irow[r] * C3, HS);
+                  q[r] = qw.data() + r * HS;
+                }
               }
               rows_times_tile(S, q, kt.data(), HS, scale);
               for (int64_t r = 0; r < kRows; r++) {
@@ -222,11 +239,11 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 
           for (int64_t i = i0; i < i1; i++) {
             const int64_t a = i - i0;
-            float* o = out + (b * T + i) * C + h * HS;  // (HS)
+            typename St::T* o = out + (b * T + i) * C + h * HS;  // (HS)
             const float* ar = acc.data() + a * HSP;     // (HSP)
             const float inv = 1.0f / lrow[a];
 #pragma omp simd
-            for (int64_t d = 0; d < HS; d++) o[d] = ar[d] * inv;
+            for (int64_t d = 0; d < HS; d++) o[d] = St::store(ar[d] * inv);
             lse[(b * NH + h) * T + i] = mrow[a] + std::log(lrow[a]);
           }
         }
@@ -235,9 +252,10 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
-                        const DropoutSite* drop) {
+template <class St>
+void attention_backward_as(float* dqkv, const float* dout, const typename St::T* qkv,
+                           const typename St::T* out, const float* lse, int64_t B, int64_t T,
+                           int64_t C, int64_t NH, const DropoutSite* drop) {
   check_shape(C, NH);
   const ProbDropout pdrop(drop);
   const bool dropout = pdrop.on;
@@ -258,17 +276,18 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     std::vector<float> dog(kRows * HSP);    // (kRows, HSP) the group's dout rows, padded
     std::vector<float> dqg(kRows * HSP);    // (kRows, HSP) the group's dq from this tile
     std::vector<float> D(T);                // (T) D_i = dout_i . out_i
+    std::vector<float> ow(HS);              // (HS) 16-bit storage: one out row widened
     Block P, dS;                            // probabilities, then dP -> dS
     Block Z, PZ;                            // dropout only: mask / (1-p), and P * Z
 
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; b++) {
       for (int64_t h = 0; h < NH; h++) {
-        const float* qbase = qkv + b * T * C3 + h * HS;  // row t at + t * C3
-        const float* kbase = qbase + C;
-        const float* vbase = qbase + 2 * C;
+        const typename St::T* qbase = qkv + b * T * C3 + h * HS;  // row t at + t * C3
+        const typename St::T* kbase = qbase + C;
+        const typename St::T* vbase = qbase + 2 * C;
         const float* dobase = dout + b * T * C + h * HS;  // row t at + t * C
-        const float* obase = out + b * T * C + h * HS;
+        const typename St::T* obase = out + b * T * C + h * HS;
         float* dqbase = dqkv + b * T * C3 + h * HS;  // row t at + t * C3
         float* dkbase = dqbase + C;
         float* dvbase = dqbase + 2 * C;
@@ -278,7 +297,16 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         // which needs no pass over the keys.
         for (int64_t i = 0; i < T; i++) {
           const float* dO = dobase + i * C;
-          const float* o = obase + i * C;
+          // 16-bit out: widened first, so the reduction below is the fp32
+          // kernel's loop (a widening load inside it could vectorise, and so
+          // sum, in another order).
+          const float* o;
+          if constexpr (std::is_same_v<St, StoreF32>) {
+            o = obase + i * C;
+          } else {
+            load_row<St>(ow.data(), obase + i * C, HS);
+            o = ow.data();
+          }
           float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
           for (int64_t d = 0; d < HS; d++) acc += dO[d] * o[d];
@@ -288,9 +316,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 
         for (int64_t j0 = 0; j0 < T; j0 += kBlock) {
           const int64_t nk = std::min(T, j0 + kBlock) - j0;
-          load_transposed(kt.data(), kbase, j0, nk, HS, C3);
-          load_transposed(vt.data(), vbase, j0, nk, HS, C3);
-          load_rows(krows.data(), kbase, j0, nk, HS, HSP, C3);
+          load_transposed<St>(kt.data(), kbase, j0, nk, HS, C3);
+          load_transposed<St>(vt.data(), vbase, j0, nk, HS, C3);
+          load_rows<St>(krows.data(), kbase, j0, nk, HS, HSP, C3);
           std::fill(dk.begin(), dk.end(), 0.0f);
           std::fill(dv.begin(), dv.end(), 0.0f);
 
@@ -304,9 +332,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
             for (int64_t r = 0; r < kRows; r++) {
               irow[r] = std::min(g + r, T - 1);
               jlim[r] = g + r < T ? std::min(nk, irow[r] - j0 + 1) : 0;
-              q[r] = qbase + irow[r] * C3;
               dO[r] = dobase + irow[r] * C;
-              std::copy(q[r], q[r] + HS, qg.data() + r * HSP);
+              load_row<St>(qg.data() + r * HSP, qbase + irow[r] * C3, HS);
+              q[r] = qg.data() + r * HSP;  // the same values as the rows of qkv, widened
               std::copy(dO[r], dO[r] + HS, dog.data() + r * HSP);
             }
             // Recompute P_ij = exp(s_ij - lse_i) from the saved row log-sum-exp.
@@ -361,6 +389,36 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       }
     }
   }
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                       int64_t C, int64_t NH, const DropoutSite* drop) {
+  attention_forward_as<StoreF32>(out, lse, qkv, B, T, C, NH, drop);
+}
+void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
+                            int64_t C, int64_t NH, const DropoutSite* drop) {
+  attention_forward_as<StoreBf16>(out, lse, qkv, B, T, C, NH, drop);
+}
+void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
+                            int64_t C, int64_t NH, const DropoutSite* drop) {
+  attention_forward_as<StoreFp16>(out, lse, qkv, B, T, C, NH, drop);
+}
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                        const DropoutSite* drop) {
+  attention_backward_as<StoreF32>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+}
+void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv,
+                             const bf16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                             int64_t NH, const DropoutSite* drop) {
+  attention_backward_as<StoreBf16>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+}
+void attention_backward_fp16(float* dqkv, const float* dout, const fp16_t* qkv,
+                             const fp16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                             int64_t NH, const DropoutSite* drop) {
+  attention_backward_as<StoreFp16>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
 }
 
 void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,

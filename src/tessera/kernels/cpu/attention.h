@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include "tessera/core/dtype.h"
 #include "tessera/kernels/cpu/dropout.h"
 
 namespace tessera::cpu {
@@ -26,6 +27,21 @@ void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int6
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
                         const DropoutSite* drop = nullptr);
+
+// --bf16 / --fp16: the same kernels with qkv and out stored in 16 bits
+// (qkv is the QKV GEMM's output, out the projection GEMM's input). Tiles are
+// widened to fp32 on loading; the scores, the softmax, lse and every
+// gradient stay fp32, and each out element is rounded once.
+void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
+                            int64_t C, int64_t NH, const DropoutSite* drop = nullptr);
+void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
+                            int64_t C, int64_t NH, const DropoutSite* drop = nullptr);
+void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv,
+                             const bf16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                             int64_t NH, const DropoutSite* drop = nullptr);
+void attention_backward_fp16(float* dqkv, const float* dout, const fp16_t* qkv,
+                             const fp16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                             int64_t NH, const DropoutSite* drop = nullptr);
 
 // One decoding step with a KV cache: q (NH*HS) attends over positions 0..len-1
 // of k_cache and v_cache, each (max_T, C) with row t the key/value of position t.

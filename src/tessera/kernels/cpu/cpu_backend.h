@@ -51,6 +51,16 @@ class CpuBackend : public Backend {
                             int64_t OC, bool accumulate_dinp) const override {
     cpu::matmul_backward_fp16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
   }
+  void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,
+                               const float* bias, int64_t N, int64_t C,
+                               int64_t OC) const override {
+    cpu::matmul_forward_bf16_out(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weight,
+                               const float* bias, int64_t N, int64_t C,
+                               int64_t OC) const override {
+    cpu::matmul_forward_fp16_out(out, inp, weight, bias, N, C, OC);
+  }
   void cast_to_bf16(bf16_t* out, const float* in, int64_t n) const override {
     cpu::cast_fp32_to_bf16(out, in, n);
   }
@@ -65,6 +75,16 @@ class CpuBackend : public Backend {
                          const float* weight, const float* bias, int64_t N,
                          int64_t C) const override {
     cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, const float* inp,
+                              const float* weight, const float* bias, int64_t N,
+                              int64_t C) const override {
+    cpu::layernorm_forward_bf16(out, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, const float* inp,
+                              const float* weight, const float* bias, int64_t N,
+                              int64_t C) const override {
+    cpu::layernorm_forward_fp16(out, mean, rstd, inp, weight, bias, N, C);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
@@ -81,6 +101,24 @@ class CpuBackend : public Backend {
                           const DropoutSite* drop) const override {
     cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
   }
+  void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
+                              int64_t C, int64_t NH, const DropoutSite* drop) const override {
+    cpu::attention_forward_bf16(out, lse, qkv, B, T, C, NH, drop);
+  }
+  void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
+                              int64_t C, int64_t NH, const DropoutSite* drop) const override {
+    cpu::attention_forward_fp16(out, lse, qkv, B, T, C, NH, drop);
+  }
+  void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv,
+                               const bf16_t* out, const float* lse, int64_t B, int64_t T,
+                               int64_t C, int64_t NH, const DropoutSite* drop) const override {
+    cpu::attention_backward_bf16(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+  }
+  void attention_backward_fp16(float* dqkv, const float* dout, const fp16_t* qkv,
+                               const fp16_t* out, const float* lse, int64_t B, int64_t T,
+                               int64_t C, int64_t NH, const DropoutSite* drop) const override {
+    cpu::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+  }
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                         int64_t len, int64_t C, int64_t NH) const override {
     cpu::attention_decode(out, q, k_cache, v_cache, len, C, NH);
@@ -96,6 +134,21 @@ class CpuBackend : public Backend {
   }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const override {
     cpu::gelu_backward(dinp, inp, dout, n);
+  }
+
+  void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n) const override {
+    cpu::gelu_forward_bf16(out, inp, n);
+  }
+  void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n) const override {
+    cpu::gelu_forward_fp16(out, inp, n);
+  }
+  void gelu_backward_bf16(float* dinp, const bf16_t* inp, const float* dout,
+                          int64_t n) const override {
+    cpu::gelu_backward_bf16(dinp, inp, dout, n);
+  }
+  void gelu_backward_fp16(float* dinp, const fp16_t* inp, const float* dout,
+                          int64_t n) const override {
+    cpu::gelu_backward_fp16(dinp, inp, dout, n);
   }
 
   void add(float* out, const float* a, const float* b, int64_t n) const override {

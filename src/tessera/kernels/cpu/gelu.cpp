@@ -1,6 +1,7 @@
 // GELU (tanh approximation) forward and backward.
 #include "tessera/kernels/cpu/gelu.h"
 
+#include "tessera/kernels/cpu/storage.h"
 #include "tessera/kernels/cpu/vec_math.h"
 
 namespace tessera::cpu {
@@ -10,30 +11,53 @@ constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
 // Threading a short vector costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 14;
-}  // namespace
 
-void gelu_forward(float* out, const float* inp, int64_t n) {
+// S: the storage of inp and out (storage.h); the arithmetic is fp32.
+template <class S>
+void gelu_forward_as(typename S::T* out, const typename S::T* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; i++) {
-    const float x = inp[i];
+    const float x = S::load(inp[i]);
     const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-    out[i] = 0.5f * x * (1.0f + tanh_fast(u));
+    out[i] = S::store(0.5f * x * (1.0f + tanh_fast(u)));
   }
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+template <class S>
+void gelu_backward_as(float* dinp, const typename S::T* inp, const float* dout, int64_t n) {
   // d/dx [0.5 x (1 + tanh u)] = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) du/dx,
   // du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2). dinp may alias dout: each
   // element is read before it is written.
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; i++) {
-    const float x = inp[i];
+    const float x = S::load(inp[i]);
     const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
     const float th = tanh_fast(u);
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
     const float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
     dinp[i] = dout[i] * grad;
   }
+}
+
+}  // namespace
+
+void gelu_forward(float* out, const float* inp, int64_t n) {
+  gelu_forward_as<StoreF32>(out, inp, n);
+}
+void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n) {
+  gelu_forward_as<StoreBf16>(out, inp, n);
+}
+void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n) {
+  gelu_forward_as<StoreFp16>(out, inp, n);
+}
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
+  gelu_backward_as<StoreF32>(dinp, inp, dout, n);
+}
+void gelu_backward_bf16(float* dinp, const bf16_t* inp, const float* dout, int64_t n) {
+  gelu_backward_as<StoreBf16>(dinp, inp, dout, n);
+}
+void gelu_backward_fp16(float* dinp, const fp16_t* inp, const float* dout, int64_t n) {
+  gelu_backward_as<StoreFp16>(dinp, inp, dout, n);
 }
 
 }  // namespace tessera::cpu

@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tessera/core/dtype.h"
+
 namespace tessera::cpu {
 
 // out (n) = gelu(inp (n))
@@ -9,5 +11,14 @@ void gelu_forward(float* out, const float* inp, int64_t n);
 
 // dinp (n) = dout (n) * gelu'(inp (n))     (written, not accumulated; may alias dout)
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+
+// --bf16 / --fp16: the MLP's pre-activation inp and its GELU out stored in
+// 16 bits (out feeds the fc-proj GEMM). Computed in fp32 from the widened
+// input, rounded once on the way out; the backward reads the 16-bit input
+// and keeps the gradients fp32.
+void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n);
+void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n);
+void gelu_backward_bf16(float* dinp, const bf16_t* inp, const float* dout, int64_t n);
+void gelu_backward_fp16(float* dinp, const fp16_t* inp, const float* dout, int64_t n);
 
 }  // namespace tessera::cpu

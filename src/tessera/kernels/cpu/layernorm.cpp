@@ -7,14 +7,20 @@
 #include <cmath>
 #include <vector>
 
+#include "tessera/kernels/cpu/storage.h"
+
 namespace tessera::cpu {
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                       const float* weight, const float* bias, int64_t N, int64_t C) {
+namespace {
+
+// Out: the output's storage (storage.h); everything else is fp32.
+template <class Out>
+void layernorm_forward_as(typename Out::T* out, float* mean, float* rstd, const float* inp,
+                          const float* weight, const float* bias, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     const float* x = inp + n * C;  // (C)
-    float* y = out + n * C;        // (C)
+    typename Out::T* y = out + n * C;  // (C)
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < C; c++) s += x[c];
@@ -29,10 +35,25 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
     }
     const float r = 1.0f / std::sqrt(v / float(C) + kLayerNormEps);
 #pragma omp simd
-    for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) * r * weight[c] + bias[c];
+    for (int64_t c = 0; c < C; c++) y[c] = Out::store((x[c] - m) * r * weight[c] + bias[c]);
     mean[n] = m;
     rstd[n] = r;
   }
+}
+
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, int64_t N, int64_t C) {
+  layernorm_forward_as<StoreF32>(out, mean, rstd, inp, weight, bias, N, C);
+}
+void layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, const float* inp,
+                            const float* weight, const float* bias, int64_t N, int64_t C) {
+  layernorm_forward_as<StoreBf16>(out, mean, rstd, inp, weight, bias, N, C);
+}
+void layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, const float* inp,
+                            const float* weight, const float* bias, int64_t N, int64_t C) {
+  layernorm_forward_as<StoreFp16>(out, mean, rstd, inp, weight, bias, N, C);
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,

@@ -8,6 +8,7 @@ void TrainConfig::validate(int64_t world) const {
   model.validate();
   par.validate(model, world);
   TESSERA_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other: choose one");
+  TESSERA_CHECK(bf16 || !grad_reduce_bf16, "--grad-reduce-in-bf16 needs --bf16");
   {
     const LossScalerConfig d;
     const LossScalerConfig& l = loss_scale;

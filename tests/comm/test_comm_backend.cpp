@@ -106,8 +106,8 @@ TEST(CommBackend, BadArgumentsThrowBeforeTheCallIsLoggedOrIssued) {
   const uint64_t before = f.comm.log().recorded();
   std::vector<uint16_t> half(4);
   std::vector<float> v(4);
-  EXPECT_THROW(f.comm.all_reduce(half.data(), 4, DType::BF16, ReduceOp::Sum), Error);
-  EXPECT_THROW(f.comm.all_reduce_async(half.data(), 4, DType::BF16, ReduceOp::Sum), Error);
+  EXPECT_THROW(f.comm.all_reduce(half.data(), 4, DType::F16, ReduceOp::Sum), Error);  // no fp16 sums
+  EXPECT_THROW(f.comm.all_reduce_async(half.data(), 4, DType::F16, ReduceOp::Sum), Error);
   EXPECT_THROW(f.comm.all_gather(v.data(), v.data(), 1001, DType::F32), Error);  // > max_count
   EXPECT_THROW(f.comm.send(v, 2, 0), Error);       // no rank 2 in a group of 2
   EXPECT_THROW(f.comm.broadcast(v, -1), Error);

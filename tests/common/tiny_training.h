@@ -81,11 +81,23 @@ inline void expect_step_matches(const StepStats& got, const StepStats& ref, int6
 // The same under --bf16 / --fp16: a different reduction order can move a
 // value across a 16-bit rounding boundary, so layouts agree to 2e-3
 // relative loss (issue 12), not 1e-4.
-inline void expect_lowp_step_matches(const StepStats& got, const StepStats& ref, int64_t s,
-                                     const std::string& what) {
-  EXPECT_LE(rel(got.loss, ref.loss), 2e-3)
-      << what << " step " << s << ": " << got.loss << " vs " << ref.loss;
+// Returns the relative loss difference (for the tests' reports of how close).
+inline double expect_lowp_step_matches(const StepStats& got, const StepStats& ref, int64_t s,
+                                       const std::string& what) {
+  const double r = rel(got.loss, ref.loss);
+  EXPECT_LE(r, 2e-3) << what << " step " << s << ": " << got.loss << " vs " << ref.loss;
   EXPECT_EQ(got.precision, ref.precision) << what;
+  return r;
+}
+
+// Bytes of one step's `op` ("all_gather", "reduce_scatter", ...) on the
+// groups named `group` ("dp", ...), from StepStats::comm_bytes.
+inline double step_comm_bytes(const StepStats& s, const std::string& group,
+                              const std::string& op) {
+  double b = 0;
+  for (const auto& [key, bytes] : s.comm_bytes)
+    if (key == group + "/" + op) b += double(bytes);
+  return b;
 }
 
 // The planner's activation bytes for a rank's pipeline stage (the engine's

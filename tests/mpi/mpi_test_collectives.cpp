@@ -12,7 +12,9 @@
 #include "tessera/comm/collective_log.h"
 #include "tessera/comm/ring_reduce_scatter.h"
 #include "tessera/comm/shard.h"
+#include "tessera/core/bf16.h"
 #include "tessera/core/error.h"
+#include "tessera/core/rng.h"
 
 namespace tessera::comm {
 namespace {
@@ -243,9 +245,80 @@ TEST(Collectives, LogRecordsSequenceAndCounters) {
   EXPECT_EQ(last[2].op, CommOp::ReduceScatter);
 }
 
-TEST(Collectives, RejectsReductionsOnBf16) {
+TEST(Collectives, RejectsReductionsOnFp16) {
   std::vector<uint16_t> v(4);
-  EXPECT_THROW(world().all_reduce(v.data(), v.size(), DType::BF16, ReduceOp::Sum), tessera::Error);
+  EXPECT_THROW(world().all_reduce(v.data(), v.size(), DType::F16, ReduceOp::Sum), tessera::Error);
+  EXPECT_THROW(world().reduce_scatter(v.data(), v.data(), 1, DType::F16, ReduceOp::Sum),
+               tessera::Error);
+}
+
+// ---- bf16 sums (--grad-reduce-in-bf16) ----------------------------------------
+
+std::vector<bf16_t> bf16_contributions(int rank, size_t count) {
+  std::vector<bf16_t> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = fp32_to_bf16(contribution(rank, i));
+  return v;
+}
+
+// The contributions are halves below 12 and their sums below 64, all exact
+// in bf16's 8 significant bits: the bf16 sum must give exactly the fp32 one,
+// through MPI's user-defined operation and across the ring's pieces.
+TEST(Collectives, Bf16AllReduceSumIsExactOnRepresentableValues) {
+  Communicator& w = world();
+  for (size_t count : kCounts) {
+    auto v = bf16_contributions(w.rank(), count);
+    w.all_reduce(v.data(), count, DType::BF16, ReduceOp::Sum);
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(bf16_to_fp32(v[i]), expected_sum(w.size(), i)) << count << " " << i;
+  }
+  auto m = bf16_contributions(w.rank(), 33);
+  w.all_reduce(m.data(), m.size(), DType::BF16, ReduceOp::Max);
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(bf16_to_fp32(m[i]), contribution(w.size() - 1, i));
+}
+
+TEST(Collectives, Bf16ReduceScatterSumIsExactOnRepresentableValues) {
+  Communicator& w = world();
+  for (bool in_place : {false, true})
+    for (size_t shard : {size_t(1), size_t(1000), size_t(65536 * 2 + 3)}) {
+      const size_t total = shard * size_t(w.size());
+      auto input = bf16_contributions(w.rank(), total);  // (size * shard)
+      std::vector<bf16_t> separate(shard, 0xffff);         // (shard)
+      bf16_t* out = in_place ? input.data() + size_t(w.rank()) * shard : separate.data();
+      w.reduce_scatter(input.data(), out, shard, DType::BF16, ReduceOp::Sum);
+      for (size_t j = 0; j < shard; ++j)
+        ASSERT_EQ(bf16_to_fp32(out[j]), expected_sum(w.size(), size_t(w.rank()) * shard + j))
+            << "shard " << shard << " element " << j << " in_place " << in_place;
+    }
+}
+
+// Values that do not add exactly: each pairwise add rounds once to bf16, so
+// the result is within (size - 1) roundings (2^-8 relative each, of a
+// partial sum no larger than the sum of magnitudes) of the exact sum, and
+// not simply one rank's value or the fp32 bits reinterpreted.
+TEST(Collectives, Bf16SumsRoundOncePerStep) {
+  Communicator& w = world();
+  const size_t shard = 5000, total = shard * size_t(w.size());
+  std::vector<std::vector<float>> all(size_t(w.size()), std::vector<float>(total));
+  for (int r = 0; r < w.size(); ++r)
+    for (size_t i = 0; i < total; ++i)
+      all[size_t(r)][i] = bf16_to_fp32(fp32_to_bf16(rng_normal(77, uint64_t(r), i)));
+  std::vector<bf16_t> a(total), rs(total);
+  for (size_t i = 0; i < total; ++i) a[i] = rs[i] = fp32_to_bf16(all[size_t(w.rank())][i]);
+  w.all_reduce(a.data(), total, DType::BF16, ReduceOp::Sum);
+  std::vector<bf16_t> mine(shard);
+  w.reduce_scatter(rs.data(), mine.data(), shard, DType::BF16, ReduceOp::Sum);
+  size_t inexact = 0;
+  for (size_t i = 0; i < total; ++i) {
+    double exact = 0, mag = 0;
+    for (int r = 0; r < w.size(); ++r) exact += all[size_t(r)][i], mag += std::abs(all[size_t(r)][i]);
+    const double bound = double(w.size() - 1) * 0x1p-8 * mag + 1e-30;
+    ASSERT_LE(std::abs(double(bf16_to_fp32(a[i])) - exact), bound) << "all_reduce element " << i;
+    const size_t j = i - size_t(w.rank()) * shard;
+    if (j < shard)
+      ASSERT_LE(std::abs(double(bf16_to_fp32(mine[j])) - exact), bound) << "reduce_scatter " << i;
+    inexact += double(bf16_to_fp32(a[i])) != exact;
+  }
+  if (w.size() > 1) EXPECT_GT(inexact, total / 4);  // the sums did round: the test can tell
 }
 
 }  // namespace

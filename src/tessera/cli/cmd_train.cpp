@@ -161,6 +161,8 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
                 "activations and everything else)");
   sub->add_flag("--fp16", c.fp16,
                 "GEMMs on fp16 inputs with fp32 accumulation, dynamic loss scaling");
+  sub->add_flag("--grad-reduce-in-bf16", c.grad_reduce_bf16,
+                "--bf16: reduce data-parallel gradients in bf16 (half the bytes; default fp32)");
   auto& ls = c.loss_scale;
   sub->add_option_function<float>(
       "--loss-scale", [&ls](float v) { ls.dynamic = false; ls.static_scale = v; },
@@ -304,6 +306,9 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
       if (impl.empty() || impl.starts_with("ref"))
         fmt::print("warning: no fast bf16 GEMM on this CPU ({}): bf16 will be slow\n",
                    impl.empty() ? "none" : impl);
+      fmt::print("gradients: accumulated in fp32, data-parallel reductions in {}{}\n",
+                 c.grad_reduce_bf16 ? "bf16 (--grad-reduce-in-bf16)" : "fp32",
+                 c.par.zero_stage == 3 ? "; ZeRO-3 gathers parameters in bf16" : "");
     } else if (c.precision() == Precision::Fp16) {
       fmt::print("precision: fp16 GEMM inputs, fp32 accumulation: {}; dynamic loss scaling; fp32 "
                  "master weights, optimizer, activations and everything else\n",

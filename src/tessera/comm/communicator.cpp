@@ -54,8 +54,8 @@ void Communicator::check_count(size_t count) const {
 }
 
 void Communicator::check_reducible(DType dtype, bool f64_allowed) const {
-  TESSERA_CHECK(dtype == DType::F32 || (f64_allowed && dtype == DType::F64),
-                "reduction on '{}' in {}: only f32{} reductions exist so far", name_,
+  TESSERA_CHECK(dtype == DType::F32 || dtype == DType::BF16 || (f64_allowed && dtype == DType::F64),
+                "reduction on '{}' in {}: only f32, bf16{} reductions exist so far", name_,
                 dtype_name(dtype), f64_allowed ? " and f64" : "");
 }
 
@@ -102,7 +102,7 @@ Work Communicator::start_all_reduce(void* data, size_t count, DType dtype, Reduc
 
 Work Communicator::start_reduce_scatter(const void* send, void* recv, size_t shard_count,
                                         DType dtype, ReduceOp op, bool blocking) {
-  check_reducible(dtype, /*f64_allowed=*/false);  // the ring sums floats
+  check_reducible(dtype, /*f64_allowed=*/false);  // the ring sums f32 or bf16
   check_count(shard_count);
   const size_t bytes = size_t(size_) * shard_count * dtype_size(dtype);
   const CommCall call = issue(CommOp::ReduceScatter, bytes, -1, blocking);

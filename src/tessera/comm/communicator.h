@@ -11,7 +11,8 @@
 //
 // Conventions, for every call:
 //   - counts are in elements of `dtype`; buffers are the caller's.
-//   - reductions (all_reduce, reduce_scatter) need DType::F32 for now; data
+//   - reductions (all_reduce, reduce_scatter) take DType::F32 or BF16 (a
+//     bf16 sum rounds to bf16 after each pairwise add; all_reduce also F64); data
 //     movement (all_gather, broadcast, send, recv) takes any dtype.
 //   - reduce_scatter / all_gather are "block" forms: every rank owns a shard
 //     of exactly `shard_count` elements, so the full buffer is

@@ -1,14 +1,16 @@
 #include "tessera/comm/mpi_backend.h"
 
+#include <array>
 #include <climits>
 
 #include "tessera/comm/ring_reduce_scatter.h"
+#include "tessera/core/bf16.h"
 
 namespace tessera::comm {
 namespace {
 
 // Data movement treats 16-bit types as opaque 16-bit words; the Communicator
-// lets only F32 (and F64 into all-reduce) into reductions.
+// lets only F32, BF16 and (into all-reduce) F64 into reductions.
 MPI_Datatype mpi_type(DType dtype) {
   switch (dtype) {
     case DType::F32: return MPI_FLOAT;
@@ -17,7 +19,36 @@ MPI_Datatype mpi_type(DType dtype) {
   }
 }
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX; }
+// MPI has no bf16 type and so no bf16 sum: a user-defined operation on
+// 16-bit words that adds pairs in fp32 (exact) and rounds the sum back to
+// bf16 (to nearest even), one rounding per pairwise combination, as a bf16
+// all-reduce on a GPU rounds after each step. Commutative, so MPI may pick
+// any reduction order (the order still depends only on the group size).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_into(static_cast<bf16_t*>(inout), static_cast<const bf16_t*>(in),
+              static_cast<const bf16_t*>(inout), size_t(*len), ReduceOp::Sum);
+}
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_into(static_cast<bf16_t*>(inout), static_cast<const bf16_t*>(in),
+              static_cast<const bf16_t*>(inout), size_t(*len), ReduceOp::Max);
+}
+
+// Created once, on first use (after MPI_Init, on the caller's thread: the
+// static's initialisation is thread-safe); freed by MPI_Finalize.
+MPI_Op bf16_op(ReduceOp op) {
+  static const std::array<MPI_Op, 2> ops = [] {
+    MPI_Op sum, max;
+    MPI_Op_create(&bf16_sum, /*commute=*/1, &sum);
+    MPI_Op_create(&bf16_max, /*commute=*/1, &max);
+    return std::array<MPI_Op, 2>{sum, max};
+  }();
+  return op == ReduceOp::Sum ? ops[0] : ops[1];
+}
+
+MPI_Op mpi_op(ReduceOp op, DType dtype) {
+  if (dtype == DType::BF16) return bf16_op(op);
+  return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
+}
 
 // A non-blocking send/recv: an MPI request, logged complete when observed.
 struct RequestWork final : Work::Impl {
@@ -100,16 +131,21 @@ Work MpiBackend::run_collective(const CommCall& call, Body body) {
 
 Work MpiBackend::iall_reduce(void* data, size_t count, DType dtype, ReduceOp op,
                              const CommCall& call) {
+  const MPI_Op mop = mpi_op(op, dtype);  // here, not on the stream: the bf16 op is created once
   return run_collective(call, [=](MPI_Comm c, std::vector<float>&) {
-    MPI_Allreduce(MPI_IN_PLACE, data, int(count), mpi_type(dtype), mpi_op(op), c);
+    MPI_Allreduce(MPI_IN_PLACE, data, int(count), mpi_type(dtype), mop, c);
   });
 }
 
 Work MpiBackend::ireduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype,
                                  ReduceOp op, const CommCall& call) {
   return run_collective(call, [=](MPI_Comm c, std::vector<float>& scratch) {
-    ring_reduce_scatter(c, static_cast<const float*>(send), static_cast<float*>(recv),
-                        shard_count, op, scratch);
+    if (dtype == DType::BF16)
+      ring_reduce_scatter(c, static_cast<const bf16_t*>(send), static_cast<bf16_t*>(recv),
+                          shard_count, op, scratch);
+    else
+      ring_reduce_scatter(c, static_cast<const float*>(send), static_cast<float*>(recv),
+                          shard_count, op, scratch);
   });
 }
 

@@ -1,4 +1,4 @@
-// Ring reduce-scatter over MPI_Sendrecv, for fp32.
+// Ring reduce-scatter over MPI_Sendrecv, for fp32 and bf16.
 //
 // Why not MPI_Reduce_scatter_block: in Open MPI 4.1.4 on one node it reaches
 // 0.5-0.9 GB/s bus bandwidth where MPI_Allreduce reaches 2-5 GB/s, which
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tessera/comm/comm_op.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera::comm {
 
@@ -26,8 +27,17 @@ inline constexpr size_t kRingPieceElements = 64 * 1024;  // 256 KiB of fp32
 // caller so steady-state calls do not allocate.
 void ring_reduce_scatter(MPI_Comm comm, const float* send, float* recv, size_t shard_count,
                          ReduceOp op, std::vector<float>& scratch);
+// bf16 (--grad-reduce-in-bf16): bf16 travels (half the bytes) and each
+// step's partial sum is rounded back to bf16 (reduce_into), as a bf16 ring
+// all-reduce on a GPU does. The scratch is the same float vector, used as
+// 16-bit words.
+void ring_reduce_scatter(MPI_Comm comm, const bf16_t* send, bf16_t* recv, size_t shard_count,
+                         ReduceOp op, std::vector<float>& scratch);
 
 // dst[i] = a[i] (op) b[i]; dst may alias a or b element for element.
 void reduce_into(float* dst, const float* a, const float* b, size_t count, ReduceOp op);
+// bf16: each pair is added (or compared) in fp32, exactly, and the sum
+// rounded to bf16 to nearest even: one rounding per ring step.
+void reduce_into(bf16_t* dst, const bf16_t* a, const bf16_t* b, size_t count, ReduceOp op);
 
 }  // namespace tessera::comm

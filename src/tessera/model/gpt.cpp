@@ -26,14 +26,14 @@ GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bo
   if (tp_.sp()) ln_grads_.allocate(4 * config_.hidden_size);
 }
 
-void GPT::bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base) {
+void GPT::bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base,
+                    const uint16_t* lowp_base) {
   if (unit_base) {
     tessera::bind_unit(w_, layout_, unit, unit_base);
     if (lowp_.active()) {
-      // ZeRO-3: the gathered unit's working copy, cast as it is bound.
-      uint16_t* lp = lowp_copy_.data() + unit.begin;
-      kernels::Ops(*backend_, profile_).cast(lp, unit_base, unit.numel(), lowp_.precision);
-      lowp_.bind(unit_base, unit.numel(), lp);
+      TESSERA_CHECK(lowp_base, "GPT::bind_unit: {} parameters bound without their working copy",
+                    precision_name(lowp_.precision));
+      lowp_.bind(unit_base, unit.numel(), lowp_base);
     }
   }
   if (grad_base) tessera::bind_unit(g_, layout_, unit, grad_base);
@@ -45,9 +45,9 @@ void GPT::set_precision(Precision p) {
   lowp_ = kernels::LowPrecision{};
   lowp_copy_.clear();
   lowp_.precision = p;
-  if (!lowp_.active()) return;
+  if (!lowp_.active() || params_.numel() == 0) return;  // ZeRO-3: per bound unit
   lowp_copy_.assign(size_t(layout_.numel()), 0);
-  if (params_.numel() > 0) lowp_.bind(params_.f32(), params_.numel(), lowp_copy_.data());
+  lowp_.bind(params_.f32(), params_.numel(), lowp_copy_.data());
 }
 
 void GPT::refresh_working_copy(Profile* profile) {

@@ -58,7 +58,11 @@ class GPT {
   const ModelWeights& weights() const { return w_; }
   const ModelWeights& grad_views() const { return g_; }
   // Run the parameters (gradients) of `unit` from unit_base / grad_base.
-  void bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base);
+  // --bf16 / --fp16 with parameters bound here (ZeRO-3): lowp_base (unit
+  // numel) is the unit's working copy, gathered in 16 bits, which the GEMMs
+  // read; it must outlive the binding.
+  void bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base,
+                 const uint16_t* lowp_base = nullptr);
 
   void init(uint64_t seed);
 
@@ -67,14 +71,18 @@ class GPT {
   // (same flat layout as params()), accumulating in fp32, and act_shape()
   // stores the GEMMs' activations in 16 bits (ActShape::precision; set the
   // precision before allocating Activations); statistics, the residual
-  // stream, the loss and every gradient stay fp32. The working copy
-  // is made by refresh_working_copy() from params() (call it after every
-  // change of params(): init, load, each optimizer step), or, for units
-  // bound with bind_unit (ZeRO-3), as each is bound. profile: where the
-  // casts are charged (Op::Cast; may be null).
+  // stream, the loss and every gradient stay fp32. With params() allocated,
+  // the model holds the copy (working_copy()), made by
+  // refresh_working_copy() from params() or written by the optimizer as it
+  // updates them (DataParallel). Without (ZeRO-3) it holds none: each bound
+  // unit brings its own (bind_unit). profile: where the casts are charged
+  // (Op::Cast; may be null).
   void set_precision(Precision p);
   Precision precision() const { return lowp_.precision; }
   void refresh_working_copy(Profile* profile = nullptr);
+  // (layout.numel()) the working copy's bits; null under fp32 or ZeRO-3.
+  uint16_t* working_copy() { return lowp_copy_.empty() ? nullptr : lowp_copy_.data(); }
+  int64_t working_copy_bytes() const { return int64_t(lowp_copy_.size() * sizeof(uint16_t)); }
   // Where bind_unit charges its casts.
   void set_profile(Profile* profile) { profile_ = profile; }
 
@@ -148,7 +156,7 @@ class GPT {
   Buffer ln_grads_;  // (4 * C) sequence parallelism: one micro-batch's LayerNorm grads before their tp sum
   ModelWeights w_, g_;
   kernels::LowPrecision lowp_;        // inactive: fp32
-  std::vector<uint16_t> lowp_copy_;   // (layout.numel()) the working copy, bf16 / fp16 bits
+  std::vector<uint16_t> lowp_copy_;   // (layout.numel()) the working copy, bf16 / fp16 bits; empty under ZeRO-3
   Profile* profile_ = nullptr;
 };
 

@@ -34,7 +34,7 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& cfg)
     : AdamW(layout, {FlatSegment{0, layout.numel(), 0}}, layout.numel(), cfg) {}
 
 void AdamW::step(float* params, Indexing params_at, float* grads, Indexing grads_at, float lr,
-                 float grad_scale, int64_t step) {
+                 float grad_scale, int64_t step, uint16_t* working, DType working_type) {
   for (const Run& r : runs_) {
     cpu::AdamWArgs a;
     a.lr = lr;
@@ -44,9 +44,10 @@ void AdamW::step(float* params, Indexing params_at, float* grads, Indexing grads
     a.weight_decay = r.decay ? cfg_.weight_decay : 0.0f;
     a.grad_scale = grad_scale;
     a.step = step;
-    float* p = params + (params_at == Indexing::Global ? r.global_begin : r.shard_offset);
+    const int64_t at = params_at == Indexing::Global ? r.global_begin : r.shard_offset;
     float* g = grads + (grads_at == Indexing::Global ? r.global_begin : r.shard_offset);
-    cpu::adamw_update(p, g, m_.f32() + r.shard_offset, v_.f32() + r.shard_offset, r.size, a);
+    cpu::adamw_update(params + at, g, m_.f32() + r.shard_offset, v_.f32() + r.shard_offset, r.size,
+                      a, working ? working + at : nullptr, working_type);
   }
 }
 

@@ -50,8 +50,12 @@ class AdamW {
 
   // grads are multiplied by grad_scale, used, and left zeroed (the segments'
   // elements only). step is 1-based.
+  // working (--bf16 / --fp16): null, or the 16-bit working copy of params,
+  // indexed like params, that the same pass writes each updated element's
+  // bf16 (working_type BF16) or fp16 (F16) value into.
   void step(float* params, Indexing params_at, float* grads, Indexing grads_at, float lr,
-            float grad_scale, int64_t step);
+            float grad_scale, int64_t step, uint16_t* working = nullptr,
+            DType working_type = DType::BF16);
 
   const std::vector<FlatSegment>& segments() const { return segments_; }
   Buffer& exp_avg() { return m_; }     // (shard_numel)

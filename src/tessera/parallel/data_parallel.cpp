@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/cpu/cast.h"
 #include "tessera/kernels/cpu/elementwise.h"
 #include "tessera/model/weights.h"
 
@@ -38,6 +39,7 @@ DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
   else
     optim_ = std::make_unique<AdamW>(L, part_.segments(), part_.shard_numel(), optim);
   if (stage_ >= 3) param_shard_.allocate(part_.shard_numel());
+  if (stage_ >= 3 && lowp()) lowp_shard_.assign(size_t(part_.shard_numel()), 0);
   if (stage_ >= 2) grad_shard_.allocate(part_.shard_numel());
   const bool tp_rank0 = !tp_ || tp_->rank() == 0;
   const bool tied_copy = pp_ && !L.has_embedding();  // the head's copy of wte
@@ -56,6 +58,7 @@ DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
     }
   }
   gathered_.resize(units.size());
+  gathered_lowp_.resize(units.size());
   unit_grads_.resize(units.size());
 }
 
@@ -65,6 +68,7 @@ DataParallel::~DataParallel() {
 }
 
 void DataParallel::init_params(uint64_t seed) {
+  working_fresh_ = false;
   if (stage_ < 3) {
     model_.init(seed);
     return;
@@ -86,22 +90,58 @@ void DataParallel::init_params(uint64_t seed) {
 void DataParallel::gather_unit(size_t u) {
   const ParamUnit& unit = model_.layout().units()[u];
   const FlatSegment& s = part_.segment(u);
-  {
+  if (!lowp()) {
     ProfileScope t(profile_, Op::Comm);
     gathered_[u].allocate(unit.numel());
     dp_.all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
                    DType::F32);
+    model_.bind_unit(unit, gathered_[u].f32(), nullptr);
+    return;
   }
-  // (--bf16 / --fp16: binding casts the unit's working copy, charged to Op::Cast.)
-  model_.bind_unit(unit, gathered_[u].f32(), nullptr);
+  // --bf16 / --fp16: the 16-bit shards travel (2 bytes an element, not 4);
+  // the GEMMs read them as gathered, the other kernels from their fp32
+  // widening (exact: every 16-bit value is an fp32 value).
+  std::vector<uint16_t>& lp = gathered_lowp_[u];  // (unit numel)
+  {
+    ProfileScope t(profile_, Op::Comm);
+    lp.resize(size_t(unit.numel()));
+    dp_.all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()), lowp_dtype());
+  }
+  {
+    ProfileScope t(profile_, Op::Cast);
+    gathered_[u].allocate(unit.numel());
+    if (lowp_dtype() == DType::F16)
+      cpu::cast_fp16_to_fp32(gathered_[u].f32(), lp.data(), unit.numel());
+    else
+      cpu::cast_bf16_to_fp32(gathered_[u].f32(), lp.data(), unit.numel());
+  }
+  model_.bind_unit(unit, gathered_[u].f32(), nullptr, lp.data());
 }
 
-void DataParallel::release_unit(size_t u) { gathered_[u] = Buffer(); }
+void DataParallel::release_unit(size_t u) {
+  gathered_[u] = Buffer();
+  gathered_lowp_[u] = std::vector<uint16_t>();
+}
+
+void DataParallel::refresh_working_copy() {
+  if (stage_ < 3) {
+    model_.refresh_working_copy(profile_);
+    return;
+  }
+  ProfileScope t(profile_, Op::Cast);
+  lowp_shard_.resize(size_t(part_.shard_numel()));
+  if (lowp_dtype() == DType::F16)
+    cpu::cast_fp32_to_fp16(lowp_shard_.data(), param_shard_.f32(), part_.shard_numel());
+  else
+    cpu::cast_fp32_to_bf16(lowp_shard_.data(), param_shard_.f32(), part_.shard_numel());
+}
 
 void DataParallel::begin_step() {
-  // --bf16 / --fp16: the working copy follows the parameters of the last
-  // optimizer step (or init / load); under stage 3, each unit as it is gathered.
-  if (stage_ < 3) model_.refresh_working_copy(profile_);
+  // The working copy is written by each optimizer step; it is remade here
+  // only after init or load. (An evaluation after a step reuses it as is:
+  // the weights have not changed since.)
+  if (lowp() && !working_fresh_) refresh_working_copy();
+  working_fresh_ = true;
   if (stage_ >= 3)
     for (size_t u : root_units_) gather_unit(u);
 }
@@ -151,7 +191,11 @@ void DataParallel::start_grad_reduction(size_t u) {
   ProfileScope t(profile_, Op::Comm);
   Pending p;
   p.shard_offset = s.shard_offset;
-  if (stage_ == 0) {
+  if (grad_reduce_bf16_ && dp_.size() > 1) {
+    const float* g = stage_ < 2 ? model_.grads().f32() + unit.begin : unit_grads_[u].f32();
+    start_bf16_reduction(p, u, g);
+    if (stage_ >= 2) unit_grads_[u] = Buffer();  // the bf16 copy is what travels
+  } else if (stage_ == 0) {
     float* g = model_.grads().f32() + unit.begin;
     p.work = dp_.all_reduce_async(g, size_t(unit.numel()), DType::F32, ReduceOp::Sum);
   } else if (stage_ == 1) {
@@ -168,6 +212,39 @@ void DataParallel::start_grad_reduction(size_t u) {
   pending_.push_back(std::move(p));
 }
 
+// --grad-reduce-in-bf16. What the rounding costs: each rank's gradient,
+// accumulated in fp32 over its micro-batches, is rounded once to bf16 (a
+// relative error of at most 2^-9 per element), and every ring step or
+// pairwise combination rounds the partial sum again, so a reduced element
+// carries up to about dp * 2^-9 of the sum of its contributions'
+// magnitudes; where ranks' contributions cancel, that is large relative to
+// the result. Small gradient elements keep bf16's full range (no underflow
+// as in fp16), and the result is widened back exactly into fp32, where it is
+// clipped, unscaled and used by AdamW. Megatron offers the same trade
+// (--grad-reduce-in-bf16); its default, and ours, reduces in fp32.
+void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
+  const ParamUnit& unit = model_.layout().units()[u];
+  const FlatSegment& s = part_.segment(u);
+  p.lowp.resize(size_t(unit.numel()));
+  {
+    ProfileScope t(profile_, Op::Cast);
+    cpu::cast_fp32_to_bf16(p.lowp.data(), g, unit.numel());
+  }
+  if (stage_ == 0) {
+    p.lowp_at = 0;
+    p.lowp_n = unit.numel();
+    p.widen_to = model_.grads().f32() + unit.begin;
+    p.work = dp_.all_reduce_async(p.lowp.data(), size_t(unit.numel()), DType::BF16, ReduceOp::Sum);
+    return;
+  }
+  // In place: this rank's slice of the bf16 unit receives the sum.
+  p.lowp_at = s.global_begin - unit.begin;
+  p.lowp_n = s.size();
+  if (stage_ == 1) p.widen_to = model_.grads().f32() + s.global_begin;
+  uint16_t* x = p.lowp.data();
+  p.work = dp_.reduce_scatter_async(x, x + p.lowp_at, size_t(s.size()), DType::BF16, ReduceOp::Sum);
+}
+
 void DataParallel::retire(bool wait_all) {
   // Reductions complete in issue order (one stream per group).
   while (!pending_.empty()) {
@@ -178,8 +255,17 @@ void DataParallel::retire(bool wait_all) {
     } else if (!p.work.test()) {
       return;
     }
-    if (stage_ >= 2)
+    if (!p.lowp.empty()) {
+      const uint16_t* x = p.lowp.data() + p.lowp_at;  // (lowp_n) the reduced bf16 part
+      if (p.widen_to) {
+        cpu::cast_bf16_to_fp32(p.widen_to, x, p.lowp_n);
+      } else {
+        float* g = grad_shard_.f32() + p.shard_offset;
+        for (int64_t i = 0; i < p.lowp_n; ++i) g[i] += bf16_to_fp32(x[i]);
+      }
+    } else if (stage_ >= 2) {
       cpu::accumulate(grad_shard_.f32() + p.shard_offset, p.recv.f32(), p.recv.numel());
+    }
     pending_.pop_front();
   }
 }
@@ -214,24 +300,27 @@ double DataParallel::grad_norm_squared() {
 }
 
 void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
+  // --bf16 / --fp16: AdamW writes the working copy of what it updates.
+  uint16_t* working = !lowp() ? nullptr : stage_ >= 3 ? lowp_shard_.data() : model_.working_copy();
+  const DType wt = lowp_dtype();
   {
     ProfileScope t(profile_, Op::Optimizer);
     switch (stage_) {
       case 0:
       case 1:
         optim_->step(model_.params().f32(), Indexing::Global, model_.grads().f32(),
-                     Indexing::Global, lr, grad_scale, step);
+                     Indexing::Global, lr, grad_scale, step, working, wt);
         // AdamW zeroed the slices it read; under stage 1 the rest of the
         // buffer holds this rank's unreduced sums.
         if (stage_ == 1) model_.grads().zero();
         break;
       case 2:
         optim_->step(model_.params().f32(), Indexing::Global, grad_shard_.f32(), Indexing::Shard,
-                     lr, grad_scale, step);
+                     lr, grad_scale, step, working, wt);
         break;
       default:
         optim_->step(param_shard_.f32(), Indexing::Shard, grad_shard_.f32(), Indexing::Shard, lr,
-                     grad_scale, step);
+                     grad_scale, step, working, wt);
     }
   }
   if (stage_ == 1 || stage_ == 2) {
@@ -246,6 +335,27 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
           dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), DType::F32));
     }
     for (auto& w : works) w.wait();
+    if (lowp()) cast_gathered_slices();
+  }
+  working_fresh_ = true;
+}
+
+void DataParallel::cast_gathered_slices() {
+  if (dp_.size() == 1) return;
+  ProfileScope t(profile_, Op::Cast);
+  const float* p = model_.params().f32();
+  uint16_t* w = model_.working_copy();
+  const auto cast = [&](int64_t a, int64_t z) {
+    if (lowp_dtype() == DType::F16)
+      cpu::cast_fp32_to_fp16(w + a, p + a, z - a);
+    else
+      cpu::cast_fp32_to_bf16(w + a, p + a, z - a);
+  };
+  for (size_t u = 0; u < part_.segments().size(); ++u) {
+    const FlatSegment& s = part_.segment(u);
+    const ParamUnit& unit = model_.layout().units()[u];
+    cast(unit.begin, s.global_begin);  // the slices before this rank's
+    cast(s.global_end, unit.begin + unit.numel());
   }
 }
 
@@ -261,7 +371,11 @@ void DataParallel::end_step() {
 
 MemoryBytes DataParallel::memory() const {
   MemoryBytes b;
-  b.params = double(stage_ >= 3 ? param_shard_.nbytes() : model_.params().nbytes());
+  // fp32 parameters plus, under --bf16 / --fp16, their 16-bit working copy
+  // (stage 3: this rank's shard of it; the gathered units are transient,
+  // like the fp32 gathers).
+  b.params = stage_ >= 3 ? double(param_shard_.nbytes()) + double(lowp_shard_.size()) * 2.0
+                         : double(model_.params().nbytes()) + double(model_.working_copy_bytes());
   b.grads = double(stage_ >= 2 ? grad_shard_.nbytes() : model_.grads().nbytes());
   b.optimizer = double(optim_->state_bytes());
   return b;

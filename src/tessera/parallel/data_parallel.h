@@ -19,6 +19,18 @@
 // local accumulation; stages 2-3 on every micro-batch, since there is no full
 // buffer to accumulate in). Unit sizes divide by dp, so no buffer is
 // truncated: the padding is part of the unit and stays zero.
+//
+// Mixed precision (--bf16 / --fp16, GPT::set_precision before construction):
+// the 16-bit working copy of the parameters is written by AdamW as it
+// updates them (no separate cast pass). Stages 0-2 keep it full size in the
+// model (stages 1-2 cast the slices the other ranks updated after the
+// parameter all-gather); stage 3 keeps only this rank's shard of it and
+// all-gathers units in 16 bits (half the bytes of fp32), widening each
+// gathered unit to fp32 for the non-GEMM kernels (LayerNorm, biases,
+// embedding lookups): under ZeRO-3 those read the 16-bit values, elsewhere
+// the fp32 master values. The copy is counted in memory().params.
+// Gradients are accumulated and, by default, reduced in fp32; with
+// set_grad_reduce_bf16 they are rounded to bf16 for the reduction only.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -47,8 +59,18 @@ class DataParallel : public LayerHooks {
   ~DataParallel() override;
 
   void init_params(uint64_t seed);
+  // The parameters were changed from outside (a checkpoint load): the next
+  // begin_step remakes the 16-bit working copy from them.
+  void params_changed() { working_fresh_ = false; }
+  // --grad-reduce-in-bf16 (needs bf16 GEMMs): data-parallel gradient
+  // reductions move and sum bf16 (half the bytes) instead of fp32.
+  void set_grad_reduce_bf16(bool on) { grad_reduce_bf16_ = on; }
+  bool grad_reduce_bf16() const { return grad_reduce_bf16_; }
 
-  void begin_step();                       // stage 3: gather the embeddings and final norm
+  // Stage 3: gather the embeddings and final norm. --bf16 / --fp16: remake
+  // the working copy if the parameters changed since it was last written
+  // (init, load); after an optimizer step it is already current.
+  void begin_step();
   void end_step();                         // stage 3: free them again
   void begin_micro_batch(bool last);       // before the micro-batch's forward
   void end_micro_batch();                  // after its backward: reductions finished
@@ -89,9 +111,26 @@ class DataParallel : public LayerHooks {
     Buffer recv;        // (q) reduced slice, stages 2-3
     Buffer unit_grads;  // (unit numel) freed once the reduction is done
     int64_t shard_offset = 0;
+    // --grad-reduce-in-bf16: the bf16 gradients being reduced (stage 0: the
+    // unit; 1-3: the unit, reduce-scattered in place), and where the reduced
+    // part [lowp_at, lowp_at + lowp_n) goes: widened into widen_to (stages
+    // 0-1) or added to the gradient shard (2-3).
+    std::vector<uint16_t> lowp;  // (unit numel)
+    int64_t lowp_at = 0, lowp_n = 0;
+    float* widen_to = nullptr;
   };
   void gather_unit(size_t unit);
   void release_unit(size_t unit);
+  bool lowp() const { return model_.precision() != Precision::Fp32; }
+  DType lowp_dtype() const {
+    return model_.precision() == Precision::Fp16 ? DType::F16 : DType::BF16;
+  }
+  void refresh_working_copy();
+  // Stages 1-2, after the parameter all-gather: the working copy of the
+  // slices other ranks updated.
+  void cast_gathered_slices();
+  // Starts a reduction of fp32 gradients g (unit numel) in bf16.
+  void start_bf16_reduction(Pending& p, size_t unit, const float* g);
   void start_grad_reduction(size_t unit);
   void retire(bool wait_all);
 
@@ -110,6 +149,10 @@ class DataParallel : public LayerHooks {
   // shard offset for stages 2-3).
   std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
   Buffer param_shard_;              // (shard) stage 3
+  std::vector<uint16_t> lowp_shard_;  // (shard) stage 3, --bf16 / --fp16: the shard's working copy
+  std::vector<std::vector<uint16_t>> gathered_lowp_;  // (unit numel) per unit, stage 3 16-bit, while in use
+  bool working_fresh_ = false;      // the working copy matches the parameters
+  bool grad_reduce_bf16_ = false;
   Buffer grad_shard_;               // (shard) stages 2-3
   std::vector<Buffer> gathered_;    // (unit numel) per unit, stage 3, while in use
   std::vector<Buffer> unit_grads_;  // (unit numel) per unit, stages 2-3, while in use

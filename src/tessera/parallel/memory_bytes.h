@@ -27,6 +27,12 @@ struct StateBytesPerParam {
 };
 // fp32 weights (their own master copy), fp32 gradients, Adam's m and v.
 inline constexpr StateBytesPerParam kFp32AdamBytes{4, 4, 8};
+// The engine under --bf16 / --fp16: fp32 master weights plus their 16-bit
+// working copy (4 + 2, sharded together under ZeRO-3), gradients accumulated
+// in fp32 (4; also with --grad-reduce-in-bf16, which rounds only what
+// travels), Adam's m and v (8). 18 bytes, Megatron's bf16 recipe with fp32
+// gradient accumulation; the ZeRO paper's 16 assume 16-bit gradients.
+inline constexpr StateBytesPerParam kMixed16AdamBytes{6, 4, 8};
 
 // Model-state bytes of `params` parameters per rank under ZeRO `zero_stage`
 // over `dp` replicas (activations 0). A sharded kind is divided by dp, so a

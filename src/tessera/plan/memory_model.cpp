@@ -11,6 +11,10 @@ StateBytesPerParam state_bytes_per_param(Precision p) {
   return {2, 2, 12};
 }
 
+StateBytesPerParam engine_state_bytes_per_param(Precision p) {
+  return p == Precision::FP32 ? kFp32AdamBytes : kMixed16AdamBytes;
+}
+
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
                                bool sp, Recompute rc, bool flash) {
   const double s = double(m.seq_length), b = double(micro_batch), h = double(m.hidden_size);

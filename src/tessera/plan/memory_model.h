@@ -16,6 +16,12 @@ namespace tessera::plan {
 // fp32: the engine's kFp32AdamBytes, 4 + 4 + 8. The sharding itself is
 // zero_state_bytes (parallel/memory_bytes.h), the engine's formula.
 StateBytesPerParam state_bytes_per_param(Precision p);
+// What `tessera train` itself holds per parameter in a precision: fp32 the
+// same as above; Mixed16 (--bf16 / --fp16) the engine's recipe,
+// kMixed16AdamBytes (fp32 master weights kept beside the 16-bit copy, fp32
+// gradients): 18 bytes. The engine's DataParallel::memory() equals
+// zero_state_bytes of this exactly (tests/mpi/mpi_test_trainer.cpp).
+StateBytesPerParam engine_state_bytes_per_param(Precision p);
 
 // Activation bytes one transformer layer keeps for one micro-batch on one
 // tensor-parallel rank, for 16-bit activations (Korthikanti et al. 2022,

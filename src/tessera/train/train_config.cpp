@@ -33,6 +33,7 @@ void TrainConfig::validate(int64_t world) const {
                                 {peak_tflops, "--peak-tflops"}})
     check_finite(v, flag);
   TESSERA_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other: choose one");
+  TESSERA_CHECK(bf16 || !grad_reduce_bf16, "--grad-reduce-in-bf16 needs --bf16");
   {
     const LossScalerConfig d;
     const LossScalerConfig& l = loss_scale;

@@ -39,6 +39,7 @@ struct TrainConfig {
   std::string peak_file;         // --peak-file (written by `tessera bench peak`)
   bool bf16 = false;             // --bf16: GEMMs in bf16, fp32 accumulation
   bool fp16 = false;             // --fp16: GEMMs on fp16 inputs (exclusive with --bf16)
+  bool grad_reduce_bf16 = false; // --grad-reduce-in-bf16: dp gradient reductions in bf16 (needs --bf16)
   Precision precision() const {
     return bf16 ? Precision::Bf16 : fp16 ? Precision::Fp16 : Precision::Fp32;
   }

@@ -62,6 +62,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
                                        grid ? &grid->pp() : nullptr);
   dp_->init_params(cfg.seed);
   dp_->set_profile(&profile_);
+  dp_->set_grad_reduce_bf16(cfg.grad_reduce_bf16);
   lr_.max_lr = cfg.optim.lr;
   lr_.min_lr = cfg.optim.min_lr;
   lr_.warmup_iters = cfg.optim.warmup_iters;
@@ -278,6 +279,7 @@ int64_t Trainer::load(const std::string& dir) {
                 dir, ck.state.seed, cfg_.seed);
   ckpt::check_same_tokenizer(ck, cfg_.vocab_file, cfg_.merge_file);
   ckpt::load_zero_shard(ck, *dp_);
+  dp_->params_changed();  // --bf16 / --fp16: the working copy is remade from them
   // --fp16: the scale, its growth and hysteresis trackers and the skipped
   // count continue where they were (a checkpoint from a run without the
   // scaler leaves it at --initial-loss-scale).

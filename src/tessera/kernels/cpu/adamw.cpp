@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tessera/kernels/cpu/cast.h"
+
 namespace tessera::cpu {
 
 namespace {
@@ -65,9 +67,28 @@ void adamw_range(float* params, float* grads, float* m, float* v, int64_t i0, in
   for (; i < i1; i++) adamw_one(params, grads, m, v, i, s);
 }
 
+// 16 KiB of fp32 per block: the updated parameters are read back for the
+// cast from L1, not memory.
+constexpr int64_t kCastBlock = 4096;
+
+// [i0, i1) updated, and each block's new parameters written to the working
+// copy right after the block's update.
+void adamw_range_with_copy(float* params, float* grads, float* m, float* v, int64_t i0, int64_t i1,
+                           const Scalars& s, uint16_t* working, DType type) {
+  for (int64_t b = i0; b < i1; b += kCastBlock) {
+    const int64_t e = std::min(i1, b + kCastBlock);
+    adamw_range(params, grads, m, v, b, e, s);
+    if (type == DType::F16)
+      for (int64_t i = b; i < e; ++i) working[i] = fp32_to_fp16(params[i]);
+    else
+      for (int64_t i = b; i < e; ++i) working[i] = fp32_to_bf16(params[i]);
+  }
+}
+
 }  // namespace
 
-void adamw_update(float* params, float* grads, float* m, float* v, int64_t n, const AdamWArgs& a) {
+void adamw_update(float* params, float* grads, float* m, float* v, int64_t n, const AdamWArgs& a,
+                  uint16_t* working, DType working_type) {
   // Same operation order and scalar precision as torch.optim.AdamW (1.13,
   // single-tensor path): the scalars are formed in double, as Python floats,
   // then each elementwise op runs in fp32:
@@ -94,7 +115,10 @@ void adamw_update(float* params, float* grads, float* m, float* v, int64_t n, co
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
     const int64_t i0 = std::min(n, t * per), i1 = std::min(n, i0 + per);
-    adamw_range(params, grads, m, v, i0, i1, s);
+    if (working)
+      adamw_range_with_copy(params, grads, m, v, i0, i1, s, working, working_type);
+    else
+      adamw_range(params, grads, m, v, i0, i1, s);
   }
 }
 

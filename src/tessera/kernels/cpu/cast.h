@@ -12,23 +12,14 @@
 #include <bit>
 #include <cstdint>
 
+#include "tessera/core/bf16.h"
 #include "tessera/core/dtype.h"
 
 namespace tessera::cpu {
 
-inline float bf16_to_fp32(bf16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
-
-inline bf16_t fp32_to_bf16(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  // NaN: truncating could clear every payload bit left and give inf; set the
-  // quiet bit instead.
-  const uint32_t nan = (u >> 16) | 0x0040u;
-  // Round to nearest even on the 16 dropped bits: add just under half, plus
-  // one when the kept part is odd. A finite value past the largest bf16
-  // carries into the exponent and becomes inf, as it should.
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return bf16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
+// bf16 <-> fp32: core/bf16.h (the communication layer sums bf16 too).
+using tessera::bf16_to_fp32;
+using tessera::fp32_to_bf16;
 
 inline float fp16_to_fp32(fp16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;

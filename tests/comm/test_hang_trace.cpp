@@ -41,8 +41,9 @@ struct FakeBoard final : BoardReader {
     auto it = statuses.find(rank);
     return it == statuses.end() ? RankStatus{1, {}} : it->second;
   }
-  HangTrace trace(int me, WaitingCall stuck) {
-    return trace_hang(me, stuck, *this, [this] {
+  HangTrace trace(int me, WaitingCall stuck, std::vector<WaitingCall> more = {}) {
+    more.insert(more.begin(), stuck);
+    return trace_hang(me, more, *this, [this] {
       for (int r : running) statuses[r].heartbeat += 8;
     });
   }
@@ -85,6 +86,24 @@ TEST(HangTrace, FollowsTheWaitsIntoAGroupThisRankIsNotIn) {
   EXPECT_EQ(t.roots[0].path,
             "world rank 0 --recv from world rank 2 on 'pp'--> world rank 2 --all_reduce #9 on "
             "'tp'--> world rank 3");
+}
+
+TEST(HangTrace, FollowsEveryCallThisRankWaitsIn) {
+  // tp 2 x pp 2, rank 0 stopped: rank 1's oldest call is an async recv from
+  // rank 3, which waits for rank 1's send; rank 1 never sends, because it is
+  // in a tp all-reduce with rank 0 since.
+  FakeBoard b;
+  b.running = {1, 3};
+  b.join(1, kTp, "tp", {0, 1}, 9, 8);
+  b.join(0, kTp, "tp", {0, 1}, 8, 8);
+  b.wait_in(3, {kPp, 4, CommOp::Recv, 1});
+  const WaitingCall recv{kPp, 4, CommOp::Recv, 3}, all_reduce{kTp, 8, CommOp::AllReduce};
+  EXPECT_TRUE(b.trace(1, recv).roots.empty());  // rank 3 waits on rank 1: a cycle
+  const HangTrace t = b.trace(1, recv, {all_reduce});
+  ASSERT_EQ(t.roots.size(), 1u);
+  EXPECT_EQ(t.roots[0].rank, 0);
+  EXPECT_EQ(t.roots[0].kind, RootKind::Stopped);
+  EXPECT_EQ(t.roots[0].path, "world rank 1 --all_reduce #8 on 'tp'--> world rank 0");
 }
 
 TEST(HangTrace, ARunningRankInNoCallIsBusy) {

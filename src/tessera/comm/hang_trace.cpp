@@ -81,7 +81,7 @@ std::string_view root_kind_text(RootKind kind) {
   return "?";
 }
 
-HangTrace trace_hang(int me, const WaitingCall& stuck, const BoardReader& board,
+HangTrace trace_hang(int me, const std::vector<WaitingCall>& mine, const BoardReader& board,
                      const std::function<void()>& let_time_pass) {
   Tracer tracer(board);
   std::map<int, std::vector<Edge>> edges;           // rank -> whom it waits on
@@ -97,8 +97,11 @@ HangTrace trace_hang(int me, const WaitingCall& stuck, const BoardReader& board,
       }
   };
 
-  // Breadth first from this rank's stuck call, through what each rank waits in.
-  edges[me] = tracer.blockers(me, stuck);
+  // Breadth first from this rank's calls, through what each rank waits in.
+  for (const WaitingCall& call : mine) {
+    auto more = tracer.blockers(me, call);
+    edges[me].insert(edges[me].end(), more.begin(), more.end());
+  }
   reach(edges[me]);
   while (!queue.empty()) {
     const int rank = queue.front();

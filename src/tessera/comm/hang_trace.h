@@ -46,9 +46,11 @@ struct HangTrace {
   bool is_stopped(int rank) const;
 };
 
-// `stuck` is `me`'s call; `let_time_pass` is called once between the two
-// reads of every status (the stall window).
-HangTrace trace_hang(int me, const WaitingCall& stuck, const BoardReader& board,
+// `mine`: the calls `me` waits in, the stuck one first (a rank stuck in an
+// async recv may be held up by the blocking collective it is in since);
+// `let_time_pass` is called once between the two reads of every status (the
+// stall window).
+HangTrace trace_hang(int me, const std::vector<WaitingCall>& mine, const BoardReader& board,
                      const std::function<void()>& let_time_pass);
 
 // "all_reduce #12 on 'tp'" / "recv from world rank 3 on 'pp'".

@@ -97,10 +97,14 @@ class ProgressBoardReader final : public BoardReader {
 HangTrace trace_from(const CollectiveRecord& stuck, const CommMonitor& monitor,
                      const WatchdogOptions& options, double* stall_s) {
   *stall_s = std::max(options.stall_window_s, 8 * watchdog_period_s(options.timeout_s));
-  const WaitingCall call{stuck.group_id, stuck.seq, stuck.op,
-                         is_collective(stuck.op) ? -1 : stuck.peer};
+  auto waiting_call = [](const CollectiveRecord& r) {
+    return WaitingCall{r.group_id, r.seq, r.op, is_collective(r.op) ? -1 : r.peer};
+  };
+  std::vector<WaitingCall> mine{waiting_call(stuck)};
+  for (const auto& r : monitor.log().in_flight(ProgressBoard::kMaxWaiting))
+    if (r.id != stuck.id) mine.push_back(waiting_call(r));
   const ProgressBoardReader reader(*monitor.board(), options.board_read_timeout_s);
-  return trace_hang(monitor.world_rank(), call, reader, [&] {
+  return trace_hang(monitor.world_rank(), mine, reader, [&] {
     std::this_thread::sleep_for(std::chrono::duration<double>(*stall_s));
   });
 }

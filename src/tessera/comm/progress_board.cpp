@@ -45,10 +45,11 @@ GroupProgress decode(const uint64_t* words, int history) {
   p.entered = words[0];
   p.completed = words[1];
   p.name = unpack_name(words[2]);
-  const auto first = int64_t(words[3]), stride = int64_t(words[4]);
-  // A bound on the count: a torn or garbled slot must not allocate without end.
+  // A bound on the count: a torn or garbled slot must not allocate without
+  // end; unsigned arithmetic, so garbage wraps instead of overflowing (the
+  // reader drops ranks outside the world).
   const uint64_t count = std::min<uint64_t>(words[5], 1u << 20);
-  for (uint64_t i = 0; i < count; ++i) p.members.push_back(int(first + int64_t(i) * stride));
+  for (uint64_t i = 0; i < count; ++i) p.members.push_back(int(words[3] + i * words[4]));
   for (int i = 0; i < history; ++i) {
     const uint64_t key = words[6 + 2 * i];
     if (key == 0) continue;
@@ -63,7 +64,7 @@ RankStatus decode_status(const uint64_t* words, int max_waiting) {
   const int count = int(std::min<uint64_t>(words[1], uint64_t(max_waiting)));
   for (int i = 0; i < count; ++i) {
     const uint64_t* w = words + 2 + 3 * i;
-    s.waiting.push_back({int(w[0] >> 8), w[1], CommOp(w[0] & 0xff), int(int64_t(w[2]) - 1)});
+    s.waiting.push_back({int(w[0] >> 8), w[1], CommOp(w[0] & 0xff), int(w[2] - 1)});
   }
   return s;
 }

@@ -92,8 +92,9 @@ class ProgressBoardReader final : public BoardReader {
   double timeout_s_;
 };
 
-// Follows the waits from the stuck call (hang_trace.h); the stall window is
-// long enough for eight heartbeats of a running rank.
+// Follows the waits from the stuck call and this rank's other calls in
+// flight (hang_trace.h); the stall window is long enough for eight
+// heartbeats of a running rank.
 HangTrace trace_from(const CollectiveRecord& stuck, const CommMonitor& monitor,
                      const WatchdogOptions& options, double* stall_s) {
   *stall_s = std::max(options.stall_window_s, 8 * watchdog_period_s(options.timeout_s));

@@ -77,6 +77,17 @@ std::vector<CollectiveRecord> CollectiveLog::overdue(double now, double timeout)
   return out;
 }
 
+std::vector<CollectiveRecord> CollectiveLog::in_flight(size_t count) const {
+  std::lock_guard lock(mutex_);
+  std::vector<CollectiveRecord> out;
+  const uint64_t n = std::min<uint64_t>(next_id_, ring_.size());
+  for (uint64_t k = 0; k < n && out.size() < count; ++k) {
+    const auto& r = ring_[(next_id_ - 1 - k) % ring_.size()];
+    if (r.start > 0 && r.end == 0) out.push_back(r);
+  }
+  return out;
+}
+
 CommCounters CollectiveLog::counters() const {
   std::lock_guard lock(mutex_);
   return counters_;

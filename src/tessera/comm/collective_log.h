@@ -69,6 +69,8 @@ class CollectiveLog {
   std::vector<CollectiveRecord> last(size_t count) const;
   // Records started before `now - timeout` and not finished.
   std::vector<CollectiveRecord> overdue(double now, double timeout) const;
+  // Up to `count` records started and not finished, newest first.
+  std::vector<CollectiveRecord> in_flight(size_t count) const;
 
   CommCounters counters() const;
   void reset_counters();

@@ -37,12 +37,17 @@ class CommMonitor {
   void register_group(int id, GroupInfo info);  // also advances next_group_id
   std::optional<GroupInfo> group(int id) const;
 
+  // The watchdog thread's beat: a heartbeat and the calls this rank waits in,
+  // on the board, for other ranks' watchdogs to tell stopped from waiting.
+  void publish_status();
+
  private:
   CollectiveLog log_;
   std::unique_ptr<ProgressBoard> board_;
   mutable std::mutex mutex_;
   std::map<int, GroupInfo> groups_;
   int next_group_id_ = 0;
+  uint64_t heartbeat_ = 0;  // guarded by mutex_
 };
 
 }  // namespace tessera::comm

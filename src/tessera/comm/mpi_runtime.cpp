@@ -2,8 +2,11 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "tessera/comm/mpi_backend.h"
 #include "tessera/core/error.h"
@@ -47,9 +50,16 @@ void MpiRuntime::set_comm_timeout(double seconds, WatchdogOptions options) {
   watchdog_.reset();
   if (seconds <= 0) return;
   options.timeout_s = seconds;
-  watchdog_ = std::make_unique<Watchdog>(monitor_, options, [](const std::string& report) {
-    abort(report + "tessera: aborting the job: a collective exceeded --comm-timeout",
-          kWatchdogExitCode);
+  // The first rank to abort takes the job down, and the other stuck ranks
+  // detect the hang up to a quarter timeout later (their calls started at
+  // other times, their watchdogs wake at other moments): a grace of half the
+  // timeout (1 to 10 s) lets each print its own view first.
+  const double grace_s = std::clamp(seconds / 2, 1.0, 10.0);
+  watchdog_ = std::make_unique<Watchdog>(monitor_, options, [grace_s](const std::string& report) {
+    std::fprintf(stderr, "%s", report.c_str());
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace_s));
+    abort("tessera: aborting the job: a collective exceeded --comm-timeout", kWatchdogExitCode);
   });
 }
 

@@ -38,8 +38,9 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
   for (const char* key : {"threads", "rank"})
     TESSERA_CHECK(!run.contains(key) || run[key].is_number_integer(),
                   "{}: the run header's \"{}\" must be an integer", where, key);
-  TESSERA_CHECK(!run.contains("system") || run["system"].is_string(),
-                "{}: the run header's \"system\" must be a string", where);
+  for (const char* key : {"system", "precision"})
+    TESSERA_CHECK(!run.contains(key) || run[key].is_string(),
+                  "{}: the run header's \"{}\" must be a string", where, key);
   r.threads = run.value("threads", 0);
   r.rank = run.value("rank", int64_t(0));
   r.system = run.value("system", std::string());

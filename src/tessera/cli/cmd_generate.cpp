@@ -127,6 +127,7 @@ void register_generate(CLI::App& app) {
       return true;
     });
     std::fputc('\n', stdout);
+    std::fflush(stdout);  // the text first, where both go to one terminal or log
     // Why the text ends, on stderr so stdout stays the text alone.
     if (stopped_at_eot)
       fmt::print(stderr, "tessera: stopped at <|endoftext|> after {} tokens (--ignore-eot goes on)\n",

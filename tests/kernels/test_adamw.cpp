@@ -1,11 +1,14 @@
 // AdamW against a double re-statement of torch.optim.AdamW (1.13).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernel_test_util.h"
 #include "tessera/kernels/cpu/adamw.h"
+#include "tessera/kernels/cpu/cast.h"
 
 using namespace tessera;
 
@@ -63,6 +66,35 @@ TEST(AdamW, FirstStepByHand) {
   EXPECT_NEAR(p[2], 0.5 * 0.95, 1e-6);  // zero grad: decay only
   EXPECT_NEAR(m[0], 0.1 * 8.0, 1e-6);
   EXPECT_NEAR(v[0], 0.05 * 64.0, 1e-5);
+}
+
+// The working copy written from the vector registers (AVX-512 body) and by
+// the scalar tail must be the bits the scalar casts give, on the patterns
+// where a vector conversion could differ: ties to even, denormals (which
+// VCVTNEPS2BF16 would flush), NaN, infinities and values that round up to
+// inf. lr = 0 and zero gradients leave the finite parameters as they are.
+TEST(AdamW, WorkingCopyHasTheScalarCastsBits) {
+  const std::vector<uint32_t> patterns = {
+      0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x00000001u, 0x8000ffffu, 0x00018000u,
+      0x7f800001u, 0xff800000u, 0x7f7fffffu, 0x477ff000u, 0x33800000u, 0x38800000u,
+      0x80000000u, 0x3eaaaaabu, 0xc0490fdbu, 0x7fc00000u, 0x387fc000u};
+  const int64_t n = 16 * 9 + 5;  // the vector body and a scalar tail
+  for (const DType type : {DType::BF16, DType::F16}) {
+    std::vector<float> p(n), g(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
+    for (int64_t i = 0; i < n; i++)
+      p[i] = std::bit_cast<float>(patterns[size_t(i) % patterns.size()]);
+    const std::vector<float> before = p;
+    std::vector<uint16_t> working(n, 0xdead);
+    cpu::AdamWArgs a;
+    a.lr = 0.0f;
+    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, working.data(), type);
+    for (int64_t i = 0; i < n; i++) {
+      const uint32_t bits = std::bit_cast<uint32_t>(p[i]);
+      if (!std::isnan(before[i])) ASSERT_EQ(bits, std::bit_cast<uint32_t>(before[i])) << i;
+      const uint16_t want = type == DType::BF16 ? fp32_to_bf16(p[i]) : cpu::fp32_to_fp16(p[i]);
+      EXPECT_EQ(working[i], want) << dtype_name(type) << " element " << i << " bits " << std::hex << bits;
+    }
+  }
 }
 
 }  // namespace

@@ -38,12 +38,41 @@ inline void adamw_one(float* params, float* grads, float* m, float* v, int64_t i
   params[i] = params[i] * s.decay + s.neg_step_size * mi / denom;  // addcdiv's order
 }
 
-// The pass over [i0, i1). GCC will not vectorize std::sqrt without
-// -fno-math-errno (it keeps a libm branch for negative inputs), so the
-// AVX-512 path is written with intrinsics; the same ops in the same order,
-// and vsqrtps is correctly rounded like sqrtf.
-void adamw_range(float* params, float* grads, float* m, float* v, int64_t i0, int64_t i1,
-                 const Scalars& s) {
+#if defined(__AVX512F__)
+// 16 fp32 lanes to their 16 bf16 patterns, the same integer steps as
+// fp32_to_bf16 (round to nearest even, NaN kept quiet), so the vector and
+// scalar paths give the same bits. VCVTNEPS2BF16 would be one instruction
+// but flushes denormals, which the scalar form and PyTorch keep.
+inline __m256i bf16x16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
+  const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
+  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, nan));
+}
+
+// 16 fp32 lanes to fp16 in hardware (round to nearest even from the
+// immediate), the bits fp32_to_fp16 gives (tests/kernels/test_cast).
+inline __m256i fp16x16(__m512 x) {
+  // The all-lanes mask form: the unmasked intrinsic trips GCC 12's
+  // -Wmaybe-uninitialized inside its own header.
+  return _mm512_maskz_cvtps_ph(0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+#endif
+
+// The pass over [i0, i1); with a working copy (Copy = BF16 or F16) each
+// updated parameter's 16-bit value is stored from the register that holds it,
+// so the copy costs 2 bytes of writes per parameter and no second loop.
+// GCC will not vectorize std::sqrt without -fno-math-errno (it keeps a libm
+// branch for negative inputs), so the AVX-512 path is written with
+// intrinsics; the same ops in the same order, and vsqrtps is correctly
+// rounded like sqrtf.
+template <DType Copy>
+void adamw_range(float* params, float* grads, float* m, float* v, uint16_t* working, int64_t i0,
+                 int64_t i1, const Scalars& s) {
   int64_t i = i0;
 #if defined(__AVX512F__)
   const __m512 gscale = _mm512_set1_ps(s.gscale), b1 = _mm512_set1_ps(s.b1),
@@ -61,27 +90,18 @@ void adamw_range(float* params, float* grads, float* m, float* v, int64_t i0, in
     _mm512_storeu_ps(v + i, vi);
     const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2s), eps);
     const __m512 upd = _mm512_div_ps(_mm512_mul_ps(nss, mi), denom);
-    _mm512_storeu_ps(params + i, _mm512_fmadd_ps(_mm512_loadu_ps(params + i), decay, upd));
+    const __m512 p = _mm512_fmadd_ps(_mm512_loadu_ps(params + i), decay, upd);
+    _mm512_storeu_ps(params + i, p);
+    if constexpr (Copy == DType::BF16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(working + i), bf16x16(p));
+    else if constexpr (Copy == DType::F16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(working + i), fp16x16(p));
   }
 #endif
-  for (; i < i1; i++) adamw_one(params, grads, m, v, i, s);
-}
-
-// 16 KiB of fp32 per block: the updated parameters are read back for the
-// cast from L1, not memory.
-constexpr int64_t kCastBlock = 4096;
-
-// [i0, i1) updated, and each block's new parameters written to the working
-// copy right after the block's update.
-void adamw_range_with_copy(float* params, float* grads, float* m, float* v, int64_t i0, int64_t i1,
-                           const Scalars& s, uint16_t* working, DType type) {
-  for (int64_t b = i0; b < i1; b += kCastBlock) {
-    const int64_t e = std::min(i1, b + kCastBlock);
-    adamw_range(params, grads, m, v, b, e, s);
-    if (type == DType::F16)
-      for (int64_t i = b; i < e; ++i) working[i] = fp32_to_fp16(params[i]);
-    else
-      for (int64_t i = b; i < e; ++i) working[i] = fp32_to_bf16(params[i]);
+  for (; i < i1; i++) {
+    adamw_one(params, grads, m, v, i, s);
+    if constexpr (Copy == DType::BF16) working[i] = fp32_to_bf16(params[i]);
+    else if constexpr (Copy == DType::F16) working[i] = fp32_to_fp16(params[i]);
   }
 }
 
@@ -115,10 +135,12 @@ void adamw_update(float* params, float* grads, float* m, float* v, int64_t n, co
     const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
     const int64_t i0 = std::min(n, t * per), i1 = std::min(n, i0 + per);
-    if (working)
-      adamw_range_with_copy(params, grads, m, v, i0, i1, s, working, working_type);
+    if (!working)
+      adamw_range<DType::F32>(params, grads, m, v, nullptr, i0, i1, s);
+    else if (working_type == DType::F16)
+      adamw_range<DType::F16>(params, grads, m, v, working, i0, i1, s);
     else
-      adamw_range(params, grads, m, v, i0, i1, s);
+      adamw_range<DType::BF16>(params, grads, m, v, working, i0, i1, s);
   }
 }
 

@@ -4,9 +4,9 @@
 // the next step accumulates from zero without another sweep over memory.
 //
 // Mixed precision (--bf16 / --fp16): given a working copy, the same pass
-// also writes each updated parameter's 16-bit value into it, block by block
-// while the block is still in cache, instead of a separate cast pass over
-// the whole buffer afterwards. The fp32 update is the same either way.
+// also writes each updated parameter's 16-bit value into it, straight from
+// the register that holds the new fp32 value, instead of a separate cast pass
+// over the whole buffer afterwards. The fp32 update is the same either way.
 #pragma once
 #include <cstdint>
 

@@ -12,6 +12,8 @@
 #include "tessera/kernels/cpu/attention.h"
 #include "tessera/kernels/cpu/cast.h"
 #include "tessera/kernels/cpu/cpu_backend.h"
+#include "tessera/kernels/cpu/cross_entropy.h"
+#include "tessera/kernels/cpu/cross_entropy_vocab_parallel.h"
 #include "tessera/kernels/cpu/gelu.h"
 #include "tessera/kernels/cpu/layernorm.h"
 #include "tessera/kernels/cpu/matmul_lowp.h"
@@ -65,10 +67,10 @@ TEST_P(LowpStorage, GeluIsTheFp32GeluOfTheWidenedInput) {
   constexpr int64_t n = 40000;  // above the threading threshold
   const u16vec x16 = to16(test::randn(n, 4, 2.0f), bf16);
   const auto x = widen(x16, bf16), dy = test::randn(n, 5);
-  std::vector<float> y(n), dx(n), dx16(n);
+  std::vector<float> y(n), dx(n);
   cpu::gelu_forward(y.data(), x.data(), n);
   cpu::gelu_backward(dx.data(), x.data(), dy.data(), n);
-  u16vec y16(n);
+  u16vec y16(n), dx16(n);  // dx16: the fc GEMM's 16-bit operand, rounded once
   if (bf16) {
     cpu::gelu_forward_bf16(y16.data(), x16.data(), n);
     cpu::gelu_backward_bf16(dx16.data(), x16.data(), dy.data(), n);
@@ -77,7 +79,7 @@ TEST_P(LowpStorage, GeluIsTheFp32GeluOfTheWidenedInput) {
     cpu::gelu_backward_fp16(dx16.data(), x16.data(), dy.data(), n);
   }
   EXPECT_EQ(y16, to16(y, bf16));
-  EXPECT_EQ(dx16, dx);
+  EXPECT_EQ(dx16, to16(dx, bf16));
 }
 
 // Head size 24 (not a multiple of the 64-wide tiles) and T past one tile,
@@ -114,6 +116,45 @@ TEST_P(LowpStorage, AttentionIsTheFp32AttentionOfTheWidenedInputs) {
     cpu::attention_backward_fp16(dqkv16.data(), dout.data(), qkv16.data(), out16.data(),
                                  lse.data(), B, T, C, NH, &drop);
   EXPECT_EQ(dqkv16, dqkv);
+}
+
+// The LM head's dlogits are written once in 16 bits (its GEMMs' operand):
+// the fp32 gradient rounded, including the target's column (recomputed from
+// the logit, not read back) and the zero rows of ignored targets; vocab
+// parallel the same on a slice whose target may lie outside it.
+TEST_P(LowpStorage, CrossEntropyGradientIsTheRoundedFp32Gradient) {
+  const bool bf16 = GetParam();
+  constexpr int64_t N = 5, V = 1003;  // V: the vector body and a tail
+  const auto logits = test::randn(N * V, 8, 3.0f);
+  const std::vector<int32_t> targets = {7, -1, 1002, 0, 500};
+  const float dloss = 1.0f / 1024;  // small enough that fp16 has subnormal gradients
+  std::vector<float> losses(N), lse(N), d(N * V);
+  cpu::cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V);
+  cpu::cross_entropy_backward(d.data(), logits.data(), lse.data(), targets.data(), dloss, N, V);
+  u16vec d16(N * V);
+  if (bf16)
+    cpu::cross_entropy_backward_bf16(d16.data(), logits.data(), lse.data(), targets.data(), dloss,
+                                     N, V);
+  else
+    cpu::cross_entropy_backward_fp16(d16.data(), logits.data(), lse.data(), targets.data(), dloss,
+                                     N, V);
+  EXPECT_EQ(d16, to16(d, bf16));
+
+  // Vocab parallel: the slice [400, 900) of the same rows (targets 7, 1002
+  // and 0 are outside it, 500 inside).
+  constexpr int64_t begin = 400, Vs = 500;
+  std::vector<float> slice(N * Vs), ds(N * Vs);
+  for (int64_t n = 0; n < N; n++)
+    std::copy_n(logits.data() + n * V + begin, Vs, slice.data() + n * Vs);
+  cpu::vp_xent_backward(ds.data(), slice.data(), lse.data(), targets.data(), dloss, N, Vs, begin);
+  u16vec ds16(N * Vs);
+  if (bf16)
+    cpu::vp_xent_backward_bf16(ds16.data(), slice.data(), lse.data(), targets.data(), dloss, N,
+                               Vs, begin);
+  else
+    cpu::vp_xent_backward_fp16(ds16.data(), slice.data(), lse.data(), targets.data(), dloss, N,
+                               Vs, begin);
+  EXPECT_EQ(ds16, to16(ds, bf16));
 }
 
 INSTANTIATE_TEST_SUITE_P(Bf16AndFp16, LowpStorage, ::testing::Values(true, false),

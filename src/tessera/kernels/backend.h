@@ -110,12 +110,12 @@ class Backend {
   virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout,
                              int64_t n) const = 0;
-  // inp and out stored in 16 bits; dinp and dout stay fp32.
+  // inp, out and dinp stored in 16 bits (dinp feeds a GEMM); dout stays fp32.
   virtual void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n) const = 0;
   virtual void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n) const = 0;
-  virtual void gelu_backward_bf16(float* dinp, const bf16_t* inp, const float* dout,
+  virtual void gelu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout,
                                   int64_t n) const = 0;
-  virtual void gelu_backward_fp16(float* dinp, const fp16_t* inp, const float* dout,
+  virtual void gelu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
                                   int64_t n) const = 0;
 
   // ---- dropout of token rows: x (rows, C) *= mask / (1-p) in place; rows
@@ -147,6 +147,13 @@ class Backend {
   virtual void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
                                       const int32_t* targets, float dloss, int64_t N,
                                       int64_t V) const = 0;
+  // dlogits in 16 bits (a separate buffer: it feeds the LM head's GEMMs).
+  virtual void cross_entropy_backward_bf16(bf16_t* dlogits, const float* logits,
+                                           const float* lse, const int32_t* targets, float dloss,
+                                           int64_t N, int64_t V) const = 0;
+  virtual void cross_entropy_backward_fp16(fp16_t* dlogits, const float* logits,
+                                           const float* lse, const int32_t* targets, float dloss,
+                                           int64_t N, int64_t V) const = 0;
   // ---- vocab-parallel cross-entropy: the local steps between the tp reductions ----
   virtual void vp_xent_local_max(float* row_max, const float* logits, int64_t N,
                                  int64_t V) const = 0;
@@ -158,6 +165,12 @@ class Backend {
   virtual void vp_xent_backward(float* dlogits, const float* logits, const float* lse,
                                 const int32_t* targets, float dloss, int64_t N, int64_t V,
                                 int64_t vocab_begin) const = 0;
+  virtual void vp_xent_backward_bf16(bf16_t* dlogits, const float* logits, const float* lse,
+                                     const int32_t* targets, float dloss, int64_t N, int64_t V,
+                                     int64_t vocab_begin) const = 0;
+  virtual void vp_xent_backward_fp16(fp16_t* dlogits, const float* logits, const float* lse,
+                                     const int32_t* targets, float dloss, int64_t N, int64_t V,
+                                     int64_t vocab_begin) const = 0;
 };
 
 }  // namespace tessera::kernels

@@ -57,13 +57,14 @@ class Ops {
     ProfileScope t(prof_, Op::Gemm);
     b_->matmul_forward(out.f32(), inp.f32(), weight, bias, N, C, OC);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+  // dout: fp32 (cast into the scratch here), or a 16-bit view its producer
+  // wrote (grad_operand) and used as it is.
+  void matmul_backward(float* dinp, float* dweight, float* dbias, ConstAct dout,
                        ConstAct inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                        bool accumulate_dinp = false) const {
     if (lp_) {
       const uint16_t* x = lowp_operand(0, inp, N * C);
-      uint16_t* dy = lp_->scratch(1, N * OC);
-      cast(dy, dout, N * OC);
+      const uint16_t* dy = lowp_operand(1, dout, N * OC);
       const uint16_t* w = weight_of(weight, OC * C);
       ProfileScope t(prof_, Op::Gemm);
       if (lp_->precision == Precision::Bf16)
@@ -72,9 +73,20 @@ class Ops {
         b_->matmul_backward_fp16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp);
       return;
     }
-    expect_fp32(inp.lowp);
+    expect_fp32(inp.lowp || dout.lowp);
     ProfileScope t(prof_, Op::Gemm);
-    b_->matmul_backward(dinp, dweight, dbias, dout, inp.f32(), weight, N, C, OC, accumulate_dinp);
+    b_->matmul_backward(dinp, dweight, dbias, dout.f32(), inp.f32(), weight, N, C, OC,
+                        accumulate_dinp);
+  }
+
+  // Where a kernel whose output only feeds matmul_backward as dout writes
+  // it: fp32 (n) into `fp32` itself, or under --bf16 / --fp16 a 16-bit view
+  // of the output-gradient scratch, so the producer rounds each element
+  // once and matmul_backward casts nothing. Valid until the next
+  // matmul_backward that is given an fp32 dout (it reuses the scratch).
+  Act grad_operand(float* fp32, int64_t n) const {
+    if (!lp_) return fp32;
+    return Act::low(lp_->scratch(1, n));
   }
 
   // ---- Op::Cast: fp32 -> the low precision p (bf16 or fp16) ----
@@ -158,15 +170,16 @@ class Ops {
     else
       b_->gelu_forward(out.f32(), inp.f32(), n);
   }
-  void gelu_backward(float* dinp, ConstAct inp, const float* dout, int64_t n) const {
-    const Precision p = precision_of(inp.lowp);
+  // dinp and inp both fp32 or both 16-bit (dinp from grad_operand); dout fp32.
+  void gelu_backward(Act dinp, ConstAct inp, const float* dout, int64_t n) const {
+    const Precision p = precision_of(dinp.lowp, inp.lowp);
     ProfileScope t(prof_, Op::Gelu);
     if (p == Precision::Bf16)
-      b_->gelu_backward_bf16(dinp, inp.u16(), dout, n);
+      b_->gelu_backward_bf16(dinp.u16(), inp.u16(), dout, n);
     else if (p == Precision::Fp16)
-      b_->gelu_backward_fp16(dinp, inp.u16(), dout, n);
+      b_->gelu_backward_fp16(dinp.u16(), inp.u16(), dout, n);
     else
-      b_->gelu_backward(dinp, inp.f32(), dout, n);
+      b_->gelu_backward(dinp.f32(), inp.f32(), dout, n);
   }
 
   // ---- Op::Residual: residual adds, the row-parallel bias, gradient sums ----
@@ -211,10 +224,17 @@ class Ops {
     ProfileScope t(prof_, Op::Loss);
     b_->cross_entropy_forward(losses, lse, logits, targets, N, V);
   }
-  void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+  // dlogits: fp32 (may alias logits) or a 16-bit view (grad_operand).
+  void cross_entropy_backward(Act dlogits, const float* logits, const float* lse,
                               const int32_t* targets, float dloss, int64_t N, int64_t V) const {
+    const Precision p = precision_of(dlogits.lowp);
     ProfileScope t(prof_, Op::Loss);
-    b_->cross_entropy_backward(dlogits, logits, lse, targets, dloss, N, V);
+    if (p == Precision::Bf16)
+      b_->cross_entropy_backward_bf16(dlogits.u16(), logits, lse, targets, dloss, N, V);
+    else if (p == Precision::Fp16)
+      b_->cross_entropy_backward_fp16(dlogits.u16(), logits, lse, targets, dloss, N, V);
+    else
+      b_->cross_entropy_backward(dlogits.f32(), logits, lse, targets, dloss, N, V);
   }
   void vp_xent_local_max(float* row_max, const float* logits, int64_t N, int64_t V) const {
     ProfileScope t(prof_, Op::Loss);
@@ -231,11 +251,18 @@ class Ops {
     ProfileScope t(prof_, Op::Loss);
     b_->vp_xent_finish(losses, lse, row_max, sums, targets, N);
   }
-  void vp_xent_backward(float* dlogits, const float* logits, const float* lse,
+  // dlogits as cross_entropy_backward's.
+  void vp_xent_backward(Act dlogits, const float* logits, const float* lse,
                         const int32_t* targets, float dloss, int64_t N, int64_t V,
                         int64_t vocab_begin) const {
+    const Precision p = precision_of(dlogits.lowp);
     ProfileScope t(prof_, Op::Loss);
-    b_->vp_xent_backward(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
+    if (p == Precision::Bf16)
+      b_->vp_xent_backward_bf16(dlogits.u16(), logits, lse, targets, dloss, N, V, vocab_begin);
+    else if (p == Precision::Fp16)
+      b_->vp_xent_backward_fp16(dlogits.u16(), logits, lse, targets, dloss, N, V, vocab_begin);
+    else
+      b_->vp_xent_backward(dlogits.f32(), logits, lse, targets, dloss, N, V, vocab_begin);
   }
 
  private:

@@ -97,10 +97,12 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
                         N, C, prof);  // (N, C)
   ops.matmul_backward(scratch.dfch, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N, s.F,
                       C);
-  ops.gelu_backward(scratch.dfch, a.fch, scratch.dfch, N * s.F);
+  // (N, F): in place in fp32; in the GEMM precision under --bf16 / --fp16
+  const kernels::Act dfch = ops.grad_operand(scratch.dfch, N * s.F);
+  ops.gelu_backward(dfch, a.fch, scratch.dfch, N * s.F);
   // (N, C): re-gathered under SP, only the shard was kept
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
-  ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, scratch.dfch, ln2, w.fc_w, N, C, s.F);
+  ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, N, C, s.F);
   const float* dln2 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
   ops.layernorm_backward(dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
                          a.ln2_rstd, Ns, C);

@@ -198,16 +198,18 @@ void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) 
   const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = acts.profile;  // the tp helpers charge their communication here
   std::fill_n(acts.dresid, Ns * s.C, 0.0f);
-  // dlogits overwrite the logits in place.
+  // (N, V): in fp32 the dlogits overwrite the logits in place; under
+  // --bf16 / --fp16 they are written once in the GEMM precision.
+  const kernels::Act dlogits = ops.grad_operand(acts.logits, N * s.V);
   if (!tp_.active())
-    ops.cross_entropy_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V);
+    ops.cross_entropy_backward(dlogits, acts.logits, acts.ce_lse, targets, dloss, N, s.V);
   else
-    ops.vp_xent_backward(acts.logits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
+    ops.vp_xent_backward(dlogits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
                          layout_.vocab_begin());
   // (N, C): re-gathered under SP, only the shard was kept
   const kernels::ConstAct lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);
   if (s.V > 0)
-    ops.matmul_backward(acts.dln, g_.wte, nullptr, acts.logits, lnf, w_.wte, N, s.C, s.V);
+    ops.matmul_backward(acts.dln, g_.wte, nullptr, dlogits, lnf, w_.wte, N, s.C, s.V);
   else
     std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
   const float* dlnf = tp_enter_backward(tp_, acts.dln, N, s.C, prof);  // (Ns, C)

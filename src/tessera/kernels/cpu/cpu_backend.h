@@ -142,11 +142,11 @@ class CpuBackend : public Backend {
   void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n) const override {
     cpu::gelu_forward_fp16(out, inp, n);
   }
-  void gelu_backward_bf16(float* dinp, const bf16_t* inp, const float* dout,
+  void gelu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout,
                           int64_t n) const override {
     cpu::gelu_backward_bf16(dinp, inp, dout, n);
   }
-  void gelu_backward_fp16(float* dinp, const fp16_t* inp, const float* dout,
+  void gelu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
                           int64_t n) const override {
     cpu::gelu_backward_fp16(dinp, inp, dout, n);
   }
@@ -183,6 +183,16 @@ class CpuBackend : public Backend {
                               int64_t V) const override {
     cpu::cross_entropy_backward(dlogits, logits, lse, targets, dloss, N, V);
   }
+  void cross_entropy_backward_bf16(bf16_t* dlogits, const float* logits, const float* lse,
+                                   const int32_t* targets, float dloss, int64_t N,
+                                   int64_t V) const override {
+    cpu::cross_entropy_backward_bf16(dlogits, logits, lse, targets, dloss, N, V);
+  }
+  void cross_entropy_backward_fp16(fp16_t* dlogits, const float* logits, const float* lse,
+                                   const int32_t* targets, float dloss, int64_t N,
+                                   int64_t V) const override {
+    cpu::cross_entropy_backward_fp16(dlogits, logits, lse, targets, dloss, N, V);
+  }
   void vp_xent_local_max(float* row_max, const float* logits, int64_t N,
                          int64_t V) const override {
     cpu::vp_xent_local_max(row_max, logits, N, V);
@@ -200,6 +210,16 @@ class CpuBackend : public Backend {
                         const int32_t* targets, float dloss, int64_t N, int64_t V,
                         int64_t vocab_begin) const override {
     cpu::vp_xent_backward(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
+  }
+  void vp_xent_backward_bf16(bf16_t* dlogits, const float* logits, const float* lse,
+                             const int32_t* targets, float dloss, int64_t N, int64_t V,
+                             int64_t vocab_begin) const override {
+    cpu::vp_xent_backward_bf16(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
+  }
+  void vp_xent_backward_fp16(fp16_t* dlogits, const float* logits, const float* lse,
+                             const int32_t* targets, float dloss, int64_t N, int64_t V,
+                             int64_t vocab_begin) const override {
+    cpu::vp_xent_backward_fp16(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
   }
 };
 

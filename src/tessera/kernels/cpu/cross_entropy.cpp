@@ -26,21 +26,40 @@ void cross_entropy_forward(float* losses, float* lse, const float* logits, const
                   targets[n], n, V);
 }
 
-void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
-                            const int32_t* targets, float dloss, int64_t N, int64_t V) {
-  // No __restrict: dlogits may alias logits, each element is read then written.
+namespace {
+
+// O: the storage of dlogits (storage.h); logits and the arithmetic are fp32.
+template <class O>
+void cross_entropy_backward_as(typename O::T* dlogits, const float* logits, const float* lse,
+                               const int32_t* targets, float dloss, int64_t N, int64_t V) {
+  // No __restrict: an fp32 dlogits may alias logits, each element is read then written.
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
-    const float* x = logits + n * V;  // (V)
-    float* dx = dlogits + n * V;      // (V)
+    const float* x = logits + n * V;        // (V)
+    typename O::T* dx = dlogits + n * V;    // (V)
     const int32_t tgt = targets[n];
     if (tgt < 0 || tgt >= V) {  // ignored (>= V was rejected by the forward)
 #pragma omp simd
-      for (int64_t v = 0; v < V; v++) dx[v] = 0.0f;
+      for (int64_t v = 0; v < V; v++) dx[v] = O::store(0.0f);
       continue;
     }
-    xent_grad_row(dx, x, lse[n], dloss, V, tgt);
+    xent_grad_row_as<O>(dx, x, lse[n], dloss, V, tgt);
   }
+}
+
+}  // namespace
+
+void cross_entropy_backward(float* dlogits, const float* logits, const float* lse,
+                            const int32_t* targets, float dloss, int64_t N, int64_t V) {
+  cross_entropy_backward_as<StoreF32>(dlogits, logits, lse, targets, dloss, N, V);
+}
+void cross_entropy_backward_bf16(bf16_t* dlogits, const float* logits, const float* lse,
+                                 const int32_t* targets, float dloss, int64_t N, int64_t V) {
+  cross_entropy_backward_as<StoreBf16>(dlogits, logits, lse, targets, dloss, N, V);
+}
+void cross_entropy_backward_fp16(fp16_t* dlogits, const float* logits, const float* lse,
+                                 const int32_t* targets, float dloss, int64_t N, int64_t V) {
+  cross_entropy_backward_as<StoreFp16>(dlogits, logits, lse, targets, dloss, N, V);
 }
 
 }  // namespace tessera::cpu

@@ -40,21 +40,43 @@ void vp_xent_finish(float* losses, float* lse, const float* row_max, const float
   }
 }
 
+namespace {
+
+// O: the storage of dlogits (storage.h); logits and the arithmetic are fp32.
+template <class O>
+void vp_xent_backward_as(typename O::T* dlogits, const float* logits, const float* lse,
+                         const int32_t* targets, float dloss, int64_t N, int64_t V,
+                         int64_t vocab_begin) {
+  // No __restrict: an fp32 dlogits may alias logits, each element is read then written.
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++) {
+    const float* x = logits + n * V;      // (V)
+    typename O::T* dx = dlogits + n * V;  // (V)
+    if (targets[n] < 0) {
+#pragma omp simd
+      for (int64_t v = 0; v < V; v++) dx[v] = O::store(0.0f);
+      continue;
+    }
+    xent_grad_row_as<O>(dx, x, lse[n], dloss, V, int64_t(targets[n]) - vocab_begin);
+  }
+}
+
+}  // namespace
+
 void vp_xent_backward(float* dlogits, const float* logits, const float* lse,
                       const int32_t* targets, float dloss, int64_t N, int64_t V,
                       int64_t vocab_begin) {
-  // No __restrict: dlogits may alias logits, each element is read then written.
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; n++) {
-    const float* x = logits + n * V;  // (V)
-    float* dx = dlogits + n * V;      // (V)
-    if (targets[n] < 0) {
-#pragma omp simd
-      for (int64_t v = 0; v < V; v++) dx[v] = 0.0f;
-      continue;
-    }
-    xent_grad_row(dx, x, lse[n], dloss, V, int64_t(targets[n]) - vocab_begin);
-  }
+  vp_xent_backward_as<StoreF32>(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
+}
+void vp_xent_backward_bf16(bf16_t* dlogits, const float* logits, const float* lse,
+                           const int32_t* targets, float dloss, int64_t N, int64_t V,
+                           int64_t vocab_begin) {
+  vp_xent_backward_as<StoreBf16>(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
+}
+void vp_xent_backward_fp16(fp16_t* dlogits, const float* logits, const float* lse,
+                           const int32_t* targets, float dloss, int64_t N, int64_t V,
+                           int64_t vocab_begin) {
+  vp_xent_backward_as<StoreFp16>(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
 }
 
 }  // namespace tessera::cpu

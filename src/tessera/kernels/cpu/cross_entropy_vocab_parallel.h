@@ -15,6 +15,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tessera/core/dtype.h"
+
 namespace tessera::cpu {
 
 // row_max (N) = max over this slice's columns of logits (N, V); -inf when V = 0.
@@ -35,5 +37,13 @@ void vp_xent_finish(float* losses, float* lse, const float* row_max, const float
 void vp_xent_backward(float* dlogits, const float* logits, const float* lse,
                       const int32_t* targets, float dloss, int64_t N, int64_t V,
                       int64_t vocab_begin);
+// --bf16 / --fp16: dlogits in 16 bits (a separate buffer), as
+// cross_entropy_backward_bf16 / _fp16.
+void vp_xent_backward_bf16(bf16_t* dlogits, const float* logits, const float* lse,
+                           const int32_t* targets, float dloss, int64_t N, int64_t V,
+                           int64_t vocab_begin);
+void vp_xent_backward_fp16(fp16_t* dlogits, const float* logits, const float* lse,
+                           const int32_t* targets, float dloss, int64_t N, int64_t V,
+                           int64_t vocab_begin);
 
 }  // namespace tessera::cpu

@@ -14,11 +14,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 
 // --bf16 / --fp16: the MLP's pre-activation inp and its GELU out stored in
 // 16 bits (out feeds the fc-proj GEMM). Computed in fp32 from the widened
-// input, rounded once on the way out; the backward reads the 16-bit input
-// and keeps the gradients fp32.
+// input, rounded once on the way out. The backward reads the 16-bit input
+// and the fp32 dout and writes dinp in 16 bits: its only reader is the fc
+// GEMM's backward, which takes 16-bit operands.
 void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n);
 void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n);
-void gelu_backward_bf16(float* dinp, const bf16_t* inp, const float* dout, int64_t n);
-void gelu_backward_fp16(float* dinp, const fp16_t* inp, const float* dout, int64_t n);
+void gelu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout, int64_t n);
+void gelu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout, int64_t n);
 
 }  // namespace tessera::cpu

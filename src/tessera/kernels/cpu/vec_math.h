@@ -6,6 +6,10 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/kernels/cpu/storage.h"
 
 namespace tessera::cpu {
 
@@ -64,6 +68,24 @@ inline void xent_grad_row(float* dx, const float* x, float lse, float dloss, int
 #pragma omp simd
   for (int64_t v = 0; v < V; v++) dx[v] = exp_fast(x[v] - lse) * dloss;
   if (t >= 0 && t < V) dx[t] -= dloss;
+}
+
+// dx (V) = xent_grad_row's fp32 row in O's storage. A 16-bit row is formed
+// in fp32 first (in a per-thread row that stays in cache) and rounded once,
+// so it has exactly the bits of the rounded fp32 gradient whatever the
+// compiler fuses: the target's column is the stored value minus dloss.
+template <class O>
+void xent_grad_row_as(typename O::T* dx, const float* x, float lse, float dloss, int64_t V,
+                      int64_t t) {
+  if constexpr (std::is_same_v<O, StoreF32>) {
+    xent_grad_row(dx, x, lse, dloss, V, t);
+  } else {
+    thread_local std::vector<float> row;
+    row.resize(size_t(V));
+    xent_grad_row(row.data(), x, lse, dloss, V, t);
+#pragma omp simd
+    for (int64_t v = 0; v < V; v++) dx[v] = O::store(row[v]);
+  }
 }
 
 }  // namespace tessera::cpu

@@ -80,7 +80,9 @@ void add_parallel_options(CLI::App* sub, TrainConfig& c) {
                   "model chunks per pipeline rank (interleaved schedule)")
       ->capture_default_str();
   sub->add_option("--trace", c.trace_file,
-                  "write a Chrome trace (Perfetto / chrome://tracing) of one pipelined step");
+                  "write a Chrome trace (Perfetto / chrome://tracing) of one step, a track "
+                  "per rank: forward, backward, gradient reduction, optimizer (and every "
+                  "pipeline action under pipeline parallelism)");
   sub->add_option("--trace-step", c.trace_step, "the step to trace (0: the last)")
       ->capture_default_str();
   sub->add_flag("--sequence-parallel", p.sequence_parallel,

@@ -1,6 +1,5 @@
 #include "tessera/parallel/pipeline_executor.h"
 
-#include <chrono>
 #include <deque>
 #include <map>
 #include <utility>
@@ -10,12 +9,6 @@
 namespace tessera {
 
 namespace {
-
-double now_us() {
-  using namespace std::chrono;
-  return double(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count()) /
-         1e3;
-}
 
 bool is_recv(ActionType t) {
   return t == ActionType::RecvActivation || t == ActionType::RecvGrad;
@@ -242,12 +235,12 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
   PipelineStepStats st;
   st.spans.reserve(actions_.size());
   double pipeline_end = 0.0;
-  const double t_begin = now_us();
+  const double t_begin = trace_now_us();
   for (const Action& a : actions_) {
     ss.pump();
-    const double t0 = now_us();
+    const double t0 = trace_now_us();
     run_action(ss, a, cb, dloss);
-    const double t1 = now_us();
+    const double t1 = trace_now_us();
     st.spans.push_back({a, t0, t1});
     if (is_recv(a.type)) st.wait_seconds += (t1 - t0) / 1e6;
     if (a.type != ActionType::ReduceGrads && a.type != ActionType::OptimizerStep)

@@ -1,6 +1,7 @@
 #include "tessera/parallel/pipeline_trace.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,12 @@ struct Record {
 static_assert(sizeof(Record) % 2 == 0);
 
 }  // namespace
+
+double trace_now_us() {
+  using namespace std::chrono;
+  return double(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count()) /
+         1e3;
+}
 
 std::vector<std::vector<TraceSpan>> gather_spans(comm::Communicator& world,
                                                  const std::vector<TraceSpan>& mine) {

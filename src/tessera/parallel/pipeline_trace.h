@@ -18,6 +18,9 @@ struct TraceSpan {
   double start_us = 0.0, end_us = 0.0;
 };
 
+// Now on the steady clock, in microseconds (TraceSpan's time base).
+double trace_now_us();
+
 // All ranks' spans, indexed by world rank: collective over `world`; the
 // result is filled on rank 0 only (empty elsewhere).
 std::vector<std::vector<TraceSpan>> gather_spans(comm::Communicator& world,

@@ -103,12 +103,31 @@ DropoutContext Trainer::train_dropout(int64_t step, int64_t first_sample) const 
 }
 
 float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss,
-                               int64_t step) {
+                               int64_t step, std::vector<TraceSpan>* spans, int64_t mb) {
   load_batch(split, first_sample, inputs_.data(), targets_.data());
   acts_.dropout = split == Split::Train ? train_dropout(step, first_sample) : DropoutContext{};
+  const double t0 = trace_now_us();
   float loss = model_->forward(acts_, inputs_.data(), targets_.data(), dp_.get());
+  const double t1 = trace_now_us();
   if (backward) model_->backward(acts_, inputs_.data(), targets_.data(), dloss, dp_.get());
+  if (spans) {
+    spans->push_back({Action{ActionType::Forward, mb, 0}, t0, t1});
+    if (backward) spans->push_back({Action{ActionType::Backward, mb, 0}, t1, trace_now_us()});
+  }
   return loss;
+}
+
+bool Trainer::traced(int64_t step) const {
+  const int64_t at = cfg_.trace_step > 0 ? cfg_.trace_step : cfg_.train_iters;
+  return !cfg_.trace_file.empty() && step == at;
+}
+
+void Trainer::write_trace(int64_t step, const std::vector<TraceSpan>& mine) {
+  auto spans = gather_spans(*world_, mine);
+  if (world_->rank() != 0) return;
+  write_chrome_trace(cfg_.trace_file, spans);
+  fmt::print("trace of step {} ({} rank{}) written to {}\n", step, world_->size(),
+             world_->size() == 1 ? "" : "s", cfg_.trace_file);
 }
 
 // Sample numbering is layout-independent: step s owns samples
@@ -194,11 +213,7 @@ void Trainer::pipelined_step(int64_t step, StepStats& s) {
   if (scaler_) dloss *= scaler_->scale();  // --fp16: the scaled loss's gradient
   PipelineStepStats st = pipe_->step(cb, dloss);
   s.idle_fraction = st.idle_fraction;
-  const int64_t trace_at = cfg_.trace_step > 0 ? cfg_.trace_step : cfg_.train_iters;
-  if (!cfg_.trace_file.empty() && step == trace_at) {
-    auto spans = gather_spans(*world_, st.spans);
-    if (world_->rank() == 0) write_chrome_trace(cfg_.trace_file, spans);
-  }
+  if (traced(step)) write_trace(step, st.spans);
 }
 
 StepStats Trainer::train_step(int64_t step) {
@@ -216,14 +231,27 @@ StepStats Trainer::train_step(int64_t step) {
     float dloss = 1.0f / float(cfg_.par.global_batch * T);
     if (scaler_) dloss *= scaler_->scale();  // --fp16: the scaled loss's gradient
     const int64_t accum = cfg_.par.accumulation_steps();
+    // --trace without pipelining: each micro-batch's forward and backward,
+    // the gradient reduction after the last one (ZeRO-2/3 reduce inside the
+    // backward) and the optimizer step, as the pipeline's trace names them.
+    std::vector<TraceSpan> spans;
+    std::vector<TraceSpan>* trace = traced(step) ? &spans : nullptr;
     double loss_sum = 0;
     for (int64_t k = 0; k < accum; ++k) {
       dp_->begin_micro_batch(k == accum - 1);
       loss_sum += run_micro_batch(Split::Train, first_sample(cfg_.par, step, k, dp_group_->rank()),
-                                  true, dloss, step);
+                                  true, dloss, step, trace, k);
+      const double t0 = trace_now_us();
       dp_->end_micro_batch();
+      if (trace && k == accum - 1)
+        spans.push_back({Action{ActionType::ReduceGrads}, t0, trace_now_us()});
     }
+    const double t0 = trace_now_us();
     finish_step(step, float(loss_sum / double(accum)), s);
+    if (trace) {
+      spans.push_back({Action{ActionType::OptimizerStep}, t0, trace_now_us()});
+      write_trace(step, spans);
+    }
   }
   dp_->end_step();
 

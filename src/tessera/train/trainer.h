@@ -79,9 +79,16 @@ class Trainer {
 
  private:
   // step: the optimizer step a training micro-batch belongs to (its dropout
-  // masks); 0 for validation (no dropout).
+  // masks); 0 for validation (no dropout). spans: the traced step's list
+  // (--trace), which gets this micro-batch's forward and backward as
+  // micro-batch mb; null when not tracing.
   float run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss,
-                        int64_t step = 0);
+                        int64_t step = 0, std::vector<TraceSpan>* spans = nullptr,
+                        int64_t mb = 0);
+  // Whether --trace records `step`, and (collective over the world) writing
+  // the trace of every rank's spans, said on the logging rank.
+  bool traced(int64_t step) const;
+  void write_trace(int64_t step, const std::vector<TraceSpan>& mine);
   // Dropout of training sample first_sample.. at `step` (model/activations.h).
   DropoutContext train_dropout(int64_t step, int64_t first_sample) const;
   // The window of sample `first` + b for b < B, as inputs and targets (B, T).

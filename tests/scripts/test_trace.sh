@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# --trace writes a Chrome trace in every layout (issue 16, item 5: without
+# pipeline parallelism it used to write nothing, silently), says where, and
+# has one track per global rank named "rank R" with that rank's forward,
+# backward, gradient reduction and optimizer spans of the traced step:
+# - one process, 3 micro-batches (gradient accumulation);
+# - 2 ranks, tensor parallel (no pipeline);
+# - 2 ranks, pipeline parallel (the executor's actions, incl. send/recv).
+# Usage: test_trace.sh TESSERA_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$(realpath "$1")
+src=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+failures=0
+small=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16
+       --micro-batch-size 2 --train-iters 3 --eval-interval 0 --no-progress --peak-tflops 1)
+
+# check_trace NAME FILE RANKS EXPECTED_NAMES...: FILE is JSON with RANKS
+# "rank R" tracks, each holding exactly EXPECTED_NAMES in order (the X
+# events' names), with non-negative durations.
+check_trace() {
+  local name=$1 file=$2 ranks=$3
+  shift 3
+  if ! /usr/bin/python3 - "$file" "$ranks" "$@" <<'EOF'; then
+import json, sys
+path, ranks, want = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+events = json.load(open(path))["traceEvents"]
+tracks = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+assert tracks == {r: f"rank {r}" for r in range(ranks)}, tracks
+for r in range(ranks):
+    got = [e["name"] for e in events if e["ph"] == "X" and e["pid"] == r]
+    if want != ["*"]:
+        assert got == want, f"rank {r}: {got}"
+    assert got, f"rank {r}: no spans"
+    assert all(e["dur"] >= 0 for e in events if e["ph"] == "X"), "negative duration"
+EOF
+    echo "FAIL: $name: trace $file"
+    failures=$((failures + 1))
+  fi
+}
+
+# One process, gradient accumulation over 3 micro-batches, step 2 traced.
+out=$("$bin" train "${small[@]}" --global-batch-size 6 --trace t1.json --trace-step 2 2>&1)
+grep -q "trace of step 2 (1 rank) written to t1.json" <<<"$out" ||
+  { echo "FAIL: one process: no line saying where the trace went"; echo "$out"; failures=$((failures + 1)); }
+check_trace "one process" t1.json 1 "F mb0 c0" "B mb0 c0" "F mb1 c0" "B mb1 c0" \
+  "F mb2 c0" "B mb2 c0" ReduceGrads OptimizerStep
+
+# Two ranks, tensor parallel: the last step by default.
+if "$src/scripts/mpirun.sh" -n 2 "$bin" train "${small[@]}" --global-batch-size 2 \
+    --tensor-model-parallel-size 2 --trace t2.json > tp.log 2>&1; then
+  grep -q "trace of step 3 (2 ranks) written to t2.json" tp.log ||
+    { echo "FAIL: tp2: no line saying where the trace went"; cat tp.log; failures=$((failures + 1)); }
+  check_trace "tp2" t2.json 2 "F mb0 c0" "B mb0 c0" ReduceGrads OptimizerStep
+else
+  echo "FAIL: tp2 run failed"; cat tp.log; failures=$((failures + 1))
+fi
+
+# Two ranks, pipeline parallel: the executor's own actions.
+if "$src/scripts/mpirun.sh" -n 2 "$bin" train "${small[@]}" --global-batch-size 4 \
+    --pipeline-model-parallel-size 2 --trace t3.json > pp.log 2>&1; then
+  grep -q "trace of step 3 (2 ranks) written to t3.json" pp.log ||
+    { echo "FAIL: pp2: no line saying where the trace went"; cat pp.log; failures=$((failures + 1)); }
+  check_trace "pp2" t3.json 2 "*"
+else
+  echo "FAIL: pp2 run failed"; cat pp.log; failures=$((failures + 1))
+fi
+
+[ "$failures" -eq 0 ] && echo "test_trace: all passed"
+[ "$failures" -eq 0 ]

@@ -88,17 +88,18 @@ class Backend {
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* lse, int64_t B, int64_t T,
                                   int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
-  // qkv and out stored in 16 bits; lse, the softmax and dqkv stay fp32.
+  // qkv, out and dqkv stored in 16 bits (dqkv feeds the qkv GEMM's
+  // backward); lse, the softmax and dout stay fp32.
   virtual void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B,
                                       int64_t T, int64_t C, int64_t NH,
                                       const DropoutSite* drop) const = 0;
   virtual void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B,
                                       int64_t T, int64_t C, int64_t NH,
                                       const DropoutSite* drop) const = 0;
-  virtual void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv,
+  virtual void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                                        const bf16_t* out, const float* lse, int64_t B, int64_t T,
                                        int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
-  virtual void attention_backward_fp16(float* dqkv, const float* dout, const fp16_t* qkv,
+  virtual void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                                        const fp16_t* out, const float* lse, int64_t B, int64_t T,
                                        int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
   // One query q (C) against the first len rows of the k/v caches (max_T, C).

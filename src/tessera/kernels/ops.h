@@ -119,7 +119,7 @@ class Ops {
   }
 
   // ---- Op::Attention ----
-  // qkv and out both fp32 or both 16-bit; lse, dout and dqkv fp32.
+  // qkv and out both fp32 or both 16-bit; lse and dout fp32.
   void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T, int64_t C,
                          int64_t NH, const DropoutSite* drop = nullptr) const {
     const Precision p = precision_of(out.lowp, qkv.lowp);
@@ -131,17 +131,19 @@ class Ops {
     else
       b_->attention_forward(out.f32(), lse, qkv.f32(), B, T, C, NH, drop);
   }
-  void attention_backward(float* dqkv, const float* dout, ConstAct qkv, ConstAct out,
+  // dqkv like qkv (from grad_operand under --bf16 / --fp16); dout fp32.
+  void attention_backward(Act dqkv, const float* dout, ConstAct qkv, ConstAct out,
                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
                           const DropoutSite* drop = nullptr) const {
     const Precision p = precision_of(out.lowp, qkv.lowp);
+    TESSERA_CHECK(dqkv.lowp == qkv.lowp, "kernels::Ops: attention dqkv and qkv differ in precision");
     ProfileScope t(prof_, Op::Attention);
     if (p == Precision::Bf16)
-      b_->attention_backward_bf16(dqkv, dout, qkv.u16(), out.u16(), lse, B, T, C, NH, drop);
+      b_->attention_backward_bf16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T, C, NH, drop);
     else if (p == Precision::Fp16)
-      b_->attention_backward_fp16(dqkv, dout, qkv.u16(), out.u16(), lse, B, T, C, NH, drop);
+      b_->attention_backward_fp16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T, C, NH, drop);
     else
-      b_->attention_backward(dqkv, dout, qkv.f32(), out.f32(), lse, B, T, C, NH, drop);
+      b_->attention_backward(dqkv.f32(), dout, qkv.f32(), out.f32(), lse, B, T, C, NH, drop);
   }
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                         int64_t len, int64_t C, int64_t NH) const {

@@ -110,10 +110,12 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   dy = tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.attn_out),
                          scratch.dln, N, C, prof);
   ops.matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C);
-  ops.attention_backward(scratch.dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl,
-                         s.NH, &drop.probs);
+  // (N, 3 Cl): fp32, or in the GEMM precision under --bf16 / --fp16
+  const kernels::Act dqkv = ops.grad_operand(scratch.dqkv, N * 3 * s.Cl);
+  ops.attention_backward(dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl, s.NH,
+                         &drop.probs);
   const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
-  ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, scratch.dqkv, ln1, w.qkv_w, N, C,
+  ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, N, C,
                       3 * s.Cl);
   const float* dln1 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
   ops.layernorm_backward(dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd,

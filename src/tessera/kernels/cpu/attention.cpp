@@ -50,6 +50,12 @@ void load_row(float* dst, const typename St::T* src, int64_t n) {
   for (int64_t d = 0; d < n; d++) dst[d] = St::load(src[d]);
 }
 
+// dst (n) = src (n) in St's storage (a copy for fp32, rounded once for 16 bits).
+template <class St>
+void store_row(typename St::T* dst, const float* src, int64_t n) {
+  for (int64_t d = 0; d < n; d++) dst[d] = St::store(src[d]);
+}
+
 // dst (kBlock, HSP) = rows [j0, j0 + nk) of one head's k or v; padding zero.
 template <class St>
 void load_rows(float* dst, const typename St::T* src, int64_t j0, int64_t nk, int64_t HS,
@@ -252,10 +258,15 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
   }
 }
 
+// dqkv is stored like qkv: under --bf16 / --fp16 it is the qkv GEMM's
+// backward operand, so each element is rounded once here from its fp32 sum
+// (dq through an fp32 accumulator per head, dk and dv from their tiles)
+// instead of being written in fp32 and cast.
 template <class St>
-void attention_backward_as(float* dqkv, const float* dout, const typename St::T* qkv,
+void attention_backward_as(typename St::T* dqkv, const float* dout, const typename St::T* qkv,
                            const typename St::T* out, const float* lse, int64_t B, int64_t T,
                            int64_t C, int64_t NH, const DropoutSite* drop) {
+  constexpr bool kFp32 = std::is_same_v<St, StoreF32>;
   check_shape(C, NH);
   const ProbDropout pdrop(drop);
   const bool dropout = pdrop.on;
@@ -277,6 +288,7 @@ void attention_backward_as(float* dqkv, const float* dout, const typename St::T*
     std::vector<float> dqg(kRows * HSP);    // (kRows, HSP) the group's dq from this tile
     std::vector<float> D(T);                // (T) D_i = dout_i . out_i
     std::vector<float> ow(HS);              // (HS) 16-bit storage: one out row widened
+    std::vector<float> dqacc(kFp32 ? 0 : T * HS);  // (T, HS) 16-bit storage: the head's dq sums
     Block P, dS;                            // probabilities, then dP -> dS
     Block Z, PZ;                            // dropout only: mask / (1-p), and P * Z
 
@@ -288,9 +300,17 @@ void attention_backward_as(float* dqkv, const float* dout, const typename St::T*
         const typename St::T* vbase = qbase + 2 * C;
         const float* dobase = dout + b * T * C + h * HS;  // row t at + t * C
         const typename St::T* obase = out + b * T * C + h * HS;
-        float* dqbase = dqkv + b * T * C3 + h * HS;  // row t at + t * C3
-        float* dkbase = dqbase + C;
-        float* dvbase = dqbase + 2 * C;
+        typename St::T* dqkv_bh = dqkv + b * T * C3 + h * HS;  // row t at + t * C3
+        typename St::T* dkbase = dqkv_bh + C;
+        typename St::T* dvbase = dqkv_bh + 2 * C;
+        // fp32: dq summed in place in dqkv; 16-bit: in dqacc, rounded at the end.
+        float* dqbase;
+        int64_t dq_stride;
+        if constexpr (kFp32) {
+          dqbase = dqkv_bh, dq_stride = C3;
+        } else {
+          dqbase = dqacc.data(), dq_stride = HS;
+        }
         const float* L = lse + (b * NH + h) * T;  // (T)
 
         // dS = P * (dP - D) with D_i = sum_j P_ij dP_ij = dout_i . out_i,
@@ -311,7 +331,7 @@ void attention_backward_as(float* dqkv, const float* dout, const typename St::T*
 #pragma omp simd reduction(+ : acc)
           for (int64_t d = 0; d < HS; d++) acc += dO[d] * o[d];
           D[i] = acc;
-          std::fill(dqbase + i * C3, dqbase + i * C3 + HS, 0.0f);  // written, not accumulated
+          std::fill(dqbase + i * dq_stride, dqbase + i * dq_stride + HS, 0.0f);  // written, not accumulated
         }
 
         for (int64_t j0 = 0; j0 < T; j0 += kBlock) {
@@ -374,7 +394,7 @@ void attention_backward_as(float* dqkv, const float* dout, const typename St::T*
             std::fill(dqg.begin(), dqg.end(), 0.0f);
             block_times_rows(dqg.data(), dS, krows.data(), HSP, nk);  // dQ = dS K
             for (int64_t r = 0; r < kRows && g + r < T; r++) {
-              float* dq = dqbase + (g + r) * C3;  // (HS)
+              float* dq = dqbase + (g + r) * dq_stride;  // (HS)
               const float* src = dqg.data() + r * HSP;
 #pragma omp simd
               for (int64_t d = 0; d < HS; d++) dq[d] += src[d];
@@ -382,10 +402,12 @@ void attention_backward_as(float* dqkv, const float* dout, const typename St::T*
           }
 
           for (int64_t j = 0; j < nk; j++) {
-            std::copy(dk.data() + j * HSP, dk.data() + j * HSP + HS, dkbase + (j0 + j) * C3);
-            std::copy(dv.data() + j * HSP, dv.data() + j * HSP + HS, dvbase + (j0 + j) * C3);
+            store_row<St>(dkbase + (j0 + j) * C3, dk.data() + j * HSP, HS);
+            store_row<St>(dvbase + (j0 + j) * C3, dv.data() + j * HSP, HS);
           }
         }
+        if constexpr (!kFp32)
+          for (int64_t i = 0; i < T; i++) store_row<St>(dqkv_bh + i * C3, dqbase + i * HS, HS);
       }
     }
   }
@@ -410,12 +432,12 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const DropoutSite* drop) {
   attention_backward_as<StoreF32>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
 }
-void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv,
+void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                              const bf16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
                              int64_t NH, const DropoutSite* drop) {
   attention_backward_as<StoreBf16>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
 }
-void attention_backward_fp16(float* dqkv, const float* dout, const fp16_t* qkv,
+void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                              const fp16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
                              int64_t NH, const DropoutSite* drop) {
   attention_backward_as<StoreFp16>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);

@@ -30,16 +30,18 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 
 // --bf16 / --fp16: the same kernels with qkv and out stored in 16 bits
 // (qkv is the QKV GEMM's output, out the projection GEMM's input). Tiles are
-// widened to fp32 on loading; the scores, the softmax, lse and every
-// gradient stay fp32, and each out element is rounded once.
+// widened to fp32 on loading; the scores, the softmax, lse and the
+// gradient sums stay fp32, and each out element is rounded once. The
+// backward writes dqkv in 16 bits too (the qkv GEMM's backward operand),
+// each element rounded once from its fp32 sum.
 void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
                             int64_t C, int64_t NH, const DropoutSite* drop = nullptr);
 void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
                             int64_t C, int64_t NH, const DropoutSite* drop = nullptr);
-void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv,
+void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                              const bf16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
                              int64_t NH, const DropoutSite* drop = nullptr);
-void attention_backward_fp16(float* dqkv, const float* dout, const fp16_t* qkv,
+void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                              const fp16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
                              int64_t NH, const DropoutSite* drop = nullptr);
 

@@ -109,12 +109,12 @@ class CpuBackend : public Backend {
                               int64_t C, int64_t NH, const DropoutSite* drop) const override {
     cpu::attention_forward_fp16(out, lse, qkv, B, T, C, NH, drop);
   }
-  void attention_backward_bf16(float* dqkv, const float* dout, const bf16_t* qkv,
+  void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                                const bf16_t* out, const float* lse, int64_t B, int64_t T,
                                int64_t C, int64_t NH, const DropoutSite* drop) const override {
     cpu::attention_backward_bf16(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
   }
-  void attention_backward_fp16(float* dqkv, const float* dout, const fp16_t* qkv,
+  void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                                const fp16_t* out, const float* lse, int64_t B, int64_t T,
                                int64_t C, int64_t NH, const DropoutSite* drop) const override {
     cpu::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);

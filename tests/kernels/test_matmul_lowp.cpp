@@ -15,10 +15,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include "kernel_test_util.h"
 #include "tessera/kernels/cpu/cast.h"
+#include "tessera/kernels/cpu/matmul.h"
 #include "tessera/kernels/cpu/matmul_lowp.h"
 
 using namespace tessera;
@@ -100,12 +102,16 @@ void check_forward(const Lowp& f, Shape s) {
   expect_within(widened, want, scale16, 0x1p-8, "forward_out");
 }
 
-void check_backward(const Lowp& f, Shape s, bool accumulate_dinp) {
+// accumulate_dweight false: dweight is written, so its prior values (NaN
+// here) must not be read (the step's first backward; the split and unsplit
+// dweight paths both).
+void check_backward(const Lowp& f, Shape s, bool accumulate_dinp, bool accumulate_dweight = true) {
   const auto [N, C, OC] = s;
   const Matrix16 dout = random16(f, N * OC, 4), inp = random16(f, N * C, 5),
                  w = random16(f, OC * C, 6);  // (N, OC), (N, C), (OC, C)
   std::vector<float> dinp = test::randn(N * C, 7), dw = test::randn(OC * C, 8),
                      db = test::randn(OC, 9);  // (N, C), (OC, C), (OC): prior values
+  if (!accumulate_dweight) std::fill(dw.begin(), dw.end(), std::numeric_limits<float>::quiet_NaN());
   std::vector<double> want_dinp(N * C), mag_dinp(N * C), want_dw(OC * C), mag_dw(OC * C),
       want_db(OC), mag_db(OC);
   for (int64_t n = 0; n < N; n++)
@@ -119,7 +125,7 @@ void check_backward(const Lowp& f, Shape s, bool accumulate_dinp) {
     }
   for (int64_t o = 0; o < OC; o++) {
     for (int64_t c = 0; c < C; c++) {
-      double acc = dw[o * C + c], mag = std::abs(acc);
+      double acc = accumulate_dweight ? dw[o * C + c] : 0.0, mag = std::abs(acc);
       for (int64_t n = 0; n < N; n++) {
         const double p = double(dout.value[n * OC + o]) * inp.value[n * C + c];
         acc += p, mag += std::abs(p);
@@ -131,7 +137,7 @@ void check_backward(const Lowp& f, Shape s, bool accumulate_dinp) {
     want_db[o] = acc, mag_db[o] = mag;
   }
   f.backward(dinp.data(), dw.data(), db.data(), dout.bits.data(), inp.bits.data(), w.bits.data(),
-             N, C, OC, accumulate_dinp);
+             N, C, OC, accumulate_dinp, accumulate_dweight);
   expect_within(dinp, want_dinp, mag_dinp, double(OC + 1) * 0x1p-23, "dinp");
   expect_within(dw, want_dw, mag_dw, double(N + 1) * 0x1p-23, "dweight");
   expect_within(db, want_db, mag_db, double(N + 1) * 0x1p-23, "dbias");
@@ -144,6 +150,37 @@ TEST(MatmulLowp, Bf16ForwardMatchesFp64Reference) {
 }
 TEST(MatmulLowp, Bf16BackwardMatchesFp64Reference) {
   for (Shape s : kShapes) check_backward(kBf16, s, false), check_backward(kBf16, s, true);
+}
+TEST(MatmulLowp, Bf16BackwardWritesDweightWithoutReadingIt) {
+  for (Shape s : kShapes) check_backward(kBf16, s, false, false);
+}
+TEST(MatmulLowp, Fp16BackwardWritesDweightWithoutReadingIt) {
+  for (Shape s : kShapes) check_backward(kFp16, s, true, false);
+}
+
+// The trainer writes dweight on the step's first backward where it used to
+// add to the zeros the optimizer left: the same bits (fp32 GEMM and bf16),
+// so the fp32 reference run is unchanged. Shapes take the split and the
+// whole-GEMM dweight paths.
+TEST(MatmulLowp, WritingDweightEqualsAddingToZeros) {
+  for (const Shape s : kShapes) {
+    const auto [N, C, OC] = s;
+    const Matrix16 dout = random16(kBf16, N * OC, 4), inp = random16(kBf16, N * C, 5),
+                   w = random16(kBf16, OC * C, 6);  // (N, OC), (N, C), (OC, C)
+    std::vector<float> added(OC * C, 0.0f), written(OC * C, std::numeric_limits<float>::quiet_NaN());
+    matmul_backward(nullptr, added.data(), nullptr, dout.value.data(), inp.value.data(),
+                    w.value.data(), N, C, OC, false, true);
+    matmul_backward(nullptr, written.data(), nullptr, dout.value.data(), inp.value.data(),
+                    w.value.data(), N, C, OC, false, false);
+    EXPECT_EQ(written, added) << "fp32 " << N << "x" << C << "x" << OC;
+    std::fill(added.begin(), added.end(), 0.0f);
+    std::fill(written.begin(), written.end(), std::numeric_limits<float>::quiet_NaN());
+    matmul_backward_bf16(nullptr, added.data(), nullptr, dout.bits.data(), inp.bits.data(),
+                         w.bits.data(), N, C, OC, false, true);
+    matmul_backward_bf16(nullptr, written.data(), nullptr, dout.bits.data(), inp.bits.data(),
+                         w.bits.data(), N, C, OC, false, false);
+    EXPECT_EQ(written, added) << "bf16 " << N << "x" << C << "x" << OC;
+  }
 }
 TEST(MatmulLowp, Fp16ForwardMatchesFp64Reference) {
   std::printf("fp16 path: %s\n", fp16_gemm_path_description().c_str());

@@ -31,10 +31,10 @@ class CountingBackend : public kernels::CpuBackend {
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                       bool accumulate_dinp) const override {
+                       bool accumulate_dinp, bool accumulate_dweight) const override {
     ++matmul_backwards;
     CpuBackend::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC,
-                                accumulate_dinp);
+                                accumulate_dinp, accumulate_dweight);
   }
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                          int64_t C, int64_t NH, const DropoutSite* drop) const override {

@@ -33,22 +33,27 @@ class Backend {
   virtual void matmul_forward(float* out, const float* inp, const float* weight,
                               const float* bias, int64_t N, int64_t C, int64_t OC) const = 0;
   // dinp (N, C) (=, or += with accumulate_dinp; skipped when null), dweight
-  // (OC, C) +=, dbias (OC) += (skipped when null).
+  // (OC, C) (+=, or = without accumulate_dweight: the step's first backward,
+  // when the gradient holds zeros and need not be read), dbias (OC) +=
+  // (skipped when null).
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int64_t N, int64_t C,
-                               int64_t OC, bool accumulate_dinp) const = 0;
+                               int64_t OC, bool accumulate_dinp,
+                               bool accumulate_dweight) const = 0;
   // The same GEMMs with bf16 (fp16) inputs and fp32 accumulation; out,
   // dinp, dweight, dbias and bias stay fp32 (kernels/cpu/matmul_lowp.h).
   virtual void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight,
                                    const float* bias, int64_t N, int64_t C, int64_t OC) const = 0;
   virtual void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
                                     const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
-                                    int64_t OC, bool accumulate_dinp) const = 0;
+                                    int64_t OC, bool accumulate_dinp,
+                               bool accumulate_dweight) const = 0;
   virtual void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight,
                                    const float* bias, int64_t N, int64_t C, int64_t OC) const = 0;
   virtual void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
                                     const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
-                                    int64_t OC, bool accumulate_dinp) const = 0;
+                                    int64_t OC, bool accumulate_dinp,
+                               bool accumulate_dweight) const = 0;
   // The forward with out stored in 16 bits (rounded once, after the fp32
   // bias): a GEMM whose output is a stored activation (qkv, fch).
   virtual void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,

@@ -58,25 +58,28 @@ class Ops {
     b_->matmul_forward(out.f32(), inp.f32(), weight, bias, N, C, OC);
   }
   // dout: fp32 (cast into the scratch here), or a 16-bit view its producer
-  // wrote (grad_operand) and used as it is.
+  // wrote (grad_operand) and used as it is. accumulate_dweight false: dweight
+  // holds zeros (the step's first backward), written instead of added to.
   void matmul_backward(float* dinp, float* dweight, float* dbias, ConstAct dout,
                        ConstAct inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                       bool accumulate_dinp = false) const {
+                       bool accumulate_dinp = false, bool accumulate_dweight = true) const {
     if (lp_) {
       const uint16_t* x = lowp_operand(0, inp, N * C);
       const uint16_t* dy = lowp_operand(1, dout, N * OC);
       const uint16_t* w = weight_of(weight, OC * C);
       ProfileScope t(prof_, Op::Gemm);
       if (lp_->precision == Precision::Bf16)
-        b_->matmul_backward_bf16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp);
+        b_->matmul_backward_bf16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp,
+                                 accumulate_dweight);
       else
-        b_->matmul_backward_fp16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp);
+        b_->matmul_backward_fp16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp,
+                                 accumulate_dweight);
       return;
     }
     expect_fp32(inp.lowp || dout.lowp);
     ProfileScope t(prof_, Op::Gemm);
     b_->matmul_backward(dinp, dweight, dbias, dout.f32(), inp.f32(), weight, N, C, OC,
-                        accumulate_dinp);
+                        accumulate_dinp, accumulate_dweight);
   }
 
   // Where a kernel whose output only feeds matmul_backward as dout writes

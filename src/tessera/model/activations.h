@@ -93,6 +93,14 @@ struct DropoutContext {
 struct Activations {
   ActShape s;
   DropoutContext dropout;  // set by the caller before each micro-batch's forward and backward
+  // Set by the caller before a backward: true for the step's first backward
+  // through these layers, when every weight gradient it writes still holds
+  // the zeros the optimizer left. Its dW GEMMs then write the gradient
+  // instead of reading and adding to it (the same values: 0 + x = x; under
+  // bf16 the read of fp32 gradients is a large part of a dW GEMM at a
+  // micro-batch's 256 rows). Biases, LayerNorms and the embedding's
+  // scatter-add still add (the tied wte: the LM head's GEMM runs first).
+  bool first_backward_of_step = false;
   Buffer arena;
   Profile* profile = nullptr;  // optional: where the time of this micro-batch goes
   float* encoded = nullptr;  // (Ns, C) embeddings, input of the first layer

@@ -87,6 +87,8 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
     gl.ln2_w = ln_grads + 2 * C;  // (C)
     gl.ln2_b = ln_grads + 3 * C;  // (C)
   }
+  // The step's first backward writes the weight gradients (they hold zeros).
+  const bool add_dw = !scratch.first_backward_of_step;
   // The residual passes dresid straight through; each branch adds its part
   // (layernorm_backward accumulates into dresid).
   // MLP branch. The row-parallel bias gradient is taken from the full dY
@@ -96,27 +98,28 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
       tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.mlp_out), scratch.dln,
                         N, C, prof);  // (N, C)
   ops.matmul_backward(scratch.dfch, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N, s.F,
-                      C);
+                      C, false, add_dw);
   // (N, F): in place in fp32; in the GEMM precision under --bf16 / --fp16
   const kernels::Act dfch = ops.grad_operand(scratch.dfch, N * s.F);
   ops.gelu_backward(dfch, a.fch, scratch.dfch, N * s.F);
   // (N, C): re-gathered under SP, only the shard was kept
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
-  ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, N, C, s.F);
+  ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, N, C, s.F, false, add_dw);
   const float* dln2 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
   ops.layernorm_backward(dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
                          a.ln2_rstd, Ns, C);
   // Attention branch.
   dy = tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.attn_out),
                          scratch.dln, N, C, prof);
-  ops.matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C);
+  ops.matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C, false,
+                      add_dw);
   // (N, 3 Cl): fp32, or in the GEMM precision under --bf16 / --fp16
   const kernels::Act dqkv = ops.grad_operand(scratch.dqkv, N * 3 * s.Cl);
   ops.attention_backward(dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl, s.NH,
                          &drop.probs);
   const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
-  ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, N, C,
-                      3 * s.Cl);
+  ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, N, C, 3 * s.Cl, false,
+                      add_dw);
   const float* dln1 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
   ops.layernorm_backward(dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd,
                          Ns, C);

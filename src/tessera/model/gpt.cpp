@@ -209,7 +209,10 @@ void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) 
   // (N, C): re-gathered under SP, only the shard was kept
   const kernels::ConstAct lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);
   if (s.V > 0)
-    ops.matmul_backward(acts.dln, g_.wte, nullptr, dlogits, lnf, w_.wte, N, s.C, s.V);
+    // First into wte's gradient in a backward (the embedding's scatter-add
+    // comes after), so the step's first backward writes it.
+    ops.matmul_backward(acts.dln, g_.wte, nullptr, dlogits, lnf, w_.wte, N, s.C, s.V, false,
+                        !acts.first_backward_of_step);
   else
     std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
   const float* dlnf = tp_enter_backward(tp_, acts.dln, N, s.C, prof);  // (Ns, C)

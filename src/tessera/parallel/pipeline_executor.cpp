@@ -160,10 +160,12 @@ void PipelineExecutor::run_backward(StepState& ss, const Action& a, const Pipeli
   Slot* s = ss.slot_of(a);
   const StageChunk& c = chunks_[size_t(a.chunk)];
   s->finish_sends();  // the output went out long ago; backward may reuse buffers
-  if (cb.before_backward)
-    cb.before_backward(a.micro_batch, a.chunk,
-                       ++ss.backwards[size_t(a.chunk)] == opt_.micro_batches);
+  const int64_t nth = ++ss.backwards[size_t(a.chunk)];  // this chunk's n-th backward this step
+  if (cb.before_backward) cb.before_backward(a.micro_batch, a.chunk, nth == opt_.micro_batches);
   s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};  // the forward's masks
+  // The chunk's first backward of the step, whichever micro-batch the
+  // schedule runs first: its weight gradients still hold zeros.
+  s->acts.first_backward_of_step = nth == 1;
   model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss, cb.hooks);
   if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
   if (c.embeds) ss.release(s);  // nothing to send back: done

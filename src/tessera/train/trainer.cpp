@@ -103,12 +103,14 @@ DropoutContext Trainer::train_dropout(int64_t step, int64_t first_sample) const 
 }
 
 float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss,
-                               int64_t step, std::vector<TraceSpan>* spans, int64_t mb) {
+                               int64_t step, std::vector<TraceSpan>* spans, int64_t mb,
+                               bool first_backward) {
   load_batch(split, first_sample, inputs_.data(), targets_.data());
   acts_.dropout = split == Split::Train ? train_dropout(step, first_sample) : DropoutContext{};
   const double t0 = trace_now_us();
   float loss = model_->forward(acts_, inputs_.data(), targets_.data(), dp_.get());
   const double t1 = trace_now_us();
+  acts_.first_backward_of_step = first_backward;
   if (backward) model_->backward(acts_, inputs_.data(), targets_.data(), dloss, dp_.get());
   if (spans) {
     spans->push_back({Action{ActionType::Forward, mb, 0}, t0, t1});
@@ -240,7 +242,7 @@ StepStats Trainer::train_step(int64_t step) {
     for (int64_t k = 0; k < accum; ++k) {
       dp_->begin_micro_batch(k == accum - 1);
       loss_sum += run_micro_batch(Split::Train, first_sample(cfg_.par, step, k, dp_group_->rank()),
-                                  true, dloss, step, trace, k);
+                                  true, dloss, step, trace, k, /*first_backward=*/k == 0);
       const double t0 = trace_now_us();
       dp_->end_micro_batch();
       if (trace && k == accum - 1)

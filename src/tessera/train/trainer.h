@@ -81,10 +81,11 @@ class Trainer {
   // step: the optimizer step a training micro-batch belongs to (its dropout
   // masks); 0 for validation (no dropout). spans: the traced step's list
   // (--trace), which gets this micro-batch's forward and backward as
-  // micro-batch mb; null when not tracing.
+  // micro-batch mb; null when not tracing. first_backward: the step's first
+  // micro-batch (Activations::first_backward_of_step).
   float run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss,
                         int64_t step = 0, std::vector<TraceSpan>* spans = nullptr,
-                        int64_t mb = 0);
+                        int64_t mb = 0, bool first_backward = false);
   // Whether --trace records `step`, and (collective over the world) writing
   // the trace of every rank's spans, said on the logging rank.
   bool traced(int64_t step) const;

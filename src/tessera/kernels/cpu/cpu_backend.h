@@ -30,8 +30,9 @@ class CpuBackend : public Backend {
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                       bool accumulate_dinp) const override {
-    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+                       bool accumulate_dinp, bool accumulate_dweight) const override {
+    cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp,
+                         accumulate_dweight);
   }
   void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight, const float* bias,
                            int64_t N, int64_t C, int64_t OC) const override {
@@ -39,8 +40,10 @@ class CpuBackend : public Backend {
   }
   void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
                             const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
-                            int64_t OC, bool accumulate_dinp) const override {
-    cpu::matmul_backward_bf16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+                            int64_t OC, bool accumulate_dinp,
+                            bool accumulate_dweight) const override {
+    cpu::matmul_backward_bf16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp,
+                              accumulate_dweight);
   }
   void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,
                            int64_t N, int64_t C, int64_t OC) const override {
@@ -48,8 +51,10 @@ class CpuBackend : public Backend {
   }
   void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
                             const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
-                            int64_t OC, bool accumulate_dinp) const override {
-    cpu::matmul_backward_fp16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp);
+                            int64_t OC, bool accumulate_dinp,
+                            bool accumulate_dweight) const override {
+    cpu::matmul_backward_fp16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp,
+                              accumulate_dweight);
   }
   void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,
                                const float* bias, int64_t N, int64_t C,

@@ -24,12 +24,12 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                     bool accumulate_dinp) {
+                     bool accumulate_dinp, bool accumulate_dweight) {
   // dinp (N, C) = dout (N, OC) @ weight (OC, C)
   if (dinp)
     sgemm('N', 'N', N, C, OC, dout, OC, weight, C, accumulate_dinp ? 1.0f : 0.0f, dinp, C);
-  // dweight (OC, C) += dout^T (OC, N) @ inp (N, C)
-  sgemm('T', 'N', OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
+  // dweight (OC, C) += (or =) dout^T (OC, N) @ inp (N, C)
+  sgemm('T', 'N', OC, C, N, dout, OC, inp, C, accumulate_dweight ? 1.0f : 0.0f, dweight, C);
   if (dbias) bias_backward(dbias, dout, N, OC);
 }
 

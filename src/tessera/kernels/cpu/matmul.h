@@ -9,12 +9,12 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     int64_t N, int64_t C, int64_t OC);
 
 // dinp (N, C)    = or += dout (N, OC) @ weight (OC, C)   (accumulate_dinp selects +=)
-// dweight (OC, C) += dout^T @ inp
+// dweight (OC, C) += or = dout^T @ inp                   (accumulate_dweight selects +=)
 // dbias (OC)      += sum over N of dout                  (skipped when null)
 // dinp may be null when the input needs no gradient.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                      const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                     bool accumulate_dinp);
+                     bool accumulate_dinp, bool accumulate_dweight = true);
 
 // Row-major C (M, N) = op(A) op(B) + beta * C, op 'N' or 'T'; lda, ldb, ldc
 // are the stored row lengths. The one fp32 GEMM the engine runs (the two

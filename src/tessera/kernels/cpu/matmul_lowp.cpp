@@ -70,11 +70,11 @@ bool fast_impl(const GemmSpec& s) {
   return !impl.empty() && impl.rfind("ref", 0) != 0;
 }
 
-// dweight (OC, C) += dout^T (OC, N) @ inp (N, C), dout (N, OC) read transposed.
+// dweight (OC, C) += (or =) dout^T (OC, N) @ inp (N, C), dout (N, OC) read transposed.
 void dweight_lowp(DType in, float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t N,
-                  int64_t C, int64_t OC) {
+                  int64_t C, int64_t OC, bool accumulate) {
   const GemmSpec whole{.in = in, .out = DType::F32, .M = OC, .N = C, .K = N, .a_trans = true,
-                       .accumulate = true};
+                       .accumulate = accumulate};
   const int64_t blocks = std::max<int64_t>(2, ceil_div(OC, kDweightRows));
   const int64_t rows = ceil_div(ceil_div(OC, blocks), 16) * 16;  // (rows) per block, SIMD-aligned
   GemmSpec block = whole;
@@ -114,9 +114,9 @@ void dinp_lowp(DType in, float* dinp, const uint16_t* dout, const uint16_t* weig
 template <float (*widen)(uint16_t)>
 void backward_lowp(DType in, float* dinp, float* dweight, float* dbias, const uint16_t* dout,
                    const uint16_t* inp, const uint16_t* weight, int64_t N, int64_t C, int64_t OC,
-                   bool accumulate_dinp) {
+                   bool accumulate_dinp, bool accumulate_dweight) {
   if (dinp) dinp_lowp(in, dinp, dout, weight, N, C, OC, accumulate_dinp);
-  dweight_lowp(in, dweight, dout, inp, N, C, OC);
+  dweight_lowp(in, dweight, dout, inp, N, C, OC, accumulate_dweight);
   if (dbias) bias_backward_lowp<widen>(dbias, dout, N, OC);
 }
 
@@ -152,9 +152,9 @@ void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weigh
 
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
                           const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
-                          int64_t OC, bool accumulate_dinp) {
+                          int64_t OC, bool accumulate_dinp, bool accumulate_dweight) {
   backward_lowp<bf16_to_fp32>(DType::BF16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
-                              accumulate_dinp);
+                              accumulate_dinp, accumulate_dweight);
 }
 
 Fp16GemmPath fp16_gemm_path() {
@@ -191,13 +191,13 @@ void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weigh
 
 void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
                           const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
-                          int64_t OC, bool accumulate_dinp) {
+                          int64_t OC, bool accumulate_dinp, bool accumulate_dweight) {
   if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
     return backward_lowp<fp16_to_fp32>(DType::F16, dinp, dweight, dbias, dout, inp, weight, N, C,
-                                       OC, accumulate_dinp);
+                                       OC, accumulate_dinp, accumulate_dweight);
   matmul_backward(dinp, dweight, dbias, widen_fp16(dout, N * OC, t_dout),
                   widen_fp16(inp, N * C, t_inp), widen_fp16(weight, OC * C, t_weight), N, C, OC,
-                  accumulate_dinp);
+                  accumulate_dinp, accumulate_dweight);
 }
 
 std::string bf16_gemm_impl(int64_t N, int64_t C, int64_t OC) {

@@ -30,12 +30,12 @@ void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weigh
                              const float* bias, int64_t N, int64_t C, int64_t OC);
 
 // dinp (N, C)     = or += dout (N, OC) @ weight (OC, C)   (accumulate_dinp selects +=)
-// dweight (OC, C) += dout^T @ inp
+// dweight (OC, C) += or = dout^T @ inp                   (accumulate_dweight selects +=)
 // dbias (OC)      += sum over N of dout                  (skipped when null)
 // dinp may be null when the input needs no gradient.
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
                           const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
-                          int64_t OC, bool accumulate_dinp);
+                          int64_t OC, bool accumulate_dinp, bool accumulate_dweight = true);
 
 // Which way the fp16 GEMMs run on this machine (decided once, on first call).
 enum class Fp16GemmPath {
@@ -54,7 +54,7 @@ void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weigh
                              const float* bias, int64_t N, int64_t C, int64_t OC);
 void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
                           const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
-                          int64_t OC, bool accumulate_dinp);
+                          int64_t OC, bool accumulate_dinp, bool accumulate_dweight = true);
 
 // The oneDNN implementation of the bf16 forward GEMM at this shape
 // ("brg:avx512_core_bf16", ...; "" if none), for the log.

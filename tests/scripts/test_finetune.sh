@@ -139,6 +139,14 @@ expect_exit 0 '--use-checkpoint-args: --num-layers 6 replaced by the checkpoint.
   --metrics-file ft1.jsonl --save ft1
 grep -q '^model: layers 2 hidden 64 heads 4' <<<"$last_out" || fail "--use-checkpoint-args: the model line is not the checkpoint's: $(grep '^model' <<<"$last_out")"
 [ "$(cat ft1/latest 2>/dev/null)" = step_000003 ] || fail "--finetune --train-iters 3 did not save step_000003"
+# A fine-tune's --seq-length is its own (the 64 positions stay the file's).
+expect_exit 0 '^model: layers 2 hidden 64 heads 4 ffn 256 seq 32 ' \
+  train "${batch[@]}" --train-iters 1 --load imp --finetune --use-checkpoint-args --seq-length 32
+expect_exit 0 '^model: layers 2 hidden 64 heads 4 ffn 256 seq 32 ' \
+  train "${shape[@]}" "${batch[@]}" --seq-length 32 --max-position-embeddings 64 --train-iters 1 \
+  --load imp --finetune
+expect_exit 2 'holds a different model \(max_position_embeddings 64 vs 32' \
+  train "${shape[@]}" "${batch[@]}" --seq-length 32 --train-iters 1 --load imp --finetune
 # It is a run of its own: resuming it needs no flags either (its seed is recorded now).
 expect_exit 0 'resumed from .*ft1/step_000003 \(weights, step 3, optimizer state, seed 1234\)' \
   train "${batch[@]}" --train-iters 4 --load ft1 --use-checkpoint-args --save ft1 --metrics-file ft1b.jsonl
@@ -195,6 +203,17 @@ if [ -x "$src/scripts/mpirun.sh" ] && command -v mpirun > /dev/null; then
     grep -q 'fine-tuning from' <<<"$out" || fail "$layout: no fine-tuning line"
     same_losses one.jsonl "$name.jsonl" 1e-5 "--finetune from an import, 2 ranks $layout vs one process"
   done
+  # A bad --load in a job: every rank refuses before allocating; one line, exit 2.
+  out=$(timeout 120 "$src/scripts/mpirun.sh" -n 2 "$bin" train "${batch[@]}" --train-iters 2 --load imp \
+        --use-checkpoint-args --zero-stage 1 2>&1)
+  status=$?
+  n=$(grep -c 'has no optimizer state to resume (it is an import): pass --finetune' <<<"$out")
+  if [ "$status" -ne 2 ] || [ "$n" -ne 1 ] || grep -q '^step ' <<<"$out"; then
+    fail "mpirun -n 2 train --load IMPORT: exit $status, the refusal printed $n times (want exit 2, once):"
+    echo "$out" | tail -5 | sed 's/^/    /'
+  else
+    echo "ok: 2 ranks: $(grep 'has no optimizer state' <<<"$out")"
+  fi
 else
   echo "note: no mpirun: the multi-rank fine-tune is not checked here"
 fi

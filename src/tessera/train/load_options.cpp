@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/ckpt/config_json.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
@@ -23,12 +24,21 @@ std::vector<std::string> apply_checkpoint_args(TrainConfig& c, const ckpt::Check
   take("--hidden-size", m.hidden_size, from.hidden_size);
   take("--num-attention-heads", m.num_heads, from.num_heads);
   take("--ffn-hidden-size", m.ffn_hidden_size, from.ffn());
-  take("--seq-length", m.seq_length, from.seq_length);
+  // A fine-tune's --seq-length is its own (up to the positions): it shapes
+  // the batches, not a parameter, and a 1024-position file trains on less.
+  if (!(c.finetune && explicit_flags.count("--seq-length")))
+    take("--seq-length", m.seq_length, from.seq_length);
   take("--max-position-embeddings", m.max_position_embeddings, from.positions());
   take("--vocab-size", m.vocab_size, from.vocab_size);
   take("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by,
        from.make_vocab_size_divisible_by);
   return notes;
+}
+
+GPTConfig compared_model(const TrainConfig& c, const ckpt::Checkpoint& ck) {
+  GPTConfig m = ck.run.model;
+  if (c.finetune) m.seq_length = c.model.seq_length;
+  return m;
 }
 
 void check_load_options(const TrainConfig& c, const ckpt::Checkpoint& ck) {
@@ -47,13 +57,12 @@ void check_load_options(const TrainConfig& c, const ckpt::Checkpoint& ck) {
                   "(the data order would differ; pass --no-load-rng to continue with this run's "
                   "seed)",
                   dir, ck.state.seed, c.seed);
-  try {
-    ckpt::check_same_model(ck, c.model);
-  } catch (const Error& e) {
-    if (c.use_checkpoint_args) throw;
-    fail("--load {}: {} (pass --use-checkpoint-args to take the checkpoint's model shape)", dir,
-         e.what());
-  }
+  const std::string diff = ckpt::model_difference(compared_model(c, ck), c.model);
+  TESSERA_CHECK(diff.empty(), "--load {}: checkpoint {} holds a different model ({}: checkpoint vs this run){}",
+                dir, ck.path, diff,
+                c.use_checkpoint_args ? ""
+                                      : " (pass --use-checkpoint-args to take the checkpoint's "
+                                        "model shape)");
 }
 
 std::string describe_load(const TrainConfig& c, const ckpt::Checkpoint& ck) {

@@ -12,7 +12,8 @@
 //   --use-checkpoint-args      the model's shape (layers, hidden, heads, FFN,
 //                              sequence, positions, vocabulary) from the
 //                              checkpoint; it overrides the command line's
-//                              flags, as in Megatron, and says so
+//                              flags, as in Megatron, and says so (but a
+//                              fine-tune keeps a --seq-length it is given)
 //
 // Everything here reads only metadata.json: it runs on every rank before
 // any model is allocated, so a wrong --load is one line and exit 2.
@@ -32,6 +33,10 @@ namespace tessera {
 // checkpoint's 4"). Returns the notes.
 std::vector<std::string> apply_checkpoint_args(TrainConfig& c, const ckpt::Checkpoint& ck,
                                                const std::set<std::string>& explicit_flags);
+
+// The model ck holds as this run must match it: with --finetune any
+// sequence length (the positions, which are parameters, must still match).
+GPTConfig compared_model(const TrainConfig& c, const ckpt::Checkpoint& ck);
 
 // Throws tessera::Error naming --load and the flag to pass when ck cannot
 // give what c asks of it: optimizer state that is not there (an import needs

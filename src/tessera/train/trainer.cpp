@@ -276,6 +276,7 @@ int64_t Trainer::load(const std::string& dir) {
   c.load_dir = dir;
   check_load_options(c, ck);  // cmd_train ran it before allocating; this is for library callers
   ckpt::check_same_tokenizer(ck, cfg_.vocab_file, cfg_.merge_file);
+  ck.run.model = compared_model(c, ck);  // --finetune: its own sequence length
   ckpt::load_zero_shard(ck, *dp_, /*with_optimizer=*/loads_optimizer(cfg_));
   dp_->params_changed();  // --bf16 / --fp16: the working copy is remade from them
   // --fp16: the scale, its growth and hysteresis trackers and the skipped

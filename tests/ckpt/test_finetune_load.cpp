@@ -146,7 +146,8 @@ TEST(FinetuneLoad, RefusalsNameTheFlagToPass) {
   c.load_dir = dir.str();
 
   c.seed = 6;
-  EXPECT_TRUE(test::throws_error_with([&] { check_load_options(c, ck); }, {"trained with --seed 5, this run has --seed 6"}));
+  EXPECT_TRUE(test::throws_error_with([&] { check_load_options(c, ck); },
+                                      {"trained with --seed 5, this run has --seed 6"}));
   EXPECT_TRUE(test::throws_error_with([&] { check_load_options(c, ck); }, {"pass --no-load-rng"}));
   c.no_load_rng = true;
   check_load_options(c, ck);
@@ -160,14 +161,16 @@ TEST(FinetuneLoad, RefusalsNameTheFlagToPass) {
   ck.has_optimizer_state = false;
   ck.state.has_seed = false;
   ck.state.extra["imported_from"] = "x/model.safetensors";
-  EXPECT_TRUE(test::throws_error_with([&] { check_load_options(c, ck); }, {"has no optimizer state to resume (it is an import): "
-                                          "pass --finetune"}));
+  EXPECT_TRUE(test::throws_error_with([&] { check_load_options(c, ck); },
+                                      {"has no optimizer state to resume (it is an import): "
+                                       "pass --finetune"}));
   c.no_load_optim = true;
   c.seed = 6;  // nothing recorded to disagree with
   check_load_options(c, ck);
 
   c.model.num_layers += 1;
-  EXPECT_TRUE(test::throws_error_with([&] { check_load_options(c, ck); }, {"pass --use-checkpoint-args"}));
+  EXPECT_TRUE(
+      test::throws_error_with([&] { check_load_options(c, ck); }, {"pass --use-checkpoint-args"}));
 }
 
 TEST(FinetuneLoad, CheckpointArgsOverrideAndSaySo) {

@@ -158,7 +158,8 @@ void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id
   }
   w.set_metadata("format", "pt");  // what transformers' loader expects
   w.write((fs::path(out_dir) / "model.safetensors").string());
-  write_file_atomic((fs::path(out_dir) / "config.json").string(), hf_config(model.config(), eot_id).dump(2) + "\n");
+  write_file_atomic((fs::path(out_dir) / "config.json").string(),
+                    hf_config(model.config(), eot_id).dump(2) + "\n");
 }
 
 namespace {

@@ -61,7 +61,8 @@ void append_file_flags(const std::string& file, const CLI::App* sub,
 
 CLI::Option* add_config_file_option(CLI::App* sub) {
   return sub
-      ->add_option("--config", "TOML file of these options: key = long flag name, e.g. num-layers = 6")
+      ->add_option("--config",
+                   "TOML file of these options: key = long flag name, e.g. num-layers = 6")
       ->type_name(kTomlType);
 }
 

@@ -58,7 +58,8 @@ void check_load_options(const TrainConfig& c, const ckpt::Checkpoint& ck) {
                   "seed)",
                   dir, ck.state.seed, c.seed);
   const std::string diff = ckpt::model_difference(compared_model(c, ck), c.model);
-  TESSERA_CHECK(diff.empty(), "--load {}: checkpoint {} holds a different model ({}: checkpoint vs this run){}",
+  TESSERA_CHECK(diff.empty(),
+                "--load {}: checkpoint {} holds a different model ({}: checkpoint vs this run){}",
                 dir, ck.path, diff,
                 c.use_checkpoint_args ? ""
                                       : " (pass --use-checkpoint-args to take the checkpoint's "

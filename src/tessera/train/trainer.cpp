@@ -155,7 +155,8 @@ void Trainer::finish_step(int64_t step, float loss, StepStats& s) {
     throw CollectiveError(
         fmt::format("gradient norm is {} at step {}: training diverged", norm, step));
   const float lr = lr_.at(step);
-  dp_->optimizer_step(lr, clip_scale(norm, cfg_.optim.clip_grad) * unscale, step - optim_step_base_);
+  dp_->optimizer_step(lr, clip_scale(norm, cfg_.optim.clip_grad) * unscale,
+                      step - optim_step_base_);
   s.loss = loss;
   s.lr = lr;
   s.grad_norm = float(norm);

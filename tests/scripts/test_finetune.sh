@@ -151,6 +151,14 @@ expect_exit 2 'holds a different model \(max_position_embeddings 64 vs 32' \
 expect_exit 0 'resumed from .*ft1/step_000003 \(weights, step 3, optimizer state, seed 1234\)' \
   train "${batch[@]}" --train-iters 4 --load ft1 --use-checkpoint-args --save ft1 --metrics-file ft1b.jsonl
 
+# A fine-tune restarts at step 1: not into the directory of the run it loads
+# (an import's step 0 alone is fine: ft_in_imp saves beside it).
+cp -r imp ft_in_imp
+expect_exit 0 'saved ft_in_imp/step_000001' train "${batch[@]}" --train-iters 1 --load ft_in_imp --finetune \
+  --use-checkpoint-args --save ft_in_imp
+expect_exit 2 '^tessera: error: --save ft1 is where --finetune loads from, and it holds a run.s checkpoints \(2 steps, the newest step_000004\)' \
+  train "${batch[@]}" --train-iters 1 --load ft1 --finetune --use-checkpoint-args --save ft1 --overwrite-save
+
 # ---- --no-load-optim and --no-load-rng on a trained checkpoint ----------------
 expect_exit 0 '^step' train "${shape[@]}" "${batch[@]}" --train-iters 4 --save-interval 2 --save run \
   --seed 7 --metrics-file run.jsonl

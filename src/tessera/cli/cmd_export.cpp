@@ -68,7 +68,9 @@ void register_export_cmd(CLI::App& app) {
 
 void register_import_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "import", "make a checkpoint (step 0, fresh optimizer state) from a GPT-2 safetensors file");
+      "import",
+      "make a checkpoint (step 0, weights only) from a GPT-2 safetensors file; train from it with "
+      "`train --load DIR --finetune --use-checkpoint-args`");
   struct Opts {
     std::string input, config, output, tokenizer;
   };

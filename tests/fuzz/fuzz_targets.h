@@ -130,7 +130,7 @@ inline void run_config(const fs::path& dir, const Bytes& in) {
   std::string save;
   std::vector<std::string> data;
   bool sp = false;
-  train->add_option("--config", save);
+  cli::add_config_file_option(train);  // the TOML --config, as `tessera train` declares it
   train->add_option("--num-layers", layers);
   train->add_option("--lr", lr);
   train->add_option("--save", save);

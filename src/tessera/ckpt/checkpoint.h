@@ -54,6 +54,7 @@ struct TrainState {
   uint64_t seed = 0;             // --seed. Init, data order and sampling draw from (seed, index)
                                  // (core/rng.h), so with step and samples it is all the RNG state.
   nlohmann::json extra = nlohmann::json::object();  // anything else the trainer wants back
+  bool has_seed = true;  // false: no run has drawn from a seed yet (an import); seed not written
 };
 
 // What the run is: written with every checkpoint, read before any allocation.

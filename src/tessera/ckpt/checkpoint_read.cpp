@@ -78,6 +78,7 @@ Checkpoint from_metadata(const std::string& step_dir, json md) {
   ck.path = step_dir;
   ck.state.step = md.at("step").get<int64_t>();
   ck.state.consumed_samples = md.value("consumed_samples", int64_t(0));
+  ck.state.has_seed = md.contains("seed");  // an import records none
   ck.state.seed = parse_seed(md.value("seed", std::string("0")), step_dir);
   ck.state.extra = md.value("extra", json::object());
   try {

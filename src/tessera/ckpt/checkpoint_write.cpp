@@ -120,7 +120,6 @@ std::string commit_checkpoint(const std::string& dir, const std::string& staging
              {"version", kFormatVersion},
              {"step", state.step},
              {"consumed_samples", state.consumed_samples},
-             {"seed", std::to_string(state.seed)},
              {"extra", state.extra},
              {"model", model_to_json(run.model)},
              {"parallel", parallel_to_json(run.par)},
@@ -131,6 +130,8 @@ std::string commit_checkpoint(const std::string& dir, const std::string& staging
              {"files", json::object()},
              {"shards", json::array()},
              {"tensors", json::object()}};
+
+  if (state.has_seed) md["seed"] = std::to_string(state.seed);
 
   // Manifests in name order, so metadata.json does not depend on readdir order.
   std::vector<fs::path> manifests;

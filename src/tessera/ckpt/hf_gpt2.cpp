@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
+
+#include <fmt/core.h>
 
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/safetensors.h"
@@ -32,8 +35,8 @@ std::string hf_name(const std::string& ours, bool* transpose) {
   return "transformer." + ours;  // ln_1.*, ln_2.*
 }
 
-json hf_config(const GPTConfig& m) {
-  return {{"architectures", {"GPT2LMHeadModel"}},
+json hf_config(const GPTConfig& m, int32_t eot_id) {
+  json c = {{"architectures", {"GPT2LMHeadModel"}},
           {"model_type", "gpt2"},
           {"n_layer", m.num_layers},
           {"n_embd", m.hidden_size},
@@ -50,6 +53,9 @@ json hf_config(const GPTConfig& m) {
           {"attn_pdrop", 0.0},
           {"initializer_range", m.init_std},
           {"torch_dtype", "float32"}};
+  // GPT-2 starts and ends documents with the one <|endoftext|> token.
+  if (eot_id >= 0) c["bos_token_id"] = c["eos_token_id"] = eot_id;
+  return c;
 }
 
 GPTConfig model_from_hf_config(const json& c) {
@@ -124,7 +130,7 @@ void remove_export_leftovers(const std::string& out_dir) {
 
 }  // namespace
 
-void export_hf_gpt2(const GPT& model, const std::string& out_dir) {
+void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id) {
   const ParamLayout& L = model.layout();
   check_whole(L);
   std::error_code ec;
@@ -152,22 +158,70 @@ void export_hf_gpt2(const GPT& model, const std::string& out_dir) {
   }
   w.set_metadata("format", "pt");  // what transformers' loader expects
   w.write((fs::path(out_dir) / "model.safetensors").string());
-  write_file_atomic((fs::path(out_dir) / "config.json").string(), hf_config(model.config()).dump(2) + "\n");
+  write_file_atomic((fs::path(out_dir) / "config.json").string(),
+                    hf_config(model.config(), eot_id).dump(2) + "\n");
 }
+
+namespace {
+
+// Tensors of GPT-2 files that carry no parameter: the causal-mask buffers
+// older transformers versions saved (h.N.attn.bias (1, 1, P, P),
+// h.N.attn.masked_bias ()). Accepted for layers the model has.
+bool is_mask_buffer(const std::string& bare, int64_t num_layers) {
+  if (!bare.starts_with("h.")) return false;
+  const size_t dot = bare.find('.', 2);
+  if (dot == std::string::npos) return false;
+  const std::string rest = bare.substr(dot + 1);
+  if (rest != "attn.bias" && rest != "attn.masked_bias") return false;
+  try {
+    size_t used = 0;
+    const int64_t layer = std::stoll(bare.substr(2, dot - 2), &used);
+    return used == dot - 2 && layer >= 0 && layer < num_layers;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string without_prefix(const std::string& name) {
+  const std::string prefix = "transformer.";
+  return name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+}
+
+// An lm_head.weight is only the tied embedding written twice if it equals
+// wte bit for bit; anything else is a separate head this model cannot hold,
+// and dropping it would silently change every logit.
+void check_head_is_tied(const SafetensorsFile& f, const std::string& path,
+                        const std::string& head, const std::string& wte) {
+  const SafetensorsEntry& h = f.at(head);
+  const SafetensorsEntry& w = f.at(wte);
+  TESSERA_CHECK(h.shape == w.shape && f.to_f32(head) == f.to_f32(wte),
+                "{}: {} differs from {} (an untied LM head): this engine ties the head to the "
+                "embedding and cannot import it",
+                path, head, wte);
+}
+
+}  // namespace
 
 void import_hf_gpt2(const std::string& path, GPT& model) {
   const ParamLayout& L = model.layout();
   check_whole(L);
   SafetensorsFile f(path);
+  // Every tensor of the file must find a place: a tensor left over means the
+  // file is another model (more layers, an untied head), and importing the
+  // rest would train something else than the file holds.
+  std::set<std::string> unused;
+  for (const auto& [name, e] : f.entries()) unused.insert(name);
   float* base = model.params().f32();
   model.params().zero();
+  std::string wte_name;
   for (const ParamEntry& e : L.entries()) {
     bool tr;
     std::string name = hf_name(e.name, &tr);
     // The base GPT2Model's state dict (e.g. the hub's gpt2) has no prefix.
-    if (!f.contains(name) && f.contains(name.substr(std::string("transformer.").size())))
-      name = name.substr(std::string("transformer.").size());
+    if (!f.contains(name) && f.contains(without_prefix(name))) name = without_prefix(name);
     TESSERA_CHECK(f.contains(name), "{}: no tensor {} (for {})", path, name, e.name);
+    unused.erase(name);
+    if (e.name == "wte") wte_name = name;
     const SafetensorsEntry& se = f.at(name);
     std::vector<int64_t> want(e.global_shape.dims.begin(),
                               e.global_shape.dims.begin() + e.global_shape.ndim);
@@ -178,6 +232,17 @@ void import_hf_gpt2(const std::string& path, GPT& model) {
     std::vector<float> v = f.to_f32(name);
     if (tr) v = transposed(v.data(), want[0], want[1]);
     std::copy(v.begin(), v.end(), base + e.offset);  // wte: real rows; padding stays zero
+  }
+  if (unused.erase("lm_head.weight")) check_head_is_tied(f, path, "lm_head.weight", wte_name);
+  std::vector<std::string> unknown;
+  for (const std::string& name : unused)
+    if (!is_mask_buffer(without_prefix(name), model.config().num_layers)) unknown.push_back(name);
+  if (!unknown.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unknown.size() && i < 4; ++i) list += (i ? ", " : "") + unknown[i];
+    if (unknown.size() > 4) list += fmt::format(" and {} more", unknown.size() - 4);
+    fail("{}: {} tensor(s) the model ({}) has no place for: {}", path, unknown.size(),
+         model.config().summary(), list);
   }
 }
 

@@ -27,7 +27,8 @@
 // prove the bytes are intact, this proves metadata points at the right ones
 // (an offset moved onto another tensor's bytes is caught). Version 1 files
 // have no per-piece checksum and are still read.
-// The seed is a string because JSON readers lose 64-bit integers.
+// The seed is a string because JSON readers lose 64-bit integers; an import
+// (`tessera import`, trained by no run yet) has none.
 // metadata.crc32c holds metadata.json's own CRC32C ("0x1a2b3c4d\n"), so a
 // flipped digit that still parses (an offset, a checksum) is caught too.
 #pragma once

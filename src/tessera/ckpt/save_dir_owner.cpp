@@ -71,6 +71,15 @@ void check_save_dir_owner(const std::string& save_dir, const std::string& load_d
        save_dir, describe(foreign), save_dir);
 }
 
+void check_finetune_save_dir(const std::string& save_dir, const std::string& load_dir) {
+  if (!resume_point(save_dir, load_dir)) return;
+  const auto steps = list_steps(save_dir);  // newest first
+  TESSERA_CHECK(steps.empty() || steps.front().first == 0,
+                "--save {} is where --finetune loads from, and it holds a run's checkpoints ({}): "
+                "the fine-tune starts again at step 1 and would write among them; save elsewhere",
+                save_dir, describe(steps));
+}
+
 int64_t remove_foreign_steps(const std::string& save_dir, const std::string& load_dir) {
   const auto foreign = foreign_steps(save_dir, load_dir);
   if (foreign.empty()) return 0;

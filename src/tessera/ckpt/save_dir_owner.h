@@ -28,6 +28,12 @@ std::vector<std::pair<int64_t, std::string>> foreign_steps(const std::string& sa
 void check_save_dir_owner(const std::string& save_dir, const std::string& load_dir,
                           bool overwrite);
 
+// --finetune restarts at step 1: its steps would land among those of the
+// run it loads when --save is that run's directory. Throws tessera::Error
+// naming --save when load_dir is save_dir or one of its steps and save_dir
+// holds any step >= 1 (an import's step 0 alone is fine).
+void check_finetune_save_dir(const std::string& save_dir, const std::string& load_dir);
+
 // --overwrite-save, on the one rank that writes (rank 0): delete the
 // foreign steps (each renamed to trash first, so a kill leaves no
 // half-deleted loadable step) and point `latest` at the resumed step, or

@@ -26,7 +26,7 @@ ShardView zero_shard_view(DataParallel& dp, int64_t tp_rank, int64_t pp_rank) {
   return v;
 }
 
-void load_zero_shard(const Checkpoint& ck, DataParallel& dp) {
+void load_zero_shard(const Checkpoint& ck, DataParallel& dp, bool with_optimizer) {
   // Shapes alone cannot tell a different head count, and a stage holds only
   // some layers: compare the configs, before a byte is read (train --load).
   check_same_model(ck, dp.model().config());
@@ -37,6 +37,7 @@ void load_zero_shard(const Checkpoint& ck, DataParallel& dp) {
   } else {
     load_params(ck, L, 0, L.numel(), dp.model().params().f32());
   }
+  if (!with_optimizer) return;
   AdamW& optim = dp.optimizer();
   for (const FlatSegment& s : optim.segments())
     load_optimizer(ck, L, s.global_begin, s.global_end, optim.exp_avg().f32() + s.shard_offset,

@@ -15,7 +15,9 @@ namespace tessera::ckpt {
 // or dp rank 0's whole copy (stage 0).
 ShardView zero_shard_view(DataParallel& dp, int64_t tp_rank, int64_t pp_rank);
 
-// Fill the rank's parameters (or ZeRO-3 shard) and moments from ck.
-void load_zero_shard(const Checkpoint& ck, DataParallel& dp);
+// Fill the rank's parameters (or ZeRO-3 shard) and, with_optimizer, its
+// moments from ck (without: the moments are left as they are, a fresh
+// trainer's zeros).
+void load_zero_shard(const Checkpoint& ck, DataParallel& dp, bool with_optimizer = true);
 
 }  // namespace tessera::ckpt

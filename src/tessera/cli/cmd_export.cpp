@@ -14,6 +14,8 @@
 #include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/cli/commands.h"
 #include "tessera/core/error.h"
+#include "tessera/core/regular_file.h"
+#include "tessera/data/tokenizer.h"
 
 namespace tessera::cli {
 
@@ -38,9 +40,19 @@ void register_export_cmd(CLI::App& app) {
     ckpt::Checkpoint ck = ckpt::open_checkpoint(o->checkpoint);
     for (const auto& n : ck.notes) fmt::print(stderr, "tessera: note: {}\n", n);
     std::unique_ptr<GPT> model = ckpt::load_whole_model(ck);
-    ckpt::export_hf_gpt2(*model, o->output);
-    // A BPE tokenizer travels along: GPT2TokenizerFast reads the same files.
     const std::string& tok = ck.run.tokenizer;
+    // config.json names the tokenizer's <|endoftext|> as bos and eos, as
+    // the hub's gpt2 does (generation stops on it).
+    int32_t eot = -1;
+    if (!tok.empty() && tok != "bytes") {
+      try {
+        eot = data::Tokenizer::load(tok).eot_id();
+      } catch (const Error& e) {
+        fmt::print(stderr, "tessera: note: no bos/eos_token_id in config.json: {}\n", e.what());
+      }
+    }
+    ckpt::export_hf_gpt2(*model, o->output, eot);
+    // A BPE tokenizer travels along: GPT2TokenizerFast reads the same files.
     if (!tok.empty() && tok != "bytes") {
       for (const char* f : {"vocab.json", "merges.txt"}) {
         std::error_code ec;
@@ -56,7 +68,9 @@ void register_export_cmd(CLI::App& app) {
 
 void register_import_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "import", "make a checkpoint (step 0, fresh optimizer state) from a GPT-2 safetensors file");
+      "import",
+      "make a checkpoint (step 0, weights only) from a GPT-2 safetensors file; train from it with "
+      "`train --load DIR --finetune --use-checkpoint-args`");
   struct Opts {
     std::string input, config, output, tokenizer;
   };
@@ -75,6 +89,8 @@ void register_import_cmd(CLI::App& app) {
     std::string cfg_path = o->config.empty()
                                ? (fs::path(o->input).parent_path() / "config.json").string()
                                : o->config;
+    require_regular_file(o->input, "--input");
+    require_regular_file(cfg_path, o->config.empty() ? "config.json next to --input:" : "--config");
     nlohmann::json cfg;
     try {
       cfg = nlohmann::json::parse(ckpt::read_file(cfg_path));
@@ -86,6 +102,10 @@ void register_import_cmd(CLI::App& app) {
     GPT model(m, L);
     ckpt::import_hf_gpt2(o->input, model);
     ckpt::TrainState st;  // step 0: nothing trained here yet
+    // No run has drawn from a seed yet: the first `train --finetune` (or
+    // --no-load-rng) run's --seed decides data order and dropout.
+    st.has_seed = false;
+    st.extra["imported_from"] = fs::absolute(o->input).lexically_normal().string();
     std::string tok = o->tokenizer;
     if (tok.empty() && fs::exists(fs::path(o->input).parent_path() / "vocab.json"))
       tok = fs::absolute(fs::path(o->input).parent_path()).string();

@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <fmt/core.h>
 
 #include "tessera/cli/collective_errors.h"
 #include "tessera/cli/commands.h"
+#include "tessera/cli/config_file.h"
 #include "tessera/cli/flag_checks.h"
 #include "tessera/data/data_blend.h"
 #include "tessera/comm/grid.h"
@@ -23,7 +25,9 @@
 #include "tessera/kernels/cpu/matmul_lowp_primitive.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/core/memory_info.h"
+#include "tessera/ckpt/checkpoint.h"
 #include "tessera/train/data_setup.h"
+#include "tessera/train/load_options.h"
 #include "tessera/train/memory_check.h"
 #include "tessera/train/run_outputs.h"
 #include "tessera/train/trainer.h"
@@ -193,6 +197,17 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
                 "always allowed)");
   sub->add_option("--load", c.load_dir,
                   "resume from a checkpoint (a step directory, or a --save directory: its latest)");
+  sub->add_flag("--finetune", c.finetune,
+                "--load the weights only: start at step 1 with a fresh optimizer and this run's "
+                "--seed (e.g. from `tessera import`)");
+  sub->add_flag("--no-load-optim", c.no_load_optim,
+                "--load weights, step and seed but not the optimizer state (fresh AdamW moments)");
+  sub->add_flag("--no-load-rng", c.no_load_rng,
+                "--load without the checkpoint's seed: data order and dropout follow this run's "
+                "--seed");
+  sub->add_flag("--use-checkpoint-args", c.use_checkpoint_args,
+                "take the model's shape (layers, hidden, heads, FFN, sequence, positions, "
+                "vocabulary) from the --load checkpoint; it overrides those flags");
   sub->add_flag("--exit-signal-handler", c.exit_signal_handler,
                 "on SIGTERM or SIGINT, finish the step, save (with --save) and exit 128 + signal");
   sub->add_option("--exit-duration-in-mins", c.exit_duration_in_mins,
@@ -211,8 +226,16 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
   add_run_options(sub, c);
 }
 
+// The flags of the model's shape: --use-checkpoint-args names the ones given
+// that the checkpoint overrides.
+const char* const kModelShapeFlags[] = {"--num-layers", "--hidden-size", "--num-attention-heads",
+                                        "--ffn-hidden-size", "--seq-length",
+                                        "--max-position-embeddings", "--vocab-size",
+                                        "--make-vocab-size-divisible-by"};
+
 struct LaunchFlags {
   int64_t vocab_size = 0;   // --vocab-size
+  std::set<std::string> given_shape_flags;  // of kModelShapeFlags, those on the command line
   int64_t layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
   double comm_timeout = 300;  // --comm-timeout
 
@@ -255,11 +278,25 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
   std::unique_ptr<comm::Communicator> world = runtime.world();
   const bool log = world->rank() == 0;
   TrainingData data;
+  std::vector<std::string> load_notes;
   // Everything that can fail on bad input runs first, on every rank; the
   // ranks agree before anything collective, so none is left waiting.
   agree(*world, [&] {
     flags.validate();
     c.par.set_world(world->size());  // checks tp, pp >= 1 before they divide anything
+    // --load's metadata (sizes only, no checksums: Trainer::load verifies):
+    // --use-checkpoint-args takes the model's shape from it before anything
+    // is derived from the shape.
+    std::optional<ckpt::Checkpoint> loaded;
+    int64_t vocab_flag = flags.vocab_size;
+    if (!c.load_dir.empty()) {
+      loaded = ckpt::open_checkpoint(c.load_dir, /*verify=*/false);
+      if (c.use_checkpoint_args) {
+        if (flags.vocab_size > 0) c.model.vocab_size = flags.vocab_size;  // to compare
+        load_notes = apply_checkpoint_args(c, *loaded, flags.given_shape_flags);
+        vocab_flag = c.model.vocab_size;
+      }
+    }
     if (const int64_t per = flags.layers_per_virtual_stage; per > 0) {
       const int64_t chunk = checked_mul(per, c.par.pp,
                                         "--num-layers-per-virtual-pipeline-stage x "
@@ -273,12 +310,15 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
     c.model.vocab_size = 2;  // the data decides; check everything else first
     c.validate(world->size());
     omp_set_num_threads(c.threads > 0 ? c.threads : comm::default_threads_per_rank());
-    data = open_training_data(c, flags.vocab_size);
+    data = open_training_data(c, vocab_flag);
     c.model.vocab_size = data.vocab_size;
     c.tokenizer = data.tokenizer_dir;
     c.vocab_file = data.vocab_file;  // absolute; the embedded corpus's when no flag named one
     c.merge_file = data.merge_file;
     c.validate(world->size());
+    // No optimizer state to resume, another seed, another model: before
+    // anything is allocated.
+    if (loaded) check_load_options(c, *loaded);
     const comm::GridCoord at = comm::GridLayout::make(c.par, world->size()).coord_of(world->rank());
     check_memory_fits(rank_memory_lower_bound(c, at.tp, at.pp), available_memory_bytes(),
                       comm::ranks_on_this_node());
@@ -292,6 +332,7 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
   comm::Grid grid(*world, c.par);
   if (log) {
     if (world->size() > 1) fmt::print("{}", comm::format_layout_table(grid.layout()));
+    for (const std::string& n : load_notes) fmt::print("{}\n", n);
     if (!data.note.empty()) fmt::print("data: {}\n", data.note);
     fmt::print("data: {}\n", data.batches->describe());
     fmt::print("model: {} | {:.2f} M parameters\n", c.model.summary(),
@@ -357,7 +398,7 @@ void register_train(CLI::App& app) {
   auto flags = std::make_shared<LaunchFlags>();
   // Expanded into flags by main() before parsing (see config_file.h); listed
   // here so --help shows it.
-  sub->add_option("--config", "TOML file of these options: key = long flag name, e.g. num-layers = 6");
+  add_config_file_option(sub);
   add_train_options(sub, *cfg);
   sub->add_option("--vocab-size", flags->vocab_size,
                   "model vocabulary (default: the tokenizer's, or the data file's)");
@@ -367,7 +408,9 @@ void register_train(CLI::App& app) {
                   "seconds a collective may take before the watchdog reports the ranks behind "
                   "and aborts the job (0: no watchdog)")
       ->capture_default_str();
-  sub->callback([cfg, flags] {
+  sub->callback([cfg, flags, sub] {
+    for (const char* f : kModelShapeFlags)
+      if (sub->get_option(f)->count() > 0) flags->given_shape_flags.insert(f);
     // A signal's exit status is returned only once run_train's MpiRuntime is
     // gone (MPI_Finalize on every rank), so the checkpoint and the job end
     // cleanly; main() knows only 0 and error exits.

@@ -10,6 +10,14 @@ namespace tessera::cli {
 
 namespace {
 
+// The type name that marks the TOML --config (add_config_file_option).
+constexpr const char* kTomlType = "TOML";
+
+bool takes_toml_config(const CLI::App* sub) {
+  const CLI::Option* opt = sub ? sub->get_option_no_throw("--config") : nullptr;
+  return opt && opt->get_type_name() == kTomlType;
+}
+
 // TOML value -> the flag's argument text.
 std::string value_text(const toml::node& v, const std::string& file, const std::string& key) {
   if (auto s = v.as_string()) return s->get();
@@ -51,6 +59,13 @@ void append_file_flags(const std::string& file, const CLI::App* sub,
 
 }  // namespace
 
+CLI::Option* add_config_file_option(CLI::App* sub) {
+  return sub
+      ->add_option("--config",
+                   "TOML file of these options: key = long flag name, e.g. num-layers = 6")
+      ->type_name(kTomlType);
+}
+
 std::vector<std::string> expand_config_files(int argc, char** argv, const CLI::App& app) {
   std::vector<std::string> out;
   const CLI::App* sub = nullptr;
@@ -61,6 +76,10 @@ std::vector<std::string> expand_config_files(int argc, char** argv, const CLI::A
         if (s->get_name() == a) sub = s;
     }
     std::string file;
+    if (sub && sub->get_option_no_throw("--config") && !takes_toml_config(sub)) {
+      out.push_back(a);  // this subcommand's own --config: CLI11 parses it
+      continue;
+    }
     if (a == "--config" && i + 1 < argc) {
       file = argv[++i];
     } else if (a.rfind("--config=", 0) == 0) {
@@ -69,7 +88,7 @@ std::vector<std::string> expand_config_files(int argc, char** argv, const CLI::A
       out.push_back(a);
       continue;
     }
-    TESSERA_CHECK(sub && sub->get_option_no_throw("--config"),
+    TESSERA_CHECK(takes_toml_config(sub),
                   "--config is only accepted after a subcommand that takes it (e.g. tessera train "
                   "--config FILE)");
     require_regular_file(file, "--config");  // a named pipe would block the read forever

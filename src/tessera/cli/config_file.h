@@ -10,8 +10,15 @@
 
 namespace tessera::cli {
 
-// argv with each `--config FILE` (or `--config=FILE`) replaced by the flags
-// the file holds. Throws tessera::Error naming the file for a missing or
+// Declares a subcommand's `--config FILE` as this TOML file (shown in --help;
+// main() expands it before parsing). Only options declared here are
+// expanded: another subcommand's own --config (import's config.json) is an
+// ordinary option.
+CLI::Option* add_config_file_option(CLI::App* sub);
+
+// argv with each `--config FILE` (or `--config=FILE`) of a subcommand that
+// declared it with add_config_file_option replaced by the flags the file
+// holds. Throws tessera::Error naming the file for a missing or
 // unreadable file, a TOML syntax error, or a key that is not a flag of the
 // subcommand.
 std::vector<std::string> expand_config_files(int argc, char** argv, const CLI::App& app);

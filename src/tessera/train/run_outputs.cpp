@@ -25,6 +25,7 @@ void check_run_outputs(const TrainConfig& c, int rank) {
   if (!c.save_dir.empty()) {
     // Every rank writes its shard files into --save: every rank probes it.
     check_output_dir(c.save_dir, "--save", fmt::format("{}-rank{}", ::getpid(), rank));
+    if (c.finetune) ckpt::check_finetune_save_dir(c.save_dir, c.load_dir);
     ckpt::check_save_dir_owner(c.save_dir, c.load_dir, c.overwrite_save);
     // Every save copies the tokenizer into the checkpoint: its files must be there.
     if (rank == 0)

@@ -76,6 +76,11 @@ void TrainConfig::validate(int64_t world) const {
   TESSERA_CHECK(save_interval >= 0, "--save-interval must be >= 0 (got {})", save_interval);
   TESSERA_CHECK(save_keep >= 0, "--save-keep must be >= 0 (got {})", save_keep);
   TESSERA_CHECK(save_interval == 0 || !save_dir.empty(), "--save-interval needs --save DIR");
+  for (const auto& [flag, on] :
+       {std::pair{"--finetune", finetune}, {"--no-load-optim", no_load_optim},
+        {"--no-load-rng", no_load_rng}, {"--use-checkpoint-args", use_checkpoint_args}})
+    TESSERA_CHECK(!on || !load_dir.empty(), "{} needs --load DIR (the checkpoint to start from)",
+                  flag);
   TESSERA_CHECK(trace_step >= 0 && trace_step <= train_iters,
                 "--trace-step must be in [0, --train-iters] (got {})", trace_step);
   TESSERA_CHECK(par.pp == 1 || eval_interval == 0,

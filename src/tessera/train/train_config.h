@@ -52,6 +52,11 @@ struct TrainConfig {
   int64_t save_interval = 0;     // --save-interval: every N steps (0: only at the end)
   int save_keep = 0;             // --save-keep: keep the newest K checkpoints (0: all)
   std::string load_dir;          // --load: resume from this checkpoint directory
+  // What --load takes from the checkpoint (Megatron's flags; train/load_options.h):
+  bool finetune = false;         // --finetune: weights only; step, optimizer and RNG start fresh
+  bool no_load_optim = false;    // --no-load-optim: weights, step, seed; fresh AdamW moments
+  bool no_load_rng = false;      // --no-load-rng: this run's --seed, not the checkpoint's
+  bool use_checkpoint_args = false;  // --use-checkpoint-args: the model's shape from the checkpoint
   bool overwrite_save = false;   // --overwrite-save: --save may hold another run's checkpoints
   std::string tokenizer;         // recorded in checkpoints for generation (set from the data)
   std::string trace_file;        // --trace: Chrome trace JSON of one step

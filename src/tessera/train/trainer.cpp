@@ -21,6 +21,7 @@
 #include "tessera/model/flops.h"
 #include "tessera/optim/grad_clip.h"
 #include "tessera/parallel/pipeline_trace.h"
+#include "tessera/train/load_options.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/tensorboard_writer.h"
 
@@ -175,7 +176,8 @@ void Trainer::finish_step(int64_t step, float loss, StepStats& s) {
     throw CollectiveError(
         fmt::format("gradient norm is {} at step {}: training diverged", norm, step));
   const float lr = lr_.at(step);
-  dp_->optimizer_step(lr, clip_scale(norm, cfg_.optim.clip_grad) * unscale, step);
+  dp_->optimizer_step(lr, clip_scale(norm, cfg_.optim.clip_grad) * unscale,
+                      step - optim_step_base_);
   s.loss = loss;
   s.lr = lr;
   s.grad_norm = float(norm);
@@ -301,23 +303,28 @@ int64_t Trainer::load(const std::string& dir) {
   ckpt::Checkpoint ck = ckpt::open_checkpoint(dir);
   if (is_logging_rank())
     for (const std::string& note : ck.notes) fmt::print("checkpoint: {}\n", note);
-  TESSERA_CHECK(ck.has_optimizer_state, "--load {}: checkpoint {} has no optimizer state to resume",
-                dir, ck.path);
-  TESSERA_CHECK(ck.state.seed == cfg_.seed,
-                "--load {}: the checkpoint was trained with --seed {}, this run has --seed {} (the "
-                "data order would differ)",
-                dir, ck.state.seed, cfg_.seed);
+  TrainConfig c = cfg_;
+  c.load_dir = dir;
+  check_load_options(c, ck);  // cmd_train ran it before allocating; this is for library callers
   ckpt::check_same_tokenizer(ck, cfg_.vocab_file, cfg_.merge_file);
-  ckpt::load_zero_shard(ck, *dp_);
+  ck.run.model = compared_model(c, ck);  // --finetune: its own sequence length
+  ckpt::load_zero_shard(ck, *dp_, /*with_optimizer=*/loads_optimizer(cfg_));
   dp_->params_changed();  // --bf16 / --fp16: the working copy is remade from them
   // --fp16: the scale, its growth and hysteresis trackers and the skipped
   // count continue where they were (a checkpoint from a run without the
-  // scaler leaves it at --initial-loss-scale).
-  if (scaler_ && ck.state.extra.contains("loss_scaler"))
+  // scaler leaves it at --initial-loss-scale). It is optimizer state: a
+  // fresh optimizer starts a fresh scaler.
+  if (scaler_ && loads_optimizer(cfg_) && ck.state.extra.contains("loss_scaler"))
     scaler_->load_state(ck.state.extra["loss_scaler"]);
-  start_step_ = ck.state.step + 1;
-  if (is_logging_rank()) fmt::print("resumed from {} (step {})\n", ck.path, ck.state.step);
-  return ck.state.step;
+  const int64_t step = loads_step(cfg_) ? ck.state.step : 0;
+  start_step_ = step + 1;
+  // Fresh AdamW moments count their bias correction from their own first
+  // step, not from the iteration (--no-load-optim continues the iteration).
+  optim_step_base_ = loads_optimizer(cfg_) ? 0 : step;
+  if (is_logging_rank())
+    fmt::print("{} from {} ({})\n", loads_step(cfg_) ? "resumed" : "fine-tuning", ck.path,
+               describe_load(cfg_, ck));
+  return step;
 }
 
 std::string Trainer::save(int64_t step) {

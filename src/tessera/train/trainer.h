@@ -55,8 +55,10 @@ class Trainer {
   // the end.
   std::optional<EarlyExit> run(const std::function<void(const StepStats&)>& on_step = {});
 
-  // Loads parameters and optimizer state of a checkpoint (--load); returns
-  // the step it was written at. The next step to run is that + 1.
+  // Loads what cfg's --load flags ask for from a checkpoint (parameters,
+  // and unless --finetune / --no-load-optim the optimizer state; see
+  // train/load_options.h); returns the step training continues after (the
+  // checkpoint's, or 0 with --finetune). The next step to run is that + 1.
   int64_t load(const std::string& dir);
   // Writes a checkpoint of the state after `step` under cfg.save_dir
   // (collective over the world).
@@ -116,6 +118,9 @@ class Trainer {
   Profile profile_;
   std::vector<int32_t> window_, inputs_, targets_;  // (B, T + 1), (B, T), (B, T)
   int64_t start_step_ = 1;
+  // Steps before the optimizer's first: AdamW's bias correction counts from
+  // its own first step (fresh moments after --no-load-optim at step k).
+  int64_t optim_step_base_ = 0;
 };
 
 }  // namespace tessera

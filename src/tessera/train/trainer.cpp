@@ -21,6 +21,7 @@
 #include "tessera/model/flops.h"
 #include "tessera/optim/grad_clip.h"
 #include "tessera/parallel/pipeline_trace.h"
+#include "tessera/train/forward_losses.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/tensorboard_writer.h"
 
@@ -91,11 +92,7 @@ void Trainer::load_batch(Split split, int64_t first_sample, int32_t* inputs, int
   const int64_t B = cfg_.par.micro_batch, T = cfg_.model.seq_length;
   ProfileScope t(&profile_, Op::Data);
   data_.fill(split, first_sample, B, T, window_.data());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      inputs[b * T + t] = window_[b * (T + 1) + t];
-      targets[b * T + t] = window_[b * (T + 1) + t + 1];
-    }
+  split_windows(window_.data(), B, T, inputs, targets);
 }
 
 DropoutContext Trainer::train_dropout(int64_t step, int64_t first_sample) const {
@@ -256,12 +253,20 @@ float Trainer::evaluate() {
   // Every rank runs the same number of forwards (ZeRO-3 gathers inside
   // them must pair up across ranks); a rank past the end repeats micro-batch
   // 0 and does not count it.
+  // Under pp the micro-batches go through the pipeline forward only, and the
+  // last stage's losses reach every stage (forward_losses.h).
   const int64_t rounds = (cfg_.eval_iters + dp - 1) / dp;
+  std::vector<int64_t> firsts(static_cast<size_t>(rounds));  // (rounds,) first sample of each micro-batch
   for (int64_t j = 0; j < rounds; ++j) {
     const int64_t i = j * dp + dp_group_->rank();
-    const float loss = run_micro_batch(Split::Valid, (i < cfg_.eval_iters ? i : 0) * B, false, 0);
-    if (i < cfg_.eval_iters) sum += loss;
+    firsts[size_t(j)] = (i < cfg_.eval_iters ? i : 0) * B;
   }
+  const std::vector<float> losses = forward_losses(
+      {model_.get(), pipe_.get(), pipe_ ? nullptr : &acts_, dp_.get(), &data_, Split::Valid, B,
+       cfg_.model.seq_length, &profile_},
+      firsts);
+  for (int64_t j = 0; j < rounds; ++j)
+    if (j * dp + dp_group_->rank() < cfg_.eval_iters) sum += losses[size_t(j)];
   dp_->end_step();
   if (dp > 1) sum = dp_group_->all_reduce_scalar(float(sum), ReduceOp::Sum);
   return float(sum / double(cfg_.eval_iters));

@@ -39,9 +39,12 @@ EvalModel open_eval_model(const std::string& checkpoint, const std::string& safe
   const std::string cfg_path =
       hf_config.empty() ? (fs::path(safetensors).parent_path() / "config.json").string()
                         : hf_config;
-  TESSERA_CHECK(fs::is_regular_file(cfg_path),
-                "--safetensors {}: no config.json beside it (name one with --hf-config)",
-                safetensors);
+  if (hf_config.empty())
+    TESSERA_CHECK(fs::is_regular_file(cfg_path),
+                  "--safetensors {}: no config.json beside it (name one with --hf-config)",
+                  safetensors);
+  else
+    TESSERA_CHECK(fs::is_regular_file(cfg_path), "--hf-config {}: no such file", hf_config);
   nlohmann::json cfg;
   try {
     cfg = nlohmann::json::parse(ckpt::read_file(cfg_path));

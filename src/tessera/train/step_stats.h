@@ -23,6 +23,7 @@ struct StepStats {
   double peak_tflops = 0;       // per rank; 0 when unknown
   int64_t ranks = 1;
   float valid_loss = -1;        // < 0: no evaluation this step
+  double wall_time = 0;         // seconds since the Unix epoch when the step ended (evaluation included)
   double idle_fraction = -1;  // pipelined steps: PipelineStepStats::idle_fraction (< 0: none)
   std::string precision = "fp32";  // GEMM precision: fp32, bf16 (--bf16) or fp16 (--fp16)
   float loss_scale = 0;          // --fp16: the loss scale this step used (0: none)

@@ -22,6 +22,8 @@
 #include "tessera/optim/grad_clip.h"
 #include "tessera/parallel/pipeline_trace.h"
 #include "tessera/train/forward_losses.h"
+#include "tessera/train/interval_meter.h"
+#include "tessera/train/metrics_file.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/tensorboard_writer.h"
 
@@ -334,28 +336,26 @@ nlohmann::json Trainer::run_header() const {
             {"threads", omp_get_max_threads()},
             {"ranks", world_->size()},
             {"rank", world_->rank()},
-            {"system", "local"}}}};
+            {"system", "local"},
+            {"wall_time", unix_seconds()}}}};
 }
 
 std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   const bool logs = is_logging_rank();
   // From here on, with --exit-signal-handler, SIGTERM/SIGINT wait for the step's end.
   const ExitConditions exits(cfg_);
-  std::ofstream metrics;
+  // The checkpoint first: a resumed run keeps its metrics file up to that step.
+  if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
+  std::unique_ptr<MetricsFile> metrics;
   // "{rank}" in the name gives every rank its own file; otherwise rank 0 writes.
   std::string metrics_path = cfg_.metrics_file;
   const size_t at = metrics_path.find("{rank}");
   if (at != std::string::npos) metrics_path.replace(at, 6, std::to_string(world_->rank()));
   if (!metrics_path.empty()) {
     const nlohmann::json header = run_header();  // collective: every rank takes part
-    if (logs || at != std::string::npos) {
-      const std::filesystem::path parent = std::filesystem::path(metrics_path).parent_path();
-      std::error_code ec;
-      if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-      metrics.open(metrics_path);
-      TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", metrics_path);
-      metrics << header.dump() << "\n" << std::flush;
-    }
+    if (logs || at != std::string::npos)
+      metrics = std::make_unique<MetricsFile>(
+          metrics_path, cfg_.load_dir.empty() ? -1 : start_step_ - 1, header);
   }
   std::unique_ptr<TensorBoardWriter> tensorboard;
   if (!cfg_.tensorboard_dir.empty()) {
@@ -366,26 +366,22 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
       tensorboard->write_scalars(start_step_, {{"memory-bytes", float(peak_memory)}});
     }
   }
-  // A failed write (a full disk) is an error, not a metrics file cut short.
-  auto check_metrics = [&] {
-    TESSERA_CHECK(bool(metrics), "--metrics-file {}: write failed (disk full?)", metrics_path);
-  };
-  check_metrics();
-  if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
   if (logs && start_step_ > cfg_.train_iters)
     fmt::print("nothing to train: the checkpoint is at step {}, --train-iters is {}\n",
                start_step_ - 1, cfg_.train_iters);
   Progress bar(cfg_.train_iters, cfg_.progress && logs);
+  IntervalMeter interval(cfg_.train_iters - start_step_ + 1);  // the log lines' means and ETA
   for (int64_t step = start_step_; step <= cfg_.train_iters; ++step) {
     StepStats s = train_step(step);
     if (cfg_.eval_interval > 0 && (step % cfg_.eval_interval == 0 || step == cfg_.train_iters))
       s.valid_loss = evaluate();
-    if (metrics.is_open()) metrics << step_to_json(s).dump() << "\n" << std::flush;
+    s.wall_time = unix_seconds();
+    if (metrics) metrics->write(step_to_json(s));
     if (tensorboard) tensorboard->write_step(s);
-    check_metrics();
+    interval.add(s);
     const bool line = step % cfg_.log_interval == 0 || step == 1 || step == cfg_.train_iters ||
                       s.valid_loss >= 0;
-    if (logs && line) bar.println(format_step_line(s));
+    if (logs && line) bar.println(interval.line(s));
     std::string saved;
     if (!cfg_.save_dir.empty() &&
         ((cfg_.save_interval > 0 && step % cfg_.save_interval == 0) || step == cfg_.train_iters)) {
@@ -400,8 +396,7 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
       return stop;
     }
   }
-  if (metrics.is_open()) metrics.close();
-  check_metrics();
+  if (metrics) metrics->close();
   return std::nullopt;
 }
 

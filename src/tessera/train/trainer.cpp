@@ -85,7 +85,8 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   inputs_.resize(size_t(B * T));
   targets_.resize(size_t(B * T));
   peak_ = resolve_peak(cfg.peak_tflops,
-                       cfg.peak_file.empty() ? default_peak_file() : cfg.peak_file);
+                       cfg.peak_file.empty() ? default_peak_file() : cfg.peak_file,
+                       omp_get_max_threads(), cfg.precision());
 }
 
 Trainer::~Trainer() = default;
@@ -234,6 +235,7 @@ StepStats Trainer::train_step(int64_t step) {
   s.model_flops = f.model;
   s.hardware_flops = f.hardware;
   s.peak_tflops = peak_.tflops;
+  s.gemm_peak_tflops = peak_.gemm_tflops;
   s.ranks = world_->size();
   s.precision = precision_name(cfg_.precision());
   s.profile = profile_;

@@ -236,6 +236,37 @@ TEST(Schedule, EverySendHasItsRecvOnTheNeighbourInOrder) {
   }
 }
 
+// Evaluation's forward-only pass (issue 16): every (micro-batch, chunk)
+// forward once, in (micro-batch, chunk) order, the transfers matched, and the
+// simulator runs it to the end without a deadlock, for shapes the training
+// schedules refuse too (interleaved with m not a multiple of p).
+TEST(Schedule, ForwardOnlyRunsEveryChunkOnceWithoutDeadlock) {
+  for (int64_t p : {1, 2, 3, 4})
+    for (int64_t v : {1, 2, 3})
+      for (int64_t m : {1, 2, 5}) {
+        SCOPED_TRACE(fmt::format("p={} v={} m={}", p, v, m));
+        PipelineSchedule s{ScheduleKind::GPipe, p, v, m, {}};
+        for (int64_t r = 0; r < p; ++r) s.ranks.push_back(build_forward_schedule(p, v, m, r));
+        int64_t sends = 0;
+        for (int64_t r = 0; r < p; ++r) {
+          std::vector<std::pair<int64_t, int64_t>> order;  // (mb, chunk) of each Forward
+          for (const Action& a : s.ranks[size_t(r)]) {
+            EXPECT_TRUE(a.type == AT::Forward || a.type == AT::SendActivation ||
+                        a.type == AT::RecvActivation)
+                << action_str(a);
+            if (a.type == AT::Forward) order.push_back({a.micro_batch, a.chunk});
+            if (a.type == AT::SendActivation) ++sends;
+          }
+          ASSERT_EQ(int64_t(order.size()), m * v);
+          for (int64_t i = 0; i < m * v; ++i)
+            EXPECT_EQ(order[size_t(i)], std::make_pair(i / v, i % v));
+        }
+        EXPECT_EQ(sends, m * (p * v - 1));
+        const SimResult res = simulate_schedule(s);
+        EXPECT_FALSE(res.deadlock) << res.deadlock_report;
+      }
+}
+
 // ---- simulation, for every combo -------------------------------------------------
 
 TEST(ScheduleSim, UnitCostsGiveTheTextbookBubbleAndPeaks) {

@@ -159,8 +159,9 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
                   "write TensorBoard event files (loss, lr, grad norm, loss scale, tokens/s, MFU, "
                   "memory, validation loss) here");
   sub->add_option("--peak-tflops", c.peak_tflops,
-                  "peak TFLOP/s per rank for MFU (default: the file of `tessera bench peak`)");
-  sub->add_option("--peak-file", c.peak_file, "measured-peak file (default: " +
+                  "peak TFLOP/s per rank for MFU (default: the CPU's theoretical peak, cores x "
+                  "clock x FLOPs per cycle)");
+  sub->add_option("--peak-file", c.peak_file, "measured GEMM peak, reported beside MFU (default: " +
                                                   default_peak_file() + ")");
   sub->add_flag("--bf16", c.bf16,
                 "GEMMs in bf16 with fp32 accumulation (fp32 master weights, optimizer, "
@@ -363,9 +364,11 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
   print_memory_table(*world, grid, *trainer, c);
   if (log) {
     const Peak& peak = trainer->peak();
-    fmt::print("peak for MFU: {}\n",
-               peak.tflops > 0 ? fmt::format("{:.3f} TFLOP/s per rank, {}", peak.tflops, peak.source)
-                               : peak.source);
+    fmt::print("peak for MFU: {:.3f} TFLOP/s per rank, {}\n", peak.tflops, peak.source);
+    fmt::print("measured GEMM peak: {}\n",
+               peak.gemm_tflops > 0
+                   ? fmt::format("{:.3f} TFLOP/s per rank, {}", peak.gemm_tflops, peak.gemm_source)
+                   : peak.gemm_source);
     std::fflush(stdout);
   }
   std::optional<EarlyExit> stop;

@@ -12,5 +12,6 @@ void register_calibrate(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_plot(CLI::App& app);
 void register_export(CLI::App& app);  // `export` and `import`
+void register_eval(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -82,6 +82,7 @@ int64_t PipelineExecutor::tag(const Action& a) const {
 // Forward needs.
 struct PipelineExecutor::StepState {
   PipelineExecutor& ex;
+  const std::vector<Action>& actions;  // the training step's, or a forward-only pass's
   size_t wire;  // floats per message: (Ns, C)
   std::vector<size_t> demands, grad_recvs;
   std::deque<Slot*> free_slots;
@@ -90,11 +91,12 @@ struct PipelineExecutor::StepState {
   std::vector<int64_t> backwards;  // per chunk, this step
   double loss_sum = 0.0;
 
-  explicit StepState(PipelineExecutor& e) : ex(e), backwards(size_t(e.opt_.virtual_stages), 0) {
+  StepState(PipelineExecutor& e, const std::vector<Action>& list)
+      : ex(e), actions(list), backwards(size_t(e.opt_.virtual_stages), 0) {
     const ActShape& shape = ex.slots_.front()->acts.s;
     wire = size_t(shape.Ns() * shape.C);
-    for (size_t i = 0; i < ex.actions_.size(); ++i) {
-      const Action& a = ex.actions_[i];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& a = actions[i];
       if (a.type == ActionType::RecvActivation ||
           (a.type == ActionType::Forward && ex.chunks_[size_t(a.chunk)].embeds))
         demands.push_back(i);
@@ -113,7 +115,7 @@ struct PipelineExecutor::StepState {
   void pump() {
     comm::Communicator& pp = ex.grid_.pp();
     while (next_demand < demands.size() && !free_slots.empty()) {
-      const Action& a = ex.actions_[demands[next_demand++]];
+      const Action& a = actions[demands[next_demand++]];
       Slot* s = free_slots.front();
       free_slots.pop_front();
       s->finish_sends();  // the last owner's input-gradient may still be leaving
@@ -129,7 +131,7 @@ struct PipelineExecutor::StepState {
     // dresid is untouched by the forward, so a chunk's gradient can land
     // any time after its slot is taken.
     while (next_grad < grad_recvs.size()) {
-      const Action& a = ex.actions_[grad_recvs[next_grad]];
+      const Action& a = actions[grad_recvs[next_grad]];
       auto it = live.find({a.micro_batch, a.chunk});
       if (it == live.end()) break;
       it->second->grad_recv = pp.recv_async(it->second->acts.dresid, wire, DType::F32,
@@ -233,7 +235,7 @@ void PipelineExecutor::run_action(StepState& ss, const Action& a, const Pipeline
 }
 
 PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dloss) {
-  StepState ss(*this);
+  StepState ss(*this, actions_);
   PipelineStepStats st;
   st.spans.reserve(actions_.size());
   double pipeline_end = 0.0;
@@ -252,6 +254,47 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
   st.pipeline_seconds = (pipeline_end - t_begin) / 1e6;
   st.idle_fraction = st.pipeline_seconds > 0 ? st.wait_seconds / st.pipeline_seconds : 0.0;
   return st;
+}
+
+std::vector<float> PipelineExecutor::forward_only(const PipelineCallbacks& cb, int64_t m) {
+  const std::vector<Action> actions = build_forward_schedule(p_, opt_.virtual_stages, m, rank_);
+  StepState ss(*this, actions);
+  std::vector<float> losses(size_t(m), 0.0f);  // (m,) filled on the last stage
+  comm::Communicator& pp = grid_.pp();
+  for (const Action& a : actions) {
+    ss.pump();
+    Slot* s = ss.slot_of(a);
+    switch (a.type) {
+      case ActionType::RecvActivation:
+        TESSERA_CHECK(s->act_posted, "pipeline executor: {} never posted", action_str(a));
+        s->act_recv.wait();
+        s->act_posted = false;
+        break;
+      case ActionType::Forward: {
+        const StageChunk& c = chunks_[size_t(a.chunk)];
+        if (c.embeds || c.head) cb.data(a.micro_batch, s->inputs.data(), s->targets.data());
+        s->acts.dropout = DropoutContext{};  // evaluation: no dropout
+        const float loss =
+            model_.forward_stage(s->acts, c, s->inputs.data(), s->targets.data(), cb.hooks);
+        if (c.head) {
+          losses[size_t(a.micro_batch)] = loss;
+          ss.release(s);  // the last global chunk sends nothing on
+        }
+        break;
+      }
+      case ActionType::SendActivation:
+        s->sends.push_back(
+            pp.send_async(s->acts.output(), ss.wire, DType::F32, int(a.peer_rank), int(tag(a))));
+        ss.release(s);  // the next owner waits for this send before touching the slot
+        break;
+      default:
+        fail("pipeline executor: {} in a forward-only pass", action_str(a));
+    }
+  }
+  for (auto& s : slots_) s->finish_sends();
+  // The losses live on the last stage; every stage returns them.
+  if (p_ > 1) pp.broadcast(losses.data(), size_t(m), DType::F32, int(p_ - 1));
+  return losses;
 }
 
 }  // namespace tessera

@@ -86,6 +86,13 @@ class PipelineExecutor {
   // takes it (1 / (global batch * T) for the mean over the global batch).
   PipelineStepStats step(const PipelineCallbacks& cb, float dloss);
 
+  // Evaluation: micro-batches 0..m-1 forward only (build_forward_schedule),
+  // through this step's activation slots (any m >= 1; no dropout, no
+  // gradients). Uses cb.data and cb.hooks only. Returns each micro-batch's
+  // mean loss (m,), computed on the last stage and broadcast over pp, so
+  // every pp rank returns the same. Collective over the pp group.
+  std::vector<float> forward_only(const PipelineCallbacks& cb, int64_t m);
+
   // The step's mean loss, once its ReduceGrads has begun (for the
   // callbacks: e.g. stop on a NaN before the optimizer runs).
   float loss() const { return loss_; }

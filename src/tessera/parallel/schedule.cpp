@@ -157,6 +157,18 @@ std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int6
   return out;
 }
 
+std::vector<Action> build_forward_schedule(int64_t p, int64_t v, int64_t m, int64_t rank) {
+  TESSERA_CHECK(p >= 1 && v >= 1 && m >= 1, "forward schedule: p, v, m must be >= 1 (got {}, {}, {})",
+                p, v, m);
+  TESSERA_CHECK(rank >= 0 && rank < p, "pipeline rank {} out of range [0, {})", rank, p);
+  std::vector<Action> out;
+  out.reserve(size_t(3 * m * v));  // per (mb, chunk): recv, F, send
+  Emitter e{p, v, rank, out};
+  for (int64_t mb = 0; mb < m; ++mb)
+    for (int64_t j = 0; j < v; ++j) e.forward(mb, j);
+  return out;
+}
+
 PipelineSchedule build_pipeline(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
   schedule_validate(kind, p, v, m);
   PipelineSchedule s{kind, p, v, m, {}};

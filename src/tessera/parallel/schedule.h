@@ -86,6 +86,14 @@ int64_t message_boundary(const Action& a, int64_t p, int64_t rank);
 std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int64_t m,
                                    int64_t rank);
 
+// This rank's actions for a forward-only pass (evaluation): for each
+// micro-batch in turn, its chunks in order, each with its Recv before and its
+// Send after; no Backward, ReduceGrads or OptimizerStep. Any (p, v, m) works
+// (no m % p rule): every action waits only on actions of an earlier
+// (micro-batch, global chunk), which come earlier in their rank's list, so
+// the pass cannot deadlock. One chunk-activation is in flight per rank.
+std::vector<Action> build_forward_schedule(int64_t p, int64_t v, int64_t m, int64_t rank);
+
 // All ranks' lists, for the simulator and the tests.
 struct PipelineSchedule {
   ScheduleKind kind;

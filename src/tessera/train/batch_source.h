@@ -18,6 +18,9 @@ class BatchSource {
   // Token ids are < vocab_size().
   virtual int64_t vocab_size() const = 0;
   virtual std::string describe() const = 0;
+  // Windows one pass over `split` visits (validation: windows i*T .. i*T +
+  // T from its start); 0 when that is no fixed number (a weighted blend).
+  virtual int64_t windows(Split split) const { return 0; }
 };
 
 }  // namespace tessera

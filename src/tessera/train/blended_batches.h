@@ -51,6 +51,9 @@ class TrainValidBatches final : public BatchSource {
   void fill(Split split, int64_t first, int64_t count, int64_t T, int32_t* out) const override;
   int64_t vocab_size() const override { return train_->vocab_size(); }
   std::string describe() const override;
+  int64_t windows(Split split) const override {
+    return split == Split::Train ? train_->windows(split) : valid_->windows(Split::Valid);
+  }
 
  private:
   std::unique_ptr<BatchSource> train_, valid_;

@@ -13,6 +13,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
+#include "tessera/kernels/cpu_peak.h"
 #include "tessera/kernels/gemm_peak.h"
 
 namespace tessera {
@@ -24,18 +25,30 @@ std::string default_peak_file() {
   return std::string(home ? home : ".") + "/.cache/tessera/peak.json";
 }
 
-Peak resolve_peak(double stated_tflops, const std::string& file) {
-  if (stated_tflops > 0)
-    return {stated_tflops, fmt::format("stated by --peak-tflops")};
+Peak resolve_peak(double stated_tflops, const std::string& file, int64_t cores, Precision p) {
+  Peak peak;
+  if (stated_tflops > 0) {
+    peak.tflops = stated_tflops;
+    peak.source = "stated by --peak-tflops";
+  } else {
+    const kernels::CpuPeak cpu = kernels::cpu_theoretical_peak(cores, p);
+    peak.tflops = cpu.tflops;
+    peak.source = "theoretical: " + cpu.description;
+  }
   std::ifstream in(file);
-  if (!in) return {0, fmt::format("unknown: run `tessera bench peak` to measure it")};
+  if (!in) {
+    peak.gemm_source = "not measured: run `tessera bench peak` to measure it";
+    return peak;
+  }
   nlohmann::json j;
   try {
     in >> j;
     double t = j.at("fp32_gemm_tflops").get<double>();
     TESSERA_CHECK(t > 0, "peak file {}: fp32_gemm_tflops must be > 0", file);
-    return {t, fmt::format("measured by `tessera bench peak` ({} threads, {})",
-                           j.value("threads", 0), file)};
+    peak.gemm_tflops = t;
+    peak.gemm_source = fmt::format("measured by `tessera bench peak` ({} threads, {})",
+                                   j.value("threads", 0), file);
+    return peak;
   } catch (const nlohmann::json::exception& e) {
     fail("peak file {} is not a valid `tessera bench peak` result: {}", file, e.what());
   }

@@ -1,22 +1,33 @@
-// The peak FLOP/s that MFU divides by: measured on this machine by
-// `tessera bench peak` (fp32 sgemm at large shapes, written to a JSON file)
-// or stated by the user. Never a guessed constant.
+// The peaks a run's FLOP/s are measured against, per rank:
+//   - MFU's: stated with --peak-tflops, or the CPU's theoretical peak
+//     (kernels/cpu_peak.h: the rank's cores x clock x FLOPs per cycle of its
+//     vector units at the run's GEMM precision) -- never a measured rate, which
+//     on a loaded machine makes MFU read 92-97 %;
+//   - the measured GEMM peak of `tessera bench peak` (fp32 sgemm at large
+//     shapes, a JSON file), reported beside it as "% of measured GEMM peak":
+//     how close the step comes to the best this machine's GEMM did.
 #pragma once
+#include <cstdint>
 #include <string>
+
+#include "tessera/kernels/precision.h"
 
 namespace tessera {
 
 struct Peak {
-  double tflops = 0;   // 0: unknown, MFU not reported
-  std::string source;  // what the log says about where the number came from
+  double tflops = 0;        // MFU's denominator; 0: unknown, MFU not reported
+  std::string source;       // what the log says about where the number came from
+  double gemm_tflops = 0;   // the measured GEMM peak; 0: none measured
+  std::string gemm_source;  // where it came from
 };
 
 // Default location of the measured-peak file: $TESSERA_PEAK_FILE, else
 // $XDG_CACHE_HOME/tessera/peak.json, else ~/.cache/tessera/peak.json.
 std::string default_peak_file();
 
-// stated > 0 wins; otherwise the file (if present); otherwise unknown.
-Peak resolve_peak(double stated_tflops, const std::string& file);
+// MFU's peak: stated > 0 wins, otherwise the theoretical peak of `cores`
+// cores at precision p. The GEMM peak: the file, if present.
+Peak resolve_peak(double stated_tflops, const std::string& file, int64_t cores, Precision p);
 
 // Measures fp32 sgemm throughput on training-like shapes with the current
 // thread count; returns the best TFLOP/s seen.

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "tessera/core/timer.h"
+#include "tessera/train/interval_meter.h"
 
 namespace tessera {
 
@@ -14,13 +15,6 @@ Progress::Progress(int64_t total, bool enabled)
     : total_(total), tty_(enabled && isatty(STDERR_FILENO)), start_(now_seconds()) {}
 
 Progress::~Progress() { finish(); }
-
-static std::string format_duration(double s) {
-  int64_t t = int64_t(s + 0.5);
-  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
-  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
-  return fmt::format("{}s", t);
-}
 
 void Progress::clear() {
   if (drawn_) fmt::print(stderr, "\r\033[2K");

@@ -8,6 +8,7 @@
 #include "tessera/ckpt/save_dir_owner.h"
 #include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/core/output_file.h"
+#include "tessera/train/metrics_file.h"
 
 namespace tessera {
 
@@ -32,8 +33,11 @@ void check_run_outputs(const TrainConfig& c, int rank) {
       ckpt::check_tokenizer_sources(
           ckpt::RunInfo{c.model, c.par, c.tokenizer, c.vocab_file, c.merge_file});
   }
-  if (const std::string m = metrics_path_of(c, rank); !m.empty())
+  if (const std::string m = metrics_path_of(c, rank); !m.empty()) {
     check_output_file(m, "--metrics-file");
+    // A resumed run appends to it (metrics_file.h): it must be JSONL.
+    if (!c.load_dir.empty()) metrics_lines_kept(m, INT64_MAX);
+  }
   if (!c.trace_file.empty() && rank == 0) check_output_file(c.trace_file, "--trace");
   if (!c.tensorboard_dir.empty() && rank == 0)
     check_output_dir(c.tensorboard_dir, "--tensorboard-dir", fmt::format("{}", ::getpid()));

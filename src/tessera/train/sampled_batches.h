@@ -25,7 +25,7 @@ class SampledBatches : public BatchSource {
   std::string describe() const override;
   const data::TokenSource& source() const { return *src_; }
   // Windows one pass over each split visits.
-  int64_t windows(Split split) const {
+  int64_t windows(Split split) const override {
     return (split == Split::Train ? train_ : valid_).windows_per_epoch();
   }
 

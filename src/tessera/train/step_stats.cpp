@@ -15,6 +15,8 @@ std::string format_step_line(const StepStats& s) {
   if (s.peak_tflops > 0 && s.hardware_flops > s.model_flops)  // recomputation: hardware FLOPs too
     line += fmt::format(" (HFU {:.1f}%)",
                         100.0 * s.hardware_flops / s.seconds / 1e12 / double(s.ranks) / s.peak_tflops);
+  if (s.gemm_peak_tflops > 0)
+    line += fmt::format(" | {:.1f}% of measured GEMM peak", 100.0 * s.of_gemm_peak());
   if (s.idle_fraction >= 0) line += fmt::format(" | pipeline idle {:.1f}%", 100.0 * s.idle_fraction);
   if (s.comm_total_bytes() > 0) line += fmt::format(" | comm {:.2f} MB", s.comm_total_bytes() / 1e6);
   if (s.valid_loss >= 0) line += fmt::format(" | valid loss {:.4f}", s.valid_loss);
@@ -44,9 +46,14 @@ nlohmann::json step_to_json(const StepStats& s) {
                       {"seconds_by_op", breakdown},
                       {"comm_bytes", s.comm_bytes},
                       {"comm_seconds", s.comm_seconds}};
+  if (s.wall_time > 0) j["wall_time"] = s.wall_time;
   if (s.peak_tflops > 0) {
     j["peak_tflops"] = s.peak_tflops;
     j["mfu"] = s.mfu();
+  }
+  if (s.gemm_peak_tflops > 0) {
+    j["gemm_peak_tflops"] = s.gemm_peak_tflops;
+    j["of_gemm_peak"] = s.of_gemm_peak();
   }
   if (s.valid_loss >= 0) j["valid_loss"] = s.valid_loss;
   if (s.loss_scale > 0) {

@@ -20,9 +20,11 @@ struct StepStats {
   int64_t tokens = 0;           // tokens in the global batch
   double model_flops = 0;       // FLOPs of the step (model)
   double hardware_flops = 0;    // with recomputation
-  double peak_tflops = 0;       // per rank; 0 when unknown
+  double peak_tflops = 0;       // MFU's peak per rank (stated or theoretical); 0 when unknown
+  double gemm_peak_tflops = 0;  // the measured GEMM peak per rank (`bench peak`); 0 when none
   int64_t ranks = 1;
   float valid_loss = -1;        // < 0: no evaluation this step
+  double wall_time = 0;         // seconds since the Unix epoch when the step ended (evaluation included)
   double idle_fraction = -1;  // pipelined steps: PipelineStepStats::idle_fraction (< 0: none)
   std::string precision = "fp32";  // GEMM precision: fp32, bf16 (--bf16) or fp16 (--fp16)
   float loss_scale = 0;          // --fp16: the loss scale this step used (0: none)
@@ -45,6 +47,8 @@ struct StepStats {
   double tokens_per_second() const { return double(tokens) / seconds; }
   double tflops() const { return model_flops / seconds / 1e12 / double(ranks); }  // per rank
   double mfu() const { return peak_tflops > 0 ? tflops() / peak_tflops : 0; }
+  // The share of the measured GEMM peak (not MFU: a measured rate, not the hardware's).
+  double of_gemm_peak() const { return gemm_peak_tflops > 0 ? tflops() / gemm_peak_tflops : 0; }
 };
 
 // "step 10/200 | loss 3.1416 | lr 3.00e-04 | grad norm 0.912 | 812.3 ms | 315 tok/s | ..."

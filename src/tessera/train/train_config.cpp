@@ -83,10 +83,6 @@ void TrainConfig::validate(int64_t world) const {
                   flag);
   TESSERA_CHECK(trace_step >= 0 && trace_step <= train_iters,
                 "--trace-step must be in [0, --train-iters] (got {})", trace_step);
-  TESSERA_CHECK(par.pp == 1 || eval_interval == 0,
-                "--eval-interval with --pipeline-model-parallel-size {}: validation through the "
-                "pipeline is not implemented yet",
-                par.pp);
   TESSERA_CHECK(exit_duration_in_mins >= 0 && std::isfinite(exit_duration_in_mins),
                 "--exit-duration-in-mins must be a finite number >= 0 (got {})",
                 exit_duration_in_mins);

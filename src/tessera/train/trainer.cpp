@@ -21,7 +21,10 @@
 #include "tessera/model/flops.h"
 #include "tessera/optim/grad_clip.h"
 #include "tessera/parallel/pipeline_trace.h"
+#include "tessera/train/forward_losses.h"
+#include "tessera/train/interval_meter.h"
 #include "tessera/train/load_options.h"
+#include "tessera/train/metrics_file.h"
 #include "tessera/train/progress.h"
 #include "tessera/train/tensorboard_writer.h"
 
@@ -83,7 +86,8 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   inputs_.resize(size_t(B * T));
   targets_.resize(size_t(B * T));
   peak_ = resolve_peak(cfg.peak_tflops,
-                       cfg.peak_file.empty() ? default_peak_file() : cfg.peak_file);
+                       cfg.peak_file.empty() ? default_peak_file() : cfg.peak_file,
+                       omp_get_max_threads(), cfg.precision());
 }
 
 Trainer::~Trainer() = default;
@@ -92,11 +96,7 @@ void Trainer::load_batch(Split split, int64_t first_sample, int32_t* inputs, int
   const int64_t B = cfg_.par.micro_batch, T = cfg_.model.seq_length;
   ProfileScope t(&profile_, Op::Data);
   data_.fill(split, first_sample, B, T, window_.data());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      inputs[b * T + t] = window_[b * (T + 1) + t];
-      targets[b * T + t] = window_[b * (T + 1) + t + 1];
-    }
+  split_windows(window_.data(), B, T, inputs, targets);
 }
 
 DropoutContext Trainer::train_dropout(int64_t step, int64_t first_sample) const {
@@ -267,6 +267,7 @@ StepStats Trainer::train_step(int64_t step) {
   s.model_flops = f.model;
   s.hardware_flops = f.hardware;
   s.peak_tflops = peak_.tflops;
+  s.gemm_peak_tflops = peak_.gemm_tflops;
   s.ranks = world_->size();
   s.precision = precision_name(cfg_.precision());
   s.profile = profile_;
@@ -288,12 +289,20 @@ float Trainer::evaluate() {
   // Every rank runs the same number of forwards (ZeRO-3 gathers inside
   // them must pair up across ranks); a rank past the end repeats micro-batch
   // 0 and does not count it.
+  // Under pp the micro-batches go through the pipeline forward only, and the
+  // last stage's losses reach every stage (forward_losses.h).
   const int64_t rounds = (cfg_.eval_iters + dp - 1) / dp;
+  std::vector<int64_t> firsts(static_cast<size_t>(rounds));  // (rounds,) first sample of each micro-batch
   for (int64_t j = 0; j < rounds; ++j) {
     const int64_t i = j * dp + dp_group_->rank();
-    const float loss = run_micro_batch(Split::Valid, (i < cfg_.eval_iters ? i : 0) * B, false, 0);
-    if (i < cfg_.eval_iters) sum += loss;
+    firsts[size_t(j)] = (i < cfg_.eval_iters ? i : 0) * B;
   }
+  const std::vector<float> losses = forward_losses(
+      {model_.get(), pipe_.get(), pipe_ ? nullptr : &acts_, dp_.get(), &data_, Split::Valid, B,
+       cfg_.model.seq_length, &profile_},
+      firsts);
+  for (int64_t j = 0; j < rounds; ++j)
+    if (j * dp + dp_group_->rank() < cfg_.eval_iters) sum += losses[size_t(j)];
   dp_->end_step();
   if (dp > 1) sum = dp_group_->all_reduce_scalar(float(sum), ReduceOp::Sum);
   return float(sum / double(cfg_.eval_iters));
@@ -366,28 +375,26 @@ nlohmann::json Trainer::run_header() const {
             {"threads", omp_get_max_threads()},
             {"ranks", world_->size()},
             {"rank", world_->rank()},
-            {"system", "local"}}}};
+            {"system", "local"},
+            {"wall_time", unix_seconds()}}}};
 }
 
 std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   const bool logs = is_logging_rank();
   // From here on, with --exit-signal-handler, SIGTERM/SIGINT wait for the step's end.
   const ExitConditions exits(cfg_);
-  std::ofstream metrics;
+  // The checkpoint first: a resumed run keeps its metrics file up to that step.
+  if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
+  std::unique_ptr<MetricsFile> metrics;
   // "{rank}" in the name gives every rank its own file; otherwise rank 0 writes.
   std::string metrics_path = cfg_.metrics_file;
   const size_t at = metrics_path.find("{rank}");
   if (at != std::string::npos) metrics_path.replace(at, 6, std::to_string(world_->rank()));
   if (!metrics_path.empty()) {
     const nlohmann::json header = run_header();  // collective: every rank takes part
-    if (logs || at != std::string::npos) {
-      const std::filesystem::path parent = std::filesystem::path(metrics_path).parent_path();
-      std::error_code ec;
-      if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-      metrics.open(metrics_path);
-      TESSERA_CHECK(bool(metrics), "--metrics-file {}: cannot open for writing", metrics_path);
-      metrics << header.dump() << "\n" << std::flush;
-    }
+    if (logs || at != std::string::npos)
+      metrics = std::make_unique<MetricsFile>(
+          metrics_path, cfg_.load_dir.empty() ? -1 : start_step_ - 1, header);
   }
   std::unique_ptr<TensorBoardWriter> tensorboard;
   if (!cfg_.tensorboard_dir.empty()) {
@@ -398,26 +405,22 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
       tensorboard->write_scalars(start_step_, {{"memory-bytes", float(peak_memory)}});
     }
   }
-  // A failed write (a full disk) is an error, not a metrics file cut short.
-  auto check_metrics = [&] {
-    TESSERA_CHECK(bool(metrics), "--metrics-file {}: write failed (disk full?)", metrics_path);
-  };
-  check_metrics();
-  if (!cfg_.load_dir.empty()) load(cfg_.load_dir);
   if (logs && start_step_ > cfg_.train_iters)
     fmt::print("nothing to train: the checkpoint is at step {}, --train-iters is {}\n",
                start_step_ - 1, cfg_.train_iters);
   Progress bar(cfg_.train_iters, cfg_.progress && logs);
+  IntervalMeter interval(cfg_.train_iters - start_step_ + 1);  // the log lines' means and ETA
   for (int64_t step = start_step_; step <= cfg_.train_iters; ++step) {
     StepStats s = train_step(step);
     if (cfg_.eval_interval > 0 && (step % cfg_.eval_interval == 0 || step == cfg_.train_iters))
       s.valid_loss = evaluate();
-    if (metrics.is_open()) metrics << step_to_json(s).dump() << "\n" << std::flush;
+    s.wall_time = unix_seconds();
+    if (metrics) metrics->write(step_to_json(s));
     if (tensorboard) tensorboard->write_step(s);
-    check_metrics();
+    interval.add(s);
     const bool line = step % cfg_.log_interval == 0 || step == 1 || step == cfg_.train_iters ||
                       s.valid_loss >= 0;
-    if (logs && line) bar.println(format_step_line(s));
+    if (logs && line) bar.println(interval.line(s));
     std::string saved;
     if (!cfg_.save_dir.empty() &&
         ((cfg_.save_interval > 0 && step % cfg_.save_interval == 0) || step == cfg_.train_iters)) {
@@ -432,8 +435,7 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
       return stop;
     }
   }
-  if (metrics.is_open()) metrics.close();
-  check_metrics();
+  if (metrics) metrics->close();
   return std::nullopt;
 }
 

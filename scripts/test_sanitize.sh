@@ -24,10 +24,10 @@ cmake --build build-sanitize -j "$(nproc)"
 
 # Findings are fatal (-fno-sanitize-recover=all, halt_on_error); leaks inside
 # third-party libraries are suppressed in scripts/sanitize/lsan.supp (why:
-# there), never ours. Reports go to files in build-sanitize/sanitizer-reports
-# as well as failing the process: a script test that expects a non-zero exit
-# or keeps only the last lines of a command's output would hide them
-# otherwise; any report there fails the job.
+# there), never ours. ASan and LSan reports go to files in
+# build-sanitize/sanitizer-reports as well as failing the process: a script
+# test that expects a non-zero exit or keeps only the last lines of a
+# command's output would hide them otherwise; any report there fails the job.
 reports=$root/build-sanitize/sanitizer-reports
 rm -rf "$reports"
 mkdir -p "$reports"
@@ -36,7 +36,7 @@ mkdir -p "$reports"
 # only "<unknown module>" frames, which no suppression can name; the slow
 # (DWARF) unwinder reaches libmpi.so and our caller (about 1.5x slower).
 export ASAN_OPTIONS="halt_on_error=1:detect_stack_use_after_return=0:strict_string_checks=1:check_initialization_order=1:fast_unwind_on_malloc=0:log_path=$reports/asan"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$root/scripts/sanitize/lsan.supp:print_suppressions=0"
 
 # Too slow under the sanitizers for CI (the main suite runs them):
@@ -51,6 +51,11 @@ export TESSERA_FUZZ_CASES="${TESSERA_FUZZ_CASES:-300}"
 cd build-sanitize
 status=0
 ctest --output-on-failure -j "$(nproc)" -E "$SLOW" "$@" || status=$?
+# UBSan inside the ASan runtime ignores log_path and reports on stderr only:
+# look for its reports (and any other sanitizer's) in every test's output too.
+if grep -E "runtime error: |ERROR: (Address|Leak|UndefinedBehavior)Sanitizer" \
+    Testing/Temporary/LastTest.log > "$reports/in-test-output" 2>/dev/null; then :; fi
+[ -s "$reports/in-test-output" ] || rm -f "$reports/in-test-output"
 if [ -n "$(ls -A "$reports")" ]; then
   for f in "$reports"/*; do
     echo "==== $f"

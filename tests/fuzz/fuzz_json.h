@@ -34,8 +34,10 @@ inline json interesting_value(Rand& r, const json& current) {
     case 10: return nullptr;
     default:
       if (current.is_number_integer()) {  // near the real value: off by a little
+        // In unsigned arithmetic, wrapping as a file's bytes would: near
+        // INT64_MIN/MAX a signed sum overflowed (UBSan, issue 15).
         const int64_t deltas[] = {1, -1, 4, -4, 64, 1 << 20};
-        return current.get<int64_t>() + deltas[r.below(6)];
+        return int64_t(uint64_t(current.get<int64_t>()) + uint64_t(deltas[r.below(6)]));
       }
       return true;
   }

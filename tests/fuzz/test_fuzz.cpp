@@ -38,6 +38,30 @@ void expect_clean(const Tally& t) {
   EXPECT_GT(t.ok + t.errors, 0);
 }
 
+// The mutator itself: "off by a little" at the int64 limits wraps like a
+// file's bytes would (it overflowed a signed sum before; the sanitizer job's
+// UBSan stopped Fuzz.HfConfigJson on it). Every integer it returns for
+// INT64_MIN/MAX is the limit plus a delta, modulo 2^64, or a fixed value.
+TEST(Fuzz, NearValueMutationWrapsAtTheInt64Limits) {
+  const std::vector<int64_t> deltas = {1, -1, 4, -4, 64, 1 << 20};
+  int near = 0;
+  for (const int64_t limit : {INT64_MIN, INT64_MAX}) {
+    for (uint64_t i = 0; i < 400; ++i) {
+      Rand r(1, 99, i);
+      const json v = interesting_value(r, json(limit));
+      if (!v.is_number_integer() || v == 0 || v == -1 || v == INT64_MAX || v == INT64_MIN ||
+          v == (int64_t(1) << 59) + 16 || v.is_number_unsigned())
+        continue;
+      bool found = false;
+      for (const int64_t d : deltas)
+        found |= v.get<int64_t>() == int64_t(uint64_t(limit) + uint64_t(d));
+      EXPECT_TRUE(found) << v.dump() << " from " << limit;
+      ++near;
+    }
+  }
+  EXPECT_GT(near, 20);  // the "near" branch was reached, both limits
+}
+
 TEST(Fuzz, TokenizerVocabAndMerges) {
   Scratch s("tok");
   data::Tokenizer::from_merges({{'h', 'e'}, {'l', 'l'}, {256, 'o'}, {'o', 'r'}}, {"<|endoftext|>"})

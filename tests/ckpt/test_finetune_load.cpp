@@ -13,6 +13,7 @@
 
 #include "ckpt_test_util.h"
 #include "expect_error.h"
+#include "hashed_batches.h"
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/config_json.h"
 #include "tessera/train/load_options.h"
@@ -21,22 +22,7 @@
 namespace tessera {
 namespace {
 
-// Sample i is a pseudo-random window determined by i alone.
-class HashedBatches : public BatchSource {
- public:
-  explicit HashedBatches(int64_t vocab) : vocab_(vocab) {}
-  void fill(Split split, int64_t first, int64_t count, int64_t T, int32_t* out) const override {
-    for (int64_t i = 0; i < count * (T + 1); ++i) {
-      uint64_t sample = uint64_t(first + i / (T + 1)), pos = uint64_t(i % (T + 1));
-      out[i] = int32_t(rng_u64(split == Split::Train ? 1 : 2, sample, pos) % uint64_t(vocab_));
-    }
-  }
-  int64_t vocab_size() const override { return vocab_; }
-  std::string describe() const override { return "hashed"; }
-
- private:
-  int64_t vocab_;
-};
+using test::HashedBatches;
 
 TrainConfig config() {
   TrainConfig c;

@@ -140,7 +140,7 @@ ChunkWork chunk_work(const GPTConfig& m, const SystemSpec& sys, const PlanLayout
   const double lc = double(layers_per_chunk);
   if (par.zero_stage == 3 && dp > 1)
     w.zero3_chunk = collective_cost(sys, Collective::AllGather, chunk_params * per_param.params * double(dp),
-                                    dp, t).seconds;
+                                    dp, t, L.devices()).seconds;
   w.forward.add(lo.forward, lc);
   w.backward.add(lo.backward, lc).add(lo.recompute, lc);
   w.forward[Op::Comm] += w.zero3_chunk;
@@ -170,7 +170,7 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.
   const double p2p_bytes = elt * double(par.micro_batch * m.seq_length * m.hidden_size) / double(t);
-  if (p > 1) pc.p2p_seconds = collective_cost(sys, Collective::SendRecv, p2p_bytes, 2, t * dp).seconds;
+  if (p > 1) pc.p2p_seconds = collective_cost(sys, Collective::SendRecv, p2p_bytes, 2, t * dp, L.devices()).seconds;
   return pc;
 }
 
@@ -203,10 +203,10 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
     const double grads = double(max_params) * per_param.grads;
     const double weights = double(max_params) * per_param.params;
     const double reduce =
-        par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t).seconds
-                            : collective_cost(sys, Collective::ReduceScatter, grads, dp, t).seconds;
+        par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t, L.devices()).seconds
+                            : collective_cost(sys, Collective::ReduceScatter, grads, dp, t, L.devices()).seconds;
     const double gather = par.zero_stage == 1 || par.zero_stage == 2
-                              ? collective_cost(sys, Collective::AllGather, weights, dp, t).seconds
+                              ? collective_cost(sys, Collective::AllGather, weights, dp, t, L.devices()).seconds
                               : 0.0;
     b.dp_reduce = reduce + gather;
     const double window = opt.dp_overlap ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
@@ -214,7 +214,7 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   }
   if (p > 1) {
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;
-    b.embedding_sync = collective_cost(sys, Collective::AllReduce, emb, 2, (p - 1) * t * dp).seconds;
+    b.embedding_sync = collective_cost(sys, Collective::AllReduce, emb, 2, (p - 1) * t * dp, L.devices()).seconds;
   }
 }
 

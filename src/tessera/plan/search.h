@@ -26,6 +26,7 @@ struct SearchSpace {
                                       ScheduleKind::GPipe};
   Precision precision = Precision::Mixed16;
   bool flash_attention = true;
+  bool engine = false;         // price tessera's own engine (PlanLayout::engine): plan --config
   bool tp_within_node = true;  // TP stays on the fast intra-node links (DESIGN.md)
   int64_t max_micro_batch = 16;
   int64_t max_virtual_stages = 8;

@@ -32,7 +32,11 @@ std::string row(const std::string& rank, const LayoutCost& c, const std::string&
   return fmt::format(kRow, rank, p.tp, p.pp, p.dp, p.micro_batch, p.virtual_stages, p.zero_stage,
                      short_rc(p.recompute), p.sequence_parallel ? "sp" : "-",
                      short_sched(p.schedule), fmt::format("{:.0f}", c.tokens_per_second),
-                     fmt::format("{:.3f}", c.time.step), fmt::format("{:.1f}", 100 * c.mfu),
+                     // Milliseconds resolve a small model's step; a huge
+                     // one (a layout far over memory) keeps the column width.
+                     c.time.step < 1e4 ? fmt::format("{:.3f}", c.time.step)
+                                       : fmt::format("{:.0f}", c.time.step),
+                     fmt::format("{:.1f}", 100 * c.mfu),
                      fmt::format("{:.1f}", c.peak_memory / 1e9), tail);
 }
 

@@ -9,7 +9,9 @@
 # - a short real 2-rank train from F runs;
 # - a run that does not fit still gets its time, "+N GB over" (plan and dry run);
 # - unknown keys in a plan model file or --config: one line naming file and key, exit 2;
-# - a boolean flag in a train --config file (sequence-parallel = true) is read.
+# - a boolean flag in a train --config file (sequence-parallel = true) is read;
+# - plan --validate warns when a run's ranks x threads differ from the
+#   calibration's; calibrate prints progress while it measures.
 # Usage: test_plan_to_train.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1
@@ -122,6 +124,28 @@ printf 'num-layers = 2\nhidden-size = 64\nnum-attention-heads = 4\nseq-length = 
   'tensor-model-parallel-size = 2' 'sequence-parallel = true' >"$tmp/sp.toml"
 dry=$("$bin" train --config "$tmp/sp.toml" --dry-run --dry-run-ranks 2 2>&1) || fail "sequence-parallel = true: $dry"
 grep -q "^layout: tp 2 .* sp 1f1b" <<<"$dry" || fail "sequence-parallel = true not read: $dry"
+
+# 7. plan --validate warns when a run's ranks x threads differ from the
+# calibration's (the shipped local.toml: 2 ranks x 1 thread; this run 1 x 1).
+"$bin" train --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16 \
+  --micro-batch-size 2 --global-batch-size 2 --train-iters 4 --threads 1 --eval-interval 0 \
+  --no-progress --metrics-file "$tmp/m.jsonl" >/dev/null 2>&1 || fail "the tiny metrics run failed"
+out=$("$bin" plan --validate "$tmp/m.jsonl" --system configs/systems/local.toml 2>&1) ||
+  fail "plan --validate: $out"
+grep -q "^warning: system 'local' was calibrated with 2 rank(s) x 1 thread(s), this run has 1 x 1" \
+  <<<"$out" || fail "plan --validate: no ranks x threads warning: $out"
+echo "ok: --validate warns on another ranks x threads"
+
+# 8. calibrate says what it is measuring while it measures, and records its
+# ranks x threads for the warning above.
+out=$("$bin" calibrate --quick --threads 1 --output "$tmp/cal.toml" 2>&1) || fail "calibrate: $out"
+for part in "[0-9]* GEMM shapes measured" "attention measured" "memory-bound kernels measured" \
+            "a training step measured"; do
+  grep -q "^    pass 1/1: $part ([0-9]* s so far)" <<<"$out" || fail "calibrate: no '$part' line: $out"
+done
+grep -A2 '^\[calibration\]' "$tmp/cal.toml" | tr '\n' ' ' | grep -q "ranks = 1 threads = 1" ||
+  fail "calibrate: no [calibration] ranks x threads in its file"
+echo "ok: calibrate progress lines and [calibration]"
 
 echo "$failures failed"
 [ "$failures" -eq 0 ]

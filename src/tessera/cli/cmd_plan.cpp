@@ -154,6 +154,10 @@ void print_list() {
     fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}B params  ({})\n", p.name,
                p.config.num_layers, p.config.hidden_size, p.config.num_heads, p.config.seq_length,
                double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
+  fmt::print("aliases (names are case-insensitive):");
+  for (const auto& [alias, preset] : plan::model_aliases()) fmt::print(" {} = {}", alias, preset);
+  fmt::print("\nor a model file: `tessera train`'s keys (num-layers = 4, ...); or --config FILE, a "
+             "whole `tessera train --config` run\n");
 }
 
 void run_validate(const PlanArgs& a, const plan::SystemSpec& sys) {

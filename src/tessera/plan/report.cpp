@@ -79,9 +79,9 @@ std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t t
   if (sys.calibrated_ranks <= 0 || sys.calibrated_threads <= 0 || threads <= 0) return "";
   if (sys.calibrated_ranks == ranks && sys.calibrated_threads == threads) return "";
   return fmt::format(
-      "system '{}' was calibrated with {} rank(s) x {} thread(s), this run has {} x {}: its "
-      "numbers include another contention (calibrate again: scripts/mpirun.sh -n {} tessera "
-      "calibrate --threads {})",
+      "system '{}' was calibrated with {} rank(s) x {} thread(s), this run has {} x {}\n"
+      "  (its numbers hold for the contention it measured; calibrate again with\n"
+      "  scripts/mpirun.sh -n {} build/tessera calibrate --threads {})",
       sys.name, sys.calibrated_ranks, sys.calibrated_threads, ranks, threads, ranks, threads);
 }
 

@@ -17,7 +17,8 @@ std::string format_miss_table(const std::vector<LayoutCost>& costs, size_t top_k
 // "+12.3 GB over": how far the peak stage exceeds usable memory ("" if it fits).
 std::string over_memory_text(const LayoutCost& c);
 // A warning when a run of ranks x threads is predicted on a calibration
-// taken with another ranks x threads ("" when they agree or are unknown).
+// taken with another ranks x threads ("" when they agree or are unknown);
+// three lines, each within 100 columns after "warning: ".
 std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t threads);
 // The breakdown of one layout: time parts, memory per stage, the limiter.
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys);

@@ -1,5 +1,8 @@
 // `tessera plan`: predict memory and step time of layouts of a model on a
-// system, search them, and print the best (or JSON for scripts).
+// system, search them, and print the best (or JSON for scripts), also as
+// the `tessera train` flags that run it (--emit-config: a train --config
+// file). --config plans a `tessera train --config` file's own run: one
+// vocabulary for both commands (run_plan.h).
 #include <fmt/core.h>
 #include <unistd.h>
 

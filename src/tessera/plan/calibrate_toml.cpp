@@ -43,6 +43,9 @@ std::string calibration_toml(const Calibration& c) {
   add("name = \"local\"\n");
   add("description = {}\n\n", quoted(fmt::format("{} ({} rank(s) x {} thread(s)), calibrated",
                                                  c.cpu, c.ranks, c.threads)));
+  add("# The ranks x threads measured with: `plan --validate` and `train --dry-run` warn\n"
+      "# when a run's differ (the numbers include this many ranks' contention).\n");
+  add("[calibration]\nranks = {}\nthreads = {}\n\n", c.ranks, c.threads);
   add("[device]\n");
   add("name = {}\n", quoted(c.cpu));
   add("memory_GB = {:.3f}                # the machine's memory / ranks per node\n",

@@ -106,6 +106,7 @@ void check_fits(LayoutCost& c, const SystemSpec& sys) {
     const StageCost& w = *std::find_if(c.stages.begin(), c.stages.end(),
                                        [&](const StageCost& s) { return s.stage == c.peak_stage; });
     c.fits = false;
+    c.over_memory = c.peak_memory - sys.usable_memory();
     c.why_not = fmt::format(
         "stage {} needs {} > {} usable (weights {}, grads {}, optimizer {}, activations {}{})",
         w.stage, gb(w.memory()), gb(sys.usable_memory()), gb(w.state.params), gb(w.state.grads),

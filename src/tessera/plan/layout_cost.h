@@ -52,6 +52,7 @@ struct LayoutCost {
   double peak_memory = 0;
   int64_t peak_stage = 0;
   bool fits = true;
+  double over_memory = 0;         // bytes the peak stage needs beyond usable memory (0: fits)
   std::string why_not;            // when it does not fit (or is invalid)
   StepBreakdown time;
   double tokens_per_second = 0;

@@ -38,6 +38,7 @@ struct PlanArgs {
   std::vector<int> zero;
   std::vector<std::string> recompute, schedule;
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
+  bool overlap_grad_reduce = false, overlap_param_gather = false;
   std::vector<std::string> validate;  // metrics files of `tessera train` runs
   bool by_op = false;                 // --validate: also each run's time by kind of work
   std::string svg_dir;                // --svg: write the charts here
@@ -141,6 +142,10 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
                 "--precision: mixed16 or fp32 (got '{}')", a.precision);
   sp.precision = a.precision == "fp32" ? plan::Precision::FP32 : plan::Precision::Mixed16;
   sp.flash_attention = !a.no_flash;
+  sp.overlap_grad_reduce = a.overlap_grad_reduce;
+  sp.overlap_param_gather = a.overlap_param_gather;
+  TESSERA_CHECK(!a.overlap_param_gather || a.overlap_grad_reduce,
+                "--overlap-param-gather needs --overlap-grad-reduce (as in tessera train)");
   sp.tp_within_node = !a.tp_across_nodes;
   if (run) fix_to_run(sp, a, run->train);
   return sp;
@@ -433,6 +438,12 @@ void register_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-flash-attention", a->no_flash, "store the attention scores");
   cmd->add_flag("--allow-tp-across-nodes", a->tp_across_nodes, "let tp exceed one node");
+  cmd->add_flag("--overlap-grad-reduce", a->overlap_grad_reduce,
+                "plan runs whose data-parallel gradient reduction runs behind the last "
+                "backward (tessera train / Megatron-LM's flag; default off, as there)");
+  cmd->add_flag("--overlap-param-gather", a->overlap_param_gather,
+                "plan ZeRO-1/2 runs whose parameter all-gather runs behind the next forward "
+                "(needs --overlap-grad-reduce)");
   cmd->add_flag("--list", a->list, "list the systems and model presets");
   cmd->add_flag("--study", a->study,
                 "reproduce Dash et al. 2024 (Frontier): the study's figures beside the planner's");

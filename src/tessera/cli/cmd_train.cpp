@@ -171,6 +171,12 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
                 "GEMMs on fp16 inputs with fp32 accumulation, dynamic loss scaling");
   sub->add_flag("--grad-reduce-in-bf16", c.grad_reduce_bf16,
                 "--bf16: reduce data-parallel gradients in bf16 (half the bytes; default fp32)");
+  sub->add_flag("--overlap-grad-reduce", c.overlap_grad_reduce,
+                "start each data-parallel gradient reduction as soon as backward has finished "
+                "its layer, behind the rest of backward (default: after the whole backward)");
+  sub->add_flag("--overlap-param-gather", c.overlap_param_gather,
+                "ZeRO-1/2: the next step's forward waits for each layer's gathered parameters "
+                "instead of the optimizer step waiting for all (needs --overlap-grad-reduce)");
   auto& ls = c.loss_scale;
   sub->add_option_function<float>(
       "--loss-scale", [&ls](float v) { ls.dynamic = false; ls.static_scale = v; },

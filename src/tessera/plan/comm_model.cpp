@@ -5,13 +5,39 @@
 
 namespace tessera::plan {
 
-const NetworkTier& group_tier(const SystemSpec& sys, int64_t size, int64_t stride) {
-  // The group's members lie within (size - 1) * stride + 1 consecutive ranks;
-  // in Megatron's order its first rank is aligned, so the block it needs is
-  // that span. The first tier whose blocks hold it is the group's link.
-  const int64_t span = (size - 1) * stride + 1;
+namespace {
+
+// Whether every group (or, for send/recv, every pair r, r + stride) of a
+// world of `world` ranks lies inside one block of `block` consecutive ranks.
+bool groups_inside_blocks(Collective op, int64_t size, int64_t stride, int64_t world,
+                          int64_t block) {
+  for (int64_t r = 0; r < world; ++r) {
+    int64_t first = r, last = r + stride;
+    if (op != Collective::SendRecv) {
+      first = r - ((r / stride) % size) * stride;  // the member of r's group with digit 0
+      last = first + (size - 1) * stride;
+    } else if (last >= world) {
+      break;  // r has no next stage
+    }
+    if (first / block != last / block) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const NetworkTier& group_tier(const SystemSpec& sys, Collective op, int64_t size, int64_t stride,
+                              int64_t world) {
+  if (world <= 0) {
+    // One group, its first rank aligned: it needs the block its span fills.
+    const int64_t span = (size - 1) * stride + 1;
+    for (const auto& t : sys.tiers)
+      if (t.ranks == 0 || span <= t.ranks) return t;
+    return sys.tiers.back();
+  }
   for (const auto& t : sys.tiers)
-    if (t.ranks == 0 || span <= t.ranks) return t;
+    if (t.ranks == 0 || (world <= t.ranks) || groups_inside_blocks(op, size, stride, world, t.ranks))
+      return t;
   return sys.tiers.back();
 }
 
@@ -35,10 +61,10 @@ double tree_all_reduce(double bytes, double n, const NetworkTier& t) {
 }  // namespace
 
 CommCost collective_cost(const SystemSpec& sys, Collective op, double bytes, int64_t size,
-                         int64_t stride) {
+                         int64_t stride, int64_t world) {
   CommCost c;
   if (size <= 1 || bytes <= 0) return c;
-  const NetworkTier& tier = group_tier(sys, op == Collective::SendRecv ? 2 : size, stride);
+  const NetworkTier& tier = group_tier(sys, op, op == Collective::SendRecv ? 2 : size, stride, world);
   c.tier = &tier;
   const double n = double(size);
   if (op == Collective::SendRecv) {
@@ -55,8 +81,12 @@ CommCost collective_cost(const SystemSpec& sys, Collective op, double bytes, int
   // Hierarchical: when the group leaves the node but several members share
   // one, do the node-local part on the fast link and send only 1/k across.
   const int64_t per_node = std::min<int64_t>(size, std::max<int64_t>(1, sys.devices_per_node / stride));
-  if (tier.ranks == 0 && per_node > 1 && size % per_node == 0 && sys.tiers.size() > 1) {
-    const NetworkTier& inner = group_tier(sys, per_node, stride);
+  // The node-local parts are the groups' runs of `per_node` consecutive
+  // members; they must themselves stay inside a node (not so for tp 6 on
+  // 8-device nodes, where a group has 2 members on one node and 4 on the next).
+  if (tier.ranks == 0 && per_node > 1 && size % per_node == 0 && sys.tiers.size() > 1 &&
+      group_tier(sys, op, per_node, stride, world).ranks != 0) {
+    const NetworkTier& inner = group_tier(sys, op, per_node, stride, world);
     const double k = double(per_node), outer_n = double(size / per_node);
     double h = 0;
     switch (op) {

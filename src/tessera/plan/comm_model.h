@@ -20,8 +20,16 @@ struct CommCost {
   const NetworkTier* tier = nullptr;
 };
 
-// The slowest tier a group of `size` ranks `stride` apart must cross.
-const NetworkTier& group_tier(const SystemSpec& sys, int64_t size, int64_t stride);
+// The slowest tier a group of `size` ranks `stride` apart must cross, in a
+// job of `world` ranks where every rank belongs to one such group. A tier
+// serves the collective only if EVERY group lies inside one of its blocks:
+// the groups run in lockstep, so one that straddles two nodes sets the pace
+// (tp 6 on 8-device nodes: ranks 6-11 span nodes 0 and 1). For send/recv,
+// `size` is 2 and the pairs are every (r, r + stride), as between
+// neighbouring pipeline stages. world 0: the job is this one group, its
+// first rank aligned to a block.
+const NetworkTier& group_tier(const SystemSpec& sys, Collective op, int64_t size, int64_t stride,
+                              int64_t world = 0);
 
 // Time of one collective over `bytes` (the full buffer: each rank's input
 // for all-reduce and reduce-scatter, each rank's output for all-gather, the
@@ -32,7 +40,8 @@ const NetworkTier& group_tier(const SystemSpec& sys, int64_t size, int64_t strid
 //   tree all-reduce        2 log2(n) a + 2 S/b            (pipelined binary trees)
 //   hierarchical           reduce-scatter in the node, all-reduce of S/k
 //                          across nodes, all-gather in the node (k ranks/node)
+// `world`: the job's ranks, as for group_tier.
 CommCost collective_cost(const SystemSpec& sys, Collective op, double bytes, int64_t size,
-                         int64_t stride);
+                         int64_t stride, int64_t world = 0);
 
 }  // namespace tessera::plan

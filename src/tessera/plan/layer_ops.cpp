@@ -74,7 +74,7 @@ LayerOps layer_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& 
   // kept) and reduce-scatters each input gradient (block.cpp).
   if (t > 1) {
     const double bytes = elt * double(rows) * double(h);
-    auto cost = [&](Collective c) { return collective_cost(sys, c, bytes, t, 1).seconds; };
+    auto cost = [&](Collective c) { return collective_cost(sys, c, bytes, t, 1, L.devices()).seconds; };
     if (par.sequence_parallel) {
       fw[Op::Comm] = 2 * (cost(Collective::AllGather) + cost(Collective::ReduceScatter));
       bw[Op::Comm] = 4 * cost(Collective::AllGather) + 2 * cost(Collective::ReduceScatter);
@@ -111,7 +111,7 @@ EndOps end_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
   e.head_backward[Op::Loss] = kernel(Kernel::CrossEntropyBackward, double(rows) * double(v));
   if (t > 1) {
     const double bytes = elt * double(rows) * double(h);
-    auto cost = [&](Collective c, double b) { return collective_cost(sys, c, b, t, 1).seconds; };
+    auto cost = [&](Collective c, double b) { return collective_cost(sys, c, b, t, 1, L.devices()).seconds; };
     // Vocab-parallel cross-entropy all-reduces a max and then two sums per token.
     e.head_forward[Op::Comm] = cost(Collective::AllReduce, 4.0 * double(rows)) +
                                cost(Collective::AllReduce, 8.0 * double(rows));

@@ -141,7 +141,7 @@ ChunkWork chunk_work(const GPTConfig& m, const SystemSpec& sys, const PlanLayout
   const double lc = double(layers_per_chunk);
   if (par.zero_stage == 3 && dp > 1)
     w.zero3_chunk = collective_cost(sys, Collective::AllGather, chunk_params * per_param.params * double(dp),
-                                    dp, t).seconds;
+                                    dp, t, L.devices()).seconds;
   w.forward.add(lo.forward, lc);
   w.backward.add(lo.backward, lc).add(lo.recompute, lc);
   w.forward[Op::Comm] += w.zero3_chunk;
@@ -171,7 +171,7 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.
   const double p2p_bytes = elt * double(par.micro_batch * m.seq_length * m.hidden_size) / double(t);
-  if (p > 1) pc.p2p_seconds = collective_cost(sys, Collective::SendRecv, p2p_bytes, 2, t * dp).seconds;
+  if (p > 1) pc.p2p_seconds = collective_cost(sys, Collective::SendRecv, p2p_bytes, 2, t * dp, L.devices()).seconds;
   return pc;
 }
 
@@ -195,27 +195,33 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   const auto& par = L.par;
   const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp;
   const int64_t chunks = p * v;
-  // Data-parallel reduction of each stage's gradients, per unit during the
-  // last micro-batch's backward: an all-reduce (ZeRO-0) or a reduce-scatter
-  // (1-3); the system's comm_overlap of it hides behind that backward. ZeRO-1
-  // and 2 then all-gather the updated weights after the optimizer, which
-  // nothing hides; ZeRO-3 gathers weights per use instead (zero3_chunk).
+  // Data-parallel reduction of each stage's gradients: an all-reduce
+  // (ZeRO-0) or a reduce-scatter (1-3). With --overlap-grad-reduce it runs
+  // per unit during the last micro-batch's backward, and the system's
+  // comm_overlap of it hides behind that backward; without, it follows the
+  // backward. ZeRO-1 and 2 then all-gather the updated weights after the
+  // optimizer: exposed, or with --overlap-param-gather hidden (comm_overlap
+  // of it) behind the next step's first forward. ZeRO-3 gathers weights
+  // per use instead (zero3_chunk).
   if (dp > 1) {
     const double grads = double(max_params) * per_param.grads;
     const double weights = double(max_params) * per_param.params;
     const double reduce =
-        par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t).seconds
-                            : collective_cost(sys, Collective::ReduceScatter, grads, dp, t).seconds;
+        par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t, L.devices()).seconds
+                            : collective_cost(sys, Collective::ReduceScatter, grads, dp, t, L.devices()).seconds;
     const double gather = par.zero_stage == 1 || par.zero_stage == 2
-                              ? collective_cost(sys, Collective::AllGather, weights, dp, t).seconds
+                              ? collective_cost(sys, Collective::AllGather, weights, dp, t, L.devices()).seconds
                               : 0.0;
     b.dp_reduce = reduce + gather;
-    const double window = opt.dp_overlap ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
-    b.dp_exposed = reduce - sys.comm_overlap * std::min(reduce, window) + gather;
+    const double window = L.overlap_grad_reduce ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
+    const double next_forward =
+        L.overlap_param_gather ? double(v) * pc.forward[size_t(chunks / 2)] : 0.0;
+    b.dp_exposed = reduce - sys.comm_overlap * std::min(reduce, window) + gather -
+                   sys.comm_overlap * std::min(gather, next_forward);
   }
   if (p > 1) {
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;
-    b.embedding_sync = collective_cost(sys, Collective::AllReduce, emb, 2, (p - 1) * t * dp).seconds;
+    b.embedding_sync = collective_cost(sys, Collective::AllReduce, emb, 2, (p - 1) * t * dp, L.devices()).seconds;
   }
 }
 

@@ -65,7 +65,6 @@ struct LayoutCost {
 struct CostOptions {
   bool simulate_schedule = true;  // false: closed-form pipeline time (search screening)
   bool all_stages = true;         // false: first and last stage only
-  bool dp_overlap = true;         // hide DP reduction behind the last micro-batch's backward
 };
 
 // Throws tessera::Error for an invalid layout (heads % tp, layers % (p v), ...).

@@ -103,6 +103,8 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   L.precision = sp.precision;
                   L.flash_attention = sp.flash_attention;
                   L.engine = sp.engine;
+                  L.overlap_grad_reduce = sp.overlap_grad_reduce;
+                  L.overlap_param_gather = sp.overlap_param_gather && (zero == 1 || zero == 2);
                   out.push_back(L);
                 }
             }

@@ -1,0 +1,72 @@
+// Which network tier a parallel group's collectives use, when the groups do
+// not tile the nodes (issue 13: tp 6 on 8-device nodes was priced on NVLink,
+// and the search picked it because of that).
+#include <gtest/gtest.h>
+
+#include "tessera/plan/comm_model.h"
+#include "tessera/plan/system.h"
+
+using namespace tessera::plan;
+
+namespace {
+
+// 8 devices per node on NVLink (tier ranks 8), InfiniBand across nodes (ranks 0).
+SystemSpec dgx() {
+  return load_system_file(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/dgx-a100-80gb.toml");
+}
+
+bool inter_node(const SystemSpec& s, Collective op, int64_t size, int64_t stride, int64_t world) {
+  return group_tier(s, op, size, stride, world).ranks == 0;
+}
+
+}  // namespace
+
+TEST(CommGroups, TensorGroupsThatDoNotDivideTheNodeCrossIt) {
+  const SystemSpec s = dgx();
+  ASSERT_EQ(s.devices_per_node, 8);
+  // tp 6 x dp 8: group 1 is ranks 6-11, two on node 0 and four on node 1.
+  EXPECT_TRUE(inter_node(s, Collective::AllReduce, 6, 1, 48));
+  EXPECT_TRUE(inter_node(s, Collective::AllReduce, 3, 1, 24));
+  // Dividing tp degrees stay on NVLink at any size.
+  EXPECT_FALSE(inter_node(s, Collective::AllReduce, 4, 1, 48));
+  EXPECT_FALSE(inter_node(s, Collective::AllReduce, 8, 1, 4096));
+  // A job inside one node never leaves it, whatever the degree.
+  EXPECT_FALSE(inter_node(s, Collective::AllReduce, 6, 1, 6));
+  // Without the job's size: one aligned group, as before.
+  EXPECT_FALSE(inter_node(s, Collective::AllReduce, 6, 1, 0));
+}
+
+TEST(CommGroups, DataParallelGroupsFollowTheirStride) {
+  const SystemSpec s = dgx();
+  // tp 2 x dp 4: each dp group {r, r+2, r+4, r+6} fills one node.
+  EXPECT_FALSE(inter_node(s, Collective::ReduceScatter, 4, 2, 16));
+  // tp 3 x dp 2 x pp 4: the second stage's group {6, 9} straddles nodes 0 and 1.
+  EXPECT_TRUE(inter_node(s, Collective::ReduceScatter, 2, 3, 24));
+}
+
+TEST(CommGroups, EveryPipelineHopCounts) {
+  const SystemSpec s = dgx();
+  // tp 2 x dp 2 x pp 4 (16 ranks): stage 1 (ranks 4-7) sends to stage 2 on node 1.
+  EXPECT_TRUE(inter_node(s, Collective::SendRecv, 2, 4, 16));
+  // pp 2 of the same: both stages on node 0.
+  EXPECT_FALSE(inter_node(s, Collective::SendRecv, 2, 4, 8));
+  // The first/last stage pair of the tied embedding: ranks r and r + 12, r < 4.
+  EXPECT_TRUE(inter_node(s, Collective::AllReduce, 2, 12, 16));
+}
+
+TEST(CommGroups, AStraddlingGroupPaysTheInterNodeLinkWithoutAHierarchicalShortcut) {
+  const SystemSpec s = dgx();
+  const double bytes = 64e6;
+  const CommCost inside = collective_cost(s, Collective::AllReduce, bytes, 6, 1, 6);
+  const CommCost across = collective_cost(s, Collective::AllReduce, bytes, 6, 1, 48);
+  EXPECT_EQ(inside.tier->ranks, 8);
+  EXPECT_EQ(across.tier->ranks, 0);
+  // The node-local runs of a tp-6 group are 2 and 4 ranks: no even
+  // hierarchical split exists, so the whole ring runs at the slow link.
+  EXPECT_STRNE(across.algorithm, "hierarchical");
+  const double ratio = s.tiers.front().effective_bandwidth() / s.tiers.back().effective_bandwidth();
+  EXPECT_NEAR(across.seconds / inside.seconds, ratio, 0.1 * ratio);
+  // dp 16 with tp 1 still goes hierarchical: 8 members per node, aligned.
+  EXPECT_STREQ(collective_cost(s, Collective::AllReduce, bytes, 16, 1, 16).algorithm,
+               "hierarchical");
+}

@@ -29,7 +29,7 @@ constexpr const char* kLayoutKeys[] = {
     "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size",
     "global-batch-size",          "zero-stage",                   "recompute-granularity",
     "sequence-parallel",          "pipeline-schedule",            "virtual-pipeline-stages",
-    "num-layers-per-virtual-pipeline-stage"};
+    "num-layers-per-virtual-pipeline-stage", "overlap-grad-reduce",   "overlap-param-gather"};
 
 // A TOML basic string: quotes and backslashes escaped (control characters
 // do not occur in flag values).
@@ -62,6 +62,8 @@ plan::PlanLayout layout_of_run(const TrainConfig& c) {
   L.precision = c.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
   L.engine = true;
   L.flash_attention = true;  // blockwise attention: the score matrices are never stored
+  L.overlap_grad_reduce = c.overlap_grad_reduce;
+  L.overlap_param_gather = c.overlap_param_gather;
   return L;
 }
 
@@ -89,6 +91,8 @@ TrainKeys layout_keys(const plan::PlanLayout& L) {
               string("pipeline-schedule", schedule_kind_name(p.schedule))};
   if (p.schedule == ScheduleKind::Interleaved)
     k.push_back(integer("virtual-pipeline-stages", p.virtual_stages));
+  k.push_back(flag("overlap-grad-reduce", L.overlap_grad_reduce));
+  k.push_back(flag("overlap-param-gather", L.overlap_param_gather));
   return k;
 }
 

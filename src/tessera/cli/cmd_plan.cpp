@@ -109,6 +109,9 @@ void fix_to_run(plan::SearchSpace& sp, const PlanArgs& a, const TrainConfig& t) 
   if (!a.given_precision)
     sp.precision = t.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
   if (!a.given_batch) sp.global_batch = p.global_batch;
+  // The run's overlap settings unless the command line names them.
+  sp.overlap_grad_reduce = sp.overlap_grad_reduce || t.overlap_grad_reduce;
+  sp.overlap_param_gather = sp.overlap_param_gather || t.overlap_param_gather;
   if (a.search) return;
   if (!a.given_tp) sp.tp = {p.tp};
   if (!a.given_pp) sp.pp = {p.pp};

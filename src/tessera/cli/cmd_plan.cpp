@@ -22,7 +22,6 @@
 #include "tessera/plan/search.h"
 #include "tessera/plan/study.h"
 #include "tessera/plan/validate.h"
-#include "tessera/train/data_setup.h"
 
 namespace tessera::cli {
 
@@ -56,35 +55,12 @@ struct PlanArgs {
        given_sched = false, given_sp = false, given_precision = false, given_model = false;
 };
 
-// A `tessera train --config` file as the planner sees it: the run's model
-// (vocabulary from vocab-size, else from the run's data as train opens it),
-// its layout and batch, its precision.
+// A `tessera train --config` file as the planner sees it (run_plan.h).
 struct ConfigRun {
   TrainConfig train;
 };
 
-ConfigRun read_config_run(const std::string& path) {
-  ConfigRun r;
-  int64_t vocab_flag = 0;
-  r.train = read_train_config(path, &vocab_flag);
-  if (vocab_flag > 0) {
-    r.train.model.vocab_size = vocab_flag;
-  } else {
-    // No vocab-size: the vocabulary is the data's, as `tessera train` finds
-    // it (the embedded corpus's tokenizer when the file names no data).
-    try {
-      r.train.model.vocab_size = open_training_data(r.train, 0).vocab_size;
-    } catch (const Error& e) {
-      fail("--config {}: no vocab-size, and the run's data gives none: {}", path, e.what());
-    }
-  }
-  try {
-    r.train.model.validate();
-  } catch (const Error& e) {
-    fail("--config {}: {}", path, e.what());
-  }
-  return r;
-}
+ConfigRun read_config_run(const std::string& path) { return {read_planned_run(path)}; }
 
 void write_file(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string path = (std::filesystem::path(dir) / name).string();

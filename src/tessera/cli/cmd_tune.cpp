@@ -21,7 +21,6 @@
 #include "tessera/cli/tune_trial.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
-#include "tessera/train/data_setup.h"
 
 namespace tessera::cli {
 
@@ -35,13 +34,6 @@ struct TuneArgs {
 };
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> words(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
 
 // The launcher's rank count: its -n / -np / --ntasks / -N value.
 int64_t launcher_ranks(const std::vector<std::string>& l) {
@@ -131,23 +123,13 @@ void run_tune(const TuneArgs& a) {
                 "--steps ({}) must be >= 2 and above --warmup ({})", a.steps, a.warmup);
   TESSERA_CHECK(a.trial_timeout > 0, "--trial-timeout must be > 0 (got {})", a.trial_timeout);
   TESSERA_CHECK(a.max_memory_gb >= 0, "--max-memory-gb must be >= 0 (got {})", a.max_memory_gb);
-  const std::vector<std::string> launcher = words(a.launcher);
+  const std::vector<std::string> launcher = split_words(a.launcher);
   TESSERA_CHECK(launcher.empty() || runnable(launcher[0]),
                 "--launcher: '{}' is not a program that can be run", launcher.empty() ? "" : launcher[0]);
   const int64_t ranks = a.ranks > 0 ? a.ranks : std::max<int64_t>(launcher_ranks(launcher), 1);
   TESSERA_CHECK(ranks >= 1 && ranks <= 65536, "--ranks must be in [1, 65536] (got {})", ranks);
 
-  int64_t vocab_flag = 0;
-  TrainConfig base = read_train_config(a.config, &vocab_flag);
-  if (vocab_flag > 0) {
-    base.model.vocab_size = vocab_flag;
-  } else {
-    try {
-      base.model.vocab_size = open_training_data(base, 0).vocab_size;
-    } catch (const Error& e) {
-      fail("--config {}: no vocab-size, and the run's data gives none: {}", a.config, e.what());
-    }
-  }
+  const TrainConfig base = read_planned_run(a.config);
   plan::SystemSpec sys = plan::load_system(a.system);
   if (a.max_memory_gb > 0) sys.memory_bytes = a.max_memory_gb * 1e9 + sys.reserved_bytes;
   plan::SearchSpace space;

@@ -8,6 +8,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/plan/report.h"
+#include "tessera/train/data_setup.h"
 
 namespace tessera::cli {
 
@@ -55,6 +56,28 @@ std::string shell_word(const std::string& s) {
 }
 
 }  // namespace
+
+TrainConfig read_planned_run(const std::string& path) {
+  int64_t vocab_flag = 0;
+  TrainConfig c = read_train_config(path, &vocab_flag);
+  if (vocab_flag > 0) {
+    c.model.vocab_size = vocab_flag;
+  } else {
+    // No vocab-size: the vocabulary is the data's, as `tessera train` finds
+    // it (the embedded corpus's tokenizer when the file names no data).
+    try {
+      c.model.vocab_size = open_training_data(c, 0).vocab_size;
+    } catch (const Error& e) {
+      fail("--config {}: no vocab-size, and the run's data gives none: {}", path, e.what());
+    }
+  }
+  try {
+    c.model.validate();
+  } catch (const Error& e) {
+    fail("--config {}: {}", path, e.what());
+  }
+  return c;
+}
 
 plan::PlanLayout layout_of_run(const TrainConfig& c) {
   plan::PlanLayout L;

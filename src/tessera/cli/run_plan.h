@@ -23,6 +23,12 @@ namespace tessera::cli {
 bool is_train_flag(const std::string& name);
 TrainConfig read_train_config(const std::string& path, int64_t* vocab_size_flag);
 
+// A `tessera train --config` file as the planner and the tuner see it: the
+// run's model (vocabulary from vocab-size, else from the run's data as train
+// opens it; validated), its layout and batch, its precision. Throws naming
+// the file.
+TrainConfig read_planned_run(const std::string& path);
+
 // The layout of a `tessera train` run as the planner prices it: the engine
 // (fp32 state, its own activation arena, blockwise attention), in fp32 or
 // mixed 16-bit GEMMs (--bf16 / --fp16).

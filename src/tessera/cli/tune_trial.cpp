@@ -25,13 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> split_words(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
-
 // Runs argv with stdout and stderr into `log`, in its own process group so a
 // launcher and every rank it started can be killed together. Returns the
 // exit status (128 + signal for a signal), or -1 when killed at `timeout`.
@@ -94,6 +87,13 @@ double median(std::vector<double> v) {
 }
 
 }  // namespace
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
 
 std::string layout_flags(const plan::PlanLayout& L) {
   std::string out;

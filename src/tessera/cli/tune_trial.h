@@ -46,6 +46,9 @@ struct TrialSettings {
 // reason, measured, memory, seconds, metrics and log.
 void run_trial(const TrialSettings& s, Trial& t);
 
+// Whitespace-separated words (a launcher, --include's flags).
+std::vector<std::string> split_words(const std::string& s);
+
 // The train flags of a layout: degrees, batch, ZeRO, recompute, sequence
 // parallelism, schedule, virtual stages, overlap flags.
 std::string layout_flags(const plan::PlanLayout& L);

@@ -83,7 +83,9 @@ class Builder {
     e.bytes_written = written;
     out_.push_back(e);
   }
-  void collective(CollectiveKind kind, const char* what, double bytes) {
+  // `elements` of `dtype` (fp32 unless said); activation: see OpEntry::activation.
+  void collective(CollectiveKind kind, const char* what, int64_t elements, bool activation,
+                  Precision dtype = Precision::Fp32) {
     OpEntry e;
     e.phase = phase_;
     e.cls = OpClass::Collective;
@@ -92,7 +94,10 @@ class Builder {
     e.kernel = collective_kind_name(kind);
     e.collective = kind;
     e.group_size = d_.tp;
-    e.bytes = bytes;
+    e.dtype = dtype;
+    e.elements = elements;
+    e.bytes = double(elements) * (dtype == Precision::Fp32 ? kF32 : 2.0);
+    e.activation = activation;
     out_.push_back(e);
   }
   // The flash-style attention kernel: qkv (B, T, 3 Cl) -> out (B, T, Cl), lse (B, NH, T).
@@ -150,6 +155,8 @@ class Builder {
       bgemm("attn_dkey", T, hd, T);     // dK = dS^T Q
     }
   }
+  // The type of a stored GEMM activation: the run's 16-bit type, or fp32.
+  Precision activation_dtype() const { return d_.lowp ? prec_ : Precision::Fp32; }
   void cast(const char* what, int64_t n) {
     memory(Op::Cast, what, "cast", n, double(n) * kF32, double(n) * 2.0, prec_);
   }
@@ -215,24 +222,24 @@ void row_parallel_forward(Builder& b, const Dims& d, const char* what, int64_t K
   }
   b.matmul_forward(what, d.N, K, d.C, false, false);
   b.collective(d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, what,
-               double(d.N * d.C) * kF32);
+               d.N * d.C, true);
   const int64_t n = d.Ns * d.C;
   b.memory(Op::Residual, what, "bias_add", n, double(n + d.C) * kF32, double(n) * kF32);
 }
 
 // tp_enter_forward of a stored (16-bit under low precision) LayerNorm output.
 void enter_forward(Builder& b, const Dims& d, const char* what) {
-  if (d.sp) b.collective(CollectiveKind::AllGather, what, double(d.N * d.C) * d.a);
+  if (d.sp) b.collective(CollectiveKind::AllGather, what, d.N * d.C, true, b.activation_dtype());
 }
 // tp_enter_backward: the input gradient of a column-parallel linear.
 void enter_backward(Builder& b, const Dims& d, const char* what) {
   if (d.tp == 1) return;
   b.collective(d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, what,
-               double(d.N * d.C) * kF32);
+               d.N * d.C, true);
 }
 // tp_leave_backward: SP gathers the fp32 gradient of the region's rows.
 void leave_backward(Builder& b, const Dims& d, const char* what) {
-  if (d.sp) b.collective(CollectiveKind::AllGather, what, double(d.N * d.C) * kF32);
+  if (d.sp) b.collective(CollectiveKind::AllGather, what, d.N * d.C, true);
 }
 
 void attention_core(Builder& b, const OpListConfig& c, const Sites& s, bool forward) {
@@ -303,7 +310,7 @@ void block_backward(Builder& b, const Dims& d, const OpListConfig& c, const Site
   enter_backward(b, d, "qkv");
   layernorm_backward(b, d, "ln1");
   if (d.sp) {
-    b.collective(CollectiveKind::AllReduce, "ln_grads", double(4 * d.C) * kF32);
+    b.collective(CollectiveKind::AllReduce, "ln_grads", 4 * d.C, false);
     for (int i = 0; i < 4; ++i) add(b, "ln_grads", "accumulate", d.C);
   }
 }
@@ -314,7 +321,7 @@ void embed_forward(Builder& b, const Dims& d, const Sites& s) {
            nc);
   if (d.tp > 1)
     b.collective(d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, "wte",
-                 nc);
+                 d.N * d.C, true);
   const double rows = double(d.Ns * d.C) * kF32;
   b.memory(Op::Embedding, "wpe", "position_embedding_forward", d.Ns * d.C, 2 * rows, rows);
   if (s.hidden) dropout_rows(b, "embedding_dropout", d.Ns * d.C);
@@ -341,9 +348,9 @@ void head_forward(Builder& b, const Dims& d, const OpListConfig& c) {
     return;
   }
   b.memory(Op::Loss, "loss", "vp_xent_local_max", d.N * d.V, nv, n);
-  b.collective(CollectiveKind::AllReduce, "loss_max", n);
+  b.collective(CollectiveKind::AllReduce, "loss_max", d.N, false);
   b.memory(Op::Loss, "loss", "vp_xent_local_sums", d.N * d.V, nv + 2 * n, 2 * n);
-  b.collective(CollectiveKind::AllReduce, "loss_sums", 2 * n);
+  b.collective(CollectiveKind::AllReduce, "loss_sums", 2 * d.N, false);
   b.memory(Op::Loss, "loss", "vp_xent_finish", d.N, 4 * n, 2 * n);
 }
 
@@ -361,7 +368,7 @@ void head_backward(Builder& b, const Dims& d, const OpListConfig& c) {
   if (d.sp) fill(b, Op::LayerNorm, "ln_grads", 2 * d.C);
   layernorm_backward(b, d, "ln_f");
   if (d.sp) {
-    b.collective(CollectiveKind::AllReduce, "ln_grads", double(2 * d.C) * kF32);
+    b.collective(CollectiveKind::AllReduce, "ln_grads", 2 * d.C, false);
     for (int i = 0; i < 2; ++i) add(b, "ln_grads", "accumulate", d.C);
   }
 }

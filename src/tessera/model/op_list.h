@@ -54,14 +54,20 @@ struct OpEntry {
   Op op = Op::Gemm;              // the profile kind the engine charges it to
   const char* what = "";         // what it computes, for reports: "qkv", "ln1", "lm_head", ...
   const char* kernel = "";       // the Backend method (see above)
-  Precision dtype = Precision::Fp32;  // GEMM operands; a memory kernel's 16-bit view, if any
+  // GEMM operands; a memory kernel's 16-bit view, if any; a collective's payload
+  Precision dtype = Precision::Fp32;
   int64_t m = 0, n = 0, k = 0, batch = 1;  // GEMM; attention: B, T, Cl, NH
-  int64_t elements = 0;          // memory: elements applied to; attention: B*T*Cl
+  int64_t elements = 0;          // memory: elements applied to; attention: B*T*Cl; collective: payload
   double bytes_read = 0, bytes_written = 0;  // device memory traffic
   double flops = 0;              // GEMM 2 m n k batch; attention its matmuls' FLOPs
   CollectiveKind collective = CollectiveKind::AllReduce;
   int64_t group_size = 1;        // collective: ranks in the (tp) group
   double bytes = 0;              // collective: data size S
+  // collective: it moves (N, C) activations or their gradients (not the
+  // loss statistics or LayerNorm gradients). The engine sends those in fp32
+  // except the gathered 16-bit LayerNorm outputs (dtype); Megatron-LM sends
+  // them all in the 16-bit type, which the planner prices for GPU runs.
+  bool activation = false;
 
   double memory_bytes() const { return bytes_read + bytes_written; }
 };

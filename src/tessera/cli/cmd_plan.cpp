@@ -13,6 +13,7 @@
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/plots.h"
+#include "tessera/plan/by_op_report.h"
 #include "tessera/plan/report.h"
 #include "tessera/plan/search.h"
 #include "tessera/plan/study.h"
@@ -36,7 +37,7 @@ struct PlanArgs {
   std::vector<std::string> recompute, schedule;
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
   std::vector<std::string> validate;  // metrics files of `tessera train` runs
-  bool by_op = false;                 // --validate: also each run's time by kind of work
+  bool by_op = false;                 // the best layout by op; --validate: each run by kind of work
   std::string svg_dir;                // --svg: write the charts here
 };
 
@@ -210,6 +211,9 @@ void run_plan(const PlanArgs& a) {
   check_found(a, model, sys, space, r);
   if (!a.json.empty() && write_json(a, sys, r)) return;
   print_search(a, model, sys, r);
+  if (a.by_op)  // every stage of the winner, simulated
+    fmt::print("\n{}", plan::format_by_op(model, sys,
+                                          plan::evaluate_layout(model, sys, r.ranked.front().layout)));
   if (!a.svg_dir.empty()) write_search_svgs(a, model, sys, space, r);
 }
 
@@ -258,8 +262,10 @@ void register_plan(CLI::App& app) {
                   "and print the errors")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--by-op", a->by_op,
-                "with --validate: each run's measured and predicted time by kind of work "
-                "(gemm, attention, layernorm, ..., comm) on the rank that wrote the file");
+                "the best layout's step per pipeline stage by op (gemm, attention, memory-bound, "
+                "each tp collective, bubble, exposed dp, optimizer) and model / hardware "
+                "TFLOP/s, MFU, HFU; with --validate: each run's measured and predicted time by "
+                "kind of work on the rank that wrote the file");
   cmd->callback([a] { run_plan(*a); });
 }
 

@@ -73,7 +73,7 @@ ByOpReport by_op(const GPTConfig& m, const SystemSpec& sys, const LayoutCost& c)
 
 std::string format_by_op(const GPTConfig& m, const SystemSpec& sys, const LayoutCost& c) {
   const ByOpReport r = by_op(m, sys, c);
-  std::string out = fmt::format("by op, one step of {} (seconds per rank of each stage):\n",
+  std::string out = fmt::format("by op, seconds of one step per rank of each stage:\n  {}\n",
                                 c.layout.str());
   // At most 6 stage columns per block, so a line stays within 100 columns.
   constexpr size_t kColumns = 6;
@@ -109,8 +109,8 @@ std::string format_by_op(const GPTConfig& m, const SystemSpec& sys, const Layout
     row("step", &StageByOp::step);
   }
   out += fmt::format(
-      "model {:.1f} TFLOP/s per device, hardware {:.1f} (with recomputation); MFU {:.1f}%, "
-      "HFU {:.1f}% of {:.0f} TFLOP/s\n",
+      "model {:.1f} TFLOP/s per device, hardware {:.1f} (with recomputation)\n"
+      "MFU {:.1f}%, HFU {:.1f}% of the {:.0f} TFLOP/s peak\n",
       r.model_tflops, r.hardware_tflops, 100 * r.mfu, 100 * r.hfu,
       peak_flops(sys, c.layout.precision) / 1e12);
   return out;

@@ -6,7 +6,8 @@
 //
 // The recorder maps Backend calls to entries on its own (from the call's
 // arguments), independently of op_list.cpp:
-//   matmul_forward*   one GEMM  m = N, n = OC, k = C
+//   matmul_forward*   one GEMM  m = N, n = OC, k = C; the fp32 one with a
+//                     bias also its bias pass over N * OC elements
 //   matmul_backward*  dinp GEMM (N, C, OC), dweight GEMM (OC, C, N), and with
 //                     a bias the column sum of dY over N * OC elements
 //   attention_*       (B, T, C, NH)
@@ -47,6 +48,7 @@ class RecordingBackend : public kernels::CpuBackend {
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                       int64_t N, int64_t C, int64_t OC) const override {
     gemm("matmul_forward", N, OC, C, Precision::Fp32);
+    if (bias) mem("matmul_forward.bias", N * OC);  // cpu::matmul_forward's own pass
     CpuBackend::matmul_forward(out, inp, weight, bias, N, C, OC);
   }
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,

@@ -50,6 +50,11 @@ class Builder {
     e.bytes_read = double(N * K + OC * K) * in_bytes() + (bias ? double(OC) * kF32 : 0.0);
     e.bytes_written = double(N * OC) * (out16 && d_.lowp ? 2.0 : kF32);
     out_.push_back(e);
+    // The fp32 GEMM adds its bias in a pass of its own over the output
+    // (kernels/cpu/matmul.cpp); the 16-bit GEMMs add it in their epilogue.
+    if (bias && !d_.lowp)
+      memory(Op::Gemm, what, "matmul_forward.bias", N * OC, double(N * OC + OC) * kF32,
+             double(N * OC) * kF32);
   }
   // kernels::Ops::matmul_backward of the linear above: dinp (N, K) = dY W,
   // dW (OC, K) = dY^T X, and with a bias dbias (OC) = column sums of dY.

@@ -12,7 +12,9 @@
 //   GEMM        C (m x n) = A (m x k) B (k x n), `batch` copies, operands in
 //               `dtype` (fp32, or bf16 / fp16 with fp32 accumulation);
 //               matmul_backward is two GEMMs (dinp, dweight) and, with a
-//               bias, a column sum of dY (a memory-bound entry);
+//               bias, a column sum of dY (a memory-bound entry); an fp32
+//               matmul_forward with a bias adds it in a pass of its own
+//               ("matmul_forward.bias"; the 16-bit GEMMs fuse it);
 //   attention   the fused (flash-style) kernel: shape (B, T, Cl, NH) in
 //               (m, n, k, batch), its matmul FLOPs, the bytes it moves;
 //   memory      a memory-bound kernel: elements it is applied to (the unit

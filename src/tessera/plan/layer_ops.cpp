@@ -27,7 +27,7 @@ std::optional<Measured> measured_kernel(std::string_view k) {
   if (k == "gelu_forward") return Measured{Kernel::GeluForward};
   if (k == "gelu_backward") return Measured{Kernel::GeluBackward};
   if (k == "add" || k == "accumulate") return Measured{Kernel::Residual};
-  if (k == "bias_add") return Measured{Kernel::BiasAdd};
+  if (k == "bias_add" || k == "matmul_forward.bias") return Measured{Kernel::BiasAdd};
   if (k == "matmul_backward.dbias") return Measured{Kernel::BiasGrad};
   if (k == "token_embedding_forward") return Measured{Kernel::EmbeddingForward};
   if (k == "position_embedding_forward") return Measured{Kernel::EmbeddingForward, true};
@@ -83,7 +83,13 @@ OpListConfig op_list_config(const GPTConfig& m, const PlanLayout& L) {
 
 double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) {
   switch (e.cls) {
-    case OpClass::Gemm: return gemm_seconds(sys, L.precision, {e.m, e.n, e.k, e.batch});
+    case OpClass::Gemm:
+      // A weight gradient dW (out, in) is the sgemm out x in x rows, which
+      // `tessera calibrate` records under the planner's name (in, out, rows)
+      // (calibrate_compute.cpp): look it up under that name.
+      if (std::string_view(e.kernel) == "matmul_backward.dweight")
+        return gemm_seconds(sys, L.precision, {e.n, e.m, e.k, e.batch});
+      return gemm_seconds(sys, L.precision, {e.m, e.n, e.k, e.batch});
     case OpClass::Attention:
       // The fused kernel's matmuls at the system's attention efficiency.
       return e.flops /

@@ -18,6 +18,7 @@
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/plots.h"
+#include "tessera/plan/by_op_report.h"
 #include "tessera/plan/report.h"
 #include "tessera/plan/search.h"
 #include "tessera/plan/study.h"
@@ -42,7 +43,7 @@ struct PlanArgs {
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
   bool overlap_grad_reduce = false, overlap_param_gather = false;
   std::vector<std::string> validate;  // metrics files of `tessera train` runs
-  bool by_op = false;                 // --validate: also each run's time by kind of work
+  bool by_op = false;                 // the best layout by op; --validate: each run by kind of work
   std::string svg_dir;                // --svg: write the charts here
   // --config: a `tessera train --config` file; plans that run (model, layout,
   // batch, precision) unless --search or a layout flag widens it.
@@ -365,6 +366,9 @@ void run_plan(const PlanArgs& args) {
   print_search(a, model, sys, r);
   print_train_command(keys, best);
   if (!a.emit_config.empty()) write_emit_config(a, keys, sys, best);
+  if (a.by_op)  // every stage of the winner, simulated
+    fmt::print("\n{}", plan::format_by_op(model, sys,
+                                          plan::evaluate_layout(model, sys, r.ranked.front().layout)));
   if (!a.svg_dir.empty()) write_search_svgs(a, model, sys, space, r);
   if (run) {
     const std::string w = plan::calibration_mismatch(sys, a.devices, run->train.threads);
@@ -437,8 +441,10 @@ void register_plan(CLI::App& app) {
                   "and print the errors")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--by-op", a->by_op,
-                "with --validate: each run's measured and predicted time by kind of work "
-                "(gemm, attention, layernorm, ..., comm) on the rank that wrote the file");
+                "the best layout's step per pipeline stage by op (gemm, attention, memory-bound, "
+                "each tp collective, bubble, exposed dp, optimizer) and model / hardware "
+                "TFLOP/s, MFU, HFU; with --validate: each run's measured and predicted time by "
+                "kind of work on the rank that wrote the file");
   cmd->callback([a, cmd] {
     auto given = [cmd](const char* name) { return cmd->get_option(name)->count() > 0; };
     a->given_model = given("--model");

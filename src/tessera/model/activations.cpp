@@ -1,5 +1,7 @@
 #include "tessera/model/activations.h"
 
+#include "tessera/core/error.h"
+
 namespace tessera {
 
 namespace {
@@ -109,6 +111,30 @@ Carver count(const ActShape& s) {
 
 int64_t activations_saved_bytes(const ActShape& s) { return count(s).saved; }
 int64_t activations_scratch_bytes(const ActShape& s) { return count(s).scratch; }
+ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_parallel,
+                      int64_t layers, bool has_head, int64_t vocab_columns, Recompute recompute,
+                      Precision precision) {
+  ActShape s;
+  s.B = B;
+  s.T = m.seq_length;
+  s.C = m.hidden_size;
+  s.NH = m.num_heads / tp;
+  s.Cl = m.hidden_size / tp;
+  s.F = m.ffn() / tp;
+  s.V = vocab_columns;
+  s.L = layers;
+  s.has_head = has_head;
+  s.recompute = recompute;
+  s.precision = precision;  // 16-bit GEMM activations under --bf16 / --fp16
+  if (sequence_parallel && tp > 1) {
+    TESSERA_CHECK(m.seq_length % tp == 0,
+                  "sequence parallelism: sequence length {} does not divide over tp {}",
+                  m.seq_length, tp);
+    s.Ts = m.seq_length / tp;
+  }
+  return s;
+}
+
 int64_t activations_bytes(const ActShape& s) {
   const Carver c = count(s);
   return c.saved + c.scratch;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tessera/config/gpt_config.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/profile.h"
 #include "tessera/config/parallel_config.h"
@@ -39,6 +40,16 @@ struct ActShape {
   bool sp() const { return Ts > 0 && Ts < T; }
   bool lowp() const { return precision != Precision::Fp32; }
 };
+
+// The shape of a micro-batch of B sequences on one tp rank of a model split
+// tp ways: tp-local widths, `vocab_columns` logit columns (the rank's real
+// vocabulary rows), `layers` layers, T / tp rows per sequence in the
+// LayerNorm regions under sequence parallelism (which needs T % tp == 0;
+// throws otherwise). GPT::act_shape and the planner (plan/memory_model.h)
+// both build theirs here.
+ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_parallel,
+                      int64_t layers, bool has_head, int64_t vocab_columns, Recompute recompute,
+                      Precision precision);
 
 // One layer's views. Under recompute some of them alias the same scratch in
 // every layer (ActShape::recompute says which): valid only between that layer's

@@ -57,29 +57,15 @@ void GPT::refresh_working_copy(Profile* profile) {
 }
 
 ActShape GPT::act_shape(int64_t B, int64_t T) const {
-  ActShape s;
-  s.B = B;
-  s.T = T;
-  s.C = config_.hidden_size;
-  s.NH = config_.num_heads / layout_.tp();
-  s.Cl = s.C / layout_.tp();
-  s.F = config_.ffn() / layout_.tp();
+  GPTConfig m = config_;
+  m.seq_length = T;
   // Only real vocabulary rows are ever predicted: padding never gets logits.
   // This rank's columns are its slice's real rows (none on a slice that is
   // all padding).
-  s.V = std::max<int64_t>(0, std::min(layout_.vocab_end(), config_.vocab_size) -
-                                 layout_.vocab_begin());
-  s.L = int64_t(layout_.layers().size());
-  s.has_head = layout_.has_head();
-  s.recompute = recompute_;
-  s.precision = lowp_.precision;  // 16-bit GEMM activations under --bf16 / --fp16
-  if (tp_.sp()) {
-    TESSERA_CHECK(T % tp_.size() == 0,
-                  "sequence parallelism: sequence length {} does not divide over tp {}", T,
-                  tp_.size());
-    s.Ts = T / tp_.size();
-  }
-  return s;
+  const int64_t V = std::max<int64_t>(0, std::min(layout_.vocab_end(), config_.vocab_size) -
+                                             layout_.vocab_begin());
+  return act_shape_of(m, B, layout_.tp(), tp_.sp(), int64_t(layout_.layers().size()),
+                      layout_.has_head(), V, recompute_, lowp_.precision);
 }
 
 // out (rows, C) += the position rows of flattened (B, T) token rows

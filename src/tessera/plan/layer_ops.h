@@ -1,22 +1,25 @@
-// What the planner prices per micro-batch: one transformer layer's and the
-// model's ends' work on one tp rank, by kind of work as the engine's profile
-// names it (core/profile.h), and the blocking synchronisations of a step.
-// Written after the kernels model/block.cpp and model/gpt.cpp call, in
-// their order (issue 13 makes the engine publish this list instead).
+// What the planner prices per micro-batch: the engine's own op list
+// (model/op_list.h) for one transformer layer and the model's ends on one
+// tp rank, each entry priced by the cost models (GEMMs: gemm_model.h;
+// attention: its FLOPs at the system's attention efficiency; memory-bound
+// kernels: kernel_cost.h's measured tables or their bytes over the memory
+// bandwidth; collectives: comm_model.h), summed by the profile kind the
+// engine charges each to (core/profile.h). Nothing here restates a kernel:
+// a kernel the engine gains is priced once it is in the list.
 #pragma once
 #include <cstdint>
 
 #include "tessera/config/gpt_config.h"
 #include "tessera/core/profile.h"
+#include "tessera/model/op_list.h"
 #include "tessera/plan/layout.h"
 #include "tessera/plan/system.h"
 
 namespace tessera::plan {
 
 // Seconds of one transformer layer on one tp rank for one micro-batch, by
-// kind of work as the engine's profile names it (core/profile.h): the
-// kernels model/block.cpp calls, in its order. Op::Comm holds the
-// tensor-parallel collectives (not overlapped with compute).
+// kind of work. Op::Comm holds the tensor-parallel collectives (not
+// overlapped with compute).
 struct LayerOps {
   Profile forward, backward;
   Profile recompute;  // what backward re-runs of the forward (none / selective / full)
@@ -29,9 +32,22 @@ struct EndOps {
   Profile embed_forward, embed_backward, head_forward, head_backward;
 };
 
+// The engine's op list of a layout: its micro-batch, tp, SP, recompute;
+// mixed precision as the engine's bf16 (fp16 moves the same bytes); the
+// model's dropout probabilities as trained; flash attention or not.
+OpListConfig op_list_config(const GPTConfig& m, const PlanLayout& L);
+
+// Seconds of one entry on one device of `sys` (before the in-situ factors).
+double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L);
+
+// The list priced: `ol` is op_list(op_list_config(m, L)) (built once per
+// layout by the caller; the forms without it build it).
+LayerOps layer_ops(const OpList& ol, const SystemSpec& sys, const PlanLayout& L);
+EndOps end_ops(const OpList& ol, const SystemSpec& sys, const PlanLayout& L);
 LayerOps layer_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L);
 EndOps end_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L);
-// Blocking synchronisations per step on one rank (for SystemSpec::sync_wait).
-double syncs_per_step(const PlanLayout& L, int64_t layers_per_chunk);
+// Blocking synchronisations per step on one rank (for SystemSpec::sync_wait):
+// the tp collectives of the op list, and the step's dp / pp ones.
+double syncs_per_step(const OpList& ol, const PlanLayout& L, int64_t layers_per_chunk);
 
 }  // namespace tessera::plan

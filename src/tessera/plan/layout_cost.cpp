@@ -124,14 +124,14 @@ struct ChunkWork {
   double zero3_chunk = 0;  // per micro-batch per chunk: gather forward and again backward
 };
 
-ChunkWork chunk_work(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+ChunkWork chunk_work(const OpList& ol, const SystemSpec& sys, const PlanLayout& L,
                      const StateBytesPerParam& per_param, double chunk_params,
                      int64_t layers_per_chunk) {
   const auto& par = L.par;
   const int64_t t = par.tp, dp = par.dp;
   ChunkWork w;
-  LayerOps lo = layer_ops(m, sys, L);
-  w.ends = end_ops(m, sys, L);
+  LayerOps lo = layer_ops(ol, sys, L);
+  w.ends = end_ops(ol, sys, L);
   EndOps& eo = w.ends;
   // Kernels run slower inside a step than alone (system in_situ factors).
   for (Profile* p : {&lo.forward, &lo.backward, &lo.recompute, &eo.embed_forward,
@@ -279,7 +279,9 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   check_fits(c, sys);
 
   // ---- time -------------------------------------------------------------
-  const ChunkWork w = chunk_work(m, sys, L, per_param, chunk_params, layers_per_chunk);
+  // The engine's op list of one micro-batch (model/op_list.h), priced below.
+  const OpList ol = op_list(op_list_config(m, L));
+  const ChunkWork w = chunk_work(ol, sys, L, per_param, chunk_params, layers_per_chunk);
   const PipelineCosts pc = pipeline_costs(m, sys, L, w);
   const PipelineTime pt = opt.simulate_schedule && p > 1 ? pipeline_time_simulated(pc)
                                                          : pipeline_time_estimate(pc);
@@ -303,7 +305,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   add_step_kernels(sys, L, max_params, largest);
   b.optimizer = largest[Op::Optimizer] + largest[Op::GradNorm];
   // Ranks that synchronise wait for the late one at every collective.
-  b.sync_wait = sys.sync_wait * syncs_per_step(L, layers_per_chunk);
+  b.sync_wait = sys.sync_wait * syncs_per_step(ol, L, layers_per_chunk);
   b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
   for (auto& sc : c.stages) {
     sc.ops = stage_ops(w, L, sc.stage);

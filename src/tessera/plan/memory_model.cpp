@@ -34,23 +34,13 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
 ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
                       bool has_head, bool sequence_parallel, Recompute recompute,
                       Precision precision) {
-  ActShape s;
-  s.B = micro_batch;
-  s.T = m.seq_length;
-  s.C = m.hidden_size;
-  s.NH = m.num_heads / tp;
-  s.Cl = m.hidden_size / tp;
-  s.F = m.ffn() / tp;
-  // GPT::act_shape: only real vocabulary rows get logits; tp rank 0 (the
-  // largest slice) holds min(padded / tp, vocab) of them.
-  s.V = std::min(m.padded_vocab(tp) / tp, m.vocab_size);
-  s.L = layers;
-  s.has_head = has_head;
-  s.recompute = recompute;
-  // bf16 and fp16 store alike (2 bytes); the engine's shape names one.
-  s.precision = precision == Precision::FP32 ? tessera::Precision::Fp32 : tessera::Precision::Bf16;
-  if (sequence_parallel && tp > 1) s.Ts = m.seq_length / tp;
-  return s;
+  // GPT::act_shape's own builder. Only real vocabulary rows get logits; tp
+  // rank 0 (the largest slice) holds min(padded / tp, vocab) of them. bf16
+  // and fp16 store alike (2 bytes); the engine's shape names one.
+  return act_shape_of(m, micro_batch, tp, sequence_parallel, layers, has_head,
+                      std::min(m.padded_vocab(tp) / tp, m.vocab_size), recompute,
+                      precision == Precision::FP32 ? tessera::Precision::Fp32
+                                                   : tessera::Precision::Bf16);
 }
 
 int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int64_t stage) {

@@ -48,6 +48,21 @@ bool better(const LayoutCost& a, const LayoutCost& b) {
   return a.peak_memory < b.peak_memory;
 }
 
+
+// Whether the engine would run this layout: ParallelConfig::validate, the
+// one statement of the rules (degrees, batch, the model's divisibility by
+// tp and pp x v, the schedule). The search asks it rather than repeating
+// them; it is asked per (tp, pp), per (micro-batch, schedule, v) and per
+// sequence-parallel switch, so few candidates throw.
+bool engine_accepts(const ParallelConfig& par, const GPTConfig& m, int64_t world) {
+  try {
+    par.validate(m, world);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& sys,
@@ -58,48 +73,53 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
   std::vector<int64_t> tps = sp.tp.empty() ? divisors(N) : sp.tp;
   std::vector<int64_t> pps = sp.pp.empty() ? divisors(N) : sp.pp;
   for (int64_t tp : tps) {
-    if (N % tp || m.num_heads % tp || m.hidden_size % tp || m.ffn() % tp) continue;
+    // Planner-only: tp stays on the fast intra-node links unless asked.
     if (sp.tp_within_node && sp.tp.empty() && tp > sys.devices_per_node) continue;
     for (int64_t pp : pps) {
-      if ((N / tp) % pp || m.num_layers % pp) continue;
-      const int64_t dp = N / (tp * pp);
-      if (sp.global_batch % dp) continue;
-      const int64_t per_replica = sp.global_batch / dp;
+      if (N % (tp * pp)) continue;  // no whole data-parallel size to try
+      ParallelConfig par;
+      par.tp = tp;
+      par.pp = pp;
+      par.dp = N / (tp * pp);
+      par.global_batch = sp.global_batch;
+      // The degrees with the smallest micro-batch: if the engine refuses
+      // this, it refuses every micro-batch, schedule and mode of (tp, pp).
+      if (!engine_accepts(par, m, N)) continue;
+      const int64_t per_replica = sp.global_batch / par.dp;
       std::vector<int64_t> mbs = sp.micro_batch;
       if (mbs.empty())
         for (int64_t b : divisors(per_replica))
           if (b <= sp.max_micro_batch) mbs.push_back(b);
       for (int64_t b : mbs) {
-        if (per_replica % b) continue;
-        const int64_t micro_batches = per_replica / b;
+        par.micro_batch = b;
         for (ScheduleKind kind : sp.schedules) {
+          if (kind == ScheduleKind::GPipe && pp == 1) continue;  // planner-only: the same as 1F1B
+          par.schedule = kind;
           std::vector<int64_t> vs{1};
           if (kind == ScheduleKind::Interleaved) {
-            if (pp < 2 || micro_batches % pp) continue;
             vs.clear();
-            for (int64_t v : sp.virtual_stages.empty() ? divisors(m.num_layers / pp)
-                                                       : sp.virtual_stages)
-              if (v >= 2 && v <= sp.max_virtual_stages && (m.num_layers / pp) % v == 0)
-                vs.push_back(v);
+            for (int64_t v : sp.virtual_stages.empty() ? divisors(m.num_layers) : sp.virtual_stages)
+              if (v >= 2 && v <= sp.max_virtual_stages) vs.push_back(v);
           }
-          if (kind == ScheduleKind::GPipe && pp == 1) continue;  // the same as 1F1B
-          for (int64_t v : vs)
+          for (int64_t v : vs) {
+            par.virtual_stages = v;
+            par.sequence_parallel = false;
+            par.zero_stage = 0;
+            par.recompute = Recompute::None;
+            if (!engine_accepts(par, m, N)) continue;
+            // With SP the engine also needs T % tp == 0.
+            par.sequence_parallel = true;
+            const bool sp_ok = tp > 1 && engine_accepts(par, m, N);
             for (int zero : sp.zero_stages) {
-              if (dp == 1 && zero > 0) continue;  // nothing to shard over
+              if (par.dp == 1 && zero > 0) continue;  // planner-only: nothing to shard over
               for (Recompute rc : sp.recompute)
                 for (bool seq_par : sp.sequence_parallel) {
-                  if (seq_par && (tp == 1 || m.seq_length % tp)) continue;
+                  if (seq_par && !sp_ok) continue;  // tp 1 (planner-only: nothing to split) or T % tp
                   PlanLayout L;
-                  L.par.tp = tp;
-                  L.par.pp = pp;
-                  L.par.dp = dp;
-                  L.par.virtual_stages = v;
-                  L.par.micro_batch = b;
-                  L.par.global_batch = sp.global_batch;
+                  L.par = par;
                   L.par.zero_stage = zero;
                   L.par.recompute = rc;
                   L.par.sequence_parallel = seq_par;
-                  L.par.schedule = kind;
                   L.precision = sp.precision;
                   L.flash_attention = sp.flash_attention;
                   L.overlap_grad_reduce = sp.overlap_grad_reduce;
@@ -108,6 +128,7 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   out.push_back(L);
                 }
             }
+          }
         }
       }
     }

@@ -1,0 +1,102 @@
+// The op list: what one transformer layer and the model's two ends do per
+// micro-batch on one tensor-parallel rank, kernel call by kernel call, as
+// block.cpp and gpt.cpp run them. The engine owns it; the planner prices it
+// (plan/layer_ops.cpp) and tests/model/test_op_list.cpp and
+// tests/mpi/mpi_test_op_list.cpp run the engine and check that what ran is
+// exactly this list (the GEMMs' shapes and counts, every backend kernel's
+// elements, every collective's kind and bytes). A kernel added to block.cpp
+// without an entry here fails those tests.
+//
+// Per entry: the phase (forward, the recomputation backward runs first,
+// backward), the profile kind it is charged to (core/profile.h), and
+//   GEMM        C (m x n) = A (m x k) B (k x n), `batch` copies, operands in
+//               `dtype` (fp32, or bf16 / fp16 with fp32 accumulation);
+//               matmul_backward is two GEMMs (dinp, dweight) and, with a
+//               bias, a column sum of dY (a memory-bound entry); an fp32
+//               matmul_forward with a bias adds it in a pass of its own
+//               ("matmul_forward.bias"; the 16-bit GEMMs fuse it);
+//   attention   the fused (flash-style) kernel: shape (B, T, Cl, NH) in
+//               (m, n, k, batch), its matmul FLOPs, the bytes it moves;
+//   memory      a memory-bound kernel: elements it is applied to (the unit
+//               of the planner's calibrated [kernels] tables), bytes read
+//               and written;
+//   collective  kind, group (always tp here) and data size S in bytes
+//               (comm_op.h's convention: the buffer for all-reduce, the
+//               full input for reduce-scatter, the full output for all-gather).
+// `kernel` names the Backend method (kernels/backend.h) without its bf16 /
+// fp16 suffix ("matmul_backward.dinp" for a part of one), "copy" / "fill"
+// for the model's own std::copy_n / fill_n (not backend calls), or the
+// collective ("all_reduce", ...).
+//
+// Flash or not: the engine's attention is flash-style (no T x T scores in
+// memory). flash_attention = false lists Megatron's unfused attention
+// instead (two batched GEMMs, softmax, dropout of the probabilities): the
+// planner prices GPU runs that store the scores; the engine never runs it.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "tessera/config/gpt_config.h"
+#include "tessera/config/parallel_config.h"
+#include "tessera/core/profile.h"
+#include "tessera/kernels/precision.h"
+
+namespace tessera {
+
+enum class OpPhase { Forward, Recompute, Backward };
+enum class OpClass { Gemm, Attention, Memory, Collective };
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter };
+
+const char* op_phase_name(OpPhase p);
+const char* collective_kind_name(CollectiveKind k);
+
+struct OpEntry {
+  OpPhase phase = OpPhase::Forward;
+  OpClass cls = OpClass::Memory;
+  Op op = Op::Gemm;              // the profile kind the engine charges it to
+  const char* what = "";         // what it computes, for reports: "qkv", "ln1", "lm_head", ...
+  const char* kernel = "";       // the Backend method (see above)
+  // GEMM operands; a memory kernel's 16-bit view, if any; a collective's payload
+  Precision dtype = Precision::Fp32;
+  int64_t m = 0, n = 0, k = 0, batch = 1;  // GEMM; attention: B, T, Cl, NH
+  int64_t elements = 0;          // memory: elements applied to; attention: B*T*Cl; collective: payload
+  double bytes_read = 0, bytes_written = 0;  // device memory traffic
+  double flops = 0;              // GEMM 2 m n k batch; attention its matmuls' FLOPs
+  CollectiveKind collective = CollectiveKind::AllReduce;
+  int64_t group_size = 1;        // collective: ranks in the (tp) group
+  double bytes = 0;              // collective: data size S
+  // collective: it moves (N, C) activations or their gradients (not the
+  // loss statistics or LayerNorm gradients). The engine sends those in fp32
+  // except the gathered 16-bit LayerNorm outputs (dtype); Megatron-LM sends
+  // them all in the 16-bit type, which the planner prices for GPU runs.
+  bool activation = false;
+
+  double memory_bytes() const { return bytes_read + bytes_written; }
+};
+
+struct OpListConfig {
+  GPTConfig model;               // its dropout probabilities apply when `training`
+  int64_t micro_batch = 1;       // sequences per micro-batch (B); T = model.seq_length
+  int64_t tp = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::None;
+  Precision precision = Precision::Fp32;  // --bf16 / --fp16: 16-bit GEMMs and their activations
+  bool training = true;          // false: no dropout runs (evaluation)
+  bool flash_attention = true;   // false: Megatron's unfused attention (planner only)
+};
+
+// One micro-batch on tp rank 0 (the rank with the most real vocabulary
+// columns), in the order the engine runs it: forward entries, then the
+// recomputation and backward entries (backward runs each layer's
+// recomputation just before its backward).
+struct OpList {
+  std::vector<OpEntry> layer;  // one transformer layer (block.cpp)
+  std::vector<OpEntry> embed;  // first stage: token + position embedding, its dropout
+  std::vector<OpEntry> head;   // last stage: final LayerNorm, tied LM head, loss
+};
+
+// Throws tessera::Error for a shape the engine rejects (heads, hidden or
+// ffn not divisible by tp; SP with T not divisible by tp).
+OpList op_list(const OpListConfig& c);
+
+}  // namespace tessera

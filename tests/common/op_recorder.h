@@ -1,0 +1,367 @@
+// What the engine ran for one micro-batch, against the op list it publishes
+// (model/op_list.h): a backend that derives from the CPU one and writes down
+// every kernel call (name, shape, precision), the collective log of the tp
+// group, and the comparison. Shared by tests/model/test_op_list.cpp (one
+// process) and tests/mpi/mpi_test_op_list.cpp (tp 2, with and without SP).
+//
+// The recorder maps Backend calls to entries on its own (from the call's
+// arguments), independently of op_list.cpp:
+//   matmul_forward*   one GEMM  m = N, n = OC, k = C; the fp32 one with a
+//                     bias also its bias pass over N * OC elements
+//   matmul_backward*  dinp GEMM (N, C, OC), dweight GEMM (OC, C, N), and with
+//                     a bias the column sum of dY over N * OC elements
+//   attention_*       (B, T, C, NH)
+//   everything else   elements (n, N * C, rows * C, B * T * C, N * V, N)
+// Compared: GEMMs and attention calls as multisets of (phase, kernel, shape,
+// precision); memory-bound kernels by total elements per (phase, kernel,
+// precision); collectives in order (kind, bytes). Recomputation runs inside
+// backward, so the list's recompute and backward entries are compared with
+// what ran in backward together.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tessera/comm/collective_log.h"
+#include "tessera/kernels/cpu/cpu_backend.h"
+#include "tessera/model/op_list.h"
+
+namespace tessera::test {
+
+struct RanKernel {
+  std::string kernel;
+  bool shaped = false;  // GEMM or attention: (m, n, k, batch) compared exactly
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t elements = 0;
+  Precision dtype = Precision::Fp32;
+};
+
+class RecordingBackend : public kernels::CpuBackend {
+ public:
+  mutable std::vector<RanKernel> calls;
+  mutable bool on = true;  // off: calls outside the micro-batch (the working copy's refresh)
+
+  // ---- GEMMs ----
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                      int64_t N, int64_t C, int64_t OC) const override {
+    gemm("matmul_forward", N, OC, C, Precision::Fp32);
+    if (bias) mem("matmul_forward.bias", N * OC);  // cpu::matmul_forward's own pass
+    CpuBackend::matmul_forward(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
+                       bool acc_dinp, bool acc_dw) const override {
+    backward(dinp, dbias, N, C, OC, Precision::Fp32);
+    CpuBackend::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, acc_dinp,
+                                acc_dw);
+  }
+  void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight, const float* bias,
+                           int64_t N, int64_t C, int64_t OC) const override {
+    gemm("matmul_forward", N, OC, C, Precision::Bf16);
+    CpuBackend::matmul_forward_bf16(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
+                            const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
+                            int64_t OC, bool acc_dinp, bool acc_dw) const override {
+    backward(dinp, dbias, N, C, OC, Precision::Bf16);
+    CpuBackend::matmul_backward_bf16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, acc_dinp,
+                                     acc_dw);
+  }
+  void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,
+                           int64_t N, int64_t C, int64_t OC) const override {
+    gemm("matmul_forward", N, OC, C, Precision::Fp16);
+    CpuBackend::matmul_forward_fp16(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
+                            const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
+                            int64_t OC, bool acc_dinp, bool acc_dw) const override {
+    backward(dinp, dbias, N, C, OC, Precision::Fp16);
+    CpuBackend::matmul_backward_fp16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, acc_dinp,
+                                     acc_dw);
+  }
+  void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,
+                               const float* bias, int64_t N, int64_t C, int64_t OC) const override {
+    gemm("matmul_forward", N, OC, C, Precision::Bf16);
+    CpuBackend::matmul_forward_bf16_out(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weight,
+                               const float* bias, int64_t N, int64_t C, int64_t OC) const override {
+    gemm("matmul_forward", N, OC, C, Precision::Fp16);
+    CpuBackend::matmul_forward_fp16_out(out, inp, weight, bias, N, C, OC);
+  }
+  void cast_to_bf16(bf16_t* out, const float* in, int64_t n) const override {
+    mem("cast", n, Precision::Bf16);
+    CpuBackend::cast_to_bf16(out, in, n);
+  }
+  void cast_to_fp16(fp16_t* out, const float* in, int64_t n) const override {
+    mem("cast", n, Precision::Fp16);
+    CpuBackend::cast_to_fp16(out, in, n);
+  }
+  void bias_add(float* out, const float* bias, int64_t N, int64_t C) const override {
+    mem("bias_add", N * C);
+    CpuBackend::bias_add(out, bias, N, C);
+  }
+  // ---- LayerNorm ----
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int64_t N, int64_t C) const override {
+    mem("layernorm_forward", N * C);
+    CpuBackend::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+  }
+  void layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, const float* inp,
+                              const float* w, const float* b, int64_t N, int64_t C) const override {
+    mem("layernorm_forward", N * C, Precision::Bf16);
+    CpuBackend::layernorm_forward_bf16(out, mean, rstd, inp, w, b, N, C);
+  }
+  void layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, const float* inp,
+                              const float* w, const float* b, int64_t N, int64_t C) const override {
+    mem("layernorm_forward", N * C, Precision::Fp16);
+    CpuBackend::layernorm_forward_fp16(out, mean, rstd, inp, w, b, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int64_t N,
+                          int64_t C) const override {
+    mem("layernorm_backward", N * C);
+    CpuBackend::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+  // ---- attention ----
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t NH, const DropoutSite* d) const override {
+    attn("attention_forward", B, T, C, NH, Precision::Fp32);
+    CpuBackend::attention_forward(out, lse, qkv, B, T, C, NH, d);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          const DropoutSite* d) const override {
+    attn("attention_backward", B, T, C, NH, Precision::Fp32);
+    CpuBackend::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, d);
+  }
+  void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
+                              int64_t C, int64_t NH, const DropoutSite* d) const override {
+    attn("attention_forward", B, T, C, NH, Precision::Bf16);
+    CpuBackend::attention_forward_bf16(out, lse, qkv, B, T, C, NH, d);
+  }
+  void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
+                              int64_t C, int64_t NH, const DropoutSite* d) const override {
+    attn("attention_forward", B, T, C, NH, Precision::Fp16);
+    CpuBackend::attention_forward_fp16(out, lse, qkv, B, T, C, NH, d);
+  }
+  void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
+                               const bf16_t* out, const float* lse, int64_t B, int64_t T,
+                               int64_t C, int64_t NH, const DropoutSite* d) const override {
+    attn("attention_backward", B, T, C, NH, Precision::Bf16);
+    CpuBackend::attention_backward_bf16(dqkv, dout, qkv, out, lse, B, T, C, NH, d);
+  }
+  void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
+                               const fp16_t* out, const float* lse, int64_t B, int64_t T,
+                               int64_t C, int64_t NH, const DropoutSite* d) const override {
+    attn("attention_backward", B, T, C, NH, Precision::Fp16);
+    CpuBackend::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, C, NH, d);
+  }
+  // ---- GELU ----
+  void gelu_forward(float* out, const float* inp, int64_t n) const override {
+    mem("gelu_forward", n);
+    CpuBackend::gelu_forward(out, inp, n);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const override {
+    mem("gelu_backward", n);
+    CpuBackend::gelu_backward(dinp, inp, dout, n);
+  }
+  void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n) const override {
+    mem("gelu_forward", n, Precision::Bf16);
+    CpuBackend::gelu_forward_bf16(out, inp, n);
+  }
+  void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n) const override {
+    mem("gelu_forward", n, Precision::Fp16);
+    CpuBackend::gelu_forward_fp16(out, inp, n);
+  }
+  void gelu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout,
+                          int64_t n) const override {
+    mem("gelu_backward", n, Precision::Bf16);
+    CpuBackend::gelu_backward_bf16(dinp, inp, dout, n);
+  }
+  void gelu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
+                          int64_t n) const override {
+    mem("gelu_backward", n, Precision::Fp16);
+    CpuBackend::gelu_backward_fp16(dinp, inp, dout, n);
+  }
+  // ---- dropout, element-wise ----
+  void dropout_rows(float* x, int64_t rows, int64_t C, int64_t row0, int64_t T,
+                    const DropoutSite& site) const override {
+    mem("dropout_rows", rows * C);
+    CpuBackend::dropout_rows(x, rows, C, row0, T, site);
+  }
+  void add(float* out, const float* a, const float* b, int64_t n) const override {
+    mem("add", n);
+    CpuBackend::add(out, a, b, n);
+  }
+  void accumulate(float* y, const float* x, int64_t n) const override {
+    mem("accumulate", n);
+    CpuBackend::accumulate(y, x, n);
+  }
+  // ---- embedding ----
+  void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N,
+                               int64_t C, int64_t vb, int64_t ve) const override {
+    mem("token_embedding_forward", N * C);
+    CpuBackend::token_embedding_forward(out, tokens, wte, N, C, vb, ve);
+  }
+  void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int64_t N,
+                                int64_t C, int64_t vb, int64_t ve) const override {
+    mem("token_embedding_backward", N * C);
+    CpuBackend::token_embedding_backward(dwte, dout, tokens, N, C, vb, ve);
+  }
+  void position_embedding_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C,
+                                  int64_t pos0) const override {
+    mem("position_embedding_forward", B * T * C);
+    CpuBackend::position_embedding_forward(out, wpe, B, T, C, pos0);
+  }
+  void position_embedding_backward(float* dwpe, const float* dout, int64_t B, int64_t T,
+                                   int64_t C) const override {
+    mem("position_embedding_backward", B * T * C);
+    CpuBackend::position_embedding_backward(dwpe, dout, B, T, C);
+  }
+  // ---- loss ----
+  void cross_entropy_forward(float* losses, float* lse, const float* logits, const int32_t* t,
+                             int64_t N, int64_t V) const override {
+    mem("cross_entropy_forward", N * V);
+    CpuBackend::cross_entropy_forward(losses, lse, logits, t, N, V);
+  }
+  void cross_entropy_backward(float* dl, const float* logits, const float* lse, const int32_t* t,
+                              float dloss, int64_t N, int64_t V) const override {
+    mem("cross_entropy_backward", N * V);
+    CpuBackend::cross_entropy_backward(dl, logits, lse, t, dloss, N, V);
+  }
+  void cross_entropy_backward_bf16(bf16_t* dl, const float* logits, const float* lse,
+                                   const int32_t* t, float dloss, int64_t N,
+                                   int64_t V) const override {
+    mem("cross_entropy_backward", N * V, Precision::Bf16);
+    CpuBackend::cross_entropy_backward_bf16(dl, logits, lse, t, dloss, N, V);
+  }
+  void cross_entropy_backward_fp16(fp16_t* dl, const float* logits, const float* lse,
+                                   const int32_t* t, float dloss, int64_t N,
+                                   int64_t V) const override {
+    mem("cross_entropy_backward", N * V, Precision::Fp16);
+    CpuBackend::cross_entropy_backward_fp16(dl, logits, lse, t, dloss, N, V);
+  }
+  void vp_xent_local_max(float* row_max, const float* logits, int64_t N, int64_t V) const override {
+    mem("vp_xent_local_max", N * V);
+    CpuBackend::vp_xent_local_max(row_max, logits, N, V);
+  }
+  void vp_xent_local_sums(float* sums, const float* logits, const float* row_max,
+                          const int32_t* t, int64_t N, int64_t V, int64_t vb) const override {
+    mem("vp_xent_local_sums", N * V);
+    CpuBackend::vp_xent_local_sums(sums, logits, row_max, t, N, V, vb);
+  }
+  void vp_xent_finish(float* losses, float* lse, const float* row_max, const float* sums,
+                      const int32_t* t, int64_t N) const override {
+    mem("vp_xent_finish", N);
+    CpuBackend::vp_xent_finish(losses, lse, row_max, sums, t, N);
+  }
+  void vp_xent_backward(float* dl, const float* logits, const float* lse, const int32_t* t,
+                        float dloss, int64_t N, int64_t V, int64_t vb) const override {
+    mem("vp_xent_backward", N * V);
+    CpuBackend::vp_xent_backward(dl, logits, lse, t, dloss, N, V, vb);
+  }
+  void vp_xent_backward_bf16(bf16_t* dl, const float* logits, const float* lse, const int32_t* t,
+                             float dloss, int64_t N, int64_t V, int64_t vb) const override {
+    mem("vp_xent_backward", N * V, Precision::Bf16);
+    CpuBackend::vp_xent_backward_bf16(dl, logits, lse, t, dloss, N, V, vb);
+  }
+  void vp_xent_backward_fp16(fp16_t* dl, const float* logits, const float* lse, const int32_t* t,
+                             float dloss, int64_t N, int64_t V, int64_t vb) const override {
+    mem("vp_xent_backward", N * V, Precision::Fp16);
+    CpuBackend::vp_xent_backward_fp16(dl, logits, lse, t, dloss, N, V, vb);
+  }
+
+ private:
+  void gemm(const char* k, int64_t m, int64_t n, int64_t kk, Precision p) const {
+    if (on) calls.push_back({k, true, m, n, kk, 1, 0, p});
+  }
+  void backward(const float* dinp, const float* dbias, int64_t N, int64_t C, int64_t OC,
+                Precision p) const {
+    if (dinp) gemm("matmul_backward.dinp", N, C, OC, p);
+    gemm("matmul_backward.dweight", OC, C, N, p);
+    if (dbias) mem("matmul_backward.dbias", N * OC, p);
+  }
+  void attn(const char* k, int64_t B, int64_t T, int64_t C, int64_t NH, Precision p) const {
+    if (on) calls.push_back({k, true, B, T, C, NH, 0, p});
+  }
+  void mem(const char* k, int64_t n, Precision p = Precision::Fp32) const {
+    if (on) calls.push_back({k, false, 0, 0, 0, 1, n, p});
+  }
+};
+
+// ---- the comparison ----
+
+// (kernel, m, n, k, batch, dtype) -> calls for shaped kernels; (kernel,
+// dtype) -> total elements for the others.
+struct KernelTally {
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t, int64_t, int>, int64_t> shaped;
+  std::map<std::pair<std::string, int>, int64_t> elements;
+  void add(const std::string& kernel, bool shaped_kernel, int64_t m, int64_t n, int64_t k,
+           int64_t batch, int64_t elems, Precision p, int64_t times = 1) {
+    if (shaped_kernel)
+      shaped[{kernel, m, n, k, batch, int(p)}] += times;
+    else
+      elements[{kernel, int(p)}] += elems * times;
+  }
+  bool operator==(const KernelTally&) const = default;
+};
+
+inline KernelTally tally(const std::vector<RanKernel>& ran) {
+  KernelTally t;
+  for (const RanKernel& r : ran) t.add(r.kernel, r.shaped, r.m, r.n, r.k, r.batch, r.elements, r.dtype);
+  return t;
+}
+
+// The list's entries of the given phases, `times` over (layers); the
+// model's own copies and fills are not backend calls and are left out.
+inline void tally_list(KernelTally& t, const std::vector<OpEntry>& list,
+                       std::initializer_list<OpPhase> phases, int64_t times = 1) {
+  for (const OpEntry& e : list) {
+    if (e.cls == OpClass::Collective) continue;
+    if (std::string(e.kernel) == "copy" || std::string(e.kernel) == "fill") continue;
+    bool in = false;
+    for (OpPhase p : phases) in = in || e.phase == p;
+    if (!in) continue;
+    t.add(e.kernel, e.cls != OpClass::Memory, e.m, e.n, e.k, e.batch, e.elements, e.dtype, times);
+  }
+}
+
+inline std::string describe(const KernelTally& t) {
+  std::string s;
+  for (const auto& [key, n] : t.shaped) {
+    const auto& [k, m, nn, kk, b, p] = key;
+    s += "  " + k + " (" + std::to_string(m) + ", " + std::to_string(nn) + ", " +
+         std::to_string(kk) + ", " + std::to_string(b) + ") " + precision_name(Precision(p)) +
+         " x" + std::to_string(n) + "\n";
+  }
+  for (const auto& [key, n] : t.elements)
+    s += "  " + key.first + " " + precision_name(Precision(key.second)) + " " +
+         std::to_string(n) + " elements\n";
+  return s;
+}
+
+// A collective as the log and the list both say it: kind and data size.
+using RanCollective = std::pair<std::string, size_t>;
+
+inline std::vector<RanCollective> collectives_of(const std::vector<comm::CollectiveRecord>& log,
+                                                 const std::string& group) {
+  std::vector<RanCollective> out;
+  for (const auto& r : log)
+    if (r.group == group) out.emplace_back(std::string(comm::comm_op_name(r.op)), r.bytes);
+  return out;
+}
+
+inline void append_collectives(std::vector<RanCollective>& out, const std::vector<OpEntry>& list,
+                               std::initializer_list<OpPhase> phases) {
+  for (const OpEntry& e : list) {
+    if (e.cls != OpClass::Collective) continue;
+    for (OpPhase p : phases)
+      if (e.phase == p) out.emplace_back(e.kernel, size_t(e.bytes));
+  }
+}
+
+}  // namespace tessera::test

@@ -1,0 +1,196 @@
+// The op list (model/op_list.h) is what the engine runs: one process, one
+// micro-batch through the whole model on a backend that writes down every
+// kernel call, for each recompute mode, fp32 / bf16 / fp16 and dropout off /
+// on. Same GEMM shapes and counts, same attention calls, same elements per
+// memory-bound kernel (tests/common/op_recorder.h says how calls map to
+// entries). A GEMM or kernel added to block.cpp or gpt.cpp without its
+// entry fails here; tests/mpi/mpi_test_op_list.cpp checks the collectives
+// under tp 2.
+#include <gtest/gtest.h>
+
+#include "op_recorder.h"
+#include "tiny_model.h"
+
+#include <vector>
+
+#include "tessera/core/rng.h"
+#include "tessera/model/flops.h"
+#include "tessera/model/gpt.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kB = 2;
+
+struct Case {
+  Recompute recompute;
+  Precision precision;
+  bool dropout;
+};
+
+std::string name_of(const Case& c) {
+  return std::string(recompute_name(c.recompute)) + " " + precision_name(c.precision) +
+         (c.dropout ? " dropout" : " no-dropout");
+}
+
+GPTConfig model_for(const Case& c) {
+  GPTConfig m = test::tiny_gpt(2);
+  if (c.dropout) m.attention_dropout = 0.1f, m.hidden_dropout = 0.1f;
+  return m;
+}
+
+struct Ran {
+  std::vector<test::RanKernel> forward, backward;
+};
+
+// One micro-batch forward and backward on the recording backend.
+Ran run_engine(const Case& c) {
+  const GPTConfig m = model_for(c);
+  test::RecordingBackend rec;
+  GPT model(m, ParamLayout::build(m, ParallelConfig{}, 0, 0));
+  model.set_backend(rec);
+  model.set_recompute(c.recompute);
+  model.set_precision(c.precision);
+  model.init(5);
+  rec.on = false;  // the step's working-copy cast, not a micro-batch's work
+  model.refresh_working_copy();
+  rec.on = true;
+  Activations acts;
+  activations_init(acts, model.act_shape(kB, m.seq_length));
+  acts.dropout = {.training = true, .seed = 7, .step = 1, .first_sample = 0};
+  const int64_t N = kB * m.seq_length;
+  std::vector<int32_t> in(N), tgt(N);  // (B, T) each
+  for (int64_t i = 0; i < N; ++i) {
+    in[size_t(i)] = int32_t(rng_u64(3, 0, uint64_t(i)) % uint64_t(m.vocab_size));
+    tgt[size_t(i)] = int32_t(rng_u64(3, 1, uint64_t(i)) % uint64_t(m.vocab_size));
+  }
+  Ran r;
+  model.forward(acts, in.data(), tgt.data());
+  r.forward = std::move(rec.calls);
+  rec.calls.clear();
+  acts.first_backward_of_step = true;
+  model.backward(acts, in.data(), tgt.data(), 1.0f / float(N));
+  r.backward = std::move(rec.calls);
+  return r;
+}
+
+OpList list_for(const Case& c) {
+  OpListConfig oc;
+  oc.model = model_for(c);
+  oc.micro_batch = kB;
+  oc.recompute = c.recompute;
+  oc.precision = c.precision;
+  return op_list(oc);
+}
+
+// What the list says one micro-batch of the whole model runs.
+struct Expected {
+  test::KernelTally forward, backward;
+};
+Expected expected(const OpList& ol, int64_t layers) {
+  Expected e;
+  test::tally_list(e.forward, ol.embed, {OpPhase::Forward});
+  test::tally_list(e.forward, ol.layer, {OpPhase::Forward}, layers);
+  test::tally_list(e.forward, ol.head, {OpPhase::Forward});
+  for (const auto* part : {&ol.embed, &ol.head})
+    test::tally_list(e.backward, *part, {OpPhase::Recompute, OpPhase::Backward});
+  test::tally_list(e.backward, ol.layer, {OpPhase::Recompute, OpPhase::Backward}, layers);
+  return e;
+}
+
+class OpListMatchesTheEngine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OpListMatchesTheEngine, KernelByKernel) {
+  const Case c = GetParam();
+  const Ran ran = run_engine(c);
+  const Expected want = expected(list_for(c), model_for(c).num_layers);
+  const test::KernelTally fw = test::tally(ran.forward), bw = test::tally(ran.backward);
+  EXPECT_EQ(fw, want.forward) << name_of(c) << "\nran forward:\n"
+                              << test::describe(fw) << "list forward:\n"
+                              << test::describe(want.forward);
+  EXPECT_EQ(bw, want.backward) << name_of(c) << "\nran backward:\n"
+                               << test::describe(bw) << "list backward:\n"
+                               << test::describe(want.backward);
+  // Not vacuous: the tiny model runs 2 x 4 linears + the head forward.
+  int64_t gemms = 0;
+  for (const auto& [key, n] : fw.shaped)
+    if (std::get<0>(key) == "matmul_forward") gemms += n;
+  EXPECT_EQ(gemms, 2 * 4 + 1) << name_of(c);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp16})
+      for (bool d : {false, true}) v.push_back({r, p, d});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, OpListMatchesTheEngine, ::testing::ValuesIn(all_cases()),
+                         [](const auto& info) {
+                           std::string s = name_of(info.param);
+                           for (char& ch : s)
+                             if (ch == ' ' || ch == '-') ch = '_';
+                           return s;
+                         });
+
+// The comparison can fail: the list without one of the engine's GEMMs (as
+// if block.cpp had gained a linear the list lacks) or with a kernel's
+// elements off no longer matches what ran.
+TEST(OpList, AMissingGemmOrWrongSizeIsCaught) {
+  const Case c{Recompute::Selective, Precision::Bf16, true};
+  const Ran ran = run_engine(c);
+  const int64_t layers = model_for(c).num_layers;
+  OpList ol = list_for(c);
+  ASSERT_EQ(test::tally(ran.forward), expected(ol, layers).forward);
+  OpList missing = ol;
+  for (size_t i = 0; i < missing.layer.size(); ++i)
+    if (std::string(missing.layer[i].what) == "fc" && missing.layer[i].phase == OpPhase::Forward) {
+      missing.layer.erase(missing.layer.begin() + ptrdiff_t(i));
+      break;
+    }
+  EXPECT_NE(test::tally(ran.forward), expected(missing, layers).forward);
+  OpList off = ol;
+  for (OpEntry& e : off.layer)
+    if (std::string(e.kernel) == "dropout_rows" && e.phase == OpPhase::Backward) e.elements += 1;
+  EXPECT_NE(test::tally(ran.backward), expected(off, layers).backward);
+}
+
+// The entries' own arithmetic: FLOPs of the GEMMs and of attention add up
+// to flops.cpp's count of the model (the list lists all the work), and each
+// dropout / cast is there exactly when the run has it.
+TEST(OpList, FlopsAndOptionalKernels) {
+  GPTConfig m = test::gpt2_small();
+  OpListConfig oc;
+  oc.model = m;
+  oc.micro_batch = 1;
+  const OpList ol = op_list(oc);
+  double fw = 0;
+  for (const OpEntry& e : ol.layer)
+    if (e.phase == OpPhase::Forward) fw += e.flops;
+  double head = 0;
+  for (const OpEntry& e : ol.head)
+    if (e.phase == OpPhase::Forward) head += e.flops;
+  EXPECT_NEAR(fw / layer_forward_flops(m, m.seq_length), 1.0, 1e-12);
+  EXPECT_NEAR(head / head_forward_flops(m, m.seq_length), 1.0, 1e-12);
+  auto count = [](const OpList& l, const char* kernel) {
+    int n = 0;
+    for (const auto* part : {&l.embed, &l.layer, &l.head})
+      for (const OpEntry& e : *part) n += std::string(e.kernel) == kernel;
+    return n;
+  };
+  EXPECT_EQ(count(ol, "dropout_rows"), 0);
+  EXPECT_EQ(count(ol, "cast"), 0);
+  oc.model.hidden_dropout = 0.1f;
+  oc.precision = Precision::Bf16;
+  const OpList on = op_list(oc);
+  // Embedding forward + backward; per layer 2 forward and 2 backward.
+  EXPECT_EQ(count(on, "dropout_rows"), 2 + 4);
+  // The fp32 output gradients of the two row-parallel linears.
+  EXPECT_EQ(count(on, "cast"), 2);
+  oc.training = false;
+  EXPECT_EQ(count(op_list(oc), "dropout_rows"), 0);
+}
+
+}  // namespace
+}  // namespace tessera

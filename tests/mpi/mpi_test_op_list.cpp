@@ -1,0 +1,145 @@
+// The op list (model/op_list.h) under tensor parallelism is what the engine
+// runs: tp 2, with and without sequence parallelism, every recompute mode,
+// fp32 and bf16, dropout off and on. One micro-batch forward and backward
+// on a recording backend (tests/common/op_recorder.h) and the tp group's
+// collective log: the same GEMM shapes and counts, the same elements per
+// memory-bound kernel, and the same collectives in the same order with the
+// same bytes. The one-process cases are tests/model/test_op_list.cpp.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "mpi_test_env.h"
+#include "op_recorder.h"
+#include "tessera/comm/collective_log.h"
+#include "tessera/model/gpt.h"
+#include "tiny_model.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kB = 2;
+constexpr int64_t kTp = 2;
+
+struct Case {
+  bool sp;
+  Recompute recompute;
+  Precision precision;
+  bool dropout;
+};
+
+std::string name_of(const Case& c) {
+  return fmt::format("tp 2{} {} {}{}", c.sp ? " sp" : "", recompute_name(c.recompute),
+                     precision_name(c.precision), c.dropout ? " dropout" : "");
+}
+
+GPTConfig model_for(const Case& c) {
+  GPTConfig m = test::tiny_gpt(2);
+  // 128 rows over tp 2: every rank holds 64 real vocabulary columns, so
+  // rank 0's list (the list's rank) is every rank's.
+  m.vocab_size = 128;
+  m.make_vocab_size_divisible_by = 8;
+  if (c.dropout) m.attention_dropout = 0.1f, m.hidden_dropout = 0.1f;
+  return m;
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (bool sp : {false, true})
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+      for (Precision p : {Precision::Fp32, Precision::Bf16})
+        for (bool d : {false, true}) v.push_back({sp, r, p, d});
+  return v;
+}
+
+TEST(OpListTp, WhatRanIsTheList) {
+  auto& w = test::world();
+  if (w.size() < kTp || w.size() % kTp != 0) GTEST_SKIP() << "needs an even number of ranks";
+  comm::Communicator& tp = test::grid_of(int(kTp)).tp();
+  for (const Case& c : all_cases()) {
+    SCOPED_TRACE(name_of(c));
+    const GPTConfig m = model_for(c);
+    ParallelConfig par;
+    par.tp = kTp;
+    par.sequence_parallel = c.sp;
+    test::RecordingBackend rec;
+    GPT model(m, ParamLayout::build(m, par, tp.rank(), 0), true, true, {&tp, c.sp});
+    model.set_backend(rec);
+    model.set_recompute(c.recompute);
+    model.set_precision(c.precision);
+    model.init(5);
+    rec.on = false;
+    model.refresh_working_copy();
+    rec.on = true;
+    Activations acts;
+    activations_init(acts, model.act_shape(kB, m.seq_length));
+    acts.dropout = {.training = true, .seed = 7, .step = 1, .first_sample = 0};
+    const int64_t N = kB * m.seq_length;
+    std::vector<int32_t> in(static_cast<size_t>(N)), tgt(static_cast<size_t>(N));  // (B, T) each, the same on every rank
+    for (int64_t i = 0; i < N; ++i) {
+      in[size_t(i)] = int32_t((7 * i + 3) % m.vocab_size);
+      tgt[size_t(i)] = int32_t((5 * i + 1) % m.vocab_size);
+    }
+    tp.barrier();
+    comm::CollectiveLog& log = tp.log();
+    const uint64_t before = log.recorded();
+    model.forward(acts, in.data(), tgt.data());
+    const uint64_t mid = log.recorded();
+    const std::vector<test::RanKernel> ran_fw = std::move(rec.calls);
+    rec.calls.clear();
+    acts.first_backward_of_step = true;
+    model.backward(acts, in.data(), tgt.data(), 1.0f / float(N));
+    const uint64_t after = log.recorded();
+    ASSERT_LT(after - before, log.capacity()) << "the log's ring must hold the micro-batch";
+    const std::vector<comm::CollectiveRecord> recs = log.last(size_t(after - before));
+    const std::vector<comm::CollectiveRecord> fw_recs(recs.begin(),
+                                                      recs.begin() + ptrdiff_t(mid - before));
+    const std::vector<comm::CollectiveRecord> bw_recs(recs.begin() + ptrdiff_t(mid - before),
+                                                      recs.end());
+
+    OpListConfig oc;
+    oc.model = m;
+    oc.micro_batch = kB;
+    oc.tp = kTp;
+    oc.sequence_parallel = c.sp;
+    oc.recompute = c.recompute;
+    oc.precision = c.precision;
+    const OpList ol = op_list(oc);
+    const int64_t L = m.num_layers;
+    const std::initializer_list<OpPhase> fw{OpPhase::Forward};
+    const std::initializer_list<OpPhase> bw{OpPhase::Recompute, OpPhase::Backward};
+
+    // Kernels.
+    test::KernelTally want_fw, want_bw;
+    test::tally_list(want_fw, ol.embed, fw);
+    test::tally_list(want_fw, ol.layer, fw, L);
+    test::tally_list(want_fw, ol.head, fw);
+    test::tally_list(want_bw, ol.head, bw);
+    test::tally_list(want_bw, ol.layer, bw, L);
+    test::tally_list(want_bw, ol.embed, bw);
+    const test::KernelTally got_fw = test::tally(ran_fw), got_bw = test::tally(rec.calls);
+    EXPECT_EQ(got_fw, want_fw) << "ran:\n" << test::describe(got_fw) << "list:\n"
+                               << test::describe(want_fw);
+    EXPECT_EQ(got_bw, want_bw) << "ran:\n" << test::describe(got_bw) << "list:\n"
+                               << test::describe(want_bw);
+
+    // Collectives, in the order the engine issues them: forward runs the
+    // embedding, the layers, the head; backward the head, then each layer
+    // (last first) with its recomputation, then the embedding.
+    std::vector<test::RanCollective> list_fw, list_bw;
+    test::append_collectives(list_fw, ol.embed, fw);
+    for (int64_t l = 0; l < L; ++l) test::append_collectives(list_fw, ol.layer, fw);
+    test::append_collectives(list_fw, ol.head, fw);
+    test::append_collectives(list_bw, ol.head, bw);
+    for (int64_t l = 0; l < L; ++l) test::append_collectives(list_bw, ol.layer, bw);
+    test::append_collectives(list_bw, ol.embed, bw);
+    EXPECT_EQ(test::collectives_of(fw_recs, "tp"), list_fw);
+    EXPECT_EQ(test::collectives_of(bw_recs, "tp"), list_bw);
+    EXPECT_FALSE(list_fw.empty());  // tp 2 communicates: the comparison is not of two empties
+  }
+}
+
+}  // namespace
+}  // namespace tessera

@@ -8,7 +8,8 @@
 # launcher and shared-memory transport are uninstrumented and report
 # themselves; the main suite runs them), and the tests too slow under ASan
 # for CI, named in SLOW below (the main suite runs them too).
-# Extra arguments go to ctest (e.g. -R Fuzz). Longer fuzzing under the
+# Extra arguments go to ctest (e.g. -R Fuzz). CI (.ci/run) passes -LE script:
+# the unit tests and the fuzz seeds, not the end-to-end script tests. Longer fuzzing under the
 # sanitizers: TESSERA_FUZZ_CASES=20000 build-sanitize/tests/test_fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,11 +40,23 @@ export ASAN_OPTIONS="halt_on_error=1:detect_stack_use_after_return=0:strict_stri
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$root/scripts/sanitize/lsan.supp:print_suppressions=0"
 
-# Too slow under the sanitizers for CI (the main suite runs them):
-# the loss-falls-on-real-text run (70-100 s in Release), the three 300-step
-# trainings of the precision check (210 s in Release), and the mpirun
-# script test.
-SLOW='^(TrainingLearns\.|test_precision_convergence$|test_mpi_errors$)'
+# Left out here, each run by the main suite (scripts/test.sh):
+# - too slow under the sanitizers: the loss-falls-on-real-text run (70-100 s
+#   in Release), the three 300-step trainings of the precision check (210 s
+#   in Release), the two 50-step bf16/fp16-vs-fp32 loss runs (30-50 s each
+#   under ASan), and the mpirun script test;
+# - timing bounds that hold for the Release build only (an instrumented
+#   build is 2-5x slower): ScheduleSim.FrontierScaleIsFast,
+#   PlanSearch.FrontierOneTrillionOn3072IsFast and the per-element bound of
+#   KernelCost.CalibrateMeasuresTheEnginesKernels (17-21 us per element
+#   seen under ASan on the loaded machine, against its 10 us);
+# - Fp32Reference.TinyRunIsBitIdentical: its reference losses are pinned to
+#   the Release build's code generation (-O3, the same contractions), and
+#   this build is RelWithDebInfo (-O2), so the last bits differ by design.
+SLOW='^(TrainingLearns\.|test_precision_convergence$|test_mpi_errors$'
+SLOW+='|LowpTraining\.(Bf16|Fp16)LossWithinTwoPercentOfFp32After50Steps$'
+SLOW+='|ScheduleSim\.FrontierScaleIsFast$|PlanSearch\.FrontierOneTrillionOn3072IsFast$'
+SLOW+='|KernelCost\.CalibrateMeasuresTheEnginesKernels$|Fp32Reference\.TinyRunIsBitIdentical$)'
 # The fuzz seeds: 300 mutated inputs per parser (2,700 in all; a checkpoint
 # case costs ~0.4 s under ASan). The ≥ 10,000-per-parser runs are by hand
 # (docs/reliability.md).

@@ -107,8 +107,12 @@ TEST(KernelCost, OverlapAndSyncWaitEnterTheStep) {
   SystemSpec exposed = load_system_file(write_temp("tessera_k7.toml", text));
   EXPECT_DOUBLE_EQ(hidden.comm_overlap, 1.0);
   EXPECT_DOUBLE_EQ(hidden.sync_wait, 0.0);
-  const LayoutCost a = evaluate_layout(small_model(), hidden, dp2());
-  const LayoutCost b = evaluate_layout(small_model(), exposed, dp2());
+  // comm_overlap applies to an overlapped reduction (--overlap-grad-reduce) only.
+  PlanLayout overlapped = dp2();
+  overlapped.overlap_grad_reduce = true;
+  const LayoutCost a = evaluate_layout(small_model(), hidden, overlapped);
+  const LayoutCost b = evaluate_layout(small_model(), exposed, overlapped);
+  EXPECT_DOUBLE_EQ(evaluate_layout(small_model(), hidden, dp2()).time.dp_exposed, b.time.dp_exposed);
   // ZeRO-0's all-reduce: hidden (up to the backward window) vs all exposed.
   EXPECT_GT(b.time.dp_exposed, a.time.dp_exposed);
   EXPECT_NEAR(b.time.dp_exposed, b.time.dp_reduce, 1e-15);

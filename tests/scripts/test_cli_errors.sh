@@ -44,6 +44,10 @@ expect_error '--bf16 and --fp16 exclude each other' train "${small[@]}" --bf16 -
 expect_error '--loss-scale.*need --fp16' train "${small[@]}" --loss-scale 128
 expect_error '--grad-reduce-in-bf16 needs --bf16' train "${small[@]}" --grad-reduce-in-bf16
 expect_error '--grad-reduce-in-bf16 needs --bf16' train "${small[@]}" --fp16 --grad-reduce-in-bf16
+expect_error '--overlap-param-gather needs --zero-stage 1 or 2' \
+  train "${small[@]}" --overlap-grad-reduce --overlap-param-gather
+expect_error '--overlap-param-gather needs --overlap-grad-reduce' \
+  train "${small[@]}" --zero-stage 1 --overlap-param-gather
 expect_error '--attention-dropout must be in \[0, 1\) \(got 1' train "${small[@]}" --attention-dropout 1
 expect_error '--hidden-dropout must be in' train "${small[@]}" --hidden-dropout=-0.1
 expect_error '--micro-batch-size.*(could not be converted|integer|valid)|Could not convert' \

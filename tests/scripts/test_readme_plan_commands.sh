@@ -3,33 +3,39 @@
 # written (issue 13: `plan --model 175B` was an unknown preset for a while):
 # every one-line `tessera plan` example that needs no file of the reader's
 # (no "...", no --validate, no continuation) runs and exits 0, and a
-# search's report stays within 100 columns.
+# search's report stays within 100 columns; so does every `tessera train
+# ... --dry-run` example (run in document order after the plan that may
+# write its --config; paths under /tmp/ go to a private directory).
 # Usage: test_readme_plan_commands.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1
 src=$2
 failures=0
 count=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 while IFS= read -r line; do
   cmd=${line%%#*}  # drop the trailing comment
-  args=${cmd#*tessera plan}
+  cmd=${cmd//\/tmp\//$tmp/}
+  sub=$(sed -E 's/^(build\/)?tessera (plan|train) .*/\2/' <<<"$cmd")
+  args=${cmd#*tessera "$sub"}
   count=$((count + 1))
   # shellcheck disable=SC2086  # the example's words, split as a shell would
-  if out=$(cd "$src" && timeout 120 "$bin" plan $args 2>&1); then
-    echo "ok: tessera plan$args"
+  if out=$(cd "$src" && timeout 120 "$bin" "$sub" $args 2>&1); then
+    echo "ok: tessera $sub$args"
     # A search's report fits a 100-column terminal (issue 13, part 4).
     long=$(awk 'length($0) > 100' <<<"$out")
-    if [[ "$args" == *--model* ]] && [ -n "$long" ]; then
-      echo "FAIL: tessera plan$args prints lines over 100 columns:"
+    if [[ "$args" == *--model* || "$args" == *--config* ]] && [ -n "$long" ]; then
+      echo "FAIL: tessera $sub$args prints lines over 100 columns:"
       echo "$long" | head -3 | sed 's/^/    /'
       failures=$((failures + 1))
     fi
   else
-    echo "FAIL: tessera plan$args"
+    echo "FAIL: tessera $sub$args"
     echo "$out" | tail -3 | sed 's/^/    /'
     failures=$((failures + 1))
   fi
-done < <(grep -hE '^(build/)?tessera plan ' "$src/README.md" "$src/docs/planner.md" |
+done < <(grep -hE '^(build/)?tessera (plan |train .*--dry-run)' "$src/README.md" "$src/docs/planner.md" |
          grep -vE '\.\.\.|--validate|\\$')
 if [ "$count" -lt 3 ]; then
   echo "FAIL: found only $count plan examples (the pattern no longer matches the docs?)"

@@ -9,7 +9,9 @@
 #      after step 2 with a checkpoint;
 #   3. the same job script again with TESSERA_LAUNCH=mpirun (Open MPI's mpirun
 #      inside the allocation), which must resume from that checkpoint and
-#      finish steps 3-4 as the reference did.
+#      finish steps 3-4 as the reference did;
+#   4. `tessera tune --launcher srun`: a 2-rank trial whose losses equal the
+#      same trial file run under mpirun.
 # Each run must really be one 2-rank job (its metrics say "ranks":2), not two
 # single-rank jobs that happen to agree. The cluster is stopped on any exit.
 # Needs root and slurm-wlm + munge (scripts/setup.sh); exits 77 (CTest: skipped)
@@ -143,15 +145,39 @@ if TESSERA_LAUNCH=mpirun TESSERA_MPIRUN_FLAGS="--allow-run-as-root --mca btl sel
   fi
 fi
 
-# 4. A 2-rank `tessera tune` trial through Slurm (issue 16, item 6) -- NOT
-# WRITTEN: `tessera tune` does not exist yet (issue 14). When it does, this
-# check fails, so that the trial gets written here: submit one 2-rank trial
-# with srun -n 2 and compare its result with the same trial under mpirun.
-commands=$("$bin" --help 2>&1)
-if grep -Eq '^ +tune +' <<<"$commands"; then
-  fail "tessera tune exists now: write its 2-rank Slurm trial in tests/scripts/test_slurm.sh (step 4)"
+# 4. A 2-rank `tessera tune` trial through Slurm (issue 16, item 6): the
+# tuner launches its trial with srun, and the trial's losses equal the same
+# trial file run under mpirun.
+cat >"$tmp/tune.toml" <<'EOF'
+num-layers = 1
+hidden-size = 32
+num-attention-heads = 2
+seq-length = 16
+micro-batch-size = 2
+global-batch-size = 4
+lr-decay-iters = 4
+threads = 1
+peak-tflops = 1
+EOF
+if (cd "$tmp" && timeout 180 "$bin" tune --config tune.toml --launcher "srun -n 2 --time=5" \
+      --include "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1" \
+      --budget-trials 1 --steps 4 --warmup 1 --work-dir tune-runs >tune.out 2>&1); then
+  trial=$tmp/tune-runs/trial_001
+  if ! grep -q '"status":"ok"' "$tmp/tune-runs/tune.jsonl"; then
+    fail "tune through srun: the trial did not run:"; sed 's/^/    /' "$tmp/tune.out"
+  elif ! two_ranks "$trial.jsonl"; then
+    fail "tune through srun: the trial was not one 2-rank job"
+  elif ! timeout 120 "$src/scripts/mpirun.sh" -n 2 "$bin" train --config "$trial.toml" \
+      --train-iters 4 --eval-interval 0 --no-progress --metrics-file "$tmp/tune_ref.jsonl" \
+      >"$tmp/tune_ref.out" 2>&1; then
+    fail "the tune trial's file under mpirun failed:"; sed 's/^/    /' "$tmp/tune_ref.out"
+  elif ! diff <(losses "$trial.jsonl") <(losses "$tmp/tune_ref.jsonl") >"$tmp/diff"; then
+    fail "tune through srun: the trial's losses differ from mpirun's:"; sed 's/^/    /' "$tmp/diff"
+  else
+    echo "ok: tessera tune --launcher srun: a 2-rank trial, losses identical to mpirun's"
+  fi
 else
-  echo "note: no tune trial: tessera tune does not exist yet (issue 14)"
+  fail "tessera tune --launcher srun failed:"; sed 's/^/    /' "$tmp/tune.out"
 fi
 
 echo "test_slurm: $((SECONDS - start)) s in all"

@@ -1,13 +1,18 @@
 // `tessera plan`: predict memory and step time of layouts of a model on a
-// system, search them, and print the best (or JSON for scripts).
+// system, search them, and print the best (or JSON for scripts), also as
+// the `tessera train` flags that run it (--emit-config: a train --config
+// file). --config plans a `tessera train --config` file's own run: one
+// vocabulary for both commands (run_plan.h).
 #include <fmt/core.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "tessera/cli/commands.h"
+#include "tessera/cli/run_plan.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
 #include "tessera/model/param_layout.h"
@@ -17,6 +22,7 @@
 #include "tessera/plan/search.h"
 #include "tessera/plan/study.h"
 #include "tessera/plan/validate.h"
+#include "tessera/train/data_setup.h"
 
 namespace tessera::cli {
 
@@ -35,10 +41,50 @@ struct PlanArgs {
   std::vector<int> zero;
   std::vector<std::string> recompute, schedule;
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
+  bool overlap_grad_reduce = false, overlap_param_gather = false;
   std::vector<std::string> validate;  // metrics files of `tessera train` runs
   bool by_op = false;                 // --validate: also each run's time by kind of work
   std::string svg_dir;                // --svg: write the charts here
+  // --config: a `tessera train --config` file; plans that run (model, layout,
+  // batch, precision) unless --search or a layout flag widens it.
+  std::string config;
+  bool search = false;
+  std::string emit_config;            // --emit-config: the best layout as a train --config file
+  // Which of the layout's flags the command line gave (they replace --config's).
+  bool given_devices = false, given_batch = false, given_tp = false, given_pp = false,
+       given_mb = false, given_v = false, given_zero = false, given_rc = false,
+       given_sched = false, given_sp = false, given_precision = false, given_model = false;
 };
+
+// A `tessera train --config` file as the planner sees it: the run's model
+// (vocabulary from vocab-size, else from the run's data as train opens it),
+// its layout and batch, its precision.
+struct ConfigRun {
+  TrainConfig train;
+};
+
+ConfigRun read_config_run(const std::string& path) {
+  ConfigRun r;
+  int64_t vocab_flag = 0;
+  r.train = read_train_config(path, &vocab_flag);
+  if (vocab_flag > 0) {
+    r.train.model.vocab_size = vocab_flag;
+  } else {
+    // No vocab-size: the vocabulary is the data's, as `tessera train` finds
+    // it (the embedded corpus's tokenizer when the file names no data).
+    try {
+      r.train.model.vocab_size = open_training_data(r.train, 0).vocab_size;
+    } catch (const Error& e) {
+      fail("--config {}: no vocab-size, and the run's data gives none: {}", path, e.what());
+    }
+  }
+  try {
+    r.train.model.validate();
+  } catch (const Error& e) {
+    fail("--config {}: {}", path, e.what());
+  }
+  return r;
+}
 
 void write_file(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string path = (std::filesystem::path(dir) / name).string();
@@ -53,7 +99,28 @@ Recompute parse_recompute(const std::string& s) {
   fail("--recompute: '{}' is not none, selective or full", s);
 }
 
-plan::SearchSpace make_space(const PlanArgs& a) {
+// --config: every setting of the layout is the run's, except those the
+// command line gives (--tp 1 2 ...) and, with --search, those it leaves out.
+// The engine is what runs it: fp32 state, its own arena, blockwise attention.
+void fix_to_run(plan::SearchSpace& sp, const PlanArgs& a, const TrainConfig& t) {
+  const ParallelConfig& p = t.par;
+  sp.engine = true;
+  sp.flash_attention = true;
+  if (!a.given_precision)
+    sp.precision = t.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
+  if (!a.given_batch) sp.global_batch = p.global_batch;
+  if (a.search) return;
+  if (!a.given_tp) sp.tp = {p.tp};
+  if (!a.given_pp) sp.pp = {p.pp};
+  if (!a.given_mb) sp.micro_batch = {p.micro_batch};
+  if (!a.given_v) sp.virtual_stages = {p.virtual_stages};
+  if (!a.given_zero) sp.zero_stages = {p.zero_stage};
+  if (!a.given_rc) sp.recompute = {p.recompute};
+  if (!a.given_sched) sp.schedules = {p.schedule};
+  if (!a.given_sp) sp.sequence_parallel = {p.sequence_parallel};
+}
+
+plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   plan::SearchSpace sp;
   sp.devices = a.devices;
   sp.global_batch = a.global_batch;
@@ -78,7 +145,12 @@ plan::SearchSpace make_space(const PlanArgs& a) {
                 "--precision: mixed16 or fp32 (got '{}')", a.precision);
   sp.precision = a.precision == "fp32" ? plan::Precision::FP32 : plan::Precision::Mixed16;
   sp.flash_attention = !a.no_flash;
+  sp.overlap_grad_reduce = a.overlap_grad_reduce;
+  sp.overlap_param_gather = a.overlap_param_gather;
+  TESSERA_CHECK(!a.overlap_param_gather || a.overlap_grad_reduce,
+                "--overlap-param-gather needs --overlap-grad-reduce (as in tessera train)");
   sp.tp_within_node = !a.tp_across_nodes;
+  if (run) fix_to_run(sp, a, run->train);
   return sp;
 }
 
@@ -90,12 +162,27 @@ void print_list() {
     fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}B params  ({})\n", p.name,
                p.config.num_layers, p.config.hidden_size, p.config.num_heads, p.config.seq_length,
                double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
+  fmt::print("aliases (names are case-insensitive):");
+  for (const auto& [alias, preset] : plan::model_aliases()) fmt::print(" {} = {}", alias, preset);
+  fmt::print("\nor a model file: `tessera train`'s keys (num-layers = 4, ...); or --config FILE, a "
+             "whole `tessera train --config` run\n");
 }
 
 void run_validate(const PlanArgs& a, const plan::SystemSpec& sys) {
   std::vector<plan::SystemSpec> systems{sys};
   for (const auto& s : a.more_systems) systems.push_back(plan::load_system(s));
-  fmt::print("{}", plan::format_validation(plan::validate_runs(a.validate, systems), sys, a.by_op));
+  const plan::Validation v = plan::validate_runs(a.validate, systems);
+  // A calibration holds for the ranks x threads it measured (their
+  // contention is in its numbers): say so for each run that differs.
+  std::vector<std::string> warned;
+  for (const plan::RunCheck& c : v.runs) {
+    const int64_t ranks = c.run.par.tp * c.run.par.pp * c.run.par.dp;
+    const std::string w = plan::calibration_mismatch(sys, ranks, c.run.threads);
+    if (w.empty() || std::find(warned.begin(), warned.end(), w) != warned.end()) continue;
+    warned.push_back(w);
+    fmt::print("warning: {}\n", w);
+  }
+  fmt::print("{}", plan::format_validation(v, sys, a.by_op));
 }
 
 void run_study(const PlanArgs& a, const plan::SystemSpec& sys) {
@@ -106,9 +193,12 @@ void run_study(const PlanArgs& a, const plan::SystemSpec& sys) {
                                  fmt::format("Dash et al. 2024 scaling on {}: planner vs study", sys.name)));
 }
 
-// Fails, saying why, when the search found no layout that fits.
-void check_found(const PlanArgs& a, const GPTConfig& model, const plan::SystemSpec& sys,
-                 const plan::SearchSpace& space, const plan::SearchResult& r) {
+// Fails, saying why, when the search found no layout at all, or none that
+// fits (after printing the closest ones with their predicted time and how
+// far over memory they are).
+void check_found(const PlanArgs& a, const std::string& what, const GPTConfig& model,
+                 const plan::SystemSpec& sys, const plan::SearchSpace& space,
+                 const plan::SearchResult& r) {
   if (r.candidates == 0) {
     auto near = plan::nearby_usable_device_counts(model, sys, space);
     std::string alt;
@@ -116,17 +206,25 @@ void check_found(const PlanArgs& a, const GPTConfig& model, const plan::SystemSp
     fail("no layout of {} devices for {} with global batch {}: tp must divide the heads ({}) "
          "within a node of {}, pp the layers ({}), and dp the global batch; nearest usable "
          "device counts: {}",
-         a.devices, a.model, a.global_batch, model.num_heads, sys.devices_per_node,
+         space.devices, what, space.global_batch, model.num_heads, sys.devices_per_node,
          model.num_layers, alt.empty() ? "none found" : alt);
   }
   if (r.ranked.empty()) {
     const plan::LayoutCost& c = r.closest_misses.front();
+    if (a.json != "-") {
+      fmt::print("{} on {} x {} ({}): no layout fits; the closest, with their predicted "
+                 "time:\n{}",
+                 what, space.devices, sys.device_name, sys.name,
+                 plan::format_miss_table(r.closest_misses, r.closest_misses.size()));
+      std::fflush(stdout);
+    }
     fail("{} fits no layout on {} x {} ({:.1f} GB usable each): the least memory, {}, needs "
-         "{:.1f} GB on stage {} (every ZeRO stage, recompute mode and micro-batch was tried). "
-         "Try more devices: about {} by that layout's memory",
-         a.model, a.devices, sys.device_name, sys.usable_memory() / 1e9, c.layout.str(),
-         c.peak_memory / 1e9, c.peak_stage,
-         int64_t(std::ceil(double(a.devices) * c.peak_memory / sys.usable_memory())));
+         "{:.1f} GB on stage {} ({}){}. Try more devices: about {} by that layout's memory",
+         what, space.devices, sys.device_name, sys.usable_memory() / 1e9, c.layout.str(),
+         c.peak_memory / 1e9, c.peak_stage, plan::over_memory_text(c),
+         r.candidates > 1 ? "; every ZeRO stage, recompute mode and micro-batch asked for was tried"
+                          : "",
+         int64_t(std::ceil(double(space.devices) * c.peak_memory / sys.usable_memory())));
   }
 }
 
@@ -146,20 +244,72 @@ bool write_json(const PlanArgs& a, const plan::SystemSpec& sys, const plan::Sear
 
 void print_search(const PlanArgs& a, const GPTConfig& model, const plan::SystemSpec& sys,
                   const plan::SearchResult& r) {
-  fmt::print("{} ({:.2f}B parameters) on {} x {} ({}), global batch {}\n", a.model,
-             double(ParamLayout::count_model_params(model)) / 1e9, a.devices, sys.device_name,
-             sys.name, a.global_batch);
+  const double params = double(ParamLayout::count_model_params(model));
+  fmt::print("{} ({} parameters) on {} x {} ({}), global batch {}\n", a.model,
+             params >= 1e9 ? fmt::format("{:.2f}B", params / 1e9)
+                           : fmt::format("{:.2f}M", params / 1e6),
+             a.devices, sys.device_name, sys.name, a.global_batch);
   fmt::print("searched {} layouts in {:.3f} s: {} fit, {} do not fit memory\n\n", r.candidates,
              r.seconds, r.ranked.size(), r.too_big);
   fmt::print("{}\n", plan::format_table(r.ranked, size_t(a.top)));
   fmt::print("best: {}", plan::format_breakdown(r.ranked.front(), sys));
   if (!r.closest_misses.empty() && r.too_big > 0) {
+    // Layouts that do not fit still get their time, and how far over they are.
+    fmt::print("\nclosest that do not fit ({} of {}), predicted as if they did:\n{}",
+               r.closest_misses.size(), r.too_big,
+               plan::format_miss_table(r.closest_misses, r.closest_misses.size()));
     // Its reason's breakdown "(weights ..., ...)" on a line of its own: the
     // output stays within 100 columns.
     std::string why = r.closest_misses.front().why_not;
     if (const size_t at = why.find(" ("); at != std::string::npos) why.replace(at, 1, "\n    ");
-    fmt::print("dropped, e.g.: {}:\n  {}\n", r.closest_misses.front().layout.str(), why);
+    fmt::print("  #1: {}\n", why);
   }
+}
+
+// The model and the best layout as `tessera train` settings: the --config
+// file's own settings (lr, data, ...) kept, the layout replaced; a preset's
+// shape otherwise.
+TrainKeys best_as_train_keys(const PlanArgs& a, const GPTConfig& model,
+                             const plan::LayoutCost& best) {
+  TrainKeys keys;
+  if (!a.config.empty()) {
+    keys = non_layout_keys_of_file(a.config);
+    if (a.given_precision) {  // --precision replaced the file's
+      std::erase_if(keys, [](const TrainKey& k) { return k.key == "bf16" || k.key == "fp16"; });
+      if (best.layout.precision == plan::Precision::Mixed16)
+        keys.push_back({"bf16", TrainKey::Kind::Flag, "true", ""});
+    }
+  } else {
+    keys = model_keys(model);
+    // Mixed 16-bit GEMMs: the engine's --bf16 (fp32 master weights and state).
+    if (best.layout.precision == plan::Precision::Mixed16)
+      keys.push_back({"bf16", TrainKey::Kind::Flag, "true", ""});
+  }
+  const TrainKeys layout = layout_keys(best.layout);
+  keys.insert(keys.end(), layout.begin(), layout.end());
+  return keys;
+}
+
+void print_train_command(const TrainKeys& keys, const plan::LayoutCost& best) {
+  const int64_t n = best.layout.devices();
+  fmt::print("\nrun it with {} rank{}{}:\n{}", n, n == 1 ? "" : "s",
+             n == 1 ? "" : fmt::format(" (e.g. scripts/mpirun.sh -n {} before it)", n),
+             train_command(keys));
+}
+
+void write_emit_config(const PlanArgs& a, const TrainKeys& keys, const plan::SystemSpec& sys,
+                       const plan::LayoutCost& best) {
+  const int64_t n = best.layout.devices();
+  const std::string header = fmt::format(
+      "Written by `tessera plan` ({}{} on system '{}'): its best layout,\n"
+      "  {}\n"
+      "Predicted: {:.4f} s per step, {:.3f} GB at the peak stage. Train it on {} rank(s):\n"
+      "  {}tessera train --config THIS_FILE",
+      a.config.empty() ? "--model " : "--config ", a.model, sys.name, best.layout.str(),
+      best.time.step, best.peak_memory / 1e9, n,
+      n == 1 ? "" : fmt::format("scripts/mpirun.sh -n {} ", n));
+  write_output_file(a.emit_config, train_config_toml(keys, header), "--emit-config");
+  fmt::print(a.json == "-" ? stderr : stdout, "wrote {}\n", a.emit_config);
 }
 
 void write_search_svgs(const PlanArgs& a, const GPTConfig& model, const plan::SystemSpec& sys,
@@ -174,43 +324,73 @@ void write_search_svgs(const PlanArgs& a, const GPTConfig& model, const plan::Sy
              plan::svg_memory_stages(best, sys, "Memory per pipeline stage: " + what));
 }
 
-void run_plan(const PlanArgs& a) {
-  if (a.list) {
+void run_plan(const PlanArgs& args) {
+  if (args.list) {
     print_list();
     return;
   }
+  TESSERA_CHECK(args.config.empty() || !args.given_model,
+                "--config and --model: give one (--config names a whole `tessera train` run)");
+  TESSERA_CHECK(!args.search || !args.config.empty(),
+                "--search: only with --config (a --model plan always searches)");
   // Outputs are checked before the search (or the study) that fills them.
-  if (!a.json.empty() && a.json != "-") check_output_file(a.json, "--json");
-  if (!a.svg_dir.empty()) check_output_dir(a.svg_dir, "--svg", std::to_string(::getpid()));
-  TESSERA_CHECK(a.more_systems.empty() || !a.validate.empty(),
+  if (!args.json.empty() && args.json != "-") check_output_file(args.json, "--json");
+  if (!args.emit_config.empty()) check_output_file(args.emit_config, "--emit-config");
+  if (!args.svg_dir.empty()) check_output_dir(args.svg_dir, "--svg", std::to_string(::getpid()));
+  TESSERA_CHECK(args.more_systems.empty() || !args.validate.empty(),
                 "--system: several system files only with --validate (one search needs one machine)");
-  const std::string system_name =
-      !a.system.empty() ? a.system : !a.validate.empty() ? "local" : "frontier";
+  // A train config is a run on this machine unless --system says otherwise.
+  const std::string system_name = !args.system.empty()                          ? args.system
+                                  : !args.validate.empty() || !args.config.empty() ? "local"
+                                                                                   : "frontier";
   const plan::SystemSpec sys = plan::load_system(system_name);
   // A name can mean this user's calibration or the shipped file: say which
   // (on stderr, so `--json -` stays JSON).
   if (const std::string file = plan::find_system_file(system_name);
       !file.empty() && file.starts_with(plan::user_systems_dir()))
     fmt::print(stderr, "system '{}': {} (this machine's calibration)\n", system_name, file);
-  if (!a.validate.empty()) {
-    run_validate(a, sys);
+  if (!args.validate.empty()) {
+    run_validate(args, sys);
     return;
   }
-  if (a.study) {
-    run_study(a, sys);
+  if (args.study) {
+    run_study(args, sys);
     return;
   }
-  const GPTConfig model = plan::load_model(a.model);
+  // --config: the run's model, and its ranks unless --devices (tp x pp: one
+  // data-parallel replica, as `tessera train` run on that many ranks).
+  PlanArgs a = args;
+  std::optional<ConfigRun> run;
+  GPTConfig model;
+  if (!a.config.empty()) {
+    run = read_config_run(a.config);
+    model = run->train.model;
+    a.model = a.config;
+    if (!a.given_devices) a.devices = run->train.par.tp * run->train.par.pp;
+    if (!a.given_batch) a.global_batch = run->train.par.global_batch;
+  } else {
+    model = plan::load_model(a.model, is_train_flag);
+  }
   TESSERA_CHECK(a.devices >= 1, "--devices: how many devices to plan for (got {})", a.devices);
   TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step (got {})",
                 a.global_batch);
   TESSERA_CHECK(a.top >= 1, "--top must be >= 1 (got {})", a.top);
-  const plan::SearchSpace space = make_space(a);
+  const plan::SearchSpace space = make_space(a, run ? &*run : nullptr);
   plan::SearchResult r = plan::search_layouts(model, sys, space);
-  check_found(a, model, sys, space, r);
+  if (!a.json.empty() && r.ranked.empty()) write_json(a, sys, r);  // the misses, with times
+  check_found(a, a.model, model, sys, space, r);
+  const plan::LayoutCost& best = r.ranked.front();
+  const TrainKeys keys = best_as_train_keys(a, model, best);
+  if (!a.emit_config.empty() && a.json == "-") write_emit_config(a, keys, sys, best);
   if (!a.json.empty() && write_json(a, sys, r)) return;
   print_search(a, model, sys, r);
+  print_train_command(keys, best);
+  if (!a.emit_config.empty()) write_emit_config(a, keys, sys, best);
   if (!a.svg_dir.empty()) write_search_svgs(a, model, sys, space, r);
+  if (run) {
+    const std::string w = plan::calibration_mismatch(sys, a.devices, run->train.threads);
+    if (!w.empty()) fmt::print("warning: {}\n", w);
+  }
 }
 
 }  // namespace
@@ -219,7 +399,21 @@ void register_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand(
       "plan", "predict memory and step time of parallel layouts, search for the fastest that fits");
-  cmd->add_option("--model", a->model, "model preset or .toml file")->capture_default_str();
+  cmd->add_option("--model", a->model,
+                  "model preset (any case; 175B, 1T, ... are the Frontier study's), or a model "
+                  ".toml file in `tessera train`'s key names (num-layers = 4, ...)")
+      ->capture_default_str();
+  cmd->add_option("--config", a->config,
+                  "a `tessera train --config` file: plan exactly that run (model, layout, batch, "
+                  "precision; vocabulary from vocab-size or its data) on --devices (default tp x "
+                  "pp) of --system (default local); layout flags given here replace its values")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--search", a->search,
+                "with --config: search every layout of that model and batch instead of the "
+                "file's own (layout flags given still restrict it)");
+  cmd->add_option("--emit-config", a->emit_config,
+                  "write the best layout as a `tessera train --config` TOML file (with --config: "
+                  "that file's other settings kept)");
   cmd->add_option_function<std::vector<std::string>>(
          "--system",
          [a](const std::vector<std::string>& v) {
@@ -247,6 +441,12 @@ void register_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-flash-attention", a->no_flash, "store the attention scores");
   cmd->add_flag("--allow-tp-across-nodes", a->tp_across_nodes, "let tp exceed one node");
+  cmd->add_flag("--overlap-grad-reduce", a->overlap_grad_reduce,
+                "plan runs whose data-parallel gradient reduction runs behind the last "
+                "backward (tessera train / Megatron-LM's flag; default off, as there)");
+  cmd->add_flag("--overlap-param-gather", a->overlap_param_gather,
+                "plan ZeRO-1/2 runs whose parameter all-gather runs behind the next forward "
+                "(needs --overlap-grad-reduce)");
   cmd->add_flag("--list", a->list, "list the systems and model presets");
   cmd->add_flag("--study", a->study,
                 "reproduce Dash et al. 2024 (Frontier): the study's figures beside the planner's");
@@ -260,7 +460,22 @@ void register_plan(CLI::App& app) {
   cmd->add_flag("--by-op", a->by_op,
                 "with --validate: each run's measured and predicted time by kind of work "
                 "(gemm, attention, layernorm, ..., comm) on the rank that wrote the file");
-  cmd->callback([a] { run_plan(*a); });
+  cmd->callback([a, cmd] {
+    auto given = [cmd](const char* name) { return cmd->get_option(name)->count() > 0; };
+    a->given_model = given("--model");
+    a->given_devices = given("--devices");
+    a->given_batch = given("--global-batch-size");
+    a->given_tp = given("--tp");
+    a->given_pp = given("--pp");
+    a->given_mb = given("--micro-batch");
+    a->given_v = given("--virtual-stages");
+    a->given_zero = given("--zero");
+    a->given_rc = given("--recompute");
+    a->given_sched = given("--schedule");
+    a->given_sp = given("--sequence-parallel");
+    a->given_precision = given("--precision");
+    run_plan(*a);
+  });
 }
 
 }  // namespace tessera::cli

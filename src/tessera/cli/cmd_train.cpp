@@ -15,6 +15,7 @@
 #include "tessera/cli/commands.h"
 #include "tessera/cli/config_file.h"
 #include "tessera/cli/flag_checks.h"
+#include "tessera/cli/run_plan.h"
 #include "tessera/data/data_blend.h"
 #include "tessera/comm/grid.h"
 #include "tessera/comm/mpi_runtime.h"
@@ -170,6 +171,12 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
                 "GEMMs on fp16 inputs with fp32 accumulation, dynamic loss scaling");
   sub->add_flag("--grad-reduce-in-bf16", c.grad_reduce_bf16,
                 "--bf16: reduce data-parallel gradients in bf16 (half the bytes; default fp32)");
+  sub->add_flag("--overlap-grad-reduce", c.overlap_grad_reduce,
+                "start each data-parallel gradient reduction as soon as backward has finished "
+                "its layer, behind the rest of backward (default: after the whole backward)");
+  sub->add_flag("--overlap-param-gather", c.overlap_param_gather,
+                "ZeRO-1/2: the next step's forward waits for each layer's gathered parameters "
+                "instead of the optimizer step waiting for all (needs --overlap-grad-reduce)");
   auto& ls = c.loss_scale;
   sub->add_option_function<float>(
       "--loss-scale", [&ls](float v) { ls.dynamic = false; ls.static_scale = v; },
@@ -239,6 +246,9 @@ struct LaunchFlags {
   std::set<std::string> given_shape_flags;  // of kModelShapeFlags, those on the command line
   int64_t layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
   double comm_timeout = 300;  // --comm-timeout
+  bool dry_run = false;         // --dry-run: the planner's memory and step time, then exit
+  std::string dry_run_system = "local";  // --dry-run-system
+  int64_t dry_run_ranks = 0;    // --dry-run-ranks (0: the job's ranks)
 
   // The ranges of these flags (TrainConfig::validate checks the rest).
   void validate() const {
@@ -250,8 +260,44 @@ struct LaunchFlags {
                   layers_per_virtual_stage);
     TESSERA_CHECK(std::isfinite(comm_timeout) && comm_timeout >= 0,
                   "--comm-timeout must be a finite number >= 0 (got {})", comm_timeout);
+    TESSERA_CHECK(dry_run_ranks >= 0 && dry_run_ranks <= (int64_t(1) << 24),
+                  "--dry-run-ranks must be in [0, 2^24] (got {})", dry_run_ranks);
+    TESSERA_CHECK(dry_run_ranks == 0 || dry_run, "--dry-run-ranks: only with --dry-run");
   }
 };
+
+// The flags of the launch rather than of TrainConfig.
+void add_launch_options(CLI::App* sub, LaunchFlags& f) {
+  sub->add_option("--vocab-size", f.vocab_size,
+                  "model vocabulary (default: the tokenizer's, or the data file's)");
+  sub->add_option("--num-layers-per-virtual-pipeline-stage", f.layers_per_virtual_stage,
+                  "layers per model chunk (sets --virtual-pipeline-stages)");
+  sub->add_option("--comm-timeout", f.comm_timeout,
+                  "seconds a collective may take before the watchdog reports the ranks behind "
+                  "and aborts the job (0: no watchdog)")
+      ->capture_default_str();
+  sub->add_flag("--dry-run", f.dry_run,
+                "check the configuration, print the planner's memory per rank and step time "
+                "for it (tessera plan), and exit before allocating the model");
+  sub->add_option("--dry-run-system", f.dry_run_system,
+                  "--dry-run: the planner's system (name or .toml, as tessera plan --system)")
+      ->capture_default_str();
+  sub->add_option("--dry-run-ranks", f.dry_run_ranks,
+                  "--dry-run: plan for this many ranks instead of the job's (no mpirun needed)");
+}
+
+// --num-layers-per-virtual-pipeline-stage sets --virtual-pipeline-stages.
+void apply_layers_per_virtual_stage(TrainConfig& c, int64_t per) {
+  if (per <= 0) return;
+  const int64_t chunk = checked_mul(per, c.par.pp,
+                                    "--num-layers-per-virtual-pipeline-stage x "
+                                    "--pipeline-model-parallel-size");
+  TESSERA_CHECK(c.model.num_layers % chunk == 0,
+                "--num-layers ({}) must be divisible by --num-layers-per-virtual-pipeline-stage "
+                "({}) x --pipeline-model-parallel-size ({})",
+                c.model.num_layers, per, c.par.pp);
+  c.par.virtual_stages = c.model.num_layers / chunk;
+}
 
 // Rank 0 prints every rank's bytes of model state (and activations), which
 // the ZeRO formula predicts exactly.
@@ -282,9 +328,11 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
   std::vector<std::string> load_notes;
   // Everything that can fail on bad input runs first, on every rank; the
   // ranks agree before anything collective, so none is left waiting.
+  // --dry-run --dry-run-ranks N checks and plans an N-rank job from one process.
+  const int64_t ranks = flags.dry_run_ranks > 0 ? flags.dry_run_ranks : world->size();
   agree(*world, [&] {
     flags.validate();
-    c.par.set_world(world->size());  // checks tp, pp >= 1 before they divide anything
+    c.par.set_world(ranks);  // checks tp, pp >= 1 before they divide anything
     // --load's metadata (sizes only, no checksums: Trainer::load verifies):
     // --use-checkpoint-args takes the model's shape from it before anything
     // is derived from the shape.
@@ -298,25 +346,24 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
         vocab_flag = c.model.vocab_size;
       }
     }
-    if (const int64_t per = flags.layers_per_virtual_stage; per > 0) {
-      const int64_t chunk = checked_mul(per, c.par.pp,
-                                        "--num-layers-per-virtual-pipeline-stage x "
-                                        "--pipeline-model-parallel-size");
-      TESSERA_CHECK(c.model.num_layers % chunk == 0,
-                    "--num-layers ({}) must be divisible by --num-layers-per-virtual-pipeline-stage "
-                    "({}) x --pipeline-model-parallel-size ({})",
-                    c.model.num_layers, per, c.par.pp);
-      c.par.virtual_stages = c.model.num_layers / chunk;
-    }
+    apply_layers_per_virtual_stage(c, flags.layers_per_virtual_stage);
     c.model.vocab_size = 2;  // the data decides; check everything else first
-    c.validate(world->size());
+    c.validate(ranks);
     omp_set_num_threads(c.threads > 0 ? c.threads : comm::default_threads_per_rank());
     data = open_training_data(c, vocab_flag);
     c.model.vocab_size = data.vocab_size;
     c.tokenizer = data.tokenizer_dir;
     c.vocab_file = data.vocab_file;  // absolute; the embedded corpus's when no flag named one
     c.merge_file = data.merge_file;
-    c.validate(world->size());
+    c.validate(ranks);
+    if (flags.dry_run) {  // the plan of this run, nothing allocated, no output written
+      // The threads a rank runs: OpenMP's count, set above, unless these
+      // are not the job's ranks (--dry-run-ranks) and --threads is not given.
+      const int64_t threads =
+          c.threads > 0 ? c.threads : ranks == world->size() ? omp_get_max_threads() : 0;
+      if (log) print_dry_run(c, ranks, threads, flags.dry_run_system);
+      return;
+    }
     // No optimizer state to resume, another seed, another model: before
     // anything is allocated.
     if (loaded) check_load_options(c, *loaded);
@@ -325,6 +372,7 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
                       comm::ranks_on_this_node());
     check_run_outputs(c, world->rank());  // --save, --metrics-file, --trace: before step 1
   });
+  if (flags.dry_run) return 0;
   agree(*world, [&] {
     if (const std::string note = log ? claim_save_dir(c) : ""; !note.empty())
       fmt::print("{}\n", note);
@@ -403,14 +451,7 @@ void register_train(CLI::App& app) {
   // here so --help shows it.
   add_config_file_option(sub);
   add_train_options(sub, *cfg);
-  sub->add_option("--vocab-size", flags->vocab_size,
-                  "model vocabulary (default: the tokenizer's, or the data file's)");
-  sub->add_option("--num-layers-per-virtual-pipeline-stage", flags->layers_per_virtual_stage,
-                  "layers per model chunk (sets --virtual-pipeline-stages)");
-  sub->add_option("--comm-timeout", flags->comm_timeout,
-                  "seconds a collective may take before the watchdog reports the ranks behind "
-                  "and aborts the job (0: no watchdog)")
-      ->capture_default_str();
+  add_launch_options(sub, *flags);
   sub->callback([cfg, flags, sub] {
     for (const char* f : kModelShapeFlags)
       if (sub->get_option(f)->count() > 0) flags->given_shape_flags.insert(f);
@@ -419,6 +460,49 @@ void register_train(CLI::App& app) {
     // cleanly; main() knows only 0 and error exits.
     if (const int status = run_train(*cfg, *flags); status != 0) std::exit(status);
   });
+}
+
+namespace {
+
+// A parser of `tessera train`'s flags alone (no callback): for reading a
+// train --config file elsewhere (tessera plan) with train's own defaults.
+struct TrainFlagsParser {
+  CLI::App app;
+  CLI::App* sub = nullptr;
+  TrainConfig config;
+  LaunchFlags flags;
+  TrainFlagsParser() {
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    sub = app.add_subcommand("train");
+    add_config_file_option(sub);
+    add_train_options(sub, config);
+    add_launch_options(sub, flags);
+  }
+};
+
+}  // namespace
+
+bool is_train_flag(const std::string& name) {
+  TrainFlagsParser p;
+  return name != "config" && p.sub->get_option_no_throw("--" + name) != nullptr;
+}
+
+TrainConfig read_train_config(const std::string& path, int64_t* vocab_size_flag) {
+  TrainFlagsParser p;
+  std::vector<std::string> argv{"tessera", "train", "--config", path};
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  std::vector<std::string> args = expand_config_files(int(cargv.size()), cargv.data(), p.app);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  try {
+    p.app.parse(int(cargs.size()), cargs.data());
+  } catch (const CLI::ParseError& e) {
+    fail("config {}: {}", path, e.what());
+  }
+  apply_layers_per_virtual_stage(p.config, p.flags.layers_per_virtual_stage);
+  if (vocab_size_flag) *vocab_size_flag = p.flags.vocab_size;
+  return p.config;
 }
 
 }  // namespace tessera::cli

@@ -13,5 +13,6 @@ void register_generate(CLI::App& app);
 void register_plot(CLI::App& app);
 void register_export(CLI::App& app);  // `export` and `import`
 void register_eval(CLI::App& app);
+void register_tune(CLI::App& app);
 
 }  // namespace tessera::cli

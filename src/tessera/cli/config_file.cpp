@@ -46,7 +46,9 @@ void append_file_flags(const std::string& file, const CLI::App* sub,
     TESSERA_CHECK(opt && key != "config", "config {}: unknown key '{}' (`tessera {}` has no --{})",
                   file, key, sub->get_name(), key);
     std::string text = value_text(v, file, key);
-    if (opt->get_type_size() == 0) {  // a flag: present or absent
+    // A flag (present or absent): it takes no argument. (Its type size is 1
+    // for a bool flag in CLI11 2.x, so that is not the test.)
+    if (opt->get_expected_max() == 0) {
       TESSERA_CHECK(v.is_boolean(), "config {}: key '{}' is a flag and takes true or false", file,
                     key);
       if (text == "true") out.push_back("--" + key);

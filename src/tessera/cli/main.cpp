@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_plot(app);
   tessera::cli::register_export(app);  // export and import
   tessera::cli::register_eval(app);
+  tessera::cli::register_tune(app);
   std::vector<std::string> args(argv, argv + argc);
   try {
     args = tessera::cli::expand_config_files(argc, argv, app);

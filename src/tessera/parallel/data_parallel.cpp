@@ -144,10 +144,12 @@ void DataParallel::begin_step() {
   working_fresh_ = true;
   if (stage_ >= 3)
     for (size_t u : root_units_) gather_unit(u);
+  for (size_t u : root_units_) wait_param_gather(u);
 }
 
 void DataParallel::before_forward(size_t layer) {
   if (stage_ >= 3) gather_unit(layer_unit_[layer]);
+  wait_param_gather(layer_unit_[layer]);
 }
 
 void DataParallel::after_forward(size_t layer) {
@@ -179,8 +181,17 @@ void DataParallel::before_backward(size_t layer) {
 void DataParallel::after_backward(size_t layer) {
   const size_t u = layer_unit_[layer];
   if (stage_ >= 3) release_unit(u);
+  if (!overlap_grad_reduce_ && stage_ < 2) {
+    // Reduced after the whole backward (end_micro_batch), as Megatron does
+    // without --overlap-grad-reduce.
+    if (last_micro_batch_ && (dp_.size() > 1)) deferred_reductions_.push_back(u);
+    return;
+  }
   start_grad_reduction(u);
-  retire(/*wait_all=*/false);  // free what has finished, keep backward going
+  // Without --overlap-grad-reduce, ZeRO-2/3 wait for each unit's reduction
+  // here: its gradient buffer is freed once reduced, so deferring all of
+  // them would hold the whole gradient.
+  retire(/*wait_all=*/!overlap_grad_reduce_);  // else free what has finished, keep backward going
 }
 
 void DataParallel::start_grad_reduction(size_t u) {
@@ -271,6 +282,8 @@ void DataParallel::retire(bool wait_all) {
 }
 
 void DataParallel::end_micro_batch() {
+  for (size_t u : deferred_reductions_) start_grad_reduction(u);
+  deferred_reductions_.clear();
   for (size_t u : root_units_) start_grad_reduction(u);
   retire(/*wait_all=*/true);
 }
@@ -326,21 +339,33 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
   if (stage_ == 1 || stage_ == 2) {
     // Every rank updated its slice of each unit: gather the units in place.
     ProfileScope t(profile_, Op::Comm);
-    std::vector<comm::Work> works;
     float* p = model_.params().f32();
+    param_gathers_.resize(part_.segments().size());
     for (size_t u = 0; u < part_.segments().size(); ++u) {
       const FlatSegment& s = part_.segment(u);
       const ParamUnit& unit = model_.layout().units()[u];
-      works.push_back(
-          dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), DType::F32));
+      param_gathers_[u] =
+          dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), DType::F32);
     }
-    for (auto& w : works) w.wait();
-    if (lowp()) cast_gathered_slices();
+    if (!overlap_param_gather_) finish_param_gather();
   }
   working_fresh_ = true;
 }
 
-void DataParallel::cast_gathered_slices() {
+void DataParallel::wait_param_gather(size_t u) {
+  if (u >= param_gathers_.size() || param_gathers_[u].done()) return;
+  {
+    ProfileScope t(profile_, Op::Comm);
+    param_gathers_[u].wait();
+  }
+  if (lowp()) cast_gathered_slices(u);
+}
+
+void DataParallel::finish_param_gather() {
+  for (size_t u = 0; u < param_gathers_.size(); ++u) wait_param_gather(u);
+}
+
+void DataParallel::cast_gathered_slices(size_t u) {
   if (dp_.size() == 1) return;
   ProfileScope t(profile_, Op::Cast);
   const float* p = model_.params().f32();
@@ -351,12 +376,10 @@ void DataParallel::cast_gathered_slices() {
     else
       cpu::cast_fp32_to_bf16(w + a, p + a, z - a);
   };
-  for (size_t u = 0; u < part_.segments().size(); ++u) {
-    const FlatSegment& s = part_.segment(u);
-    const ParamUnit& unit = model_.layout().units()[u];
-    cast(unit.begin, s.global_begin);  // the slices before this rank's
-    cast(s.global_end, unit.begin + unit.numel());
-  }
+  const FlatSegment& s = part_.segment(u);
+  const ParamUnit& unit = model_.layout().units()[u];
+  cast(unit.begin, s.global_begin);  // the slices before this rank's
+  cast(s.global_end, unit.begin + unit.numel());
 }
 
 void DataParallel::skip_step() {

@@ -66,6 +66,22 @@ class DataParallel : public LayerHooks {
   // reductions move and sum bf16 (half the bytes) instead of fp32.
   void set_grad_reduce_bf16(bool on) { grad_reduce_bf16_ = on; }
   bool grad_reduce_bf16() const { return grad_reduce_bf16_; }
+  // --overlap-grad-reduce (Megatron's name and default, off): on, each
+  // unit's reduction starts as soon as backward has finished it and runs
+  // while backward goes on. Off, stages 0-1 start every reduction after the
+  // last micro-batch's backward, and stages 2-3 (which free a unit's
+  // gradient once reduced) wait for each before backward goes on. Same
+  // reductions of the same buffers either way: the numbers are identical.
+  void set_overlap_grad_reduce(bool on) { overlap_grad_reduce_ = on; }
+  // --overlap-param-gather (stages 1-2): the all-gather of the updated
+  // parameters after the optimizer is left running; the next step's forward
+  // waits for each unit just before its layer (the embeddings and final
+  // norm at begin_step). Off, the optimizer step waits for all of them.
+  void set_overlap_param_gather(bool on) { overlap_param_gather_ = on; }
+  // Waits for the parameter all-gathers still running (--overlap-param-gather):
+  // call before anything outside a training step reads the parameters
+  // (evaluation, a checkpoint, export).
+  void finish_param_gather();
 
   // Stage 3: gather the embeddings and final norm. --bf16 / --fp16: remake
   // the working copy if the parameters changed since it was last written
@@ -126,13 +142,16 @@ class DataParallel : public LayerHooks {
     return model_.precision() == Precision::Fp16 ? DType::F16 : DType::BF16;
   }
   void refresh_working_copy();
-  // Stages 1-2, after the parameter all-gather: the working copy of the
-  // slices other ranks updated.
-  void cast_gathered_slices();
+  // Stages 1-2, after unit u's parameter all-gather: the working copy of
+  // the slices other ranks updated.
+  void cast_gathered_slices(size_t unit);
   // Starts a reduction of fp32 gradients g (unit numel) in bf16.
   void start_bf16_reduction(Pending& p, size_t unit, const float* g);
   void start_grad_reduction(size_t unit);
   void retire(bool wait_all);
+  // --overlap-param-gather: waits for unit u's parameter all-gather (and,
+  // under --bf16/--fp16, remakes the working copy of its other ranks' slices).
+  void wait_param_gather(size_t unit);
 
   GPT& model_;
   comm::Communicator& dp_;
@@ -153,6 +172,10 @@ class DataParallel : public LayerHooks {
   std::vector<std::vector<uint16_t>> gathered_lowp_;  // (unit numel) per unit, stage 3 16-bit, while in use
   bool working_fresh_ = false;      // the working copy matches the parameters
   bool grad_reduce_bf16_ = false;
+  bool overlap_grad_reduce_ = false;
+  bool overlap_param_gather_ = false;
+  std::vector<size_t> deferred_reductions_;  // units, stages 0-1 without --overlap-grad-reduce
+  std::vector<comm::Work> param_gathers_;    // per unit, stages 1-2: the running all-gather
   Buffer grad_shard_;               // (shard) stages 2-3
   std::vector<Buffer> gathered_;    // (unit numel) per unit, stage 3, while in use
   std::vector<Buffer> unit_grads_;  // (unit numel) per unit, stages 2-3, while in use

@@ -75,32 +75,56 @@ struct PassSamples {
   std::vector<Profile> steps;  // (passes,)
 };
 
+// Rank 0's progress lines while a pass measures: one as each part of the
+// pass ends, and within the GEMMs one every kEvery seconds, so that a
+// calibration (minutes) is never silent for long.
+struct Progress {
+  static constexpr double kEvery = 10;
+  bool lead = false;
+  std::string pass;         // "pass 2/5"
+  const Stopwatch* total = nullptr;
+  double last = 0;          // total->elapsed() at the last line
+  void line(const std::string& what) {
+    if (!lead) return;
+    last = total->elapsed();
+    fmt::print("    {}: {} ({:.0f} s so far)\n", pass, what, last);
+    std::fflush(stdout);
+  }
+  bool due() const { return lead && total->elapsed() - last >= kEvery; }
+};
+
 // One pass: every GEMM shape, attention, the kernels and the in-situ step,
 // each timed once. Float all-reduces carry ns and ms so that they keep their
 // digits.
 void measure_pass(comm::Communicator& world, const std::vector<CalibShape>& shapes,
                   const GPTConfig& m0, int64_t att_batch, double min_seconds, Calibration& c,
-                  PassSamples& s) {
+                  PassSamples& s, Progress& progress) {
   for (size_t i = 0; i < shapes.size(); ++i) {
     world.barrier();
     s.gemm_flops[i].push_back(rank_mean(world, measure_gemm(shapes[i], min_seconds)));
+    if (progress.due() && i + 1 < shapes.size())
+      progress.line(fmt::format("GEMM shape {}/{}", i + 1, shapes.size()));
   }
+  progress.line(fmt::format("{} GEMM shapes measured", shapes.size()));
   world.barrier();
   const AttentionTime at =
       measure_attention(att_batch, m0.seq_length, m0.hidden_size, m0.num_heads);
   s.att_forward.push_back(rank_mean(world, at.forward));
   s.att_backward.push_back(rank_mean(world, at.backward));
   c.attention = at;
+  progress.line("attention measured");
   world.barrier();
   const KernelTimes k = measure_kernels(c.kernel_rows, m0.hidden_size, m0.ffn(), m0.padded_vocab(1),
                                         m0.seq_length, ParamLayout::count_model_params(m0),
                                         min_seconds);
   for (size_t i = 0; i < kKernelCount; ++i)
     s.kernels[i].push_back(rank_mean(world, k[i] * 1e9) * 1e-9);
+  progress.line("memory-bound kernels measured");
   world.barrier();
   Profile step = measure_training_step(m0, c.in_situ_batch, 2);
   for (double& x : step.seconds) x = rank_mean(world, x * 1e3) * 1e-3;
   s.steps.push_back(step);
+  progress.line("a training step measured");
 }
 
 // The medians over the passes into `c`; rank 0 prints each GEMM.
@@ -182,11 +206,16 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
       fmt::print("  pass {}/{}: {} GEMM shapes, attention, kernels, a training step ({:.0f} s so far)\n",
                  pass + 1, passes, shapes.size(), total.elapsed());
     std::fflush(stdout);
-    measure_pass(world, shapes, m0, att_batch, min_seconds, c, samples);
+    Progress progress{lead, fmt::format("pass {}/{}", pass + 1, passes), &total, total.elapsed()};
+    measure_pass(world, shapes, m0, att_batch, min_seconds, c, samples, progress);
   }
   take_medians(shapes, samples, lead, c);
 
   world.barrier();
+  if (lead) {
+    fmt::print("  memory bandwidth (STREAM triad) ...\n");
+    std::fflush(stdout);
+  }
   c.triad_bandwidth = rank_mean(world, measure_triad_bandwidth(o.quick ? (int64_t(1) << 22)
                                                                        : (int64_t(1) << 25)));
   if (lead) fmt::print("  triad: {:.2f} GB/s per rank\n", c.triad_bandwidth / 1e9);
@@ -202,6 +231,10 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
                               c.in_situ_batch);
   if (lead) print_in_situ(c);
   if (world.size() >= 2) {
+    if (lead) {
+      fmt::print("  network and overlap (ranks 0 <-> 1) ...\n");
+      std::fflush(stdout);
+    }
     c.network = measure_network(world);
     c.comm_overlap = measure_comm_overlap(world);
     if (lead)

@@ -43,6 +43,10 @@ std::string calibration_toml(const Calibration& c) {
   add("name = \"local\"\n");
   add("description = {}\n\n", quoted(fmt::format("{} ({} rank(s) x {} thread(s)), calibrated",
                                                  c.cpu, c.ranks, c.threads)));
+  add("# source: measured by tessera calibrate: the ranks x threads measured with;\n"
+      "# `plan --validate` and `train --dry-run` warn when a run's differ (the numbers\n"
+      "# include this many ranks' contention).\n");
+  add("[calibration]\nranks = {}\nthreads = {}\n\n", c.ranks, c.threads);
   add("[device]\n");
   add("name = {}\n", quoted(c.cpu));
   add("memory_GB = {:.3f}                # source: measured by tessera calibrate: the machine's "

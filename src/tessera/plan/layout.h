@@ -25,6 +25,14 @@ struct PlanLayout {
   // fp32 layouts always use the arena: the engine is the only fp32 trainer
   // the planner models.
   bool engine = false;
+  // Megatron-LM's --overlap-grad-reduce and --overlap-param-gather (both off
+  // by default there and in `tessera train`): whether the data-parallel
+  // gradient reduction runs behind the last micro-batch's backward, and the
+  // ZeRO-1/2 parameter all-gather behind the next step's forward. A run's
+  // setting, not the machine's: how much of an overlapped collective the
+  // compute hides is the system's comm_overlap.
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

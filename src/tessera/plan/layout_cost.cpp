@@ -106,6 +106,7 @@ void check_fits(LayoutCost& c, const SystemSpec& sys) {
     const StageCost& w = *std::find_if(c.stages.begin(), c.stages.end(),
                                        [&](const StageCost& s) { return s.stage == c.peak_stage; });
     c.fits = false;
+    c.over_memory = c.peak_memory - sys.usable_memory();
     c.why_not = fmt::format(
         "stage {} needs {} > {} usable (weights {}, grads {}, optimizer {}, activations {}{})",
         w.stage, gb(w.memory()), gb(sys.usable_memory()), gb(w.state.params), gb(w.state.grads),
@@ -194,11 +195,14 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   const auto& par = L.par;
   const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp;
   const int64_t chunks = p * v;
-  // Data-parallel reduction of each stage's gradients, per unit during the
-  // last micro-batch's backward: an all-reduce (ZeRO-0) or a reduce-scatter
-  // (1-3); the system's comm_overlap of it hides behind that backward. ZeRO-1
-  // and 2 then all-gather the updated weights after the optimizer, which
-  // nothing hides; ZeRO-3 gathers weights per use instead (zero3_chunk).
+  // Data-parallel reduction of each stage's gradients: an all-reduce
+  // (ZeRO-0) or a reduce-scatter (1-3). With --overlap-grad-reduce it runs
+  // per unit during the last micro-batch's backward, and the system's
+  // comm_overlap of it hides behind that backward; without, it follows the
+  // backward. ZeRO-1 and 2 then all-gather the updated weights after the
+  // optimizer: exposed, or with --overlap-param-gather hidden (comm_overlap
+  // of it) behind the next step's first forward. ZeRO-3 gathers weights
+  // per use instead (zero3_chunk).
   if (dp > 1) {
     const double grads = double(max_params) * per_param.grads;
     const double weights = double(max_params) * per_param.params;
@@ -209,8 +213,11 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
                               ? collective_cost(sys, Collective::AllGather, weights, dp, t, L.devices()).seconds
                               : 0.0;
     b.dp_reduce = reduce + gather;
-    const double window = opt.dp_overlap ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
-    b.dp_exposed = reduce - sys.comm_overlap * std::min(reduce, window) + gather;
+    const double window = L.overlap_grad_reduce ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
+    const double next_forward =
+        L.overlap_param_gather ? double(v) * pc.forward[size_t(chunks / 2)] : 0.0;
+    b.dp_exposed = reduce - sys.comm_overlap * std::min(reduce, window) + gather -
+                   sys.comm_overlap * std::min(gather, next_forward);
   }
   if (p > 1) {
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;

@@ -52,6 +52,7 @@ struct LayoutCost {
   double peak_memory = 0;
   int64_t peak_stage = 0;
   bool fits = true;
+  double over_memory = 0;         // bytes the peak stage needs beyond usable memory (0: fits)
   std::string why_not;            // when it does not fit (or is invalid)
   StepBreakdown time;
   double tokens_per_second = 0;
@@ -64,7 +65,6 @@ struct LayoutCost {
 struct CostOptions {
   bool simulate_schedule = true;  // false: closed-form pipeline time (search screening)
   bool all_stages = true;         // false: first and last stage only
-  bool dp_overlap = true;         // hide DP reduction behind the last micro-batch's backward
 };
 
 // Throws tessera::Error for an invalid layout (heads % tp, layers % (p v), ...).

@@ -1,6 +1,7 @@
 #include "tessera/plan/model_presets.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <toml++/toml.h>
 
@@ -62,29 +63,77 @@ const std::vector<ModelPreset>& model_presets() {
   return presets;
 }
 
-GPTConfig load_model_file(const std::string& path) {
+namespace {
+
+// A model file's keys: `tessera train`'s flag names (one vocabulary for
+// both commands), each with where it goes in GPTConfig.
+struct ModelKey {
+  const char* train_name;  // num-layers (the flag --num-layers)
+  const char* old_name;    // num_layers: the `[model]` table of older model files
+  int64_t GPTConfig::*field;
+  bool required;
+};
+constexpr ModelKey kModelKeys[] = {
+    {"num-layers", "num_layers", &GPTConfig::num_layers, true},
+    {"hidden-size", "hidden_size", &GPTConfig::hidden_size, true},
+    {"num-attention-heads", "num_heads", &GPTConfig::num_heads, true},
+    {"seq-length", "seq_length", &GPTConfig::seq_length, true},
+    {"vocab-size", "vocab_size", &GPTConfig::vocab_size, false},
+    {"ffn-hidden-size", "ffn_hidden_size", &GPTConfig::ffn_hidden_size, false},
+    {"max-position-embeddings", "max_position_embeddings", &GPTConfig::max_position_embeddings,
+     false},
+    {"make-vocab-size-divisible-by", "make_vocab_size_divisible_by",
+     &GPTConfig::make_vocab_size_divisible_by, false},
+};
+
+std::string model_key_list() {
+  std::string all;
+  for (const ModelKey& k : kModelKeys) all += (all.empty() ? "" : ", ") + std::string(k.train_name);
+  return all;
+}
+
+}  // namespace
+
+GPTConfig load_model_file(const std::string& path, const KeyFilter& other_known_key) {
   toml::table root;
   try {
     root = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
   }
-  const toml::table* t = root["model"].as_table();
-  if (t == nullptr) t = &root;  // fields may sit at the top level too
-  auto need = [&](const char* key) {
-    auto v = (*t)[key].value<int64_t>();
-    TESSERA_CHECK(v.has_value(), "{}: missing integer field 'model.{}'", path, key);
-    return *v;
-  };
+  // Older model files hold snake_case keys in a [model] table; today's use
+  // `tessera train`'s key names at the top level (a train --config file is
+  // a model file too).
+  const toml::table* old = root["model"].as_table();
+  const bool legacy = old != nullptr;
+  if (legacy)
+    for (const auto& [k, v] : root)
+      TESSERA_CHECK(k.str() == "model", "{}: unknown key '{}' (a model file with a [model] table "
+                    "holds nothing else)", path, k.str());
+  const toml::table& t = legacy ? *old : root;
   GPTConfig c;
-  c.num_layers = need("num_layers");
-  c.hidden_size = need("hidden_size");
-  c.num_heads = need("num_heads");
-  c.seq_length = need("seq_length");
-  c.vocab_size = (*t)["vocab_size"].value<int64_t>().value_or(kGpt2Vocab);
-  c.ffn_hidden_size = (*t)["ffn_hidden_size"].value<int64_t>().value_or(0);
-  c.make_vocab_size_divisible_by =
-      (*t)["make_vocab_size_divisible_by"].value<int64_t>().value_or(128);
+  c.vocab_size = kGpt2Vocab;
+  c.make_vocab_size_divisible_by = 128;
+  for (const auto& [k, v] : t) {
+    const std::string key(k.str());
+    const ModelKey* mk = nullptr;
+    for (const ModelKey& cand : kModelKeys)
+      if (key == (legacy ? cand.old_name : cand.train_name)) mk = &cand;
+    if (mk == nullptr) {
+      // A key of `tessera train --config` that does not shape the model
+      // (lr, train-iters) is not this file's error; anything else is.
+      TESSERA_CHECK(!legacy && other_known_key && other_known_key(key),
+                    "{}: unknown key '{}' (model keys: {})", path, key, model_key_list());
+      continue;
+    }
+    const auto value = v.value<int64_t>();
+    TESSERA_CHECK(v.is_integer() && value.has_value(), "{}: key '{}' must be an integer", path,
+                  key);
+    c.*(mk->field) = *value;
+  }
+  for (const ModelKey& k : kModelKeys)
+    TESSERA_CHECK(!k.required || t.contains(legacy ? k.old_name : k.train_name),
+                  "{}: missing integer key '{}'", path, legacy ? k.old_name : k.train_name);
   try {
     c.validate();
   } catch (const Error& e) {
@@ -93,21 +142,43 @@ GPTConfig load_model_file(const std::string& path) {
   return c;
 }
 
-GPTConfig load_model(const std::string& name_or_path) {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& model_aliases() {
+  // The sizes people type (`--model 175B`): the Frontier study's models,
+  // which the README plans, and the other Megatron sizes.
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"22b", "frontier-22b"}, {"175b", "frontier-175b"}, {"1t", "frontier-1t"},
+      {"530b", "mt-530b"},     {"gpt3", "gpt3-175b"},     {"gpt2", "gpt2-small"},
+  };
+  return aliases;
+}
+
+GPTConfig load_model(const std::string& name_or_path, const KeyFilter& other_known_key) {
+  // Names are case-insensitive: GPT3-175B, 175B.
+  const std::string name = lower(name_or_path);
   for (const auto& p : model_presets())
-    if (p.name == name_or_path) return p.config;
+    if (p.name == name) return p.config;
+  for (const auto& [alias, preset] : model_aliases())
+    if (alias == name) return load_model(preset);
   if (name_or_path.ends_with(".toml") || name_or_path.find('/') != std::string::npos) {
     TESSERA_CHECK(std::filesystem::exists(name_or_path), "--model: no such file '{}'",
                   name_or_path);
-    return load_model_file(name_or_path);
+    return load_model_file(name_or_path, other_known_key);
   }
   std::vector<std::pair<size_t, std::string>> near;
-  for (const auto& p : model_presets()) near.push_back({edit_distance(p.name, name_or_path), p.name});
+  for (const auto& p : model_presets()) near.push_back({edit_distance(p.name, name), p.name});
   std::sort(near.begin(), near.end());
-  std::string all;
-  for (const auto& p : model_presets()) all += (all.empty() ? "" : ", ") + p.name;
-  fail("--model: unknown preset '{}' (did you mean '{}'? presets: {}; or a .toml file)",
-       name_or_path, near[0].second, all);
+  fail("--model: unknown preset '{}' (did you mean '{}'? `tessera plan --list` lists them; or a "
+       ".toml file)",
+       name_or_path, near[0].second);
 }
 
 }  // namespace tessera::plan

@@ -2,7 +2,9 @@
 // and model files (TOML). Each is a GPTConfig: parameter counts, FLOPs and
 // memory all come from the engine's code for that config.
 #pragma once
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/config/gpt_config.h"
@@ -16,9 +18,23 @@ struct ModelPreset {
 };
 
 const std::vector<ModelPreset>& model_presets();
-// A preset name ("frontier-175b") or a path to a TOML model file.
-// Unknown names are an error listing the closest preset names.
-GPTConfig load_model(const std::string& name_or_path);
-GPTConfig load_model_file(const std::string& path);
+// Short names people type, each with its preset: {"175b", "frontier-175b"}.
+const std::vector<std::pair<std::string, std::string>>& model_aliases();
+
+// Keys of a model file that are not the model's shape but are still valid
+// (the CLI passes `tessera train`'s flag names, so a train --config file is
+// a model file); empty: none.
+using KeyFilter = std::function<bool(const std::string& key)>;
+
+// A preset name ("frontier-175b", any case, or an alias: "175B") or a path
+// to a TOML model file. Unknown names are an error naming the closest preset.
+GPTConfig load_model(const std::string& name_or_path, const KeyFilter& other_known_key = {});
+// A model file: `tessera train`'s key names at the top level (num-layers,
+// hidden-size, num-attention-heads, seq-length; vocab-size (default GPT-2's
+// 50257), ffn-hidden-size, max-position-embeddings,
+// make-vocab-size-divisible-by), or older files' snake_case keys in a
+// [model] table. Any other key is an error naming the file and the key,
+// unless other_known_key accepts it.
+GPTConfig load_model_file(const std::string& path, const KeyFilter& other_known_key = {});
 
 }  // namespace tessera::plan

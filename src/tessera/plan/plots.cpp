@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "tessera/plan/report.h"
 #include "tessera/plan/svg.h"
 
 namespace tessera::plan {
@@ -39,9 +40,16 @@ HeatMap heatmap_tp_pp(const GPTConfig& model, const SystemSpec& sys, const Searc
       s.refine = 4;  // one cell needs only its best
       SearchResult r = search_layouts(model, sys, s);
       HeatMap::Cell c;
-      if (r.candidates == 0) c.why_none = "no layout";
-      else if (r.ranked.empty()) c.why_none = "does not fit";
-      else {
+      if (r.candidates == 0) {
+        c.why_none = "no layout";
+      } else if (r.ranked.empty()) {
+        // The closest layout's time and how far over memory it is.
+        const LayoutCost& miss = r.closest_misses.front();
+        c.why_none = "does not fit";
+        c.over = over_memory_text(miss);
+        c.layout = fmt::format("{}: {}, {:.0f} tokens/s if it fit", miss.layout.str(),
+                               over_memory_text(miss), miss.tokens_per_second);
+      } else {
         c.tokens_per_second = r.ranked.front().tokens_per_second;
         c.mfu = r.ranked.front().mfu;
         c.layout = r.ranked.front().layout.str();
@@ -55,12 +63,15 @@ HeatMap heatmap_tp_pp(const GPTConfig& model, const SystemSpec& sys, const Searc
 
 std::string svg_heatmap(const HeatMap& h) {
   const double cw = 92, ch = 46, left = 90, top = 70, right = 150, bottom = 70;
-  const double W = left + cw * double(h.tp.size()) + right;
+  const std::string subtitle =
+      "best predicted throughput (tokens/s) and MFU over every other setting; grey: why none";
+  // Wide enough for the titles (a chart of one or two columns is narrower).
+  const double W = std::max({left + cw * double(h.tp.size()) + right,
+                             text_width(h.title, 15) + 24, text_width(subtitle, 11) + 24});
   const double H = top + ch * double(h.pp.size()) + bottom;
   Svg svg(W, H);
   svg.text(W / 2, 28, h.title, 15, "middle", true);
-  svg.text(W / 2, 48, "best predicted throughput (tokens/s) and MFU over every other setting", 11,
-           "middle", false, 0, "#555");
+  svg.text(W / 2, 48, subtitle, 11, "middle", false, 0, "#555");
   double lo = 1e300, hi = 0;
   const HeatMap::Cell* best = nullptr;
   for (const auto& row : h.cells)
@@ -86,8 +97,15 @@ std::string svg_heatmap(const HeatMap& h) {
           svg.rect(x + 1, y + ch - 4, cw - 2, 3, "#d62728");
         }
       } else {
-        svg.rect(x + 1, y + 1, cw - 2, ch - 2, "#e6e6e6", "cell", cell.why_none);
-        svg.text(x + cw / 2, y + ch / 2 + 4, cell.why_none, 10, "middle", false, 0, "#777");
+        // Grey, saying why: no valid layout, or none fits (and by how much).
+        svg.rect(x + 1, y + 1, cw - 2, ch - 2, "#e6e6e6", "cell",
+                 cell.layout.empty() ? cell.why_none : cell.why_none + ": " + cell.layout);
+        if (cell.over.empty()) {
+          svg.text(x + cw / 2, y + ch / 2 + 4, cell.why_none, 10, "middle", false, 0, "#777");
+        } else {
+          svg.text(x + cw / 2, y + ch / 2 - 2, cell.why_none, 10, "middle", false, 0, "#777");
+          svg.text(x + cw / 2, y + ch / 2 + 12, cell.over, 9, "middle", false, 0, "#777");
+        }
       }
     }
   for (size_t c = 0; c < h.tp.size(); ++c)
@@ -115,7 +133,8 @@ std::string svg_heatmap(const HeatMap& h) {
 
 std::string svg_scaling(const std::vector<ScalingCurve>& curves, const std::string& title) {
   const double pw = 400, ph = 260, left = 70, top = 95, gap = 90, bottom = 95;
-  const double W = left + 2 * pw + gap + 30, H = top + ph + bottom;
+  const double W = std::max(left + 2 * pw + gap + 30, text_width(title, 15) + 24);
+  const double H = top + ph + bottom;
   Svg svg(W, H);
   svg.text(W / 2, 28, title, 15, "middle", true);
   svg.text(W / 2, 48, "lines: planner; hollow markers: the study's figure at the largest scale", 11,
@@ -183,10 +202,12 @@ std::string svg_memory_stages(const LayoutCost& c, const SystemSpec& sys, const 
   const size_t n = c.stages.size();
   const double left = 70, top = 70, right = 170, bottom = 60;
   const double pw = std::clamp(36.0 * double(n), 240.0, 900.0), ph = 280;
-  const double W = left + pw + right, H = top + ph + bottom;
+  const double H = top + ph + bottom;
+  const double W = std::max(left + pw + right, text_width(title, 15) + 24);
   Svg svg(W, H);
-  svg.text(W / 2 - right / 2 + left / 2, 28, title, 15, "middle", true);
-  svg.text(W / 2 - right / 2 + left / 2, 48, c.layout.str(), 11, "middle", false, 0, "#555");
+  svg.text(W / 2, 28, title, 15, "middle", true);
+  svg.text(W / 2, 48, c.fits ? c.layout.str() : c.layout.str() + " (" + over_memory_text(c) + ")",
+           11, "middle", false, 0, "#555");
   struct Part {
     const char* name;
     const char* color;

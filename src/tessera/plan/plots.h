@@ -20,7 +20,8 @@ struct HeatMap {
     std::optional<double> tokens_per_second;
     double mfu = 0;
     std::string why_none;       // "no layout" or "does not fit"
-    std::string layout;         // the best layout of the cell
+    std::string over;           // does not fit: "+12.3 GB over" (its least-memory layout)
+    std::string layout;         // the best layout of the cell (or the closest miss)
   };
   std::vector<std::vector<Cell>> cells;  // [pp index][tp index]
 };

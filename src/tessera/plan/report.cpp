@@ -8,37 +8,81 @@ namespace {
 double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 }  // namespace
 
+namespace {
+
+std::string short_rc(Recompute r) {
+  const std::string n = recompute_name(r);
+  return n == "selective" ? std::string("sel") : n;
+}
+std::string short_sched(ScheduleKind k) {
+  const std::string n = schedule_kind_name(k);
+  return n == "interleaved" ? std::string("inter") : n;
+}
+
 // The table's columns, at most 100 characters: the layout as separate
 // aligned columns (tp, pp, dp, micro-batch, virtual stages, ZeRO stage,
-// recompute, sequence parallel, schedule) so that rows line up.
+// recompute, sequence parallel, schedule) so that rows line up, then the
+// prediction; the last three (bubble, tp and dp shares of the step) become
+// how far over memory a layout is in a table of those that do not fit.
+constexpr const char* kRow =
+    "{:>3} {:>3} {:>4} {:>5} {:>3} {:>2} {:>1} {:<4} {:<2} {:<5} {:>9} {:>8} {:>5} {:>6} {}\n";
+
+std::string row(const std::string& rank, const LayoutCost& c, const std::string& tail) {
+  const ParallelConfig& p = c.layout.par;
+  return fmt::format(kRow, rank, p.tp, p.pp, p.dp, p.micro_batch, p.virtual_stages, p.zero_stage,
+                     short_rc(p.recompute), p.sequence_parallel ? "sp" : "-",
+                     short_sched(p.schedule), fmt::format("{:.0f}", c.tokens_per_second),
+                     // Milliseconds resolve a small model's step; a huge
+                     // one (a layout far over memory) keeps the column width.
+                     c.time.step < 1e4 ? fmt::format("{:.3f}", c.time.step)
+                                       : fmt::format("{:.0f}", c.time.step),
+                     fmt::format("{:.1f}", 100 * c.mfu),
+                     fmt::format("{:.1f}", c.peak_memory / 1e9), tail);
+}
+
+}  // namespace
+
+std::string over_memory_text(const LayoutCost& c) {
+  if (c.fits) return "";
+  // GB to one decimal, or MB / kB when that would read "+0.0 GB".
+  const double b = c.over_memory;
+  if (b >= 0.05e9) return fmt::format("+{:.1f} GB over", b / 1e9);
+  if (b >= 0.05e6) return fmt::format("+{:.1f} MB over", b / 1e6);
+  return fmt::format("+{:.1f} kB over", b / 1e3);
+}
+
 std::string format_table(const std::vector<LayoutCost>& costs, size_t top_k) {
-  constexpr const char* kRow =
-      "{:>3} {:>3} {:>4} {:>5} {:>3} {:>2} {:>1} {:<4} {:<2} {:<5} {:>9} {:>8} {:>5} {:>6} {:>5} "
-      "{:>5} {:>5}\n";
+  const std::string shares = fmt::format("{:>5} {:>5} {:>5}", "bub%", "tp%", "dp%");
   std::string out = fmt::format(kRow, "#", "tp", "pp", "dp", "mb", "v", "z", "rc", "sp", "sched",
-                                "tokens/s", "step s", "MFU%", "mem GB", "bub%", "tp%", "dp%");
-  auto short_rc = [](Recompute r) {
-    const std::string n = recompute_name(r);
-    return n == "selective" ? std::string("sel") : n;
-  };
-  auto short_sched = [](ScheduleKind k) {
-    const std::string n = schedule_kind_name(k);
-    return n == "interleaved" ? std::string("inter") : n;
-  };
+                                "tokens/s", "step s", "MFU%", "mem GB", shares);
   for (size_t i = 0; i < costs.size() && i < top_k; ++i) {
     const LayoutCost& c = costs[i];
     const StepBreakdown& t = c.time;
-    const ParallelConfig& p = c.layout.par;
-    out += fmt::format(kRow, i + 1, p.tp, p.pp, p.dp, p.micro_batch, p.virtual_stages, p.zero_stage,
-                       short_rc(p.recompute), p.sequence_parallel ? "sp" : "-",
-                       short_sched(p.schedule), fmt::format("{:.0f}", c.tokens_per_second),
-                       fmt::format("{:.3f}", t.step), fmt::format("{:.1f}", 100 * c.mfu),
-                       fmt::format("{:.1f}", c.peak_memory / 1e9),
-                       fmt::format("{:.1f}", pct(t.bubble, t.step)),
-                       fmt::format("{:.1f}", pct(t.tp_comm, t.step)),
-                       fmt::format("{:.1f}", pct(t.dp_exposed, t.step)));
+    const std::string tail =
+        c.fits ? fmt::format("{:>5.1f} {:>5.1f} {:>5.1f}", pct(t.bubble, t.step),
+                             pct(t.tp_comm, t.step), pct(t.dp_exposed, t.step))
+               : over_memory_text(c);
+    out += row(std::to_string(i + 1), c, tail);
   }
   return out;
+}
+
+std::string format_miss_table(const std::vector<LayoutCost>& costs, size_t top_k) {
+  std::string out = fmt::format(kRow, "#", "tp", "pp", "dp", "mb", "v", "z", "rc", "sp", "sched",
+                                "tokens/s", "step s", "MFU%", "mem GB", "over memory");
+  for (size_t i = 0; i < costs.size() && i < top_k; ++i)
+    out += row(std::to_string(i + 1), costs[i], over_memory_text(costs[i]));
+  return out;
+}
+
+std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t threads) {
+  if (sys.calibrated_ranks <= 0 || sys.calibrated_threads <= 0 || threads <= 0) return "";
+  if (sys.calibrated_ranks == ranks && sys.calibrated_threads == threads) return "";
+  return fmt::format(
+      "system '{}' was calibrated with {} rank(s) x {} thread(s), this run has {} x {}\n"
+      "  (its numbers hold for the contention it measured; calibrate again with\n"
+      "  scripts/mpirun.sh -n {} build/tessera calibrate --threads {})",
+      sys.name, sys.calibrated_ranks, sys.calibrated_threads, ranks, threads, ranks, threads);
 }
 
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
@@ -88,6 +132,7 @@ nlohmann::json layout_json(const LayoutCost& c) {
             {"sequence_parallel", L.par.sequence_parallel}, {"schedule", schedule_kind_name(L.par.schedule)},
             {"precision", precision_name(L.precision)}, {"flash_attention", L.flash_attention}}},
           {"fits", c.fits},
+          {"over_memory_bytes", c.over_memory},
           {"why_not", c.why_not},
           {"step_seconds", t.step},
           {"tokens_per_second", c.tokens_per_second},

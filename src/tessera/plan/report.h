@@ -7,8 +7,19 @@
 
 namespace tessera::plan {
 
-// One line per layout: layout, throughput, step time, MFU, memory, overheads.
+// One line per layout: layout, throughput, step time, MFU, memory, overheads
+// (for a layout that does not fit: how far over memory it is). At most 100
+// columns.
 std::string format_table(const std::vector<LayoutCost>& costs, size_t top_k);
+// The same columns for layouts that do not fit: their predicted time, and
+// "+12.3 GB over" in place of the overheads.
+std::string format_miss_table(const std::vector<LayoutCost>& costs, size_t top_k);
+// "+12.3 GB over": how far the peak stage exceeds usable memory ("" if it fits).
+std::string over_memory_text(const LayoutCost& c);
+// A warning when a run of ranks x threads is predicted on a calibration
+// taken with another ranks x threads ("" when they agree or are unknown);
+// three lines, each within 100 columns after "warning: ".
+std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t threads);
 // The breakdown of one layout: time parts, memory per stage, the limiter.
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys);
 nlohmann::json layout_json(const LayoutCost& c);

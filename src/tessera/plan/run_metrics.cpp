@@ -41,6 +41,11 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
   for (const char* key : {"system", "precision"})
     TESSERA_CHECK(!run.contains(key) || run[key].is_string(),
                   "{}: the run header's \"{}\" must be a string", where, key);
+  for (const char* key : {"overlap_grad_reduce", "overlap_param_gather"})
+    TESSERA_CHECK(!run.contains(key) || run[key].is_boolean(),
+                  "{}: the run header's \"{}\" must be true or false", where, key);
+  r.overlap_grad_reduce = run.value("overlap_grad_reduce", false);
+  r.overlap_param_gather = run.value("overlap_param_gather", false);
   r.threads = run.value("threads", 0);
   r.rank = run.value("rank", int64_t(0));
   r.system = run.value("system", std::string());

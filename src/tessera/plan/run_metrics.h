@@ -31,6 +31,8 @@ struct RunMetrics {
   int64_t rank = 0;                    // the world rank that wrote the file
   std::string system;                  // as recorded ("" if absent)
   std::string precision = "fp32";      // "fp32", "bf16" or "fp16" (older files: fp32)
+  bool overlap_grad_reduce = false;    // --overlap-grad-reduce (older files: off)
+  bool overlap_param_gather = false;   // --overlap-param-gather (older files: off)
   std::optional<MemoryBytes> memory;  // the rank with the largest total
   std::vector<int64_t> steps;          // step numbers, file order
   std::vector<double> step_seconds;    // wall time of each

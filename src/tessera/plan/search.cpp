@@ -102,6 +102,9 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   L.par.schedule = kind;
                   L.precision = sp.precision;
                   L.flash_attention = sp.flash_attention;
+                  L.overlap_grad_reduce = sp.overlap_grad_reduce;
+                  L.overlap_param_gather = sp.overlap_param_gather && (zero == 1 || zero == 2);
+                  L.engine = sp.engine;
                   out.push_back(L);
                 }
             }
@@ -142,6 +145,9 @@ SearchResult search_layouts(const GPTConfig& m, const SystemSpec& sys, const Sea
   std::sort(miss.begin(), miss.end(),
             [](const LayoutCost& a, const LayoutCost& b) { return a.peak_memory < b.peak_memory; });
   if (miss.size() > 3) miss.resize(3);
+  // They still get a predicted time (and how far over memory they are), as
+  // exact as the winners'.
+  for (LayoutCost& c : miss) c = evaluate_layout(m, sys, c.layout, params, exact);
   res.closest_misses = std::move(miss);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -26,6 +26,9 @@ struct SearchSpace {
                                       ScheduleKind::GPipe};
   Precision precision = Precision::Mixed16;
   bool flash_attention = true;
+  bool overlap_grad_reduce = false;   // --overlap-grad-reduce of every candidate
+  bool overlap_param_gather = false;  // --overlap-param-gather (where ZeRO is 1 or 2)
+  bool engine = false;         // price tessera's own engine (PlanLayout::engine): plan --config
   bool tp_within_node = true;  // TP stays on the fast intra-node links (DESIGN.md)
   int64_t max_micro_batch = 16;
   int64_t max_virtual_stages = 8;

@@ -60,8 +60,26 @@ void Svg::circle(double x, double y, double r, const std::string& fill) {
   body_ += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"/>\n", x, y, r, fill);
 }
 
+double text_width(const std::string& s, double size) {
+  // UTF-8 continuation bytes are not characters of their own.
+  size_t chars = 0;
+  for (unsigned char ch : s) chars += (ch & 0xC0) != 0x80;
+  return 0.6 * size * double(chars);
+}
+
 void Svg::text(double x, double y, const std::string& s, double size, const std::string& anchor,
                bool bold, double rotate, const std::string& fill) {
+  // Where the text reaches, for str() to keep it inside the frame (rotated
+  // text: its length runs vertically).
+  const double w = text_width(s, size);
+  const double start = anchor == "middle" ? -w / 2 : anchor == "end" ? -w : 0;
+  if (rotate == 0) {
+    min_x_ = std::min(min_x_, x + start), max_x_ = std::max(max_x_, x + start + w);
+    min_y_ = std::min(min_y_, y - size), max_y_ = std::max(max_y_, y + 0.3 * size);
+  } else {
+    min_y_ = std::min(min_y_, y - start - w), max_y_ = std::max(max_y_, y - start);
+    min_x_ = std::min(min_x_, x - size), max_x_ = std::max(max_x_, x + 0.3 * size);
+  }
   body_ += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"{}\" fill=\"{}\"{}{}>{}</text>\n",
                        x, y, size, anchor, fill, bold ? " font-weight=\"bold\"" : "",
                        rotate != 0 ? fmt::format(" transform=\"rotate({} {:.1f} {:.1f})\"", rotate, x, y) : "",
@@ -69,12 +87,19 @@ void Svg::text(double x, double y, const std::string& s, double size, const std:
 }
 
 std::string Svg::str() const {
+  // The frame grows (on any side) to hold every text with a margin: a long
+  // title never runs out of it.
+  constexpr double kMargin = 6;
+  const double x0 = std::min(0.0, std::floor(min_x_ - kMargin));
+  const double y0 = std::min(0.0, std::floor(min_y_ - kMargin));
+  const double x1 = std::max(width_, std::ceil(max_x_ + kMargin));
+  const double y1 = std::max(height_, std::ceil(max_y_ + kMargin));
   return fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{2}\" height=\"{3}\" viewBox=\"{0} {1} {2} {3}\" "
       "font-family=\"Helvetica, Arial, sans-serif\">\n"
-      "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n{2}</svg>\n",
-      width_, height_, body_);
+      "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"white\"/>\n{4}</svg>\n",
+      x0, y0, x1 - x0, y1 - y0, body_);
 }
 
 std::string ramp_color(double t) {

@@ -29,8 +29,14 @@ class Svg {
  private:
   double width_, height_;
   std::string body_;
+  // The extent of the texts drawn (estimated, text_width): str() widens the
+  // frame to hold them.
+  double min_x_ = 0, min_y_ = 0, max_x_ = 0, max_y_ = 0;
 };
 
+// The width of `s` at font size `size`, estimated on the wide side (0.6 em
+// per character; Helvetica's average is about 0.55).
+double text_width(const std::string& s, double size);
 // "&", "<", ">", quotes escaped for text and attribute values.
 std::string xml_escape(const std::string& s);
 // A perceptually ordered ramp (viridis, 5 stops interpolated), t in [0, 1].

@@ -204,6 +204,13 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
   read_kernels(s, root, path);
   read_network(s, root, path);
   read_in_situ(s, root, path);
+  // [calibration]: the ranks x threads `tessera calibrate` measured with.
+  if (const toml::table* cal = root["calibration"].as_table()) {
+    s.calibrated_ranks = int64_t(get_number(*cal, "ranks", 0));
+    s.calibrated_threads = int64_t(get_number(*cal, "threads", 0));
+    TESSERA_CHECK(s.calibrated_ranks >= 0 && s.calibrated_threads >= 0,
+                  "{}: calibration.ranks and calibration.threads must be >= 0", path);
+  }
   return s;
 }
 

@@ -79,6 +79,11 @@ struct SystemSpec {
   // kernels (kernel_cost.h); 0 = not measured, use bytes / memory_bandwidth.
   std::array<double, kKernelCount> kernel_seconds_per_element{};
 
+  // [calibration]: a `tessera calibrate` file's ranks x threads per rank
+  // (0: not a calibration, or an older one); its numbers hold for runs of
+  // the same ranks x threads (contention), so a run that differs is warned.
+  int64_t calibrated_ranks = 0, calibrated_threads = 0;
+
   double usable_memory() const { return memory_bytes - reserved_bytes; }
   double achieved_memory_bandwidth() const { return memory_bandwidth * memory_efficiency; }
   // The dense peak of one precision (the engine's names: fp32, bf16, fp16).

@@ -23,6 +23,8 @@ PlanLayout engine_layout(const RunMetrics& r) {
   L.precision = r.precision == "fp32" ? Precision::FP32 : Precision::Mixed16;
   L.engine = true;
   L.flash_attention = true;
+  L.overlap_grad_reduce = r.overlap_grad_reduce;
+  L.overlap_param_gather = r.overlap_param_gather;
   return L;
 }
 

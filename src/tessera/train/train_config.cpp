@@ -34,6 +34,14 @@ void TrainConfig::validate(int64_t world) const {
     check_finite(v, flag);
   TESSERA_CHECK(!(bf16 && fp16), "--bf16 and --fp16 exclude each other: choose one");
   TESSERA_CHECK(bf16 || !grad_reduce_bf16, "--grad-reduce-in-bf16 needs --bf16");
+  // As Megatron-LM asks: the gather to overlap is the sharded optimizer's
+  // (ZeRO-1/2 here; ZeRO-3 gathers per layer anyway), and it goes with
+  // overlapped gradient reductions.
+  TESSERA_CHECK(!overlap_param_gather || par.zero_stage == 1 || par.zero_stage == 2,
+                "--overlap-param-gather needs --zero-stage 1 or 2 (ZeRO-3 gathers each layer's "
+                "parameters as it runs; 0 has nothing to gather)");
+  TESSERA_CHECK(!overlap_param_gather || overlap_grad_reduce,
+                "--overlap-param-gather needs --overlap-grad-reduce");
   {
     const LossScalerConfig d;
     const LossScalerConfig& l = loss_scale;

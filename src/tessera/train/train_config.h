@@ -40,6 +40,8 @@ struct TrainConfig {
   bool bf16 = false;             // --bf16: GEMMs in bf16, fp32 accumulation
   bool fp16 = false;             // --fp16: GEMMs on fp16 inputs (exclusive with --bf16)
   bool grad_reduce_bf16 = false; // --grad-reduce-in-bf16: dp gradient reductions in bf16 (needs --bf16)
+  bool overlap_grad_reduce = false;   // --overlap-grad-reduce: dp reductions run behind backward
+  bool overlap_param_gather = false;  // --overlap-param-gather: ZeRO-1/2 gathers run behind the next forward
   Precision precision() const {
     return bf16 ? Precision::Bf16 : fp16 ? Precision::Fp16 : Precision::Fp32;
   }

@@ -67,6 +67,8 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   dp_->init_params(cfg.seed);
   dp_->set_profile(&profile_);
   dp_->set_grad_reduce_bf16(cfg.grad_reduce_bf16);
+  dp_->set_overlap_grad_reduce(cfg.overlap_grad_reduce);
+  dp_->set_overlap_param_gather(cfg.overlap_param_gather);
   lr_.max_lr = cfg.optim.lr;
   lr_.min_lr = cfg.optim.min_lr;
   lr_.warmup_iters = cfg.optim.warmup_iters;
@@ -283,6 +285,7 @@ StepStats Trainer::train_step(int64_t step) {
 
 float Trainer::evaluate() {
   const int64_t B = cfg_.par.micro_batch, dp = dp_group_->size();
+  dp_->finish_param_gather();  // --overlap-param-gather: the last step's gathers
   dp_->begin_step();
   double sum = 0;
   // The same eval_iters micro-batches whatever the layout, dealt round-robin.
@@ -316,6 +319,7 @@ int64_t Trainer::load(const std::string& dir) {
   c.load_dir = dir;
   check_load_options(c, ck);  // cmd_train ran it before allocating; this is for library callers
   ckpt::check_same_tokenizer(ck, cfg_.vocab_file, cfg_.merge_file);
+  dp_->finish_param_gather();  // nothing may still write the parameters it loads into
   ck.run.model = compared_model(c, ck);  // --finetune: its own sequence length
   ckpt::load_zero_shard(ck, *dp_, /*with_optimizer=*/loads_optimizer(cfg_));
   dp_->params_changed();  // --bf16 / --fp16: the working copy is remade from them
@@ -337,6 +341,7 @@ int64_t Trainer::load(const std::string& dir) {
 }
 
 std::string Trainer::save(int64_t step) {
+  dp_->finish_param_gather();  // --overlap-param-gather: the last step's gathers
   ckpt::TrainState state;
   state.step = step;
   state.consumed_samples = step * cfg_.par.global_batch;
@@ -372,6 +377,8 @@ nlohmann::json Trainer::run_header() const {
             {"parallel", ckpt::parallel_to_json(cfg_.par)},
             {"memory_bytes", memory},
             {"precision", precision_name(cfg_.precision())},
+            {"overlap_grad_reduce", cfg_.overlap_grad_reduce},
+            {"overlap_param_gather", cfg_.overlap_param_gather},
             {"threads", omp_get_max_threads()},
             {"ranks", world_->size()},
             {"rank", world_->rank()},
@@ -432,9 +439,11 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
     if (step == cfg_.train_iters) break;  // done: nothing left to stop early
     if (std::optional<EarlyExit> stop = exits.check(step, *world_)) {
       if (!cfg_.save_dir.empty()) stop->checkpoint = saved.empty() ? save(step) : saved;
+      dp_->finish_param_gather();  // the caller may read the model (sampling, export)
       return stop;
     }
   }
+  dp_->finish_param_gather();  // the caller may read the model (sampling, export)
   if (metrics) metrics->close();
   return std::nullopt;
 }

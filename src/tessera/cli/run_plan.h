@@ -1,0 +1,62 @@
+// Between `tessera train` and `tessera plan`: one vocabulary for a run.
+// A train --config file read with train's own defaults, the layout the
+// planner prices for it, a planned layout written back as train flags or a
+// train --config TOML file, and `train --dry-run`'s report.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/plan/layout.h"
+#include "tessera/plan/layout_cost.h"
+#include "tessera/plan/system.h"
+#include "tessera/train/train_config.h"
+
+namespace tessera::cli {
+
+// cmd_train.cpp: whether `--NAME` is a flag of `tessera train` (a key its
+// --config file may hold), and the TrainConfig a `tessera train --config
+// FILE` run starts from (every key the file leaves out at train's default;
+// --num-layers-per-virtual-pipeline-stage applied). vocab_size_flag gets
+// the file's vocab-size (0: none; train takes the data's). Throws naming
+// the file and the key for a key train does not know.
+bool is_train_flag(const std::string& name);
+TrainConfig read_train_config(const std::string& path, int64_t* vocab_size_flag);
+
+// The layout of a `tessera train` run as the planner prices it: the engine
+// (fp32 state, its own activation arena, blockwise attention), in fp32 or
+// mixed 16-bit GEMMs (--bf16 / --fp16).
+plan::PlanLayout layout_of_run(const TrainConfig& c);
+
+// One `tessera train` setting: its key (the flag without "--") and value.
+struct TrainKey {
+  enum class Kind { Integer, Flag, String, Toml };  // Toml: text already in TOML form
+  std::string key;
+  Kind kind = Kind::Integer;
+  std::string value;  // Flag: "true" / "false"; String: unquoted; Toml: as written in TOML
+  std::string flag_value;  // Toml only: the value as a command-line argument
+};
+using TrainKeys = std::vector<TrainKey>;
+
+// The model's shape and a layout (degrees, batch, ZeRO, recompute,
+// sequence parallelism, schedule) as train keys; the keys layout_keys sets.
+TrainKeys model_keys(const GPTConfig& m);
+TrainKeys layout_keys(const plan::PlanLayout& L);
+bool is_layout_key(const std::string& key);
+// A train --config file's settings except the layout's (lr, data-path, ...),
+// in key order (toml++ keeps a table sorted).
+TrainKeys non_layout_keys_of_file(const std::string& path);
+
+// `tessera train --a 1 --b 2 ...` wrapped to lines of at most 100 columns.
+std::string train_command(const TrainKeys& keys);
+// A TOML file for `tessera train --config`, `header` as leading comments.
+std::string train_config_toml(const TrainKeys& keys, const std::string& header);
+
+// `tessera train --dry-run`: the planner's memory per rank and step time for
+// the run `c` on `ranks` ranks of `threads` threads (0: unknown), on the
+// system `system` (a name or a file); a warning when that system is a
+// calibration of another ranks x threads.
+void print_dry_run(const TrainConfig& c, int64_t ranks, int64_t threads,
+                   const std::string& system);
+
+}  // namespace tessera::cli

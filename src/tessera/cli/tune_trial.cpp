@@ -1,0 +1,263 @@
+#include "tessera/cli/tune_trial.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "tessera/cli/run_plan.h"
+#include "tessera/core/error.h"
+#include "tessera/plan/run_metrics.h"
+
+namespace tessera::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// Runs argv with stdout and stderr into `log`, in its own process group so a
+// launcher and every rank it started can be killed together. Returns the
+// exit status (128 + signal for a signal), or -1 when killed at `timeout`.
+int run_with_timeout(const std::vector<std::string>& argv, const std::string& log, double timeout) {
+  const pid_t pid = fork();
+  TESSERA_CHECK(pid >= 0, "tune: cannot start a trial: {}", std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "error: cannot run '%s': %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here: no race with the child's own call
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout);
+  int status = 0;
+  while (true) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (Clock::now() >= deadline) {
+      kill(-pid, SIGTERM);
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // Ranks the launcher left behind (it failed while they ran) go too.
+  kill(-pid, SIGKILL);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+// The trial's own error line: the first "error" line of its output, else
+// its last non-empty line.
+std::string error_line(const std::string& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.rfind("error", 0) == 0 || line.find(": error:") != std::string::npos) return line;
+    last = line;
+  }
+  return last.empty() ? "no output" : last;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::string layout_flags(const plan::PlanLayout& L) {
+  std::string out;
+  for (const TrainKey& k : layout_keys(L)) {
+    if (k.key == "global-batch-size") continue;  // the base config's, never varied
+    if (k.kind == TrainKey::Kind::Flag) {
+      if (k.value == "true") out += (out.empty() ? "--" : " --") + k.key;
+      continue;
+    }
+    out += fmt::format("{}--{} {}", out.empty() ? "" : " ", k.key, k.value);
+  }
+  return out;
+}
+
+plan::PlanLayout parse_layout_flags(const std::string& flags, int64_t ranks,
+                                    const plan::PlanLayout& base) {
+  plan::PlanLayout L = base;
+  ParallelConfig& p = L.par;
+  const std::vector<std::string> w = split_words(flags);
+  for (size_t i = 0; i < w.size(); ++i) {
+    const std::string& f = w[i];
+    auto value = [&]() -> const std::string& {
+      TESSERA_CHECK(i + 1 < w.size(), "--include '{}': {} needs a value", flags, f);
+      return w[++i];
+    };
+    auto integer = [&]() {
+      const std::string& v = value();
+      try {
+        size_t used = 0;
+        const long long x = std::stoll(v, &used);
+        if (used == v.size()) return int64_t(x);
+      } catch (const std::exception&) {
+      }
+      fail("--include '{}': {} needs an integer (got '{}')", flags, f, v);
+    };
+    if (f == "--tensor-model-parallel-size") p.tp = integer();
+    else if (f == "--pipeline-model-parallel-size") p.pp = integer();
+    else if (f == "--micro-batch-size") p.micro_batch = integer();
+    else if (f == "--zero-stage") p.zero_stage = int(integer());
+    else if (f == "--virtual-pipeline-stages") p.virtual_stages = integer();
+    else if (f == "--recompute-granularity") p.recompute = recompute_parse(value());
+    else if (f == "--pipeline-schedule") p.schedule = schedule_kind_parse(value());
+    else if (f == "--sequence-parallel") p.sequence_parallel = true;
+    else if (f == "--overlap-grad-reduce") L.overlap_grad_reduce = true;
+    else if (f == "--overlap-param-gather") L.overlap_param_gather = true;
+    else fail("--include '{}': '{}' is not a layout flag of tessera train", flags, f);
+  }
+  p.dp = p.tp > 0 && p.pp > 0 && ranks % (p.tp * p.pp) == 0 ? ranks / (p.tp * p.pp) : 0;
+  return L;
+}
+
+nlohmann::json trial_to_json(const Trial& t) {
+  const ParallelConfig& p = t.layout.par;
+  return {{"trial", t.index},
+          {"layout", t.layout.str()},
+          {"flags", t.flags},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"dp", p.dp},
+          {"micro_batch", p.micro_batch},
+          {"global_batch", p.global_batch},
+          {"virtual_stages", p.virtual_stages},
+          {"zero_stage", p.zero_stage},
+          {"recompute", recompute_name(p.recompute)},
+          {"sequence_parallel", p.sequence_parallel},
+          {"schedule", schedule_kind_name(p.schedule)},
+          {"overlap_grad_reduce", t.layout.overlap_grad_reduce},
+          {"overlap_param_gather", t.layout.overlap_param_gather},
+          {"precision", plan::precision_name(t.layout.precision)},
+          {"predicted_before", t.predicted_before},
+          {"predicted_after", t.predicted_after},
+          {"status", t.status},
+          {"reason", t.reason},
+          {"measured", t.measured},
+          {"memory", t.memory},
+          {"seconds", t.seconds},
+          {"config", t.config},
+          {"metrics", t.metrics},
+          {"log", t.log}};
+}
+
+Trial trial_from_json(const nlohmann::json& j, const std::string& where) {
+  Trial t;
+  try {
+    t.index = j.at("trial").get<int64_t>();
+    ParallelConfig& p = t.layout.par;
+    p.tp = j.at("tp").get<int64_t>();
+    p.pp = j.at("pp").get<int64_t>();
+    p.dp = j.at("dp").get<int64_t>();
+    p.micro_batch = j.at("micro_batch").get<int64_t>();
+    p.global_batch = j.at("global_batch").get<int64_t>();
+    p.virtual_stages = j.at("virtual_stages").get<int64_t>();
+    p.zero_stage = j.at("zero_stage").get<int>();
+    p.recompute = recompute_parse(j.at("recompute").get<std::string>());
+    p.sequence_parallel = j.at("sequence_parallel").get<bool>();
+    p.schedule = schedule_kind_parse(j.at("schedule").get<std::string>());
+    t.layout.overlap_grad_reduce = j.at("overlap_grad_reduce").get<bool>();
+    t.layout.overlap_param_gather = j.at("overlap_param_gather").get<bool>();
+    t.layout.precision = j.at("precision").get<std::string>() == "fp32" ? plan::Precision::FP32
+                                                                        : plan::Precision::Mixed16;
+    t.layout.engine = true;
+    t.flags = j.at("flags").get<std::string>();
+    t.predicted_before = j.at("predicted_before").get<double>();
+    t.predicted_after = j.at("predicted_after").get<double>();
+    t.status = j.at("status").get<std::string>();
+    t.reason = j.at("reason").get<std::string>();
+    t.measured = j.at("measured").get<double>();
+    t.memory = j.at("memory").get<double>();
+    t.seconds = j.at("seconds").get<double>();
+    t.config = j.at("config").get<std::string>();
+    t.metrics = j.at("metrics").get<std::string>();
+    t.log = j.at("log").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not a trial of tessera tune ({})", where, e.what());
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
+  }
+  return t;
+}
+
+void run_trial(const TrialSettings& s, Trial& t) {
+  const std::string stem = (std::filesystem::path(s.dir) / fmt::format("trial_{:03d}", t.index)).string();
+  t.metrics = stem + ".jsonl";
+  t.log = stem + ".log";
+  std::filesystem::remove(t.metrics);
+  std::vector<std::string> argv = s.launcher;
+  for (const std::string& w : {s.tessera, std::string("train"), std::string("--config"), t.config})
+    argv.push_back(w);
+  for (const std::string& w :
+       {std::string("--train-iters"), std::to_string(s.steps), std::string("--metrics-file"),
+        t.metrics, std::string("--eval-interval"), std::string("0"), std::string("--log-interval"),
+        std::to_string(s.steps), std::string("--no-progress")})
+    argv.push_back(w);
+  const auto t0 = Clock::now();
+  const int rc = run_with_timeout(argv, t.log, s.timeout);
+  t.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (rc == -1) {
+    t.status = "timeout";
+    t.reason = fmt::format("killed after {:.0f} s (--trial-timeout)", s.timeout);
+    return;
+  }
+  if (rc != 0) {
+    t.status = "failed";
+    t.reason = fmt::format("exit {}: {}", rc, error_line(t.log));
+    return;
+  }
+  try {
+    const plan::RunMetrics r = plan::read_run_metrics(t.metrics);
+    TESSERA_CHECK(int64_t(r.step_seconds.size()) > s.warmup,
+                  "{} steps, none after the {} warm-up step(s)", r.step_seconds.size(), s.warmup);
+    t.measured = median({r.step_seconds.begin() + s.warmup, r.step_seconds.end()});
+    t.memory = r.memory ? r.memory->total() : 0.0;
+  } catch (const Error& e) {
+    t.status = "failed";
+    t.reason = fmt::format("its metrics: {}", e.what());
+    return;
+  }
+  if (s.max_memory > 0 && t.memory > s.max_memory) {
+    t.status = "over-memory";
+    t.reason = fmt::format("{:.3f} GB on the fullest rank > --max-memory-gb {:.3f}", t.memory / 1e9,
+                           s.max_memory / 1e9);
+    return;
+  }
+  t.status = "ok";
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `tessera tune` on a tiny model with 2 ranks (issue 14): the tuner runs
+# real trials under scripts/mpirun.sh, records an injected invalid layout as
+# a failed trial with train's own error line and goes on, writes the best
+# layout as a config that `tessera train --config` runs, and --resume
+# extends the log without repeating a layout. Bad input: one line, exit 2.
+# Usage: test_tune.sh TESSERA_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$(realpath "$1")
+src=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+launcher="$src/scripts/mpirun.sh -n 2"
+
+cat > tiny.toml <<'EOF'
+num-layers = 2
+hidden-size = 64
+num-attention-heads = 4
+seq-length = 32
+micro-batch-size = 2
+global-batch-size = 8
+train-iters = 10
+lr = 1e-3
+EOF
+
+"$bin" tune --config tiny.toml --launcher "$launcher" --budget-trials 3 --steps 4 --warmup 1 \
+  --include "--tensor-model-parallel-size 3" --output best.toml --work-dir runs > tune.out 2>&1
+rc=$?
+cat tune.out
+[ $rc -eq 0 ] || fail "tune exited $rc"
+log=runs/tune.jsonl
+[ "$(wc -l < $log)" -eq 3 ] || fail "expected 3 trials in $log, got $(wc -l < $log)"
+# Trial 1 is the injected layout: failed, with train's reason, and the tuner went on.
+head -1 $log | grep -q '"status":"failed"' || fail "trial 1 not recorded as failed"
+head -1 $log | grep -q 'not divisible by --tensor-model-parallel-size (3)' ||
+  fail "trial 1's reason is not train's error line"
+[ "$(grep -c '"status":"ok"' $log)" -eq 2 ] || fail "trials 2 and 3 did not both run"
+grep -q '^trial 3 of 3' tune.out || fail "no progress line for trial 3"
+grep -q 'best so far' tune.out || fail "no best-so-far on the progress lines"
+grep -q '^planner error on the ok trials' tune.out || fail "no planner error line"
+# Every ok trial measured a positive step time.
+python3 - "$log" <<'PY' || fail "a trial's numbers are wrong"
+import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    if t["status"] == "ok":
+        assert t["measured"] > 0 and t["memory"] > 0 and t["predicted_before"] > 0, t
+PY
+# The best layout is the fastest ok trial, and its file trains.
+[ -s best.toml ] || fail "no best.toml"
+grep -q '^tensor-model-parallel-size = ' best.toml || fail "best.toml has no layout"
+$src/scripts/mpirun.sh -n 2 "$bin" train --config best.toml --train-iters 2 --no-progress \
+  > train.out 2>&1 || { cat train.out; fail "tessera train --config best.toml failed"; }
+
+# --resume: one more trial, appended; no layout run twice.
+"$bin" tune --config tiny.toml --launcher "$launcher" --budget-trials 1 --steps 4 --warmup 1 \
+  --resume $log --work-dir runs > resume.out 2>&1 || { cat resume.out; fail "tune --resume failed"; }
+grep -q '^resumed 3 trial(s)' resume.out || fail "--resume did not read the 3 trials"
+[ "$(wc -l < $log)" -eq 4 ] || fail "--resume did not append trial 4"
+[ "$(python3 -c "import json,sys; print(len({json.loads(l)['layout'] for l in open('$log')}))")" -eq 4 ] ||
+  fail "--resume repeated a layout"
+
+# Bad input: one line, exit 2.
+expect_error() {
+  local pattern=$1
+  shift
+  "$bin" "$@" > err.out 2>&1
+  local code=$?
+  if [ $code -ne 2 ] || ! grep -Eq -- "$pattern" err.out; then
+    fail "tessera $* -> exit $code, wanted 2 and /$pattern/: $(cat err.out)"
+  fi
+}
+printf 'num-layers = 2\nbogus-key = 1\n' > bad.toml
+expect_error 'bogus-key' tune --config bad.toml
+expect_error '--budget-trials must be >= 1' tune --config tiny.toml --budget-trials 0
+expect_error "--launcher: 'no-such-launcher' is not a program" \
+  tune --config tiny.toml --launcher "no-such-launcher -n 2"
+expect_error 'no layout of this model fits 2 rank' \
+  tune --config tiny.toml --ranks 2 --max-memory-gb 0.000001
+expect_error "--include .*'--bogus' is not a layout flag" \
+  tune --config tiny.toml --include "--bogus 1"
+
+[ $fails -eq 0 ] && echo "test_tune: ok"
+exit $((fails > 0))

@@ -27,6 +27,7 @@ name = "k"
 [device]
 memory_GB = 16.0
 memory_bandwidth_GBps = 10.0
+memory_efficiency = 1.0
 peak_TFLOPs = { fp32 = 0.2 }
 [node]
 devices = 2

@@ -27,6 +27,7 @@ name = "ideal8"
 [device]
 memory_GB = 1000.0
 memory_bandwidth_GBps = 10000.0
+memory_efficiency = 1.0
 compute_units = 1
 peak_TFLOPs = { bf16 = 100.0 }
 [node]

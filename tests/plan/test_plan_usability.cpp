@@ -153,7 +153,7 @@ TEST(Calibration, WarnsWhenRanksTimesThreadsDiffer) {
   const SystemSpec sys = load_system_text(
       "name = \"cal\"\n[calibration]\nranks = 2\nthreads = 1\n"
       "[device]\nname = \"cpu\"\nmemory_GB = 10\nmemory_bandwidth_GBps = 10\n"
-      "peak_TFLOPs = { fp32 = 0.1 }\n[node]\ndevices = 2\n"
+      "memory_efficiency = 1\npeak_TFLOPs = { fp32 = 0.1 }\n[node]\ndevices = 2\n"
       "[[network]]\nname = \"n\"\nranks = 0\nbandwidth_GBps = 1\nlatency_us = 1\n",
       "cal.toml");
   EXPECT_EQ(sys.calibrated_ranks, 2);

@@ -23,6 +23,7 @@ name = "local"
 [device]
 memory_GB = 16.0
 memory_bandwidth_GBps = 20.0
+memory_efficiency = 1.0
 peak_TFLOPs = { fp32 = 0.2 }
 [node]
 devices = 2

@@ -43,52 +43,65 @@ std::string calibration_toml(const Calibration& c) {
   add("name = \"local\"\n");
   add("description = {}\n\n", quoted(fmt::format("{} ({} rank(s) x {} thread(s)), calibrated",
                                                  c.cpu, c.ranks, c.threads)));
-  add("# The ranks x threads measured with: `plan --validate` and `train --dry-run` warn\n"
-      "# when a run's differ (the numbers include this many ranks' contention).\n");
+  add("# source: measured by tessera calibrate: the ranks x threads measured with;\n"
+      "# `plan --validate` and `train --dry-run` warn when a run's differ (the numbers\n"
+      "# include this many ranks' contention).\n");
   add("[calibration]\nranks = {}\nthreads = {}\n\n", c.ranks, c.threads);
   add("[device]\n");
   add("name = {}\n", quoted(c.cpu));
-  add("memory_GB = {:.3f}                # the machine's memory / ranks per node\n",
+  add("memory_GB = {:.3f}                # source: measured by tessera calibrate: the machine's "
+      "memory / ranks per node\n",
       c.memory_bytes / 1e9);
-  add("reserved_GB = {:.3f}              # 10 %: the OS, MPI buffers, the allocator\n",
-      0.1 * c.memory_bytes / 1e9);
-  add("memory_bandwidth_GBps = {:.3f}    # STREAM triad, all ranks at once\n",
+  add("# source: none measured — estimate: 10 % of the memory for the OS, MPI buffers and\n"
+      "# the allocator.\n");
+  add("reserved_GB = {:.3f}\n", 0.1 * c.memory_bytes / 1e9);
+  add("memory_bandwidth_GBps = {:.3f}    # source: measured by tessera calibrate: STREAM triad, "
+      "all ranks at once\n",
       c.triad_bandwidth / 1e9);
-  add("compute_units = {}\n", c.threads);
-  add("# fp32 peak = the best measured sgemm (oneDNN); there are no 16-bit units in use,\n"
-      "# so mixed precision is planned at the fp32 rate.\n");
+  add("memory_efficiency = 1.0          # source: the bandwidth above is itself a measured triad\n");
+  add("compute_units = {}                # source: measured by tessera calibrate: OpenMP threads "
+      "per rank\n",
+      c.threads);
+  add("# source: measured by tessera calibrate: fp32 peak = the best measured sgemm (oneDNN);\n"
+      "# there are no 16-bit units in use, so mixed precision is planned at the fp32 rate.\n");
   add("peak_TFLOPs = {{ fp32 = {:.6f} }}\n\n", c.peak_gemm / 1e12);
   add("[node]\n");
-  add("devices = {}\n", c.devices_per_node);
+  add("devices = {}                      # source: measured by tessera calibrate: ranks run at "
+      "once\n",
+      c.devices_per_node);
   if (c.network) {
-    add("# An async 16 MiB all-reduce beside the engine's GEMMs: the part compute hid.\n");
+    add("# source: measured by tessera calibrate: an async 16 MiB all-reduce beside the\n"
+        "# engine's GEMMs, the part compute hid.\n");
     add("comm_overlap = {:.3f}\n", c.comm_overlap);
   }
   t += "\n";
   add("[gemm]\n");
-  add("max_efficiency = 1.0             # the peak above is itself measured\n");
-  add("# The engine's flash-style attention, forward + backward, as a fraction of peak\n"
+  add("max_efficiency = 1.0             # source: the peak above is itself measured\n");
+  add("# source: measured by tessera calibrate: the engine's flash-style attention,\n"
+      "# forward + backward, as a fraction of peak\n"
       "# under the planner's formula (4 b s^2 h forward, backward 2.5 x forward): measured\n"
       "# {:.3f} ms + {:.3f} ms at b {} s {} h {} heads {}.\n",
       c.attention.forward * 1e3, c.attention.backward * 1e3, c.attention.batch, c.attention.seq,
       c.attention.hidden, c.attention.heads);
   add("attention_efficiency = {:.6f}\n\n", c.attention_efficiency);
-  add("# sgemm as a training step calls it (forward N,T; input grad N,N; weight grad T,N),\n"
-      "# in the planner's (m, n, k) naming; the planner uses the nearest shape.\n");
+  add("# source: measured by tessera calibrate: sgemm as a training step calls it (forward\n"
+      "# N,T; input grad N,N; weight grad T,N), in the planner's (m, n, k) naming; the\n"
+      "# planner uses the nearest shape.\n");
   for (const auto& g : c.gemm)
     add("[[gemm.measured]]\nm = {}\nn = {}\nk = {}\nTFLOPs = {:.6f}\n", g.m, g.n, g.k, g.flops / 1e12);
   t += "\n";
-  add("# The engine's memory-bound kernels (kernels/cpu), ns per element, timed at\n"
-      "# {} tokens of the model above; the planner scales them by element count.\n",
+  add("# source: measured by tessera calibrate: the engine's memory-bound kernels\n"
+      "# (kernels/cpu), ns per element, timed at {} tokens of the model above; the\n"
+      "# planner scales them by element count.\n",
       c.kernel_rows);
   add("[kernels]\n");
   for (size_t i = 0; i < kKernelCount; ++i)
     if (c.kernels[i] > 0) add("{} = {:.6g}\n", kernel_name(Kernel(i)), c.kernels[i] * 1e9);
   t += "\n";
   if (c.in_situ_batch > 0) {
-    add("# One training micro-batch ({} sequences) of the model above through the engine\n"
-        "# itself, by kind of work, over what the tables above predict for it: how much\n"
-        "# slower the kernels run inside a step than alone.\n",
+    add("# source: measured by tessera calibrate: one training micro-batch ({} sequences)\n"
+        "# of the model above through the engine itself, by kind of work, over what the\n"
+        "# tables above predict for it: how much slower the kernels run inside a step.\n",
         c.in_situ_batch);
     add("[in_situ]\n");
     for (size_t k = 0; k < size_t(Op::kCount); ++k)
@@ -97,14 +110,15 @@ std::string calibration_toml(const Calibration& c) {
     t += "\n";
   }
   if (c.network) {
-    add("# Ping-pong between ranks 0 and 1 through the engine's Communicator (MPI).\n");
+    add("# source: measured by tessera calibrate: ping-pong between ranks 0 and 1 through\n"
+        "# the engine's Communicator (MPI); efficiency 1: the bandwidth is itself measured.\n");
     add("[[network]]\nname = \"mpi-shared-memory\"\nranks = 0\n");
     add("bandwidth_GBps = {:.6f}\nlatency_us = {:.3f}\nefficiency = 1.0\n",
         c.network->bandwidth / 1e9, c.network->latency * 1e6);
   } else {
-    add("# NOT MEASURED: calibrated with one rank. A placeholder so the file loads:\n"
-        "# half the triad bandwidth (a copy reads and writes) and 1 us. Run\n"
-        "# `scripts/mpirun.sh -n 2 tessera calibrate` to measure it.\n");
+    add("# source: none measured — NOT MEASURED: calibrated with one rank. A placeholder\n"
+        "# so the file loads: half the triad bandwidth (a copy reads and writes) and 1 us.\n"
+        "# Run `scripts/mpirun.sh -n 2 tessera calibrate` to measure it.\n");
     add("[[network]]\nname = \"unmeasured\"\nranks = 0\n");
     add("bandwidth_GBps = {:.6f}\nlatency_us = 1.0\nefficiency = 1.0\n",
         c.triad_bandwidth / 2 / 1e9);

@@ -6,8 +6,12 @@
 
 namespace tessera::plan {
 
+// PlanLayout's Mixed16 stands for fp16 and bf16 alike and takes
+// peak_flops_16 (bf16's peak where the file gives one, else fp16's; every
+// shipped system gives both, equal). Distinct fp16/bf16 plan precisions
+// would map to sys.peak_flops(tessera::Precision::Fp16 / Bf16).
 double peak_flops(const SystemSpec& sys, Precision p) {
-  return p == Precision::FP32 ? sys.peak_flops_32 : sys.peak_flops_16;
+  return p == Precision::FP32 ? sys.peak_flops(tessera::Precision::Fp32) : sys.peak_flops_16;
 }
 
 namespace {
@@ -32,7 +36,7 @@ double roofline_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) 
   const double compute = g.flops() / (peak_flops(sys, p) * std::max(eff, 1e-3));
   const double bytes = elt * double(g.batch) *
                        (double(g.m) * g.k + double(g.k) * g.n + double(g.m) * g.n);
-  const double memory = bytes / sys.memory_bandwidth;
+  const double memory = bytes / sys.achieved_memory_bandwidth();
   return std::max(compute, memory);
 }
 

@@ -28,7 +28,8 @@ double kernel_seconds(const SystemSpec& sys, Kernel k, double elements, double e
   if (elements <= 0) return 0;
   const double measured = sys.kernel_seconds_per_element[size_t(k)];
   if (measured > 0) return measured * elements;
-  return kernel_bytes_per_element(k, element_bytes) * elements / sys.memory_bandwidth;
+  // At the bandwidth a streaming kernel achieves, not the datasheet's.
+  return kernel_bytes_per_element(k, element_bytes) * elements / sys.achieved_memory_bandwidth();
 }
 
 }  // namespace tessera::plan

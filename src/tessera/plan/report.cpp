@@ -88,7 +88,7 @@ std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t t
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
   const StepBreakdown& t = c.time;
   std::string out = fmt::format("{} on {} x {}\n", c.layout.str(), c.layout.devices(), sys.device_name);
-  out += fmt::format("  step {:.3f} s ({}), {:.0f} tokens/s, MFU {:.1f}% (HFU {:.1f}%), {:.1f} TFLOP/s per device\n",
+  out += fmt::format("  step {:.3f} s ({}), {:.0f} tokens/s, MFU {:.1f}% (HFU {:.1f}%), {:.1f} TFLOP/s/device\n",
                      t.step, t.simulated ? "schedule simulated" : "closed form", c.tokens_per_second,
                      100 * c.mfu, 100 * c.hfu, c.tflops_per_device);
   out += fmt::format("  time: compute {:.3f} s ({:.1f}%), tp comm {:.3f} s ({:.1f}%), bubble {:.3f} s "

@@ -88,6 +88,10 @@ StudyData load_study(const std::string& name) {
   d.text = {tr.text("header"),         tr.text("throughput_intro"), tr.text("reading"),
             tr.text("measured_intro"), tr.text("state_row"),        tr.text("drop_row"),
             tr.text("scaling_intro"),  tr.text("scaling_outro")};
+  const toml::table* ev = root["evidence"].as_table();
+  TESSERA_CHECK(ev != nullptr, "{}: missing [evidence]", file);
+  const Reader er{*ev, file + " [evidence]"};
+  d.evidence = {er.number("gemm_best_tflops"), er.text("gemm_source")};
   const toml::table* m = root["measured"].as_table();
   TESSERA_CHECK(m != nullptr, "{}: missing [measured]", file);
   const Reader r{*m, file + " [measured]"};

@@ -41,8 +41,16 @@ struct StudyText {
       scaling_intro, scaling_outro;
 };
 
+// A public microbenchmark that decides between the readings ([evidence]):
+// the best GEMM one device reaches, and where that number comes from.
+struct StudyEvidence {
+  double gemm_best_tflops = 0;
+  std::string gemm_source;
+};
+
 struct StudyData {
   double peak_tflops_a = 0, peak_tflops_b = 0;  // the two readings of "% of peak"
+  StudyEvidence evidence;
   StudyText text;
   std::vector<PublishedRun> published;
   MeasuredRun measured;

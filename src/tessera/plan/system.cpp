@@ -73,18 +73,28 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
   s.device_name = dev["name"].value<std::string>().value_or("device");
   s.memory_bytes = need_number(dev, "memory_GB", "device.", path) * 1e9;
   s.memory_bandwidth = need_number(dev, "memory_bandwidth_GBps", "device.", path) * 1e9;
+  s.memory_efficiency = need_number(dev, "memory_efficiency", "device.", path);
+  TESSERA_CHECK(s.memory_efficiency > 0 && s.memory_efficiency <= 1,
+                "{}: device.memory_efficiency must be in (0, 1] (the fraction of "
+                "memory_bandwidth_GBps a STREAM-like kernel reaches; 1 when the bandwidth is "
+                "itself measured)",
+                path);
   s.reserved_bytes = get_number(dev, "reserved_GB", 0.0) * 1e9;
   s.compute_units = int64_t(get_number(dev, "compute_units", 1));
   const toml::table* peak = dev["peak_TFLOPs"].as_table();
   TESSERA_CHECK(peak != nullptr, "{}: missing field 'device.peak_TFLOPs' (e.g. {{ bf16 = 191.5 }})",
                 path);
-  double p16 = get_number(*peak, "bf16", get_number(*peak, "fp16", 0));
-  double p32 = get_number(*peak, "fp32", 0);
-  TESSERA_CHECK(p16 > 0 || p32 > 0,
+  const double fp16 = get_number(*peak, "fp16", 0), bf16 = get_number(*peak, "bf16", 0);
+  const double p32 = get_number(*peak, "fp32", 0);
+  TESSERA_CHECK(fp16 > 0 || bf16 > 0 || p32 > 0,
                 "{}: 'device.peak_TFLOPs' needs at least one of bf16, fp16 or fp32", path);
-  // A CPU without 16-bit units computes mixed precision at its fp32 rate.
-  s.peak_flops_16 = (p16 > 0 ? p16 : p32) * 1e12;
-  s.peak_flops_32 = (p32 > 0 ? p32 : p16) * 1e12;
+  // A precision the file does not list runs at one it does; a CPU without
+  // 16-bit units computes them at its fp32 rate.
+  const double half = bf16 > 0 ? bf16 : fp16;
+  s.peak_flops_bf16 = (bf16 > 0 ? bf16 : fp16 > 0 ? fp16 : p32) * 1e12;
+  s.peak_flops_fp16 = (fp16 > 0 ? fp16 : bf16 > 0 ? bf16 : p32) * 1e12;
+  s.peak_flops_16 = (half > 0 ? half : p32) * 1e12;
+  s.peak_flops_32 = (p32 > 0 ? p32 : half) * 1e12;
 }
 
 // [node]: devices per node, overlap, synchronisation wait.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessera/core/profile.h"
+#include "tessera/kernels/precision.h"
 #include "tessera/plan/kernel_cost.h"
 
 namespace tessera::plan {
@@ -33,11 +34,20 @@ struct SystemSpec {
   std::string name, description, source;  // source: the file it came from
   std::string device_name;
   int64_t devices_per_node = 1;
-  double peak_flops_16 = 0;   // FLOP/s, fp16/bf16 (dense, matrix units)
+  // Dense peaks, FLOP/s, as the file's peak_TFLOPs gives them. A precision
+  // the file does not list runs at one it does (bf16 <-> fp16, then fp32: a
+  // CPU without 16-bit units computes them at its fp32 rate).
+  double peak_flops_fp16 = 0, peak_flops_bf16 = 0;
+  double peak_flops_16 = 0;   // the planner's Mixed16 peak: bf16's, else fp16's (see peak_flops)
   double peak_flops_32 = 0;   // FLOP/s, fp32
   double memory_bytes = 0;    // per device
   double reserved_bytes = 0;  // runtime, communication buffers, fragmentation
-  double memory_bandwidth = 0;
+  double memory_bandwidth = 0;   // bytes/s, [device] memory_bandwidth_GBps (datasheet or measured)
+  // [device] memory_efficiency: the fraction of memory_bandwidth a STREAM-like
+  // kernel reaches (a public measurement for the datasheet systems; 1 in a
+  // calibration, whose bandwidth is itself a measured triad). Memory-bound
+  // kernels run at achieved_memory_bandwidth().
+  double memory_efficiency = 1.0;
   int64_t compute_units = 1;  // SMs / CUs: a GEMM with fewer output tiles leaves units idle
   double gemm_max_efficiency = 0.7;
   int64_t tile_m = 128, tile_n = 128;
@@ -75,6 +85,17 @@ struct SystemSpec {
   int64_t calibrated_ranks = 0, calibrated_threads = 0;
 
   double usable_memory() const { return memory_bytes - reserved_bytes; }
+  double achieved_memory_bandwidth() const { return memory_bandwidth * memory_efficiency; }
+  // The dense peak of one precision (the engine's names: fp32, bf16, fp16).
+  // The planner's PlanLayout has one 16-bit precision, Mixed16, which
+  // gemm_model.cpp prices at peak_flops_16; when it gains fp16 and bf16 as
+  // distinct precisions (issue 13), each maps to its own peak here.
+  // (tessera::Precision, not plan::Precision of layout.h.)
+  double peak_flops(tessera::Precision p) const {
+    return p == tessera::Precision::Fp32   ? peak_flops_32
+           : p == tessera::Precision::Bf16 ? peak_flops_bf16
+                                           : peak_flops_fp16;
+  }
 };
 
 // Parse one system file. Throws tessera::Error naming the file and field.

@@ -389,6 +389,28 @@ INSTANTIATE_TEST_SUITE_P(
                                  ScheduleKind::OneFOneB, 3, Recompute::None, false, false, 1, 0}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Validation through an uneven pipeline (the evaluator's forward-only
+// schedule over the same chunks) equals one process's.
+TEST(UnevenEvaluate, ValidationLossMatchesOneProcess) {
+  if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
+  TrainConfig c = test::tiny_train_config(0, 1, 3);
+  c.par.pp = 2;
+  c.par.first_stage_layers = 1;  // layers 0 | 1-2
+  c.eval_interval = 0;
+  c.validate(2);
+  auto data = test::tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid_of(1, 2));
+  TrainConfig c1 = test::tiny_train_config(0, 1, 3);
+  auto d1 = test::tiny_train_data(c1);
+  Trainer one(c1, *d1);
+  for (int64_t s = 1; s <= 5; ++s) {
+    t.train_step(s);
+    one.train_step(s);
+  }
+  const float got = t.evaluate(), want = one.evaluate();
+  EXPECT_LE(rel(got, want), 1e-4) << got << " vs " << want;
+}
+
 // ---- checkpoints across uneven splits -------------------------------------
 // A checkpoint names every tensor by its global layer, so a run saved with
 // one split resumes under another split or layout: the loaded state is the

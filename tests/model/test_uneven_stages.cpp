@@ -13,6 +13,7 @@
 #include "tessera/ckpt/config_json.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/parallel/schedule.h"
+#include "tessera/parallel/schedule_sim.h"
 
 namespace tessera {
 namespace {
@@ -117,6 +118,31 @@ TEST(UnevenStages, ChunkNumberingMatchesStageLayers) {
     std::iota(want.begin(), want.end(), 0);
     EXPECT_EQ(all, want) << p.summary();
     EXPECT_EQ(p.chunk_first_layer(m.num_layers, p.pp * p.virtual_stages), m.num_layers);
+  }
+}
+
+// Why the split exists (issue 13 §3): the last stage also runs the LM head
+// and loss. With a head that costs two layers, 6 layers on pp 2 evenly give
+// stages of 3 | 3 + 2 and a bubble above (p - 1) / m; 4 | 2 + 2 balances
+// them and the simulated bubble is exactly (p - 1) / m, for 1F1B and GPipe.
+TEST(UnevenStages, BalancedSplitBringsTheBubbleToTheory) {
+  const GPTConfig m = layers_model(6);
+  const int64_t micro = 8;
+  auto bubble = [&](ScheduleKind kind, std::optional<int64_t> first) {
+    ParallelConfig p = split(2, first, std::nullopt);
+    p.schedule = kind;
+    ScheduleCosts c;
+    for (int64_t g = 0; g < p.pp; ++g) {  // v = 1: global chunk g is stage g
+      const double layers = double(p.chunk_layer_count(m.num_layers, g));
+      const double head = g == p.pp - 1 ? 2.0 : 0.0;
+      c.forward_by_chunk.push_back(layers + head);
+      c.backward_by_chunk.push_back(2.0 * (layers + head));
+    }
+    return simulate_schedule(build_pipeline(kind, p.pp, 1, micro), c, false).bubble_fraction;
+  };
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe}) {
+    EXPECT_NEAR(bubble(kind, 4), 1.0 / double(micro), 1e-12) << schedule_kind_name(kind);
+    EXPECT_GT(bubble(kind, std::nullopt), 1.0 / double(micro) + 0.1) << schedule_kind_name(kind);
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "tessera/core/rng.h"
 #include "tessera/plan/layout_cost.h"
+#include "tessera/plan/memory_model.h"
 #include "tessera/train/sampled_batches.h"
 #include "tessera/train/trainer.h"
 #include "rel.h"
@@ -112,6 +113,20 @@ inline void expect_activations_predicted(const Trainer& t, const TrainConfig& c,
   L.precision =
       c.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
   L.engine = true;
+  if (c.par.uneven_stages()) {
+    // Uneven stages: the engine's arena for this stage's chunk (its own layer
+    // count, ParallelConfig::chunk_layer_count) times the schedule's peak.
+    // (plan::stage_activations prices the even split only, for now.)
+    const auto& p = c.par;
+    const ActShape shape = plan::engine_shape(
+        c.model, p.micro_batch, p.tp, p.chunk_layer_count(c.model.num_layers, pp_rank),
+        pp_rank == p.pp - 1, p.sequence_parallel, p.recompute, L.precision);
+    const int64_t in_flight = plan::in_flight_chunks(p.schedule, p.pp, p.virtual_stages,
+                                                     p.accumulation_steps(), pp_rank);
+    EXPECT_EQ(double(in_flight) * double(activations_bytes(shape)), double(t.activation_bytes()))
+        << precision_name(c.precision()) << " pp rank " << pp_rank;
+    return;
+  }
   const plan::StageActivations a = plan::stage_activations(c.model, L, pp_rank);
   EXPECT_EQ(a.total, double(t.activation_bytes()))
       << precision_name(c.precision()) << " pp rank " << pp_rank;

@@ -46,7 +46,7 @@ constexpr int64_t kB = 2, kT = 16, kM = 4;  // micro-batch, sequence, micro-batc
 constexpr int kSteps = 20;
 constexpr uint64_t kSeed = 1234;
 
-GPTConfig tiny_model() { return test::tiny_gpt(4); }  // its seq_length is kT
+GPTConfig tiny_model(int64_t layers = 4) { return test::tiny_gpt(layers); }  // its seq_length is kT
 
 AdamWConfig adamw_config() {
   AdamWConfig c;
@@ -57,7 +57,7 @@ AdamWConfig adamw_config() {
 
 // Sequence `seq` of the data: inputs (T) and the next tokens as targets (T).
 void fill_sequence(int64_t seq, int32_t* inputs, int32_t* targets) {
-  const int64_t V = tiny_model().vocab_size;
+  const int64_t V = tiny_model().vocab_size;  // the same for every layer count
   auto tok = [&](int64_t t) { return int32_t(rng_u64(42, uint64_t(seq), uint64_t(t)) % uint64_t(V)); };
   for (int64_t t = 0; t < kT; ++t) {
     inputs[t] = tok(t);
@@ -71,8 +71,8 @@ void fill_micro_batch(int64_t first_seq, int32_t* inputs, int32_t* targets) {
 
 // One process, plain forward/backward over the global batch of dp * m
 // micro-batches: the losses every layout must reproduce.
-std::vector<float> single_process_losses(int64_t dp) {
-  const GPTConfig model = tiny_model();
+std::vector<float> single_process_losses(int64_t dp, int64_t layers = 4) {
+  const GPTConfig model = tiny_model(layers);
   ParallelConfig par;
   const ParamLayout layout = ParamLayout::build(model, par, 0, 0);
   GPT g(model, layout);
@@ -104,6 +104,10 @@ struct Case {
   ScheduleKind kind;
   int pp, v, tp;
   bool sp = false;  // sequence parallelism: (Ns = N / tp, C) travels between stages
+  // Uneven stages (--decoder-first/last-pipeline-num-layers; 0: not set)
+  // of a model of `layers` layers.
+  int first = 0, last = 0;
+  int64_t layers = 4;
 };
 
 // This rank's stage of a pipelined run, with the minimal step loop.
@@ -119,8 +123,9 @@ struct PipelinedRun {
   PipelinedRun(const Case& c, comm::Grid& g)
       : grid(g),
         dp(world().size() / (c.pp * c.tp)),
-        layout(ParamLayout::build(tiny_model(), par_of(c, dp), g.coord().tp, g.coord().pp)),
-        model(tiny_model(), layout, true, true, TensorParallel{&g.tp(), c.sp}),
+        layout(ParamLayout::build(tiny_model(c.layers), par_of(c, dp), g.coord().tp,
+                                  g.coord().pp)),
+        model(tiny_model(c.layers), layout, true, true, TensorParallel{&g.tp(), c.sp}),
         exec((init(), model), g, PipelineOptions{c.kind, c.v, kM, kB, kT}),
         opt(layout, adamw_config()) {}
 
@@ -130,8 +135,12 @@ struct PipelinedRun {
     p.pp = c.pp;
     p.dp = dp;
     p.virtual_stages = c.v;
+    p.schedule = c.kind;
     p.micro_batch = kB;
     p.global_batch = kB * kM * dp;
+    if (c.first > 0) p.first_stage_layers = c.first;
+    if (c.last > 0) p.last_stage_layers = c.last;
+    p.validate(tiny_model(c.layers), dp * c.pp * c.tp);
     return p;
   }
   void init() {
@@ -176,7 +185,7 @@ TEST_P(PipelineExecutor, TwentyStepsMatchOneProcess) {
   const Case& c = GetParam();
   comm::Grid& grid = grid_of(c.tp, c.pp);
   PipelinedRun run(c, grid);
-  const std::vector<float> ref = single_process_losses(run.dp);
+  const std::vector<float> ref = single_process_losses(run.dp, c.layers);
   for (int64_t s = 1; s <= kSteps; ++s) {
     const PipelineStepStats st = run.step(s);
     EXPECT_LE(rel(st.loss, ref[size_t(s - 1)]), s == 1 ? 1e-5 : 1e-4)
@@ -194,6 +203,10 @@ TEST_P(PipelineExecutor, ActivationMemoryIsPeakInFlightSlots) {
   EXPECT_EQ(run.last_backwards, c.v);  // one final Backward per chunk
   const int64_t peak = peak_in_flight(run.exec.actions());
   const int64_t rank = grid.coord().pp;
+  // This stage's layers, uneven or not, cut into v equal chunks.
+  EXPECT_EQ(int64_t(run.layout.layers().size()),
+            PipelinedRun::par_of(c, run.dp).stage_layer_count(c.layers, rank));
+  EXPECT_EQ(run.model.stage_act_shape(kB, kT, c.v).L, int64_t(run.layout.layers().size()) / c.v);
   EXPECT_EQ(run.exec.slots(), peak);
   if (c.kind == ScheduleKind::GPipe) EXPECT_EQ(peak, kM);
   if (c.kind == ScheduleKind::OneFOneB) EXPECT_EQ(peak, std::min<int64_t>(kM, c.pp - rank));
@@ -238,7 +251,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpipe_pp4", ScheduleKind::GPipe, 4, 1, 1},
                       Case{"1f1b_pp4", ScheduleKind::OneFOneB, 4, 1, 1},
                       Case{"1f1b_pp2_tp2", ScheduleKind::OneFOneB, 2, 1, 2},
-                      Case{"1f1b_pp2_tp2_sp", ScheduleKind::OneFOneB, 2, 1, 2, true}),
+                      Case{"1f1b_pp2_tp2_sp", ScheduleKind::OneFOneB, 2, 1, 2, true},
+                      // Uneven stages: layers 0 | 1-3, 0-2 | 3, 0 | 1-2 | 3-4 | 5, and
+                      // interleaved 0-1 | 2-5 | 6-7 | 8-11 (rank 0: 0-1, 6-7).
+                      Case{"gpipe_pp2_first1", ScheduleKind::GPipe, 2, 1, 1, false, 1, 0},
+                      Case{"1f1b_pp2_first1", ScheduleKind::OneFOneB, 2, 1, 1, false, 1, 0},
+                      Case{"1f1b_pp2_last1", ScheduleKind::OneFOneB, 2, 1, 1, false, 0, 1},
+                      Case{"gpipe_pp4_first1_last1", ScheduleKind::GPipe, 4, 1, 1, false, 1, 1, 6},
+                      Case{"1f1b_pp4_first1_last1", ScheduleKind::OneFOneB, 4, 1, 1, false, 1, 1, 6},
+                      Case{"interleaved_pp2_v2_first4_of12", ScheduleKind::Interleaved, 2, 2, 1,
+                           false, 4, 0, 12},
+                      Case{"1f1b_pp2_tp2_sp_last1", ScheduleKind::OneFOneB, 2, 1, 2, true, 0, 1, 3}),
     [](const auto& info) { return std::string(info.param.name); });
 
 struct PipeLayout {
@@ -249,6 +272,7 @@ struct PipeLayout {
   Recompute recompute = Recompute::None;
   bool grad_reduce_bf16 = false;  // --grad-reduce-in-bf16: a bf16-only case
   bool sequence_parallel = false;
+  int first = 0, last = 0;  // uneven stages (0: not set)
 };
 
 class Pipeline : public ::testing::TestWithParam<PipeLayout> {};
@@ -271,6 +295,8 @@ void pipeline_matches_one_process(const PipeLayout& L, float dropout,
   c.par.schedule = L.kind;
   c.par.recompute = L.recompute;
   c.par.sequence_parallel = L.sequence_parallel;
+  if (L.first > 0) c.par.first_stage_layers = L.first;
+  if (L.last > 0) c.par.last_stage_layers = L.last;
   c.eval_interval = 0;
   c.validate(world().size());
   auto data = test::tiny_train_data(c);
@@ -337,8 +363,169 @@ INSTANTIATE_TEST_SUITE_P(
                       PipeLayout{"pp2_tp2_dp2_zero1_bf16_reduce", 8, 2, 2, 1, 1,
                                  ScheduleKind::OneFOneB, 2, Recompute::Selective, true},
                       PipeLayout{"pp2_tp2_dp2_zero3_bf16_reduce", 8, 2, 2, 1, 3,
-                                 ScheduleKind::OneFOneB, 2, Recompute::Full, true}),
+                                 ScheduleKind::OneFOneB, 2, Recompute::Full, true},
+                      // Uneven stages (--decoder-first/last-pipeline-num-layers).
+                      PipeLayout{"pp2_first1_of3_1f1b", 2, 1, 2, 1, 0, ScheduleKind::OneFOneB,
+                                 3, Recompute::None, false, false, 1, 0},
+                      PipeLayout{"pp2_first1_of3_gpipe", 2, 1, 2, 1, 0, ScheduleKind::GPipe, 3,
+                                 Recompute::None, false, false, 1, 0},
+                      PipeLayout{"pp2_last1_of3_zero1", 2, 1, 2, 1, 1, ScheduleKind::OneFOneB, 3,
+                                 Recompute::None, false, false, 0, 1},
+                      PipeLayout{"pp2_first1_of3_zero3_recompute_full", 2, 1, 2, 1, 3,
+                                 ScheduleKind::OneFOneB, 3, Recompute::Full, false, false, 1, 0},
+                      PipeLayout{"pp2_interleaved_v2_first2_of6", 2, 1, 2, 2, 1,
+                                 ScheduleKind::Interleaved, 6, Recompute::None, false, false, 2, 0},
+                      PipeLayout{"pp4_first1_last1_of6", 4, 1, 4, 1, 0, ScheduleKind::OneFOneB, 6,
+                                 Recompute::None, false, false, 1, 1},
+                      PipeLayout{"pp4_first1_last1_of6_gpipe", 4, 1, 4, 1, 1, ScheduleKind::GPipe,
+                                 6, Recompute::None, false, false, 1, 1},
+                      PipeLayout{"pp2_tp2_last1_of3", 4, 2, 2, 1, 1, ScheduleKind::OneFOneB, 3,
+                                 Recompute::Selective, false, true, 0, 1},
+                      PipeLayout{"pp2_dp2_zero2_first1_of3", 4, 1, 2, 1, 2,
+                                 ScheduleKind::OneFOneB, 3, Recompute::None, false, false, 1, 0},
+                      PipeLayout{"pp2_dp2_zero3_first3_of4", 4, 1, 2, 1, 3,
+                                 ScheduleKind::OneFOneB, 4, Recompute::None, false, false, 3, 0},
+                      PipeLayout{"pp2_tp2_dp2_zero1_first1_of3", 8, 2, 2, 1, 1,
+                                 ScheduleKind::OneFOneB, 3, Recompute::None, false, false, 1, 0}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Validation through an uneven pipeline (the evaluator's forward-only
+// schedule over the same chunks) equals one process's.
+TEST(UnevenEvaluate, ValidationLossMatchesOneProcess) {
+  if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
+  TrainConfig c = test::tiny_train_config(0, 1, 3);
+  c.par.pp = 2;
+  c.par.first_stage_layers = 1;  // layers 0 | 1-2
+  c.eval_interval = 0;
+  c.validate(2);
+  auto data = test::tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid_of(1, 2));
+  TrainConfig c1 = test::tiny_train_config(0, 1, 3);
+  auto d1 = test::tiny_train_data(c1);
+  Trainer one(c1, *d1);
+  for (int64_t s = 1; s <= 5; ++s) {
+    t.train_step(s);
+    one.train_step(s);
+  }
+  const float got = t.evaluate(), want = one.evaluate();
+  EXPECT_LE(rel(got, want), 1e-4) << got << " vs " << want;
+}
+
+// ---- checkpoints across uneven splits -------------------------------------
+// A checkpoint names every tensor by its global layer, so a run saved with
+// one split resumes under another split or layout: the loaded state is the
+// saved one exactly (a round trip through the other layout continues bit
+// for bit), and the resumed steps equal the uninterrupted run to the
+// layout tests' tolerance.
+
+struct SplitLayout {
+  int tp = 1, pp = 2, zero = 0;
+  int first = 0, last = 0;  // 0: not set
+};
+
+TrainConfig split_config(const SplitLayout& s, int64_t layers, const std::string& save_dir) {
+  const int64_t dp = world().size() / (s.tp * s.pp);
+  TrainConfig c = test::tiny_train_config(s.zero, dp, layers);
+  c.par.tp = s.tp;
+  c.par.pp = s.pp;
+  if (s.first > 0) c.par.first_stage_layers = s.first;
+  if (s.last > 0) c.par.last_stage_layers = s.last;
+  c.eval_interval = 0;
+  c.save_dir = save_dir;
+  c.validate(world().size());
+  return c;
+}
+
+std::string scratch_dir(const char* what) {
+  // One directory for all ranks: rank 0 names it.
+  const float tag =
+      world().all_reduce_scalar(world().rank() == 0 ? float(getpid() % 1000000) : 0.0f);
+  return (std::filesystem::temp_directory_path() / fmt::format("tessera_{}_{}", what, int64_t(tag)))
+      .string();
+}
+
+// Steps 1..8 of `from`, saved after step 4 into `dir`.
+std::vector<StepStats> run_and_save(const SplitLayout& from, int64_t layers,
+                                    const std::string& dir) {
+  TrainConfig c = split_config(from, layers, dir);
+  auto data = test::tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid_of(from.tp, from.pp));
+  std::vector<StepStats> out;
+  for (int64_t s = 1; s <= 8; ++s) {
+    out.push_back(t.train_step(s));
+    if (s == 4) t.save(s);
+  }
+  return out;
+}
+
+// Loads step 4 of `dir` into layout `to` and runs steps 5..8; with
+// `resave`, saves the loaded state again (step 4) into `resave` first.
+std::vector<StepStats> load_and_run(const SplitLayout& to, int64_t layers, const std::string& dir,
+                                    const std::string& resave = "") {
+  TrainConfig c = split_config(to, layers, resave);
+  auto data = test::tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid_of(to.tp, to.pp));
+  EXPECT_EQ(t.load(dir), 4);
+  if (!resave.empty()) t.save(4);
+  std::vector<StepStats> out;
+  for (int64_t s = 5; s <= 8; ++s) out.push_back(t.train_step(s));
+  return out;
+}
+
+void remove_dirs(const std::vector<std::string>& dirs) {
+  world().barrier();
+  if (world().rank() == 0)
+    for (const auto& d : dirs) std::filesystem::remove_all(d);
+}
+
+TEST(UnevenCheckpoint, SavedUnevenResumesEvenAndBackExactly) {
+  if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
+  const SplitLayout uneven{1, 2, 0, 1, 0}, even{1, 2, 0, 0, 0};  // layers 0 | 1-3 and 0-1 | 2-3
+  const std::string a = scratch_dir("uneven_a"), b = scratch_dir("uneven_b");
+  const std::vector<StepStats> straight = run_and_save(uneven, 4, a);
+  // uneven -> even: the continuation equals the uninterrupted uneven run.
+  const std::vector<StepStats> resumed = load_and_run(even, 4, a, b);
+  for (int64_t s = 5; s <= 8; ++s)
+    test::expect_step_matches(resumed[size_t(s - 5)], straight[size_t(s - 1)], s,
+                              "saved first 1 of 4, resumed even");
+  // even's save of what it loaded -> uneven again: bit for bit, so nothing
+  // was lost or moved on the way through the other split.
+  const std::vector<StepStats> back = load_and_run(uneven, 4, b);
+  for (int64_t s = 5; s <= 8; ++s) {
+    EXPECT_EQ(back[size_t(s - 5)].loss, straight[size_t(s - 1)].loss) << "step " << s;
+    EXPECT_EQ(back[size_t(s - 5)].grad_norm, straight[size_t(s - 1)].grad_norm) << "step " << s;
+  }
+  remove_dirs({a, b});
+}
+
+TEST(UnevenCheckpoint, SavedUnevenResumesUnderOtherLayouts) {
+  if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
+  const SplitLayout first1{1, 2, 0, 1, 0};
+  const std::string a = scratch_dir("uneven_c");
+  const std::vector<StepStats> straight = run_and_save(first1, 4, a);
+  // Another split (3 | 1), data parallel with ZeRO-1 and ZeRO-3, tp 2.
+  for (const SplitLayout& to : {SplitLayout{1, 2, 0, 0, 1}, SplitLayout{1, 1, 1, 0, 0},
+                                SplitLayout{1, 1, 3, 0, 0}, SplitLayout{2, 1, 0, 0, 0}}) {
+    const std::string what = fmt::format("saved first 1 of 4, resumed tp {} pp {} zero {} last {}",
+                                         to.tp, to.pp, to.zero, to.last);
+    const std::vector<StepStats> resumed = load_and_run(to, 4, a);
+    for (int64_t s = 5; s <= 8; ++s)
+      test::expect_step_matches(resumed[size_t(s - 5)], straight[size_t(s - 1)], s, what);
+  }
+  remove_dirs({a});
+}
+
+TEST(UnevenCheckpoint, SavedEvenResumesUneven) {
+  if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
+  const SplitLayout even{1, 2, 1, 0, 0}, last1{1, 2, 1, 0, 1};
+  const std::string a = scratch_dir("uneven_d");
+  const std::vector<StepStats> straight = run_and_save(even, 4, a);
+  const std::vector<StepStats> resumed = load_and_run(last1, 4, a);
+  for (int64_t s = 5; s <= 8; ++s)
+    test::expect_step_matches(resumed[size_t(s - 5)], straight[size_t(s - 1)], s,
+                              "saved even, resumed last 1 of 4");
+  remove_dirs({a});
+}
 
 }  // namespace
 }  // namespace tessera

@@ -68,6 +68,20 @@ expect2 'model size .*size overflows' train "${small[@]}" --ffn-hidden-size $hal
 expect2 'model size .*size overflows' train "${small[@]}" --max-position-embeddings $half
 expect2 'model size .*size overflows' train "${small[@]}" --hidden-size $half
 
+# Uneven pipeline stages (issue 13): zero, negative, without a pipeline, and
+# the same from a --config file. (Splits that need pp > 1 ranks:
+# test_mpi_errors.sh.)
+first=--decoder-first-pipeline-num-layers
+last=--decoder-last-pipeline-num-layers
+expect2 "$first must be >= 1 \\(got 0\\)" train "${small[@]}" $first 0
+expect2 "$last must be >= 1 \\(got -2\\)" train "${small[@]}" $last -2
+expect2 "$first must be >= 1 \\(got -1\\)" train "${small[@]}" $first=-1
+expect2 "$first needs --pipeline-model-parallel-size > 1 \\(got 1\\)" train "${small[@]}" $first 1
+expect2 "$last needs --pipeline-model-parallel-size > 1 \\(got 1\\)" train "${small[@]}" $last 1
+expect2 "$first.*(could not be converted|integer|valid)|Could not convert" train "${small[@]}" $first one
+printf 'pipeline-model-parallel-size = 1\ndecoder-last-pipeline-num-layers = 1\n' > "$tmp/uneven.toml"
+expect2 "$last needs --pipeline-model-parallel-size > 1" train "${small[@]}" --config "$tmp/uneven.toml"
+
 # ---- defect 6: the other commands' flags ------------------------------------
 expect2 '--tp must be >= 1 \(got 0\)' "${plan[@]}" --tp 0
 expect2 '--pp must be >= 1 \(got 0\)' "${plan[@]}" --pp 0

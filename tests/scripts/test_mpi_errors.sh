@@ -17,6 +17,7 @@ expect_job_error() {  # expect_job_error RANKS PATTERN COMMAND ARGS...
   local out status count
   out=$(timeout 60 "$mpirun" -n "$ranks" "$bin" "$@" 2>&1)
   status=$?
+  job_status=$status
   count=$(grep -Ec -- "$pattern" <<<"$out")
   if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
     echo "FAIL: -n $ranks $*: exited $status (want a clean nonzero exit, no hang)"
@@ -41,6 +42,31 @@ expect_job_error 2 '--seq-length \(15\) must be divisible by --tensor-model-para
   train "${small[@]}" --tensor-model-parallel-size 2 --sequence-parallel --seq-length 15
 expect_job_error 2 '--num-layers must be in \[1, 65536\] \(got 0\)' train "${small[@]}" --num-layers 0
 expect_job_error 2 'cannot open token data /nonexistent.tok' train "${small[@]}" --data-path /nonexistent.tok
+# Uneven pipeline stages (issue 13): splits that cannot be, refused on every
+# rank with exit code 2 before any allocation.
+expect_job_error2() {  # as expect_job_error, and the job's exit code must be 2
+  local before=$failures
+  expect_job_error "$@"
+  if [ "$failures" -eq "$before" ] && [ "$job_status" -ne 2 ]; then
+    echo "FAIL: -n $1 ${*:3}: exited $job_status (want 2)"
+    failures=$((failures + 1))
+  fi
+}
+first=--decoder-first-pipeline-num-layers
+last=--decoder-last-pipeline-num-layers
+expect_job_error2 3 "--num-layers \\(4\\) less $first leaves 3 layers, not divisible by the 2 other pipeline stage" \
+  train "${small[@]}" --pipeline-model-parallel-size 3 --global-batch-size 2 --num-layers 4 $first 1
+expect_job_error2 2 "$first \\(2\\) \\+ $last \\(2\\) must equal --num-layers \\(3\\)" \
+  train "${small[@]}" --pipeline-model-parallel-size 2 --global-batch-size 2 --num-layers 3 $first 2 $last 2
+expect_job_error2 3 "$first \\+ $last take 4 layers and --num-layers is 4: the 1 other pipeline stage" \
+  train "${small[@]}" --pipeline-model-parallel-size 3 --global-batch-size 2 --num-layers 4 $first 2 $last 2
+expect_job_error2 2 "$first \\(4\\) is more than --num-layers \\(3\\)" \
+  train "${small[@]}" --pipeline-model-parallel-size 2 --global-batch-size 2 --num-layers 3 $first 4
+expect_job_error2 2 "$last must be >= 1 \\(got 0\\)" \
+  train "${small[@]}" --pipeline-model-parallel-size 2 --global-batch-size 2 --num-layers 3 $last 0
+expect_job_error2 2 "$first \\(1\\) must be divisible by --virtual-pipeline-stages \\(2\\)" \
+  train "${small[@]}" --pipeline-model-parallel-size 2 --global-batch-size 4 --num-layers 6 $first 1 \
+  --pipeline-schedule interleaved --virtual-pipeline-stages 2
 # calibrate: rank 0 alone finds the output unwritable; the job still ends,
 # before any measuring, with the message once.
 expect_job_error 2 '--output /proc/nonexistent/local.toml: cannot write there' \
@@ -54,6 +80,21 @@ if ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --zero-stage 1 > /tmp
   failures=$((failures + 1))
 fi
 rm -f /tmp/tessera_mpi_ok.$$
+
+# A valid uneven split from a --config file (the flags' TOML keys) trains to
+# the end and says so in its header.
+toml=/tmp/tessera_uneven_$$.toml
+printf 'pipeline-model-parallel-size = 2\nnum-layers = 3\n%s = 1\n' \
+  decoder-first-pipeline-num-layers > "$toml"
+out=$(timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --config "$toml" --num-layers 3 2>&1)
+status=$?
+if [ "$status" -ne 0 ] || ! grep -q 'pp 2 (layers first 1)' <<<"$out" || ! grep -q '^step  *2' <<<"$out"; then
+  echo "FAIL: a valid uneven 2-rank run from $toml (exit $status):"; echo "$out" | tail -5 | sed 's/^/    /'
+  failures=$((failures + 1))
+else
+  echo "ok: -n 2 --config: $(grep -o 'pp 2 (layers first 1)' <<<"$out" | head -1)"
+fi
+rm -f "$toml"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures multi-rank bad-input case(s) failed"

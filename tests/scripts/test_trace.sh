@@ -5,7 +5,9 @@
 # backward, gradient reduction and optimizer spans of the traced step:
 # - one process, 3 micro-batches (gradient accumulation);
 # - 2 ranks, tensor parallel (no pipeline);
-# - 2 ranks, pipeline parallel (the executor's actions, incl. send/recv).
+# - 2 ranks, pipeline parallel (the executor's actions, incl. send/recv),
+#   even and uneven (--decoder-first-pipeline-num-layers): each pipeline
+#   rank's track also names its stage and layers, "rank 1 (pp 1: layers 1-2)".
 # Usage: test_trace.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$(realpath "$1")
@@ -19,16 +21,18 @@ small=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16
 
 # check_trace NAME FILE RANKS EXPECTED_NAMES...: FILE is JSON with RANKS
 # "rank R" tracks, each holding exactly EXPECTED_NAMES in order (the X
-# events' names), with non-negative durations.
+# events' names), with non-negative durations. TRACK_NOTES (a |-separated
+# list, one per rank), when set: the tracks are "rank R (NOTE)".
 check_trace() {
   local name=$1 file=$2 ranks=$3
   shift 3
-  if ! /usr/bin/python3 - "$file" "$ranks" "$@" <<'EOF'; then
-import json, sys
+  if ! TRACK_NOTES=${TRACK_NOTES:-} /usr/bin/python3 - "$file" "$ranks" "$@" <<'EOF'; then
+import json, os, sys
 path, ranks, want = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 events = json.load(open(path))["traceEvents"]
 tracks = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
-assert tracks == {r: f"rank {r}" for r in range(ranks)}, tracks
+notes = os.environ["TRACK_NOTES"].split("|") if os.environ["TRACK_NOTES"] else None
+assert tracks == {r: f"rank {r}" + (f" ({notes[r]})" if notes else "") for r in range(ranks)}, tracks
 for r in range(ranks):
     got = [e["name"] for e in events if e["ph"] == "X" and e["pid"] == r]
     if want != ["*"]:
@@ -63,9 +67,17 @@ if "$src/scripts/mpirun.sh" -n 2 "$bin" train "${small[@]}" --global-batch-size 
     --pipeline-model-parallel-size 2 --trace t3.json > pp.log 2>&1; then
   grep -q "trace of step 3 (2 ranks) written to t3.json" pp.log ||
     { echo "FAIL: pp2: no line saying where the trace went"; cat pp.log; failures=$((failures + 1)); }
-  check_trace "pp2" t3.json 2 "*"
+  TRACK_NOTES="pp 0: layers 0|pp 1: layers 1" check_trace "pp2" t3.json 2 "*"
 else
   echo "FAIL: pp2 run failed"; cat pp.log; failures=$((failures + 1))
+fi
+
+# Uneven stages: 3 layers, the first stage holds one.
+if "$src/scripts/mpirun.sh" -n 2 "$bin" train "${small[@]}" --global-batch-size 4 --num-layers 3 \
+    --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1 --trace t4.json > pp_uneven.log 2>&1; then
+  TRACK_NOTES="pp 0: layers 0|pp 1: layers 1-2" check_trace "pp2 uneven" t4.json 2 "*"
+else
+  echo "FAIL: pp2 uneven run failed"; cat pp_uneven.log; failures=$((failures + 1))
 fi
 
 [ "$failures" -eq 0 ] && echo "test_trace: all passed"

@@ -89,7 +89,7 @@ GPTConfig model_from_json(const json& j) {
 }
 
 json parallel_to_json(const ParallelConfig& p) {
-  return {{"tp", p.tp},
+  json j = {{"tp", p.tp},
           {"pp", p.pp},
           {"dp", p.dp},
           {"virtual_stages", p.virtual_stages},
@@ -99,6 +99,10 @@ json parallel_to_json(const ParallelConfig& p) {
           {"zero_stage", p.zero_stage},
           {"recompute", recompute_name(p.recompute)},
           {"sequence_parallel", p.sequence_parallel}};
+  // Only when set, so an even split's metadata reads as it always has.
+  if (p.first_stage_layers) j["first_stage_layers"] = *p.first_stage_layers;
+  if (p.last_stage_layers) j["last_stage_layers"] = *p.last_stage_layers;
+  return j;
 }
 
 ParallelConfig parallel_from_json(const json& j) {
@@ -120,6 +124,10 @@ ParallelConfig parallel_from_json(const json& j) {
   std::string r = string_or(j, "recompute", "none", what);
   p.recompute = r == "full" ? Recompute::Full : r == "selective" ? Recompute::Selective : Recompute::None;
   p.sequence_parallel = bool_or(j, "sequence_parallel", false, what);
+  // Absent: the even split (and every file written before uneven stages).
+  if (j.contains("first_stage_layers"))
+    p.first_stage_layers = int_or(j, "first_stage_layers", 0, what);
+  if (j.contains("last_stage_layers")) p.last_stage_layers = int_or(j, "last_stage_layers", 0, what);
   return p;
 }
 

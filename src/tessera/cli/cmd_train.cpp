@@ -84,6 +84,13 @@ void add_parallel_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option("--virtual-pipeline-stages", p.virtual_stages,
                   "model chunks per pipeline rank (interleaved schedule)")
       ->capture_default_str();
+  sub->add_option_function<int64_t>(
+      "--decoder-first-pipeline-num-layers", [&p](int64_t n) { p.first_stage_layers = n; },
+      "transformer layers of the first pipeline stage; the stages without such a flag split the "
+      "rest evenly (default: every stage num-layers / pp)");
+  sub->add_option_function<int64_t>(
+      "--decoder-last-pipeline-num-layers", [&p](int64_t n) { p.last_stage_layers = n; },
+      "transformer layers of the last pipeline stage (it also holds the LM head and loss)");
   sub->add_option("--trace", c.trace_file,
                   "write a Chrome trace (Perfetto / chrome://tracing) of one step, a track "
                   "per rank: forward, backward, gradient reduction, optimizer (and every "

@@ -1,5 +1,7 @@
 #include "tessera/config/parallel_config.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "tessera/core/checked_math.h"
@@ -91,6 +93,56 @@ void ParallelConfig::validate_degrees(int64_t world) const {
 
 namespace {
 
+constexpr const char* kFirstFlag = "--decoder-first-pipeline-num-layers";
+constexpr const char* kLastFlag = "--decoder-last-pipeline-num-layers";
+
+// Megatron-Core's uneven split: the first and/or last stage hold the layers
+// given, the middle stages (those without a flag) an equal share of the
+// rest, every stage at least one layer, and with v virtual stages every
+// stage's count a multiple of v (its chunks are equal).
+void validate_uneven_split(const ParallelConfig& p, int64_t num_layers) {
+  const char* which = p.first_stage_layers ? kFirstFlag : kLastFlag;
+  const std::pair<const char*, std::optional<int64_t>> given[] = {
+      {kFirstFlag, p.first_stage_layers}, {kLastFlag, p.last_stage_layers}};
+  for (const auto& [flag, value] : given)
+    TESSERA_CHECK(!value || *value >= 1, "{} must be >= 1 (got {})", flag, *value);
+  TESSERA_CHECK(p.pp > 1, "{} needs --pipeline-model-parallel-size > 1 (got {})", which, p.pp);
+  int64_t rest = num_layers, middle = p.pp;
+  for (const auto& [flag, value] : given) {
+    if (!value) continue;
+    TESSERA_CHECK(*value <= num_layers, "{} ({}) is more than --num-layers ({})", flag, *value,
+                  num_layers);
+    TESSERA_CHECK(*value % p.virtual_stages == 0,
+                  "{} ({}) must be divisible by --virtual-pipeline-stages ({}): each stage's "
+                  "layers are cut into that many equal chunks",
+                  flag, *value, p.virtual_stages);
+    rest -= *value;
+    middle -= 1;
+  }
+  if (middle == 0) {
+    TESSERA_CHECK(rest == 0,
+                  "{} ({}) + {} ({}) must equal --num-layers ({}) with "
+                  "--pipeline-model-parallel-size 2",
+                  kFirstFlag, *p.first_stage_layers, kLastFlag, *p.last_stage_layers, num_layers);
+    return;
+  }
+  const std::string flags = p.first_stage_layers && p.last_stage_layers
+                                ? fmt::format("{} + {}", kFirstFlag, kLastFlag)
+                                : std::string(which);
+  TESSERA_CHECK(rest >= middle,
+                "{} take {} layers and --num-layers is {}: the {} other pipeline stage(s) need "
+                "at least one layer each",
+                flags, num_layers - rest, num_layers, middle);
+  TESSERA_CHECK(rest % middle == 0,
+                "--num-layers ({}) less {} leaves {} layers, not divisible by the {} other "
+                "pipeline stage(s)",
+                num_layers, flags, rest, middle);
+  TESSERA_CHECK((rest / middle) % p.virtual_stages == 0,
+                "the {} layers of each middle pipeline stage (--num-layers {} less {}, over {} "
+                "stages) must be divisible by --virtual-pipeline-stages ({})",
+                rest / middle, num_layers, flags, middle, p.virtual_stages);
+}
+
 // The model's dimensions split over tp, its layers over pp x v.
 void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
   TESSERA_CHECK(m.num_heads % p.tp == 0,
@@ -108,6 +160,7 @@ void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
                 m.seq_length, p.tp);
   TESSERA_CHECK(p.virtual_stages >= 1, "--virtual-pipeline-stages must be >= 1 (got {})",
                 p.virtual_stages);
+  if (p.uneven_stages()) return validate_uneven_split(p, m.num_layers);
   TESSERA_CHECK(m.num_layers % checked_mul(p.pp, p.virtual_stages,
                                            "--pipeline-model-parallel-size x "
                                            "--virtual-pipeline-stages") ==
@@ -147,10 +200,65 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
 }
 
 std::string ParallelConfig::summary() const {
-  return fmt::format("tp {}{} pp {} dp {} | micro-batch {} global batch {} ({} accumulation steps) | "
-                     "zero {} | recompute {}",
-                     tp, sequence_parallel ? " (sequence parallel)" : "", pp, dp, micro_batch,
+  std::string uneven;
+  if (first_stage_layers) uneven += fmt::format(" first {}", *first_stage_layers);
+  if (last_stage_layers) uneven += fmt::format(" last {}", *last_stage_layers);
+  return fmt::format("tp {}{} pp {}{} dp {} | micro-batch {} global batch {} ({} accumulation "
+                     "steps) | zero {} | recompute {}",
+                     tp, sequence_parallel ? " (sequence parallel)" : "", pp,
+                     uneven.empty() ? "" : " (layers" + uneven + ")", dp, micro_batch,
                      global_batch, accumulation_steps(), zero_stage, recompute_name(recompute));
+}
+
+int64_t ParallelConfig::stage_layer_count(int64_t num_layers, int64_t stage) const {
+  if (stage == 0 && first_stage_layers) return *first_stage_layers;
+  if (stage == pp - 1 && last_stage_layers) return *last_stage_layers;
+  if (!uneven_stages()) return num_layers / pp;
+  // A middle stage: what the flagged ends leave, shared equally.
+  const int64_t middle = pp - (first_stage_layers ? 1 : 0) - (last_stage_layers ? 1 : 0);
+  return (num_layers - first_stage_layers.value_or(0) - last_stage_layers.value_or(0)) / middle;
+}
+
+int64_t ParallelConfig::chunk_layer_count(int64_t num_layers, int64_t stage) const {
+  return stage_layer_count(num_layers, stage) / virtual_stages;
+}
+
+int64_t ParallelConfig::chunk_first_layer(int64_t num_layers, int64_t global_chunk) const {
+  // Round j = g / pp of the interleaving holds num_layers / v layers (every
+  // rank's j-th chunk); inside it, the ranks before r come first.
+  const int64_t round = global_chunk / pp, rank = global_chunk % pp;
+  int64_t first = round * (num_layers / virtual_stages);
+  for (int64_t r = 0; r < rank; ++r) first += chunk_layer_count(num_layers, r);
+  return first;
+}
+
+std::vector<int64_t> ParallelConfig::stage_layer_list(int64_t num_layers, int64_t stage) const {
+  std::vector<int64_t> out;
+  const int64_t per_chunk = chunk_layer_count(num_layers, stage);
+  for (int64_t j = 0; j < virtual_stages; ++j) {
+    const int64_t first = chunk_first_layer(num_layers, j * pp + stage);
+    for (int64_t l = 0; l < per_chunk; ++l) out.push_back(first + l);
+  }
+  return out;
+}
+
+std::string ParallelConfig::stage_layers_str(int64_t num_layers, int64_t stage) const {
+  std::string out;
+  const int64_t per_chunk = chunk_layer_count(num_layers, stage);
+  for (int64_t j = 0; j < virtual_stages; ++j) {
+    const int64_t first = chunk_first_layer(num_layers, j * pp + stage);
+    out += j ? ", " : "";
+    out += per_chunk == 1 ? fmt::format("{}", first)
+                          : fmt::format("{}-{}", first, first + per_chunk - 1);
+  }
+  return out;
+}
+
+std::string ParallelConfig::stage_split_str(int64_t num_layers) const {
+  std::string out;
+  for (int64_t s = 0; s < pp; ++s)
+    out += fmt::format("{}{}", s ? " | " : "", stage_layer_count(num_layers, s));
+  return out;
 }
 
 }  // namespace tessera

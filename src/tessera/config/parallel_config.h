@@ -5,8 +5,10 @@
 // (plan::RunMetrics) all hold one of these rather than their own copies.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/config/gpt_config.h"
 
@@ -41,6 +43,13 @@ struct ParallelConfig {
   int zero_stage = 0;              // --zero-stage
   Recompute recompute = Recompute::None;
   bool sequence_parallel = false;  // --sequence-parallel
+  // Uneven pipeline stages (Megatron-Core's names): the first / last
+  // pipeline stage holds this many transformer layers, the others split
+  // the rest evenly. Unset: every stage holds num_layers / pp. With virtual
+  // stages each rank's layers are cut into v equal chunks, so each count
+  // must divide by v (as in Megatron-Core).
+  std::optional<int64_t> first_stage_layers;  // --decoder-first-pipeline-num-layers
+  std::optional<int64_t> last_stage_layers;   // --decoder-last-pipeline-num-layers
 
   // Micro-batches each dp rank runs per step (gradient accumulation steps).
   int64_t accumulation_steps() const { return global_batch / (micro_batch * dp); }
@@ -58,6 +67,25 @@ struct ParallelConfig {
   // first impossible setting. world: the ranks the job was launched with.
   void validate(const GPTConfig& model, int64_t world) const;
   std::string summary() const;
+
+  // ---- which layers each pipeline stage holds (validate first) ----
+  // The model is cut into pp x v chunks of consecutive layers; global chunk
+  // g lives on pipeline rank g % pp as its local chunk g / pp (schedule.h).
+  // A rank's chunks all hold the same number of layers; ranks may differ.
+  bool uneven_stages() const { return first_stage_layers || last_stage_layers; }
+  // Transformer layers held by pipeline rank `stage` (all its chunks).
+  int64_t stage_layer_count(int64_t num_layers, int64_t stage) const;
+  // Layers in each chunk of pipeline rank `stage`: stage_layer_count / v.
+  int64_t chunk_layer_count(int64_t num_layers, int64_t stage) const;
+  // First global layer of global chunk g (g in [0, pp x v]; pp x v gives num_layers).
+  int64_t chunk_first_layer(int64_t num_layers, int64_t global_chunk) const;
+  // The global layers pipeline rank `stage` holds, ascending (its local
+  // chunks in order).
+  std::vector<int64_t> stage_layer_list(int64_t num_layers, int64_t stage) const;
+  // "3 | 2 | 2 | 1": the layers of each pipeline stage.
+  std::string stage_split_str(int64_t num_layers) const;
+  // "1-3" or, with virtual stages, "0-1, 6-7": the layers of stage `stage`.
+  std::string stage_layers_str(int64_t num_layers, int64_t stage) const;
 };
 
 }  // namespace tessera

@@ -260,7 +260,9 @@ StageChunk GPT::stage_chunk(int64_t local_chunk, int64_t chunks) const {
                 chunks, L);
   StageChunk c;
   c.layer_count = L / chunks;
-  c.layer_begin = local_chunk * c.layer_count;  // stage_layers() lists the chunks in order
+  // stage_layers() lists this rank's chunks in order, all of one size (an
+  // uneven split differs between ranks, never between one rank's chunks).
+  c.layer_begin = local_chunk * c.layer_count;
   // Global chunk 0 is local chunk 0 of the first stage; the last global
   // chunk is the last local chunk of the last stage.
   c.embeds = layout_.has_embedding() && local_chunk == 0;

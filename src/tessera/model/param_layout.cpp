@@ -7,13 +7,8 @@ namespace tessera {
 std::vector<int64_t> stage_layers(const GPTConfig& m, const ParallelConfig& par, int64_t pp_rank) {
   // Chunk c of the model (pp * v chunks in all) goes to rank c % pp: with
   // v = 1 that is a contiguous block per stage, with v > 1 Megatron's
-  // interleaved assignment.
-  int64_t chunks = par.pp * par.virtual_stages;
-  int64_t per_chunk = m.num_layers / chunks;
-  std::vector<int64_t> out;
-  for (int64_t c = pp_rank; c < chunks; c += par.pp)
-    for (int64_t l = 0; l < per_chunk; ++l) out.push_back(c * per_chunk + l);
-  return out;
+  // interleaved assignment; the uneven split, if any, is ParallelConfig's.
+  return par.stage_layer_list(m.num_layers, pp_rank);
 }
 
 void ParamLayout::add(const std::string& name, Shape global, TpSplit split, int64_t layer,

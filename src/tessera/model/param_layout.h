@@ -110,8 +110,10 @@ class ParamLayout {
   bool has_embedding_ = false, has_head_ = false;
 };
 
-// The layers held by pipeline stage `pp_rank` (contiguous, uniform split;
-// with virtual stages each rank holds `virtual_stages` non-contiguous chunks).
+// The layers held by pipeline stage `pp_rank`: contiguous (the split of
+// ParallelConfig::stage_layer_count, uniform unless the first / last stage
+// sizes are set); with virtual stages each rank holds `virtual_stages`
+// non-contiguous chunks of equal size.
 std::vector<int64_t> stage_layers(const GPTConfig& model, const ParallelConfig& par,
                                   int64_t pp_rank);
 

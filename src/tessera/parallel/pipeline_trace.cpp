@@ -61,15 +61,18 @@ std::vector<std::vector<TraceSpan>> gather_spans(comm::Communicator& world,
 }
 
 void write_chrome_trace(const std::string& path,
-                        const std::vector<std::vector<TraceSpan>>& per_rank) {
+                        const std::vector<std::vector<TraceSpan>>& per_rank,
+                        const std::vector<std::string>& track_notes) {
   double t0 = std::numeric_limits<double>::infinity();
   for (const auto& spans : per_rank)
     for (const TraceSpan& s : spans) t0 = std::min(t0, s.start_us);
   nlohmann::json events = nlohmann::json::array();
   for (size_t r = 0; r < per_rank.size(); ++r) {
     // Name the track, so the viewer shows "rank 3" instead of a bare pid.
+    std::string name = "rank " + std::to_string(r);
+    if (r < track_notes.size() && !track_notes[r].empty()) name += " (" + track_notes[r] + ")";
     events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"tid", 0},
-                      {"args", {{"name", "rank " + std::to_string(r)}}}});
+                      {"args", {{"name", name}}}});
     for (const TraceSpan& s : per_rank[r])
       events.push_back({{"ph", "X"},
                         {"name", action_str(s.action)},

@@ -27,8 +27,11 @@ std::vector<std::vector<TraceSpan>> gather_spans(comm::Communicator& world,
                                                  const std::vector<TraceSpan>& mine);
 
 // Writes traceEvents (ph "X", pid = world rank, tid 0, ts/dur in µs from the
-// earliest span). Throws tessera::Error if the file cannot be written.
+// earliest span). Each track is named "rank R", followed by track_notes[R]
+// when given (e.g. "pp 1: layers 1-3"). Throws tessera::Error if the file
+// cannot be written.
 void write_chrome_trace(const std::string& path,
-                        const std::vector<std::vector<TraceSpan>>& per_rank);
+                        const std::vector<std::vector<TraceSpan>>& per_rank,
+                        const std::vector<std::string>& track_notes = {});
 
 }  // namespace tessera

@@ -9,7 +9,9 @@
 // the tests check it without a model or MPI.
 //
 // Chunk numbering (agrees with stage_layers() in model/param_layout.h): the
-// model is cut into p*v chunks of consecutive layers; global chunk g lives on
+// model is cut into p*v chunks of consecutive layers (equal, or with
+// --decoder-first/last-pipeline-num-layers the first and last ranks' chunks
+// of another size: ParallelConfig::chunk_first_layer); global chunk g lives on
 // rank g % p as its local chunk g / p. So on rank r, local chunk j is global
 // chunk j*p + r, and activations flow g -> g+1: rank r's chunk j feeds rank
 // r+1's chunk j, and the last rank's chunk j feeds rank 0's chunk j+1.

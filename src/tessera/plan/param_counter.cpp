@@ -5,18 +5,21 @@
 namespace tessera::plan {
 
 int64_t ParamCounter::stage_params(const ParallelConfig& par, int64_t stage) {
-  auto key = std::make_tuple(par.tp * 1000003 + par.dp, par.pp, par.virtual_stages, stage);
+  auto key = std::make_tuple(par.tp * 1000003 + par.dp, par.pp, par.virtual_stages, stage,
+                             par.first_stage_layers.value_or(0), par.last_stage_layers.value_or(0));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  // Only tp, pp, v and dp (units padded to 16 dp) shape the layout.
+  // Only tp, pp, v, the split and dp (units padded to 16 dp) shape the layout.
   ParallelConfig shape;
   shape.tp = par.tp;
   shape.dp = par.dp;
   shape.pp = par.pp;
   shape.virtual_stages = par.virtual_stages;
+  shape.first_stage_layers = par.first_stage_layers;
+  shape.last_stage_layers = par.last_stage_layers;
   int64_t n = ParamLayout::build(model_, shape, 0, stage).numel();
   std::lock_guard<std::mutex> lock(mu_);
   cache_[key] = n;
@@ -24,7 +27,7 @@ int64_t ParamCounter::stage_params(const ParallelConfig& par, int64_t stage) {
 }
 
 int64_t ParamCounter::layer_params(int64_t tp) {
-  auto key = std::make_tuple(tp, int64_t(-1), int64_t(-1), int64_t(-1));
+  auto key = std::make_tuple(tp, int64_t(-1), int64_t(-1), int64_t(-1), int64_t(0), int64_t(0));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(key);

@@ -27,7 +27,8 @@ class ParamCounter {
  private:
   GPTConfig model_;
   std::mutex mu_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, int64_t> cache_;
+  // (tp x 1000003 + dp, pp, v, stage, first stage layers, last stage layers; 0: even)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, int64_t> cache_;
 };
 
 }  // namespace tessera::plan

@@ -130,7 +130,18 @@ bool Trainer::traced(int64_t step) const {
 void Trainer::write_trace(int64_t step, const std::vector<TraceSpan>& mine) {
   auto spans = gather_spans(*world_, mine);
   if (world_->rank() != 0) return;
-  write_chrome_trace(cfg_.trace_file, spans);
+  // Under pipelining each track says which layers its rank runs (the split
+  // may be uneven): "rank 2 (pp 1: layers 1-3)".
+  std::vector<std::string> notes;
+  if (cfg_.par.pp > 1) {
+    const comm::GridLayout grid = comm::GridLayout::make(cfg_.par, world_->size());
+    for (int r = 0; r < world_->size(); ++r) {
+      const int64_t pp = grid.coord_of(r).pp;
+      notes.push_back(fmt::format("pp {}: layers {}", pp,
+                                  cfg_.par.stage_layers_str(cfg_.model.num_layers, pp)));
+    }
+  }
+  write_chrome_trace(cfg_.trace_file, spans, notes);
   fmt::print("trace of step {} ({} rank{}) written to {}\n", step, world_->size(),
              world_->size() == 1 ? "" : "s", cfg_.trace_file);
 }

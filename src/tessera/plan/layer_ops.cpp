@@ -47,7 +47,7 @@ double memory_seconds(const OpEntry& e, const SystemSpec& sys) {
     const double per_element = sys.kernel_seconds_per_element[size_t(m->kernel)];
     if (per_element > 0) return m->covered ? 0.0 : per_element * double(e.elements);
   }
-  return e.memory_bytes() / sys.memory_bandwidth;
+  return e.memory_bytes() / sys.achieved_memory_bandwidth();  // [device] memory_efficiency
 }
 
 Collective plan_collective(CollectiveKind k) {

@@ -3,6 +3,8 @@
 // and the search picked it because of that).
 #include <gtest/gtest.h>
 
+#include <fmt/core.h>
+
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/system.h"
 
@@ -69,4 +71,41 @@ TEST(CommGroups, AStraddlingGroupPaysTheInterNodeLinkWithoutAHierarchicalShortcu
   // dp 16 with tp 1 still goes hierarchical: 8 members per node, aligned.
   EXPECT_STREQ(collective_cost(s, Collective::AllReduce, bytes, 16, 1, 16).algorithm,
                "hierarchical");
+}
+
+// The O(1) rule in comm_model.cpp against every rank checked one by one, for
+// every layout of up to 8 x 8 x 8 ranks on blocks of 2, 4 and 8.
+TEST(CommGroups, TheClosedRuleAgreesWithEveryRankChecked) {
+  SystemSpec s = dgx();
+  for (int64_t block : {2, 4, 8}) {
+    s.devices_per_node = block;
+    s.tiers.front().ranks = block;
+    for (int64_t tp = 1; tp <= 8; ++tp)
+      for (int64_t dp = 1; dp <= 8; ++dp)
+        for (int64_t pp = 1; pp <= 8; ++pp) {
+          const int64_t world = tp * dp * pp;
+          // Each dimension's groups (tp: stride 1; dp: stride tp) and the
+          // pipeline's neighbour pairs (stride tp dp), rank by rank.
+          auto brute = [&](Collective op, int64_t size, int64_t stride) {
+            for (int64_t r = 0; r < world; ++r) {
+              int64_t first = r, last = r + stride;
+              if (op == Collective::SendRecv) {
+                if (last >= world) continue;
+              } else {
+                first = r - ((r / stride) % size) * stride;
+                last = first + (size - 1) * stride;
+              }
+              if (first / block != last / block) return true;
+            }
+            return false;
+          };
+          const std::string what = fmt::format("tp {} dp {} pp {} block {}", tp, dp, pp, block);
+          EXPECT_EQ(inter_node(s, Collective::AllReduce, tp, 1, world),
+                    brute(Collective::AllReduce, tp, 1)) << what;
+          EXPECT_EQ(inter_node(s, Collective::ReduceScatter, dp, tp, world),
+                    brute(Collective::ReduceScatter, dp, tp)) << what;
+          EXPECT_EQ(inter_node(s, Collective::SendRecv, 2, tp * dp, world),
+                    brute(Collective::SendRecv, 2, tp * dp)) << what;
+        }
+  }
 }

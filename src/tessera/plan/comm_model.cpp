@@ -9,19 +9,21 @@ namespace {
 
 // Whether every group (or, for send/recv, every pair r, r + stride) of a
 // world of `world` ranks lies inside one block of `block` consecutive ranks.
+// O(1), as the search prices thousands of layouts of thousands of ranks:
+// - groups of `size` ranks `stride` apart tile the world in runs of
+//   size * stride ranks (world is a multiple of that), each run holding
+//   `stride` interleaved groups. A block boundary inside a run splits one of
+//   them (interleaved members on both sides), so every group is inside a
+//   block exactly when the runs are: when size * stride divides the block;
+// - a pair r, r + stride straddles a boundary whenever stride >= block, and
+//   otherwise for r = block - stride, a pair that exists once world > block:
+//   with world > block, only a world with no pair at all is inside.
 bool groups_inside_blocks(Collective op, int64_t size, int64_t stride, int64_t world,
                           int64_t block) {
-  for (int64_t r = 0; r < world; ++r) {
-    int64_t first = r, last = r + stride;
-    if (op != Collective::SendRecv) {
-      first = r - ((r / stride) % size) * stride;  // the member of r's group with digit 0
-      last = first + (size - 1) * stride;
-    } else if (last >= world) {
-      break;  // r has no next stage
-    }
-    if (first / block != last / block) return false;
-  }
-  return true;
+  if (world <= block) return true;
+  if (size <= 1 && op != Collective::SendRecv) return true;  // one member: nothing to cross
+  if (op == Collective::SendRecv) return stride >= world;  // true: there is no pair
+  return block % (size * stride) == 0;
 }
 
 }  // namespace

@@ -27,12 +27,14 @@ void check_sizes_fit(const GPTConfig& m) {
   const int64_t F = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : checked_mul(4, C, what);
   const int64_t rows = checked_add(m.vocab_size, m.make_vocab_size_divisible_by, what);
   const int64_t table = checked_mul(checked_add(rows, m.positions(), what), C, what);
-  // Per layer: qkv and projection (4 C^2), the MLP (2 C F), biases and norms.
+  // Per layer: qkv and projection (at most 4 C^2, fewer under GQA), the MLP
+  // (2 C F, or 3 C F under SwiGLU: 3 bounds both), biases and norms. The
+  // table counts twice for an untied output layer.
   const int64_t C4 = checked_mul(4, C, what);
   const int64_t layer = checked_add(checked_add(checked_mul(C4, C, what),
-                                                checked_mul(checked_mul(2, C, what), F, what), what),
+                                                checked_mul(checked_mul(3, C, what), F, what), what),
                                     checked_add(checked_mul(16, C, what), F, what), what);
-  const int64_t params = checked_add(table, checked_mul(m.num_layers, layer, what), what);
+  const int64_t params = checked_add(checked_mul(2, table, what), checked_mul(m.num_layers, layer, what), what);
   checked_mul(params, 16, what);
 }
 
@@ -64,6 +66,19 @@ void GPTConfig::validate() const {
                 "--attention-dropout must be in [0, 1) (got {})", attention_dropout);
   TESSERA_CHECK(hidden_dropout >= 0.0f && hidden_dropout < 1.0f,
                 "--hidden-dropout must be in [0, 1) (got {})", hidden_dropout);
+  TESSERA_CHECK(norm_epsilon > 0 && std::isfinite(norm_epsilon),
+                "--norm-epsilon must be a finite number > 0 (got {})", norm_epsilon);
+  TESSERA_CHECK(num_query_groups >= 0, "--num-query-groups must be >= 1 (got {})",
+                num_query_groups);
+  TESSERA_CHECK(num_query_groups == 0 || num_heads % num_query_groups == 0,
+                "--num-attention-heads ({}) must be divisible by --num-query-groups ({})",
+                num_heads, num_query_groups);
+  TESSERA_CHECK(!rope() || head_size() % 2 == 0,
+                "--position-embedding-type rope needs an even head dimension "
+                "(--hidden-size / --num-attention-heads = {})",
+                head_size());
+  TESSERA_CHECK(!rope() || (rotary_base > 1 && std::isfinite(rotary_base)),
+                "--rotary-base must be a finite number > 1 (got {})", rotary_base);
   check_sizes_fit(*this);
 }
 
@@ -71,6 +86,11 @@ std::string GPTConfig::summary() const {
   std::string s = fmt::format("layers {} hidden {} heads {} ffn {} seq {} vocab {} (padded {})",
                               num_layers, hidden_size, num_heads, ffn(), seq_length, vocab_size,
                               padded_vocab());
+  if (llama_family())
+    s += fmt::format(" ({}{}{}{}{}{})", rmsnorm() ? "rmsnorm" : "layernorm",
+                     swiglu ? " swiglu" : "", rope() ? fmt::format(" rope {}", rotary_base) : "",
+                     num_query_groups > 0 ? fmt::format(" gqa {}", num_query_groups) : "",
+                     untie_embeddings ? " untied" : "", add_bias_linear ? "" : " no-bias");
   if (attention_dropout > 0 || hidden_dropout > 0)
     s += fmt::format(" dropout attention {} hidden {}", attention_dropout, hidden_dropout);
   return s;

@@ -1,9 +1,17 @@
-// GPTConfig: every size of a GPT-2-style model. Validated in one place.
+// GPTConfig: every size of a GPT-2-style or Llama-style decoder. Validated
+// in one place. The Llama family is GPT with Megatron-LM's switches:
+// --normalization RMSNorm, --swiglu, --position-embedding-type rope,
+// --group-query-attention --num-query-groups G,
+// --untie-embeddings-and-output-weights, --disable-bias-linear.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 namespace tessera {
+
+enum class Normalization { LayerNorm, RMSNorm };
+enum class PositionEmbedding { Learned, Rope };
 
 struct GPTConfig {
   int64_t num_layers = 6;
@@ -23,11 +31,45 @@ struct GPTConfig {
   float attention_dropout = 0.0f;
   float hidden_dropout = 0.0f;
 
+  // ---- the Llama family's switches (defaults: GPT-2) ----
+  Normalization normalization = Normalization::LayerNorm;  // --normalization
+  float norm_epsilon = 1e-5f;                               // --norm-epsilon
+  // --swiglu: the MLP's first GEMM writes gate and up (2 F columns), and
+  // silu(gate) * up feeds the second; ffn() defaults to Megatron's
+  // 4 C * 2 / 3 rounded down to a multiple of 64 so the FLOPs match GPT's.
+  bool swiglu = false;
+  // --position-embedding-type: learned absolute table, or rotary on q and k
+  // (no position table) with --rotary-base.
+  PositionEmbedding position_embedding = PositionEmbedding::Learned;
+  float rotary_base = 10000.0f;
+  // --num-query-groups (with --group-query-attention): key/value heads, each
+  // shared by num_heads / G query heads. 0: one per query head (plain MHA).
+  int64_t num_query_groups = 0;
+  bool untie_embeddings = false;  // --untie-embeddings-and-output-weights: own lm_head
+  bool add_bias_linear = true;    // false under --disable-bias-linear: no GEMM biases
+
   int64_t head_size() const { return hidden_size / num_heads; }
   int64_t positions() const {
     return max_position_embeddings > 0 ? max_position_embeddings : seq_length;
   }
-  int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  int64_t ffn() const {
+    if (ffn_hidden_size > 0) return ffn_hidden_size;
+    return swiglu ? std::max<int64_t>(4 * hidden_size * 2 / 3 / 64 * 64, 64) : 4 * hidden_size;
+  }
+  // Key/value heads: num_query_groups under GQA, else one per query head.
+  int64_t kv_heads() const { return num_query_groups > 0 ? num_query_groups : num_heads; }
+  // Columns of the fused qkv GEMM: NH query heads and 2 KVH key/value heads.
+  int64_t qkv_width() const { return (num_heads + 2 * kv_heads()) * head_size(); }
+  // Columns of the MLP's first GEMM: F, or gate and up (2 F) under SwiGLU.
+  int64_t fc_width() const { return swiglu ? 2 * ffn() : ffn(); }
+  bool rope() const { return position_embedding == PositionEmbedding::Rope; }
+  bool rmsnorm() const { return normalization == Normalization::RMSNorm; }
+  // Anything beyond GPT-2's architecture (exports and tools that speak only
+  // GPT-2 refuse such a model by this).
+  bool llama_family() const {
+    return rmsnorm() || swiglu || rope() || num_query_groups > 0 || untie_embeddings ||
+           !add_bias_linear;
+  }
   // The embedding table's row count: vocab rounded up to a multiple of
   // make_vocab_size_divisible_by * tp, so every tp rank gets an equal slice.
   int64_t padded_vocab(int64_t tp = 1) const {

@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# Pipeline bubble on 2 ranks, small shape (6 layers, hidden 384, 6 heads,
-# seq 64, micro-batch 2): pp = 2 with 1F1B and GPipe against one rank, for m
-# = 2 .. 32 micro-batches per step. Prints the median step time (steps 3..),
-# the measured bubble (time a stage waited on the pipeline / step, from the
-# trainer) and the schedule's ideal (p - 1) / m and (p - 1) / (m + p - 1).
-# Usage: bench/pipeline_bubble.sh [BUILD_DIR]
+# Pipeline bubble on 2 ranks, small shape (LAYERS layers, default 6; hidden
+# 384, 6 heads, seq 64, micro-batch 2): pp = 2 with 1F1B and GPipe on an
+# even split, and 1F1B on the split `tessera plan` chooses for the shape
+# (--decoder-first/last-pipeline-num-layers; the last stage also runs the LM
+# head and loss), against one rank, for m = 2 .. 32 micro-batches per step.
+# Prints the median step time (steps 3..), the measured bubble (time a
+# stage waited on the pipeline / step, from the trainer), the planner's
+# chosen split, and the schedule's ideal (p - 1) / m
+# and (p - 1) / (m + p - 1).
+# Usage: bench/pipeline_bubble.sh [BUILD_DIR]   env: LAYERS=6 SYSTEM=local MS="2 4 8 16 32"
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
+layers=${LAYERS:-6}
+system=${SYSTEM:-local}
+ms=${MS:-2 4 8 16 32}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-shape=(--num-layers 6 --hidden-size 384 --num-attention-heads 6 --seq-length 64
+echo "bench/pipeline_bubble.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+shape=(--num-layers "$layers" --hidden-size 384 --num-attention-heads 6 --seq-length 64
        --micro-batch-size 2 --train-iters 6 --log-interval 100 --no-progress --peak-tflops 1)
-for m in 2 4 8 16 32; do
+cat > "$out/shape.toml" <<EOF
+num-layers = $layers
+hidden-size = 384
+num-attention-heads = 6
+seq-length = 64
+micro-batch-size = 2
+global-batch-size = 4
+train-iters = 6
+EOF
+for m in $ms; do
   gb=$((2 * m))
   "$build/tessera" train "${shape[@]}" --global-batch-size $gb --threads 2 \
     --metrics-file "$out/one-$m.jsonl" > /dev/null 2>&1
@@ -21,22 +38,49 @@ for m in 2 4 8 16 32; do
       --pipeline-model-parallel-size 2 --pipeline-schedule $kind \
       --metrics-file "$out/$kind-$m.jsonl" > /dev/null 2>&1
   done
+  # The planner's split for this shape, m and system (even when no uneven
+  # split beats it by 0.5 %).
+  "$build/tessera" plan --config "$out/shape.toml" --search --system "$system" --devices 2 \
+    --global-batch-size $gb --tp 1 --pp 2 --micro-batch 2 --schedule 1f1b --zero 0 \
+    --recompute none --sequence-parallel off --precision fp32 --top 1 \
+    --json "$out/plan-$m.json" > /dev/null
+  split=$(python3 - "$out/plan-$m.json" <<'PY'
+import json, sys
+L = json.load(open(sys.argv[1]))["top"][0]["layout"]
+f, l = L["decoder_first_pipeline_num_layers"], L["decoder_last_pipeline_num_layers"]
+print((f"--decoder-first-pipeline-num-layers {f} " if f else "") +
+      (f"--decoder-last-pipeline-num-layers {l}" if l else ""))
+PY
+  )
+  echo "$split" > "$out/split-$m.txt"
+  # shellcheck disable=SC2086  # $split is flags, split on purpose
+  "$root/scripts/mpirun.sh" -n 2 "$build/tessera" train "${shape[@]}" --global-batch-size $gb \
+    --pipeline-model-parallel-size 2 --pipeline-schedule 1f1b $split \
+    --metrics-file "$out/split-$m.jsonl" > /dev/null 2>&1
 done
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" "$layers" $ms <<'PY'
 import json, statistics, sys, pathlib
-out = pathlib.Path(sys.argv[1])
+out, layers, ms = pathlib.Path(sys.argv[1]), int(sys.argv[2]), [int(m) for m in sys.argv[3:]]
 def load(name):
     steps = [json.loads(l) for l in (out / f"{name}.jsonl").read_text().splitlines()][1:][2:]
     ms = statistics.median(s["step_seconds"] for s in steps) * 1e3
     # "idle_fraction" (older metrics files: "bubble_fraction"): idle / total.
     bubble = statistics.median(s.get("idle_fraction", s.get("bubble_fraction", 0)) for s in steps)
     return ms, bubble
-print(f"{'m':>3} {'1 rank ms':>10} {'1f1b ms':>8} {'gpipe ms':>9} {'1f1b bubble':>12} {'gpipe bubble':>13}"
-      f" {'(p-1)/m':>8} {'(p-1)/(m+p-1)':>14}")
-for m in [2, 4, 8, 16, 32]:
+def split_name(m):
+    L = json.load(open(out / f"plan-{m}.json"))["top"][0]["layout"]
+    f, l = L["decoder_first_pipeline_num_layers"], L["decoder_last_pipeline_num_layers"]
+    if not f and not l:
+        return "even"
+    first = f or layers - l
+    return f"{first}|{l or layers - f}"
+print(f"{'m':>3} {'1 rank ms':>10} {'1f1b ms':>8} {'gpipe ms':>9} {'1f1b bub':>9} {'gpipe bub':>10}"
+      f" {'split':>6} {'split ms':>9} {'split bub':>10} {'(p-1)/m':>8} {'(p-1)/(m+p-1)':>14}")
+for m in ms:
     one, _ = load(f"one-{m}")
     f_ms, f_b = load(f"1f1b-{m}")
     g_ms, g_b = load(f"gpipe-{m}")
-    print(f"{m:>3} {one:10.1f} {f_ms:8.1f} {g_ms:9.1f} {100*f_b:11.1f}% {100*g_b:12.1f}%"
-          f" {100/m:7.1f}% {100/(m+1):13.1f}%")
+    s_ms, s_b = load(f"split-{m}")
+    print(f"{m:>3} {one:10.1f} {f_ms:8.1f} {g_ms:9.1f} {100*f_b:8.1f}% {100*g_b:9.1f}%"
+          f" {split_name(m):>6} {s_ms:9.1f} {100*s_b:9.1f}% {100/m:7.1f}% {100/(m+1):13.1f}%")
 PY

@@ -98,6 +98,10 @@ void fix_to_run(plan::SearchSpace& sp, const PlanArgs& a, const TrainConfig& t) 
   if (!a.given_rc) sp.recompute = {p.recompute};
   if (!a.given_sched) sp.schedules = {p.schedule};
   if (!a.given_sp) sp.sequence_parallel = {p.sequence_parallel};
+  // The run's own stage split, even or not: planned as it would run.
+  sp.first_stage_layers = p.first_stage_layers;
+  sp.last_stage_layers = p.last_stage_layers;
+  sp.uneven_stages = false;
 }
 
 plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {

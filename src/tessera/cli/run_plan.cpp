@@ -30,7 +30,8 @@ constexpr const char* kLayoutKeys[] = {
     "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size",
     "global-batch-size",          "zero-stage",                   "recompute-granularity",
     "sequence-parallel",          "pipeline-schedule",            "virtual-pipeline-stages",
-    "num-layers-per-virtual-pipeline-stage", "overlap-grad-reduce",   "overlap-param-gather"};
+    "num-layers-per-virtual-pipeline-stage", "overlap-grad-reduce",   "overlap-param-gather",
+    "decoder-first-pipeline-num-layers",     "decoder-last-pipeline-num-layers"};
 
 // A TOML basic string: quotes and backslashes escaped (control characters
 // do not occur in flag values).
@@ -114,6 +115,10 @@ TrainKeys layout_keys(const plan::PlanLayout& L) {
               string("pipeline-schedule", schedule_kind_name(p.schedule))};
   if (p.schedule == ScheduleKind::Interleaved)
     k.push_back(integer("virtual-pipeline-stages", p.virtual_stages));
+  if (p.first_stage_layers)
+    k.push_back(integer("decoder-first-pipeline-num-layers", *p.first_stage_layers));
+  if (p.last_stage_layers)
+    k.push_back(integer("decoder-last-pipeline-num-layers", *p.last_stage_layers));
   k.push_back(flag("overlap-grad-reduce", L.overlap_grad_reduce));
   k.push_back(flag("overlap-param-gather", L.overlap_param_gather));
   return k;

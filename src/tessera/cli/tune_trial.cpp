@@ -134,6 +134,8 @@ plan::PlanLayout parse_layout_flags(const std::string& flags, int64_t ranks,
     else if (f == "--micro-batch-size") p.micro_batch = integer();
     else if (f == "--zero-stage") p.zero_stage = int(integer());
     else if (f == "--virtual-pipeline-stages") p.virtual_stages = integer();
+    else if (f == "--decoder-first-pipeline-num-layers") p.first_stage_layers = integer();
+    else if (f == "--decoder-last-pipeline-num-layers") p.last_stage_layers = integer();
     else if (f == "--recompute-granularity") p.recompute = recompute_parse(value());
     else if (f == "--pipeline-schedule") p.schedule = schedule_kind_parse(value());
     else if (f == "--sequence-parallel") p.sequence_parallel = true;
@@ -156,6 +158,9 @@ nlohmann::json trial_to_json(const Trial& t) {
           {"micro_batch", p.micro_batch},
           {"global_batch", p.global_batch},
           {"virtual_stages", p.virtual_stages},
+          // 0: an even split (no --decoder-first/last-pipeline-num-layers)
+          {"first_stage_layers", p.first_stage_layers.value_or(0)},
+          {"last_stage_layers", p.last_stage_layers.value_or(0)},
           {"zero_stage", p.zero_stage},
           {"recompute", recompute_name(p.recompute)},
           {"sequence_parallel", p.sequence_parallel},
@@ -186,6 +191,9 @@ Trial trial_from_json(const nlohmann::json& j, const std::string& where) {
     p.micro_batch = j.at("micro_batch").get<int64_t>();
     p.global_batch = j.at("global_batch").get<int64_t>();
     p.virtual_stages = j.at("virtual_stages").get<int64_t>();
+    // Logs written before uneven stages were searched have neither key.
+    if (const int64_t f = j.value("first_stage_layers", int64_t(0)); f > 0) p.first_stage_layers = f;
+    if (const int64_t l = j.value("last_stage_layers", int64_t(0)); l > 0) p.last_stage_layers = l;
     p.zero_stage = j.at("zero_stage").get<int>();
     p.recompute = recompute_parse(j.at("recompute").get<std::string>());
     p.sequence_parallel = j.at("sequence_parallel").get<bool>();

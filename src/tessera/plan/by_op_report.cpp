@@ -27,7 +27,6 @@ ByOpReport by_op(const GPTConfig& m, const SystemSpec& sys, const LayoutCost& c)
   const auto& par = L.par;
   const int64_t p = par.pp, v = par.virtual_stages, mb = L.micro_batches();
   const double chunks_run = double(mb * v);  // micro-batch chunks a rank runs per step
-  const double layers_per_chunk = double(m.num_layers / (p * v));
   const OpList ol = op_list(op_list_config(m, L));
   const StepBreakdown& b = c.time;
   ByOpReport r;
@@ -40,6 +39,7 @@ ByOpReport by_op(const GPTConfig& m, const SystemSpec& sys, const LayoutCost& c)
     for (Op k : {Op::LayerNorm, Op::Gelu, Op::Residual, Op::Embedding, Op::Loss, Op::Dropout,
                  Op::Cast})
       s.memory_bound += o[k];
+    const double layers_per_chunk = double(par.chunk_layer_count(m.num_layers, sc.stage));
     auto kind = [&](CollectiveKind k) {
       double t = chunks_run * layers_per_chunk * collective_seconds(ol.layer, k, sys, L);
       if (sc.stage == 0) t += double(mb) * collective_seconds(ol.embed, k, sys, L);

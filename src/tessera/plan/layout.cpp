@@ -9,10 +9,15 @@ const char* precision_name(Precision p) { return p == Precision::FP32 ? "fp32" :
 int64_t activation_element_bytes(Precision p) { return p == Precision::FP32 ? 4 : 2; }
 
 std::string PlanLayout::str() const {
-  return fmt::format("tp {} pp {} dp {} mb {} v {} zero {} rc {}{} {}{}{}", par.tp, par.pp, par.dp,
-                     par.micro_batch, par.virtual_stages, par.zero_stage,
+  // Uneven stages: the first / last stage's layers (--decoder-first/last-
+  // pipeline-num-layers), as "first 1" / "last 2".
+  std::string split;
+  if (par.first_stage_layers) split += fmt::format(" first {}", *par.first_stage_layers);
+  if (par.last_stage_layers) split += fmt::format(" last {}", *par.last_stage_layers);
+  return fmt::format("tp {} pp {} dp {} mb {} v {} zero {} rc {}{} {}{}{}{}", par.tp, par.pp,
+                     par.dp, par.micro_batch, par.virtual_stages, par.zero_stage,
                      recompute_name(par.recompute), par.sequence_parallel ? " sp" : "",
-                     schedule_kind_name(par.schedule), overlap_grad_reduce ? " ogr" : "",
+                     schedule_kind_name(par.schedule), split, overlap_grad_reduce ? " ogr" : "",
                      overlap_param_gather ? " opg" : "");
 }
 

@@ -22,7 +22,8 @@ std::string gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
 StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int64_t stage) {
   const auto& par = L.par;
   const int64_t p = par.pp, v = par.virtual_stages;
-  const int64_t layers_per_chunk = m.num_layers / (p * v);
+  // Uneven stages (--decoder-first/last-pipeline-num-layers) hold their own count.
+  const int64_t layers_per_chunk = par.chunk_layer_count(m.num_layers, stage);
   StageActivations a;
   a.in_flight = in_flight_chunks(L.par.schedule, p, v, L.micro_batches(), stage);
   const double held_layers = double(a.in_flight * layers_per_chunk);
@@ -71,12 +72,14 @@ namespace {
 // the extremes), and the peak.
 void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamCounter& params,
                   const CostOptions& opt, const StateBytesPerParam& per_param,
-                  double chunk_params) {
+                  double layer_params) {
   const auto& par = L.par;
   const int64_t p = par.pp, dp = par.dp;
   std::vector<int64_t> which;
   if (opt.all_stages || p <= 2) {
     for (int64_t s = 0; s < p; ++s) which.push_back(s);
+  } else if (par.uneven_stages()) {
+    which = {0, 1, p - 1};  // the middle stages hold equal layers, maybe the most
   } else {
     which = {0, p - 1};
   }
@@ -94,7 +97,8 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     // transient buffer that the trainer's memory header (params + grads +
     // optimizer + activations) does not count, so neither does the prediction.
     if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::FP32 && !L.engine)
-      sc.zero3_buffers = 2.0 * chunk_params * per_param.params;
+      sc.zero3_buffers =
+          2.0 * double(par.chunk_layer_count(m.num_layers, s)) * layer_params * per_param.params;
     c.stages.push_back(sc);
     if (sc.memory() > c.peak_memory) c.peak_memory = sc.memory(), c.peak_stage = s;
   }
@@ -115,18 +119,33 @@ void check_fits(LayoutCost& c, const SystemSpec& sys) {
   }
 }
 
-// One micro-batch through one chunk of layers, by kind of work, and the
-// ends' work (the first chunk adds the embedding, the last the head and
-// loss); kernels at their in-step speed.
+// One micro-batch through one layer, by kind of work, and the ends' work
+// (the first chunk adds the embedding, the last the head and loss); kernels
+// at their in-step speed. A chunk of stage s is chunk_layers[s] layers
+// (uneven stages: --decoder-first/last-pipeline-num-layers).
 struct ChunkWork {
-  Profile forward, backward;
+  Profile layer_forward, layer_backward;  // backward: with the layer's recompute
   EndOps ends;
-  double zero3_chunk = 0;  // per micro-batch per chunk: gather forward and again backward
+  std::vector<int64_t> chunk_layers;  // (pp) layers per chunk of each stage
+  std::vector<double> zero3_chunk;    // (pp) one chunk's weight gather (0 without ZeRO-3)
+
+  // One micro-batch through one chunk of stage s: its layers and, under
+  // ZeRO-3, the chunk's weight gather (forward, and again in backward).
+  Profile forward(int64_t s) const { return chunk(layer_forward, s); }
+  Profile backward(int64_t s) const { return chunk(layer_backward, s); }
+
+ private:
+  Profile chunk(const Profile& layer, int64_t s) const {
+    Profile c;
+    c.add(layer, double(chunk_layers[size_t(s)]));
+    c[Op::Comm] += zero3_chunk[size_t(s)];
+    return c;
+  }
 };
 
-ChunkWork chunk_work(const OpList& ol, const SystemSpec& sys, const PlanLayout& L,
-                     const StateBytesPerParam& per_param, double chunk_params,
-                     int64_t layers_per_chunk) {
+ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys,
+                     const PlanLayout& L, const StateBytesPerParam& per_param,
+                     double layer_params) {
   const auto& par = L.par;
   const int64_t t = par.tp, dp = par.dp;
   ChunkWork w;
@@ -138,14 +157,19 @@ ChunkWork chunk_work(const OpList& ol, const SystemSpec& sys, const PlanLayout& 
                      &eo.embed_backward, &eo.head_forward, &eo.head_backward})
     for (size_t k = 0; k < size_t(Op::kCount); ++k)
       if (Op(k) != Op::Comm) p->seconds[k] *= sys.in_situ.seconds[k];
-  const double lc = double(layers_per_chunk);
-  if (par.zero_stage == 3 && dp > 1)
-    w.zero3_chunk = collective_cost(sys, Collective::AllGather, chunk_params * per_param.params * double(dp),
-                                    dp, t, L.devices()).seconds;
-  w.forward.add(lo.forward, lc);
-  w.backward.add(lo.backward, lc).add(lo.recompute, lc);
-  w.forward[Op::Comm] += w.zero3_chunk;
-  w.backward[Op::Comm] += w.zero3_chunk;
+  w.layer_forward = lo.forward;
+  w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
+  for (int64_t s = 0; s < par.pp; ++s) {
+    const int64_t lc = par.chunk_layer_count(m.num_layers, s);
+    w.chunk_layers.push_back(lc);
+    w.zero3_chunk.push_back(
+        par.zero_stage == 3 && dp > 1
+            ? collective_cost(sys, Collective::AllGather,
+                              double(lc) * layer_params * per_param.params * double(dp), dp, t,
+                              L.devices())
+                  .seconds
+            : 0.0);
+  }
   return w;
 }
 
@@ -160,9 +184,11 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   pc.p = p;
   pc.v = v;
   pc.m = L.micro_batches();
-  const int64_t chunks = p * v;
-  pc.forward.assign(size_t(chunks), w.forward.total());
-  pc.backward.assign(size_t(chunks), w.backward.total());
+  // Global chunk g runs on pipeline rank g % p (schedule.h).
+  for (int64_t g = 0; g < p * v; ++g) {
+    pc.forward.push_back(w.forward(g % p).total());
+    pc.backward.push_back(w.backward(g % p).total());
+  }
   pc.forward.front() += w.ends.embed_forward.total();
   pc.backward.front() += w.ends.embed_backward.total();
   pc.forward.back() += w.ends.head_forward.total();
@@ -180,10 +206,22 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
 Profile stage_ops(const ChunkWork& w, const PlanLayout& L, int64_t s) {
   const int64_t p = L.par.pp, v = L.par.virtual_stages, mb = L.micro_batches();
   Profile ops;
-  ops.add(w.forward, double(mb * v)).add(w.backward, double(mb * v));
+  ops.add(w.forward(s), double(mb * v)).add(w.backward(s), double(mb * v));
   if (s == 0) ops.add(w.ends.embed_forward, double(mb)).add(w.ends.embed_backward, double(mb));
   if (s == p - 1) ops.add(w.ends.head_forward, double(mb)).add(w.ends.head_backward, double(mb));
   return ops;
+}
+
+// The stage whose ranks work longest in a step (the last, with the head, on
+// an even split; ties go to the later stage).
+int64_t busiest_stage(const ChunkWork& w, const PlanLayout& L) {
+  int64_t busiest = L.par.pp - 1;
+  double most = stage_ops(w, L, busiest).total();
+  for (int64_t s = L.par.pp - 2; s >= 0; --s) {
+    const double t = stage_ops(w, L, s).total();
+    if (t > most) most = t, busiest = s;
+  }
+  return busiest;
 }
 
 // The step-level communication: the data-parallel gradient reduction and
@@ -271,17 +309,16 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   c.layout = L;
   // The engine keeps fp32 weights, gradients and AdamW state in every precision.
   const StateBytesPerParam per_param = L.engine ? kFp32AdamBytes : state_bytes_per_param(L.precision);
-  const int64_t layers_per_chunk = m.num_layers / (p * v);
-  const double chunk_params = double(params.layer_params(t) * layers_per_chunk);
+  const double layer_params = double(params.layer_params(t));
 
   // ---- memory per stage -------------------------------------------------
-  stage_memory(c, m, L, params, opt, per_param, chunk_params);
+  stage_memory(c, m, L, params, opt, per_param, layer_params);
   check_fits(c, sys);
 
   // ---- time -------------------------------------------------------------
   // The engine's op list of one micro-batch (model/op_list.h), priced below.
   const OpList ol = op_list(op_list_config(m, L));
-  const ChunkWork w = chunk_work(ol, sys, L, per_param, chunk_params, layers_per_chunk);
+  const ChunkWork w = chunk_work(m, ol, sys, L, per_param, layer_params);
   const PipelineCosts pc = pipeline_costs(m, sys, L, w);
   const PipelineTime pt = opt.simulate_schedule && p > 1 ? pipeline_time_simulated(pc)
                                                          : pipeline_time_estimate(pc);
@@ -292,9 +329,9 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   b.bubble_fraction = pt.bubble_fraction;
   b.p2p = pc.p2p_seconds;
 
-  // The busiest rank is the one with the last chunk (the head).
-  const Profile busiest = stage_ops(w, L, p - 1);
-  b.zero3_gather = double(mb * v) * 2 * w.zero3_chunk;
+  const int64_t bs = busiest_stage(w, L);
+  const Profile busiest = stage_ops(w, L, bs);
+  b.zero3_gather = double(mb * v) * 2 * w.zero3_chunk[size_t(bs)];
   b.tp_comm = busiest[Op::Comm] - b.zero3_gather;
   b.compute = busiest.total() - busiest[Op::Comm];
 
@@ -305,7 +342,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   add_step_kernels(sys, L, max_params, largest);
   b.optimizer = largest[Op::Optimizer] + largest[Op::GradNorm];
   // Ranks that synchronise wait for the late one at every collective.
-  b.sync_wait = sys.sync_wait * syncs_per_step(ol, L, layers_per_chunk);
+  b.sync_wait = sys.sync_wait * syncs_per_step(ol, L, w.chunk_layers[size_t(bs)]);
   b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
   for (auto& sc : c.stages) {
     sc.ops = stage_ops(w, L, sc.stage);

@@ -27,9 +27,27 @@ std::string short_sched(ScheduleKind k) {
 constexpr const char* kRow =
     "{:>3} {:>3} {:>4} {:>5} {:>3} {:>2} {:>1} {:<4} {:<2} {:<5} {:>9} {:>8} {:>5} {:>6} {}\n";
 
+// An uneven pipeline split: the flags that give it, for the footnote under
+// a table whose pp column marks the row with '*'.
+std::string split_flags(const ParallelConfig& p) {
+  std::string s;
+  if (p.first_stage_layers) s += fmt::format(" --decoder-first-pipeline-num-layers {}", *p.first_stage_layers);
+  if (p.last_stage_layers) s += fmt::format(" --decoder-last-pipeline-num-layers {}", *p.last_stage_layers);
+  return s;
+}
+
+std::string split_footnotes(const std::vector<LayoutCost>& costs, size_t top_k) {
+  std::string out;
+  for (size_t i = 0; i < costs.size() && i < top_k; ++i)
+    if (costs[i].layout.par.uneven_stages())
+      out += fmt::format("  * #{} uneven stages:{}\n", i + 1, split_flags(costs[i].layout.par));
+  return out;
+}
+
 std::string row(const std::string& rank, const LayoutCost& c, const std::string& tail) {
   const ParallelConfig& p = c.layout.par;
-  return fmt::format(kRow, rank, p.tp, p.pp, p.dp, p.micro_batch, p.virtual_stages, p.zero_stage,
+  const std::string pp = fmt::format("{}{}", p.pp, p.uneven_stages() ? "*" : "");
+  return fmt::format(kRow, rank, p.tp, pp, p.dp, p.micro_batch, p.virtual_stages, p.zero_stage,
                      short_rc(p.recompute), p.sequence_parallel ? "sp" : "-",
                      short_sched(p.schedule), fmt::format("{:.0f}", c.tokens_per_second),
                      // Milliseconds resolve a small model's step; a huge
@@ -64,7 +82,7 @@ std::string format_table(const std::vector<LayoutCost>& costs, size_t top_k) {
                : over_memory_text(c);
     out += row(std::to_string(i + 1), c, tail);
   }
-  return out;
+  return out + split_footnotes(costs, top_k);
 }
 
 std::string format_miss_table(const std::vector<LayoutCost>& costs, size_t top_k) {
@@ -72,7 +90,7 @@ std::string format_miss_table(const std::vector<LayoutCost>& costs, size_t top_k
                                 "tokens/s", "step s", "MFU%", "mem GB", "over memory");
   for (size_t i = 0; i < costs.size() && i < top_k; ++i)
     out += row(std::to_string(i + 1), costs[i], over_memory_text(costs[i]));
-  return out;
+  return out + split_footnotes(costs, top_k);
 }
 
 std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t threads) {
@@ -130,7 +148,10 @@ nlohmann::json layout_json(const LayoutCost& c) {
             {"micro_batch", L.par.micro_batch}, {"global_batch", L.par.global_batch},
             {"zero_stage", L.par.zero_stage}, {"recompute", recompute_name(L.par.recompute)},
             {"sequence_parallel", L.par.sequence_parallel}, {"schedule", schedule_kind_name(L.par.schedule)},
-            {"precision", precision_name(L.precision)}, {"flash_attention", L.flash_attention}}},
+            {"precision", precision_name(L.precision)}, {"flash_attention", L.flash_attention},
+            // 0: even (the flag not given)
+            {"decoder_first_pipeline_num_layers", L.par.first_stage_layers.value_or(0)},
+            {"decoder_last_pipeline_num_layers", L.par.last_stage_layers.value_or(0)}}},
           {"fits", c.fits},
           {"over_memory_bytes", c.over_memory},
           {"why_not", c.why_not},

@@ -65,6 +65,35 @@ bool engine_accepts(const ParallelConfig& par, const GPTConfig& m, int64_t world
 
 }  // namespace
 
+PlanLayout best_stage_split(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+                            ParamCounter& params, const CostOptions& screen) {
+  const int64_t p = L.par.pp, v = L.par.virtual_stages, n = m.num_layers;
+  if (p < 2 || L.par.uneven_stages()) return L;
+  const int64_t even = n / p;
+  PlanLayout best = L;
+  double best_step = evaluate_layout(m, sys, L, params, screen).time.step;
+  const double even_step = best_step;
+  // 0: the flag not given. The rules are ParallelConfig::validate's
+  // (validate_uneven_split), checked here in arithmetic first: most of the
+  // pairs break them, and an exception per pair would cost the search.
+  std::vector<int64_t> ends{0};
+  for (int64_t k = std::max<int64_t>(v, (even - 8 * v) / v * v); k <= even; k += v)
+    ends.push_back(k);
+  for (int64_t f : ends)
+    for (int64_t l : ends) {
+      if (f == 0 && l == 0) continue;
+      const int64_t middle = p - (f > 0) - (l > 0), rest = n - f - l;
+      if (middle == 0 ? rest != 0 : rest < middle || rest % middle || (rest / middle) % v) continue;
+      PlanLayout c = L;
+      if (f > 0) c.par.first_stage_layers = f;
+      if (l > 0) c.par.last_stage_layers = l;
+      if (!engine_accepts(c.par, m, L.devices())) continue;
+      const LayoutCost cost = evaluate_layout(m, sys, c, params, screen);
+      if (cost.fits && cost.time.step < best_step) best_step = cost.time.step, best = c;
+    }
+  return best_step < 0.995 * even_step ? best : L;
+}
+
 std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& sys,
                                           const SearchSpace& sp) {
   check_space(sp);
@@ -82,6 +111,8 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
       par.pp = pp;
       par.dp = N / (tp * pp);
       par.global_batch = sp.global_batch;
+      par.first_stage_layers = sp.first_stage_layers;
+      par.last_stage_layers = sp.last_stage_layers;
       // The degrees with the smallest micro-batch: if the engine refuses
       // this, it refuses every micro-batch, schedule and mode of (tp, pp).
       if (!engine_accepts(par, m, N)) continue;
@@ -157,7 +188,9 @@ SearchResult search_layouts(const GPTConfig& m, const SystemSpec& sys, const Sea
   CostOptions exact;
   std::vector<LayoutCost> refined;
   for (size_t i = 0; i < refine; ++i) {
-    LayoutCost c = evaluate_layout(m, sys, fit[i].layout, params, exact);
+    const PlanLayout L =
+        sp.uneven_stages ? best_stage_split(m, sys, fit[i].layout, params, screen) : fit[i].layout;
+    LayoutCost c = evaluate_layout(m, sys, L, params, exact);
     if (c.fits) refined.push_back(std::move(c));  // all stages now: may exceed after all
   }
   std::sort(refined.begin(), refined.end(), better);

@@ -6,6 +6,7 @@
 // memory, re-ranked. Ties go to the layout with less memory.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,23 @@ struct SearchSpace {
   int64_t max_micro_batch = 16;
   int64_t max_virtual_stages = 8;
   int refine = 24;             // how many of the best to simulate exactly
+  // Give each refined pipeline layout the fastest first/last-stage split
+  // (--decoder-first/last-pipeline-num-layers) the planner finds, or keep
+  // it even: the last stage also runs the LM head and loss, the first the
+  // embedding, so lighter ends can even out the stages.
+  bool uneven_stages = true;
+  // A split every candidate takes as it is (plan --config of a run that
+  // sets --decoder-first/last-pipeline-num-layers); unset: even.
+  std::optional<int64_t> first_stage_layers, last_stage_layers;
 };
+
+// The fastest split of L's layers over its pipeline stages: L itself (even)
+// or L with --decoder-first/last-pipeline-num-layers set, each end at most
+// the even share and at least 8 x v layers below it, priced with `screen`.
+// An uneven split must beat the even one by 0.5 % to be chosen: a smaller
+// gain is within the model's error and not worth an odd layout.
+PlanLayout best_stage_split(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+                            ParamCounter& params, const CostOptions& screen);
 
 struct SearchResult {
   std::vector<LayoutCost> ranked;     // fitting layouts, best first

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The tables of bench/tune.sh from its trial logs (see tune.sh for the runs).
+
+Usage: tune_report.py OUT_DIR SEEDS RANKS...
+"""
+import glob
+import json
+import math
+import random
+import statistics
+import sys
+
+BUDGETS = (3, 5, 8)
+WITHIN = 1.05  # a layout within 5 % of the truth's best counts as found
+
+
+def trials(path):
+    return [json.loads(line) for line in open(path) if line.strip()]
+
+
+def search_outcome(seq, measured_of, truth, best):
+    """For one search's trials in order: per budget, whether the layout it
+    would return (its fastest ok trial by its own measurement) is within 5 %
+    of the best by the truth; and the trial count until the first layout
+    within 5 % (None if none in the sequence)."""
+    found = {}
+    for b in BUDGETS:
+        ok = [t for t in seq[:b] if t["status"] == "ok"]
+        if not ok:
+            found[b] = False
+            continue
+        pick = min(ok, key=measured_of)
+        found[b] = truth.get(pick["layout"], pick["measured"]) <= WITHIN * best
+    first = next((k + 1 for k, t in enumerate(seq)
+                  if t["status"] == "ok" and truth.get(t["layout"], math.inf) <= WITHIN * best), None)
+    return found, first
+
+
+def pct(x):
+    return f"{100 * x:5.1f} %"
+
+
+def report(out, n, seeds):
+    base = f"{out}/n{n}"
+    exhaustive = trials(f"{base}/exhaustive/tune.jsonl")
+    runs = {}  # layout -> every measurement of it (ok trials only)
+    for path in [f"{base}/exhaustive/tune.jsonl"] + sorted(glob.glob(f"{base}/remeasure*/tune.jsonl")):
+        for t in trials(path):
+            if t["status"] == "ok":
+                runs.setdefault(t["layout"], []).append(t["measured"])
+    truth = {layout: statistics.mean(ms) for layout, ms in runs.items()}
+    best_layout = min(truth, key=truth.get)
+    best = truth[best_layout]
+    near = sorted(l for l, v in truth.items() if v <= WITHIN * best)
+    failed = [t for t in exhaustive if t["status"] != "ok"]
+    print(f"\n== {n} ranks{' (oversubscribed on ' + str(__import__('os').cpu_count()) + ' cores)' if n > __import__('os').cpu_count() else ''}: "
+          f"{len(exhaustive)} layouts in the search space, {len(failed)} failed")
+    print(f"truth's best: {best_layout} at {best * 1e3:.1f} ms/step; "
+          f"{len(near)} layout(s) within 5 %: " + "; ".join(near))
+    # Noise: the repeated layouts' spread, and how often pass 1 alone would
+    # have ranked a layout outside the 5 % band as the best.
+    spreads = [(max(ms) - min(ms)) / statistics.mean(ms) for ms in runs.values() if len(ms) > 1]
+    if spreads:
+        print(f"noise: {len(spreads)} layouts measured {max(len(m) for m in runs.values())} times; "
+              f"(max - min) / mean: median {pct(statistics.median(spreads))}, "
+              f"max {pct(max(spreads))}")
+    pass1 = {t["layout"]: t["measured"] for t in exhaustive if t["status"] == "ok"}
+    p1_best = min(pass1, key=pass1.get)
+    print(f"pass 1 alone would pick {p1_best} (truth {truth[p1_best] * 1e3:.1f} ms, "
+          f"{pct(truth[p1_best] / best - 1)} above the best)")
+
+    # The tuner's runs.
+    tuner = []
+    for path in sorted(glob.glob(f"{base}/tune*/tune.jsonl")):
+        seq = trials(path)
+        tuner.append(search_outcome(seq, lambda t: t["measured"], truth, best) + (seq,))
+    # Random search over the exhaustive pass: each drawn layout's time is its
+    # pass-1 trial.
+    rand = []
+    for s in range(seeds):
+        seq = random.Random(s).sample(exhaustive, min(max(BUDGETS), len(exhaustive)))
+        rand.append(search_outcome(seq, lambda t: t["measured"], truth, best))
+    # Random search's exact odds of drawing any layout within 5 % in b draws.
+    N, K = len(exhaustive), len(near)
+
+    def any_odds(b):
+        return 1 - math.comb(N - K, b) / math.comb(N, b) if b <= N else 1.0
+
+    print(f"{'budget':>6}  {'tuner finds':>12}  {'random finds':>13}  {'random, exact odds':>19}")
+    for b in BUDGETS:
+        tf = sum(r[0][b] for r in tuner) / len(tuner)
+        rf = sum(r[0][b] for r in rand) / len(rand)
+        print(f"{b:>6}  {pct(tf):>12}  {pct(rf):>13}  {pct(any_odds(b)):>19}")
+
+    def mean_first(rs):
+        hits = [r[1] for r in rs if r[1] is not None]
+        return (f"{statistics.mean(hits):.1f} trials ({len(hits)} of {len(rs)} within "
+                f"{max(BUDGETS)})" if hits else f"none within {max(BUDGETS)}")
+
+    print(f"trials until the first layout within 5 %: tuner {mean_first(tuner)}; "
+          f"random {mean_first(rand)}")
+    # The planner's error on the tuner's ok trials.
+    err_before, err_after, err_first = [], [], []
+    for _, _, seq in tuner:
+        for k, t in enumerate(seq):
+            if t["status"] != "ok":
+                continue
+            err_before.append(abs(t["predicted_before"] / t["measured"] - 1))
+            (err_first if k == 0 else err_after).append(abs(t["predicted_after"] / t["measured"] - 1))
+    if err_before:
+        print(f"planner error on the tuner's {len(err_before)} ok trials: "
+              f"{pct(statistics.mean(err_before))} uncorrected; corrected from the trials before "
+              f"each: {pct(statistics.mean(err_after)) if err_after else '-'} (trials 2-8)")
+    tf5 = sum(r[0][5] for r in tuner) / len(tuner)
+    beats = all(sum(r[0][b] for r in tuner) / len(tuner) > sum(r[0][b] for r in rand) / len(rand)
+                for b in BUDGETS)
+    print(f"target (within 5 % in <= 5 trials in >= 90 % of repeats): "
+          f"{'met' if tf5 >= 0.9 else 'NOT met'} ({pct(tf5)} of {len(tuner)} repeats); "
+          f"beats random at every budget: {'yes' if beats else 'no'}")
+
+
+def main():
+    out, seeds, ranks = sys.argv[1], int(sys.argv[2]), [int(r) for r in sys.argv[3:]]
+    for n in ranks:
+        report(out, n, seeds)
+
+
+if __name__ == "__main__":
+    main()

@@ -69,11 +69,18 @@ def report(out, n, seeds):
     print(f"pass 1 alone would pick {p1_best} (truth {truth[p1_best] * 1e3:.1f} ms, "
           f"{pct(truth[p1_best] / best - 1)} above the best)")
 
-    # The tuner's runs.
+    # The tuner's runs. Every layout they try should be in the exhaustive
+    # pass (the same binary, the same space); one that is not is judged by
+    # its own measurement, and counted here.
     tuner = []
+    outside = 0
     for path in sorted(glob.glob(f"{base}/tune*/tune.jsonl")):
         seq = trials(path)
+        outside += sum(t["status"] == "ok" and t["layout"] not in truth for t in seq)
         tuner.append(search_outcome(seq, lambda t: t["measured"], truth, best) + (seq,))
+    if outside:
+        print(f"WARNING: {outside} tuner trial(s) ran layouts the exhaustive pass did not "
+              f"(a different binary or space?)")
     # Random search over the exhaustive pass: each drawn layout's time is its
     # pass-1 trial.
     rand = []

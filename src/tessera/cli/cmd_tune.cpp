@@ -106,6 +106,14 @@ std::string trials_table(const std::vector<Trial>& trials) {
   return out + why;
 }
 
+// The fastest trial that ran, or null when none did.
+const Trial* best_trial(const std::vector<Trial>& trials) {
+  const Trial* best = nullptr;
+  for (const Trial& x : trials)
+    if (x.ok() && (!best || x.measured < best->measured)) best = &x;
+  return best;
+}
+
 // Mean |predicted / measured - 1| over the ok trials the planner priced.
 double mape(const std::vector<Trial>& trials, double Trial::*pred) {
   double sum = 0;
@@ -219,9 +227,7 @@ void run_tune(const TuneArgs& a) {
     run_trial(s, t);
     trials.push_back(t);
     append_log(log, t);
-    const Trial* best = nullptr;
-    for (const Trial& x : trials)
-      if (x.ok() && (!best || x.measured < best->measured)) best = &x;
+    const Trial* best = best_trial(trials);
     const double done = std::chrono::duration<double>(Clock::now() - start).count();
     const double eta = done / double(k + 1) * double(a.budget_trials - k - 1);
     fmt::print("  {} {}; best so far {} ms (trial {}); {:.0f} s, ETA {:.0f} s\n", t.status,
@@ -241,9 +247,7 @@ void run_tune(const TuneArgs& a) {
         for (Trial& t : in) t.predicted_after = predicted_step(base.model, final_corr.system, t.layout);
         return 100 * mape(in, &Trial::predicted_after);
       }());
-  const Trial* best = nullptr;
-  for (const Trial& x : trials)
-    if (x.ok() && (!best || x.measured < best->measured)) best = &x;
+  const Trial* best = best_trial(trials);
   TESSERA_CHECK(best, "tune: none of the {} trial(s) ran ({} new); see {}", trials.size(),
                 trials.size() - first_new, log);
   fmt::print("best: trial {}: {} at {} ms/step\n", best->index, best->layout.str(), ms(best->measured));

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "tessera/cli/commands.h"
+#include "tessera/cli/run_calibration.h"
 #include "tessera/cli/run_plan.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
@@ -327,7 +328,7 @@ void run_plan(const PlanArgs& args) {
   const std::string system_name = !args.system.empty()                          ? args.system
                                   : !args.validate.empty() || !args.config.empty() ? "local"
                                                                                    : "frontier";
-  const plan::SystemSpec sys = plan::load_system(system_name);
+  plan::SystemSpec sys = plan::load_system(system_name);
   // A name can mean this user's calibration or the shipped file: say which
   // (on stderr, so `--json -` stays JSON).
   if (const std::string file = plan::find_system_file(system_name);
@@ -352,6 +353,10 @@ void run_plan(const PlanArgs& args) {
     a.model = a.config;
     if (!a.given_devices) a.devices = run->train.par.tp * run->train.par.pp;
     if (!a.given_batch) a.global_batch = run->train.par.global_batch;
+    // The run on this machine (no --system): this run's own calibration.
+    if (args.system.empty())
+      use_run_calibration(sys, {model, run->train.par.micro_batch, run->train.par.tp, a.devices,
+                                run->train.threads});
   } else {
     model = plan::load_model(a.model, is_train_flag);
   }

@@ -254,7 +254,7 @@ struct LaunchFlags {
   int64_t layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
   double comm_timeout = 300;  // --comm-timeout
   bool dry_run = false;         // --dry-run: the planner's memory and step time, then exit
-  std::string dry_run_system = "local";  // --dry-run-system
+  std::string dry_run_system;  // --dry-run-system ("": this run's calibration of `local`)
   int64_t dry_run_ranks = 0;    // --dry-run-ranks (0: the job's ranks)
 
   // The ranges of these flags (TrainConfig::validate checks the rest).
@@ -287,8 +287,8 @@ void add_launch_options(CLI::App* sub, LaunchFlags& f) {
                 "check the configuration, print the planner's memory per rank and step time "
                 "for it (tessera plan), and exit before allocating the model");
   sub->add_option("--dry-run-system", f.dry_run_system,
-                  "--dry-run: the planner's system (name or .toml, as tessera plan --system)")
-      ->capture_default_str();
+                  "--dry-run: the planner's system (name or .toml, as tessera plan --system; "
+                  "default: this machine calibrated for this run, as tessera plan --config)");
   sub->add_option("--dry-run-ranks", f.dry_run_ranks,
                   "--dry-run: plan for this many ranks instead of the job's (no mpirun needed)");
 }

@@ -1,5 +1,7 @@
 #include "tessera/cli/run_plan.h"
 
+#include "tessera/cli/run_calibration.h"
+
 #include <fmt/core.h>
 #include <toml++/toml.h>
 
@@ -199,7 +201,9 @@ std::string train_config_toml(const TrainKeys& keys, const std::string& header) 
 
 void print_dry_run(const TrainConfig& c, int64_t ranks, int64_t threads,
                    const std::string& system) {
-  const plan::SystemSpec sys = plan::load_system(system);
+  plan::SystemSpec sys = plan::load_system(system.empty() ? "local" : system);
+  if (system.empty())
+    use_run_calibration(sys, {c.model, c.par.micro_batch, c.par.tp, ranks, threads});
   const plan::PlanLayout L = layout_of_run(c);
   plan::LayoutCost cost;
   try {

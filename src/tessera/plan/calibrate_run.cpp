@@ -26,7 +26,7 @@ std::vector<CalibShape> calibration_shapes(const CalibrateOptions& o) {
         for (int64_t mb : o.micro_batch)
           for (const auto& s : training_gemm_shapes(m, mb, t)) add(s);
   }
-  if (!o.quick)
+  if (!o.quick && o.grid)
     for (int64_t m : {128, 512, 2048, 8192})
       for (int64_t n : {256, 1024, 4096})
         for (int64_t k : {256, 1024, 4096})

@@ -19,6 +19,7 @@ struct CalibrateOptions {
   std::vector<int64_t> micro_batch{1, 2, 4, 8, 16}, tp{1, 2};
   double max_gflop = 4;  // skip larger grid GEMMs: the planner's nearest shape is at the plateau
   bool quick = false;    // one pass, short timings, no coarse grid (tests)
+  bool grid = true;      // the coarse grid beside the models' shapes (off: a run's own)
   int passes = 5;        // interleaved passes, each measurement the median over them
 };
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Closes the planner's loop on this machine: trains 12 different 2-rank
+# Closes the planner's loop on this machine: trains 18 different 2-rank
 # layouts of the default model (dp with ZeRO 0-3, micro-batch 4/8, tp, tp+SP,
-# pp 1F1B/GPipe, recompute full/selective) for a few steps with metrics
+# pp 1F1B/GPipe, recompute full/selective, --bf16, dropout, the overlap
+# flags, an uneven 3 | 1 pipeline split) for a few steps with metrics
 # files, and runs `tessera plan --validate` on them: error per layout and
 # the mean absolute percentage error of step time and memory.
 #
@@ -41,6 +42,12 @@ layouts=(
   "--zero-stage 0 --recompute-granularity full"
   "--zero-stage 1 --recompute-granularity selective"
   "--tensor-model-parallel-size 2 --micro-batch-size 4 --recompute-granularity full"
+  "--zero-stage 1 --bf16"
+  "--tensor-model-parallel-size 2 --sequence-parallel --bf16"
+  "--zero-stage 1 --attention-dropout 0.1 --hidden-dropout 0.1"
+  "--zero-stage 1 --overlap-grad-reduce --overlap-param-gather"
+  "--zero-stage 0 --overlap-grad-reduce"
+  "--pipeline-model-parallel-size 2 --micro-batch-size 4 --decoder-last-pipeline-num-layers 1"
 )
 systems=()
 for ((r = 1; r <= rounds; r++)); do

@@ -1,14 +1,16 @@
 // `tessera tune`: the study's layout search run for real. The planner
 // proposes, a short `tessera train` trial measures, the planner's system is
 // corrected from the measurement (tune_model.h), and the next trial is the
-// fastest untried layout under the corrected model — greedy on a model that
-// every trial makes truer, which is what a planner good to ~15 % needs: its
-// ranking is right about what matters (memory, bubbles, communication
-// volume) and wrong by factors the trials measure (kernel speeds in situ,
-// the network).
+// untried layout with the largest expected improvement under the corrected
+// model (most_promising): a planner good to ~15 % ranks right what matters
+// (memory, bubbles, communication volume) and is wrong by factors the trials
+// measure (kernel speeds in situ, the network), so its corrected prediction
+// is the mean, and its remaining error, larger for layouts unlike any tried,
+// the spread.
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -106,13 +108,6 @@ std::string trials_table(const std::vector<Trial>& trials) {
   return out + why;
 }
 
-// The fastest trial that ran, or null when none did.
-const Trial* best_trial(const std::vector<Trial>& trials) {
-  const Trial* best = nullptr;
-  for (const Trial& x : trials)
-    if (x.ok() && (!best || x.measured < best->measured)) best = &x;
-  return best;
-}
 
 // Mean |predicted / measured - 1| over the ok trials the planner priced.
 double mape(const std::vector<Trial>& trials, double Trial::*pred) {
@@ -196,13 +191,13 @@ void run_tune(const TuneArgs& a) {
       includes.erase(includes.begin());
       found = !tried.count(t.layout.str());
     }
-    if (!found)
-      for (const plan::LayoutCost& c : rank_layouts(base.model, corr.system, space))
-        if (!tried.count(c.layout.str())) {
-          t.layout = c.layout;
-          found = true;
-          break;
-        }
+    if (!found) {
+      const std::vector<plan::LayoutCost> ranked = rank_layouts(base.model, corr.system, space);
+      if (const plan::LayoutCost* next = most_promising(ranked, trials, tried)) {
+        t.layout = next->layout;
+        found = true;
+      }
+    }
     if (!found) {
       fmt::print("every layout that fits has been tried\n");
       break;

@@ -1,6 +1,7 @@
 #include "tessera/cli/tune_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tessera/core/error.h"
 #include "tessera/plan/validate.h"
@@ -62,6 +63,77 @@ double predicted_step(const GPTConfig& m, const plan::SystemSpec& sys, const pla
   } catch (const Error&) {
     return -1;
   }
+}
+
+// The fastest trial that ran, or null when none did.
+const Trial* best_trial(const std::vector<Trial>& trials) {
+  const Trial* best = nullptr;
+  for (const Trial& x : trials)
+    if (x.ok() && (!best || x.measured < best->measured)) best = &x;
+  return best;
+}
+
+// How far the corrected model has been off so far: the mean |prediction /
+// measured - 1| of the ok trials, each predicted from the trials before it
+// (the first, uncorrected, left out). 30 % until two trials say otherwise
+// (the planner's error on this machine before any correction), and never
+// under 5 % (the noise of a short trial).
+double model_error(const std::vector<Trial>& trials) {
+  double sum = 0;
+  int n = 0;
+  bool first = true;
+  for (const Trial& t : trials) {
+    if (!t.ok() || t.predicted_after <= 0) continue;
+    if (!first) sum += std::abs(t.predicted_after / t.measured - 1), ++n;
+    first = false;
+  }
+  return n == 0 ? 0.30 : std::max(0.05, sum / n);
+}
+
+// How new L is to the trials, in [0.25, 1]: a layout that differs from a
+// tried one only in its ZeRO stage or overlap flags shares most of the work
+// that was measured (0.25); one with a tried (tp, pp) shares its kernels and
+// communication pattern (0.5); a new (tp, pp) shares neither (1).
+double novelty(const plan::PlanLayout& L, const std::vector<Trial>& trials) {
+  double n = 1.0;
+  for (const Trial& t : trials) {
+    const ParallelConfig &a = L.par, &b = t.layout.par;
+    if (a.tp != b.tp || a.pp != b.pp) continue;
+    const bool same_work = a.micro_batch == b.micro_batch && a.recompute == b.recompute &&
+                           a.schedule == b.schedule && a.virtual_stages == b.virtual_stages &&
+                           a.sequence_parallel == b.sequence_parallel &&
+                           a.first_stage_layers == b.first_stage_layers &&
+                           a.last_stage_layers == b.last_stage_layers;
+    n = std::min(n, same_work ? 0.25 : 0.5);
+  }
+  return n;
+}
+
+// The next trial: the untried layout with the largest expected improvement
+// over the fastest measured step, its step taken as normal around the
+// corrected prediction with a spread of the model's error times its
+// novelty. Greedy on the corrected model alone keeps trying near-copies of
+// the first family it likes (ZeRO stages, overlap flags: equal to within
+// noise); the spread sends trials to families the trials have not
+// measured when they could still be faster. Before any trial ran: the
+// fastest prediction. Null when every layout has been tried.
+const plan::LayoutCost* most_promising(const std::vector<plan::LayoutCost>& ranked,
+                                       const std::vector<Trial>& trials,
+                                       const std::set<std::string>& tried) {
+  const Trial* best = best_trial(trials);
+  const double err = model_error(trials);
+  const plan::LayoutCost* pick = nullptr;
+  double pick_gain = -1;
+  for (const plan::LayoutCost& c : ranked) {
+    if (tried.count(c.layout.str())) continue;
+    if (!best) return &c;  // ranked is fastest first
+    const double mu = c.time.step, sigma = err * novelty(c.layout, trials) * mu;
+    const double z = (best->measured - mu) / sigma;
+    const double gain = (best->measured - mu) * 0.5 * std::erfc(-z / std::sqrt(2.0)) +
+                        sigma * std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
+    if (gain > pick_gain) pick_gain = gain, pick = &c;
+  }
+  return pick;
 }
 
 }  // namespace tessera::cli

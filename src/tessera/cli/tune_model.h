@@ -8,6 +8,7 @@
 // layout moves the prediction of all of them.
 #pragma once
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,28 @@ Correction correct_system(const plan::SystemSpec& base, const std::vector<Trial>
 // flags off and (where there is data parallelism to overlap) on.
 std::vector<plan::LayoutCost> rank_layouts(const GPTConfig& m, const plan::SystemSpec& sys,
                                            const plan::SearchSpace& space);
+
+// The fastest trial that ran, or null when none did.
+const Trial* best_trial(const std::vector<Trial>& trials);
+
+// How far the corrected model has been off so far: the mean |prediction /
+// measured - 1| of the ok trials, each predicted from the trials before it
+// (the first, uncorrected, left out); 0.30 until two trials say otherwise,
+// never under 0.05 (the noise of a short trial).
+double model_error(const std::vector<Trial>& trials);
+
+// How new L is to the trials, in [0.25, 1]: 0.25 when it differs from a
+// tried layout only in ZeRO stage or overlap flags, 0.5 for a tried
+// (tp, pp), 1 for a new one.
+double novelty(const plan::PlanLayout& L, const std::vector<Trial>& trials);
+
+// The next trial among `ranked` (fastest first on the corrected system):
+// the untried layout (not in `tried`, by PlanLayout::str) with the largest
+// expected improvement over the best measured step; the first untried when
+// no trial ran yet; null when every layout has been tried.
+const plan::LayoutCost* most_promising(const std::vector<plan::LayoutCost>& ranked,
+                                       const std::vector<Trial>& trials,
+                                       const std::set<std::string>& tried);
 
 // The planner's step time for L on sys; -1 when it rejects the layout.
 double predicted_step(const GPTConfig& m, const plan::SystemSpec& sys, const plan::PlanLayout& L);

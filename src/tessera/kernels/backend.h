@@ -11,7 +11,7 @@
 // buffer here is fp32, the reference precision, except the low-precision
 // GEMMs and casts (bf16 / fp16 inputs, fp32 accumulation) of --bf16 /
 // --fp16 and the kernels that store activations in 16 bits (layernorm,
-// attention and GELU outputs, the GEMM outputs qkv and fch), which sit beside the fp32 ones as methods of their own
+// rmsnorm, attention, GELU and SwiGLU outputs, the GEMM outputs qkv and fch), which sit beside the fp32 ones as methods of their own
 // (the fp32 ones stay as they are), so a backend that lacks a precision
 // says so at compile time rather than through a runtime dtype tag. They are
 // named methods (matmul_forward_bf16, ...) rather than overloads because
@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "tessera/core/dtype.h"
+#include "tessera/kernels/attention_heads.h"
 #include "tessera/kernels/dropout_site.h"
 
 namespace tessera::kernels {
@@ -85,32 +86,62 @@ class Backend {
                                   const float* inp, const float* weight, const float* mean,
                                   const float* rstd, int64_t N, int64_t C) const = 0;
 
-  // ---- causal self-attention: qkv (B, T, 3C) -> out (B, T, C), lse (B, NH, T) ----
+  // ---- rmsnorm over the last dimension (no bias); rstd (N) saved for backward ----
+  // eps: --norm-epsilon.
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
+                               int64_t N, int64_t C, float eps) const = 0;
+  // The same with out stored in 16 bits; rstd stays fp32.
+  virtual void rmsnorm_forward_bf16(bf16_t* out, float* rstd, const float* inp,
+                                    const float* weight, int64_t N, int64_t C,
+                                    float eps) const = 0;
+  virtual void rmsnorm_forward_fp16(fp16_t* out, float* rstd, const float* inp,
+                                    const float* weight, int64_t N, int64_t C,
+                                    float eps) const = 0;
+  // dinp (N, C) +=, dweight (C) +=.
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                const float* weight, const float* rstd, int64_t N,
+                                int64_t C) const = 0;
+
+  // ---- causal self-attention: qkv (B, T, heads.qkv_width()) -> out (B, T,
+  // NH * HS), lse (B, NH, T). heads (attention_heads.h): query and
+  // key/value head counts (GQA), head size, rotary base (RoPE inside the
+  // kernel); GPT-2's attention is AttentionHeads::mha(C, NH). ----
   // drop: dropout of the probabilities (null or p = 0: none); backward takes
   // the same site and draws the same mask again.
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                                 int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
+                                 const AttentionHeads& heads, const DropoutSite* drop) const = 0;
+  // dqkv (B, T, heads.qkv_width()) written: the gradient of the stored
+  // (unrotated) qkv.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* lse, int64_t B, int64_t T,
-                                  int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
+                                  const AttentionHeads& heads, const DropoutSite* drop) const = 0;
   // qkv, out and dqkv stored in 16 bits (dqkv feeds the qkv GEMM's
   // backward); lse, the softmax and dout stay fp32.
   virtual void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B,
-                                      int64_t T, int64_t C, int64_t NH,
+                                      int64_t T, const AttentionHeads& heads,
                                       const DropoutSite* drop) const = 0;
   virtual void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B,
-                                      int64_t T, int64_t C, int64_t NH,
+                                      int64_t T, const AttentionHeads& heads,
                                       const DropoutSite* drop) const = 0;
   virtual void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                                        const bf16_t* out, const float* lse, int64_t B, int64_t T,
-                                       int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
+                                       const AttentionHeads& heads,
+                                       const DropoutSite* drop) const = 0;
   virtual void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                                        const fp16_t* out, const float* lse, int64_t B, int64_t T,
-                                       int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
-  // One query q (C) against the first len rows of the k/v caches (max_T, C).
+                                       const AttentionHeads& heads,
+                                       const DropoutSite* drop) const = 0;
+  // One decoding step with a KV cache: q (NH * HS) of position len-1
+  // (rotated inside under RoPE) against rows 0..len-1 of k_cache and
+  // v_cache (max_T, KVH * HS), whose keys are stored rotated (rope_rows as
+  // they are appended); out (NH * HS).
   virtual void attention_decode(float* out, const float* q, const float* k_cache,
-                                const float* v_cache, int64_t len, int64_t C,
-                                int64_t NH) const = 0;
+                                const float* v_cache, int64_t len,
+                                const AttentionHeads& heads) const = 0;
+  // x (rows, stride): the first heads * HS columns of row r, heads of HS,
+  // rotated in place to position pos0 + r (RoPE of keys entering a cache).
+  virtual void rope_rows(float* x, int64_t rows, int64_t stride, int64_t heads, int64_t HS,
+                         int64_t pos0, float base) const = 0;
 
   // ---- gelu (tanh approximation), elementwise over n ----
   virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
@@ -123,6 +154,21 @@ class Backend {
                                   int64_t n) const = 0;
   virtual void gelu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
                                   int64_t n) const = 0;
+
+  // ---- swiglu: inp (N, 2F) rows [gate | up] -> out (N, F) = silu(gate) * up ----
+  virtual void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) const = 0;
+  // dinp (N, 2F) written from dout (N, F).
+  virtual void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N,
+                               int64_t F) const = 0;
+  // inp, out and dinp stored in 16 bits (as GELU's); dout stays fp32.
+  virtual void swiglu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t N,
+                                   int64_t F) const = 0;
+  virtual void swiglu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t N,
+                                   int64_t F) const = 0;
+  virtual void swiglu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout,
+                                    int64_t N, int64_t F) const = 0;
+  virtual void swiglu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
+                                    int64_t N, int64_t F) const = 0;
 
   // ---- dropout of token rows: x (rows, C) *= mask / (1-p) in place; rows
   // are global rows row0.. of a micro-batch of sequences of T tokens. The

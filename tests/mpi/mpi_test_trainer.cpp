@@ -187,13 +187,15 @@ TEST_P(Zero, MemoryEqualsTheFormula) {
 
 TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
   const int stage = GetParam();
+  for (bool llama : {false, true}) {  // the Llama family's lm_head and unequal splits too
+  SCOPED_TRACE(llama ? "llama" : "gpt");
   comm::Grid& grid = grid_of(1);
   // One directory for all ranks: rank 0 names it.
   float tag = world().all_reduce_scalar(world().rank() == 0 ? float(getpid() % 1000000) : 0.0f);
   const std::string dir = (std::filesystem::temp_directory_path() /
-                           fmt::format("tessera_zero{}_{}", stage, int64_t(tag)))
+                           fmt::format("tessera_zero{}_{}_{}", stage, int64_t(tag), int(llama)))
                               .string();
-  TrainConfig c = tiny_train_config(stage, world().size());
+  TrainConfig c = tiny_train_config(stage, world().size(), 2, 0.0f, Precision::Fp32, llama);
   c.save_dir = dir;
   auto data = tiny_train_data(c);
   std::vector<StepStats> straight;
@@ -213,6 +215,7 @@ TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
   }
   world().barrier();
   if (world().rank() == 0) std::filesystem::remove_all(dir);
+  }
 }
 
 // Tensor parallelism inside the trainer: tp 2 over the world's ranks (x dp 2

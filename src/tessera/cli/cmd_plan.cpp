@@ -350,10 +350,15 @@ void run_plan(const PlanArgs& args) {
     if (!a.given_batch) a.global_batch = run->train.par.global_batch;
   } else {
     model = plan::load_model(a.model, is_train_flag);
+    // A preset whose source gives its training batch plans that batch.
+    const plan::ModelPreset* preset = plan::find_preset(a.model);
+    if (!a.given_batch && preset != nullptr && preset->global_batch > 0)
+      a.global_batch = preset->global_batch;
   }
   TESSERA_CHECK(a.devices >= 1, "--devices: how many devices to plan for (got {})", a.devices);
-  TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step (got {})",
-                a.global_batch);
+  TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step ({})",
+                a.given_batch ? fmt::format("got {}", a.global_batch)
+                              : std::string("required: this model's source gives no batch"));
   TESSERA_CHECK(a.top >= 1, "--top must be >= 1 (got {})", a.top);
   const plan::SearchSpace space = make_space(a, run ? &*run : nullptr);
   plan::SearchResult r = plan::search_layouts(model, sys, space);

@@ -11,7 +11,8 @@
 //   matmul_backward*  dinp GEMM (N, C, OC), dweight GEMM (OC, C, N), and with
 //                     a bias the column sum of dY over N * OC elements
 //   attention_*       (B, T, C, NH)
-//   everything else   elements (n, N * C, rows * C, B * T * C, N * V, N)
+//   everything else   elements (n, N * C, rows * C, B * T * C, N * V, N;
+//                     rmsnorm N * C, swiglu N * F)
 // Compared: GEMMs and attention calls as multisets of (phase, kernel, shape,
 // precision); memory-bound kernels by total elements per (phase, kernel,
 // precision); collectives in order (kind, bytes). Recomputation runs inside
@@ -126,6 +127,27 @@ class RecordingBackend : public kernels::CpuBackend {
     mem("layernorm_backward", N * C);
     CpuBackend::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   }
+  // ---- RMSNorm (elements N * C, as LayerNorm's) ----
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int64_t N,
+                       int64_t C, float eps) const override {
+    mem("rmsnorm_forward", N * C);
+    CpuBackend::rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+  }
+  void rmsnorm_forward_bf16(bf16_t* out, float* rstd, const float* inp, const float* w, int64_t N,
+                            int64_t C, float eps) const override {
+    mem("rmsnorm_forward", N * C, Precision::Bf16);
+    CpuBackend::rmsnorm_forward_bf16(out, rstd, inp, w, N, C, eps);
+  }
+  void rmsnorm_forward_fp16(fp16_t* out, float* rstd, const float* inp, const float* w, int64_t N,
+                            int64_t C, float eps) const override {
+    mem("rmsnorm_forward", N * C, Precision::Fp16);
+    CpuBackend::rmsnorm_forward_fp16(out, rstd, inp, w, N, C, eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp,
+                        const float* w, const float* rstd, int64_t N, int64_t C) const override {
+    mem("rmsnorm_backward", N * C);
+    CpuBackend::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+  }
   // ---- attention ----
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
                          int64_t NH, const DropoutSite* d) const override {
@@ -186,6 +208,34 @@ class RecordingBackend : public kernels::CpuBackend {
                           int64_t n) const override {
     mem("gelu_backward", n, Precision::Fp16);
     CpuBackend::gelu_backward_fp16(dinp, inp, dout, n);
+  }
+  // ---- SwiGLU (elements N * F: the output's) ----
+  void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) const override {
+    mem("swiglu_forward", N * F);
+    CpuBackend::swiglu_forward(out, inp, N, F);
+  }
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N,
+                       int64_t F) const override {
+    mem("swiglu_backward", N * F);
+    CpuBackend::swiglu_backward(dinp, inp, dout, N, F);
+  }
+  void swiglu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t N, int64_t F) const override {
+    mem("swiglu_forward", N * F, Precision::Bf16);
+    CpuBackend::swiglu_forward_bf16(out, inp, N, F);
+  }
+  void swiglu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t N, int64_t F) const override {
+    mem("swiglu_forward", N * F, Precision::Fp16);
+    CpuBackend::swiglu_forward_fp16(out, inp, N, F);
+  }
+  void swiglu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout, int64_t N,
+                            int64_t F) const override {
+    mem("swiglu_backward", N * F, Precision::Bf16);
+    CpuBackend::swiglu_backward_bf16(dinp, inp, dout, N, F);
+  }
+  void swiglu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout, int64_t N,
+                            int64_t F) const override {
+    mem("swiglu_backward", N * F, Precision::Fp16);
+    CpuBackend::swiglu_backward_fp16(dinp, inp, dout, N, F);
   }
   // ---- dropout, element-wise ----
   void dropout_rows(float* x, int64_t rows, int64_t C, int64_t row0, int64_t T,

@@ -11,7 +11,7 @@
 // buffer here is fp32, the reference precision, except the low-precision
 // GEMMs and casts (bf16 / fp16 inputs, fp32 accumulation) of --bf16 /
 // --fp16 and the kernels that store activations in 16 bits (layernorm,
-// attention and GELU outputs, the GEMM outputs qkv and fch), which sit beside the fp32 ones as methods of their own
+// rmsnorm, attention, GELU and SwiGLU outputs, the GEMM outputs qkv and fch), which sit beside the fp32 ones as methods of their own
 // (the fp32 ones stay as they are), so a backend that lacks a precision
 // says so at compile time rather than through a runtime dtype tag. They are
 // named methods (matmul_forward_bf16, ...) rather than overloads because
@@ -85,6 +85,22 @@ class Backend {
                                   const float* inp, const float* weight, const float* mean,
                                   const float* rstd, int64_t N, int64_t C) const = 0;
 
+  // ---- rmsnorm over the last dimension (no bias); rstd (N) saved for backward ----
+  // eps: --norm-epsilon.
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
+                               int64_t N, int64_t C, float eps) const = 0;
+  // The same with out stored in 16 bits; rstd stays fp32.
+  virtual void rmsnorm_forward_bf16(bf16_t* out, float* rstd, const float* inp,
+                                    const float* weight, int64_t N, int64_t C,
+                                    float eps) const = 0;
+  virtual void rmsnorm_forward_fp16(fp16_t* out, float* rstd, const float* inp,
+                                    const float* weight, int64_t N, int64_t C,
+                                    float eps) const = 0;
+  // dinp (N, C) +=, dweight (C) +=.
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                const float* weight, const float* rstd, int64_t N,
+                                int64_t C) const = 0;
+
   // ---- causal self-attention: qkv (B, T, 3C) -> out (B, T, C), lse (B, NH, T) ----
   // drop: dropout of the probabilities (null or p = 0: none); backward takes
   // the same site and draws the same mask again.
@@ -123,6 +139,21 @@ class Backend {
                                   int64_t n) const = 0;
   virtual void gelu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
                                   int64_t n) const = 0;
+
+  // ---- swiglu: inp (N, 2F) rows [gate | up] -> out (N, F) = silu(gate) * up ----
+  virtual void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) const = 0;
+  // dinp (N, 2F) written from dout (N, F).
+  virtual void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N,
+                               int64_t F) const = 0;
+  // inp, out and dinp stored in 16 bits (as GELU's); dout stays fp32.
+  virtual void swiglu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t N,
+                                   int64_t F) const = 0;
+  virtual void swiglu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t N,
+                                   int64_t F) const = 0;
+  virtual void swiglu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout,
+                                    int64_t N, int64_t F) const = 0;
+  virtual void swiglu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
+                                    int64_t N, int64_t F) const = 0;
 
   // ---- dropout of token rows: x (rows, C) *= mask / (1-p) in place; rows
   // are global rows row0.. of a micro-batch of sequences of T tokens. The

@@ -121,6 +121,25 @@ class Ops {
     b_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   }
 
+  // ---- Op::LayerNorm also times RMSNorm (the profile's "layernorm" is the norm) ----
+  // out in its view's precision; rstd and inp fp32.
+  void rmsnorm_forward(Act out, float* rstd, const float* inp, const float* weight, int64_t N,
+                       int64_t C, float eps) const {
+    const Precision p = precision_of(out.lowp);
+    ProfileScope t(prof_, Op::LayerNorm);
+    if (p == Precision::Bf16)
+      b_->rmsnorm_forward_bf16(out.u16(), rstd, inp, weight, N, C, eps);
+    else if (p == Precision::Fp16)
+      b_->rmsnorm_forward_fp16(out.u16(), rstd, inp, weight, N, C, eps);
+    else
+      b_->rmsnorm_forward(out.f32(), rstd, inp, weight, N, C, eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                        const float* weight, const float* rstd, int64_t N, int64_t C) const {
+    ProfileScope t(prof_, Op::LayerNorm);
+    b_->rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+  }
+
   // ---- Op::Attention ----
   // qkv and out both fp32 or both 16-bit; lse and dout fp32.
   void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T, int64_t C,
@@ -185,6 +204,31 @@ class Ops {
       b_->gelu_backward_fp16(dinp.u16(), inp.u16(), dout, n);
     else
       b_->gelu_backward(dinp.f32(), inp.f32(), dout, n);
+  }
+
+  // ---- Op::Gelu also times SwiGLU (the profile's "gelu" is the MLP activation) ----
+  // inp (N, 2F) [gate | up] and out (N, F) both fp32 or both 16-bit.
+  void swiglu_forward(Act out, ConstAct inp, int64_t N, int64_t F) const {
+    const Precision p = precision_of(out.lowp, inp.lowp);
+    ProfileScope t(prof_, Op::Gelu);
+    if (p == Precision::Bf16)
+      b_->swiglu_forward_bf16(out.u16(), inp.u16(), N, F);
+    else if (p == Precision::Fp16)
+      b_->swiglu_forward_fp16(out.u16(), inp.u16(), N, F);
+    else
+      b_->swiglu_forward(out.f32(), inp.f32(), N, F);
+  }
+  // dinp (N, 2F) and inp both fp32 or both 16-bit (dinp from grad_operand);
+  // dout (N, F) fp32.
+  void swiglu_backward(Act dinp, ConstAct inp, const float* dout, int64_t N, int64_t F) const {
+    const Precision p = precision_of(dinp.lowp, inp.lowp);
+    ProfileScope t(prof_, Op::Gelu);
+    if (p == Precision::Bf16)
+      b_->swiglu_backward_bf16(dinp.u16(), inp.u16(), dout, N, F);
+    else if (p == Precision::Fp16)
+      b_->swiglu_backward_fp16(dinp.u16(), inp.u16(), dout, N, F);
+    else
+      b_->swiglu_backward(dinp.f32(), inp.f32(), dout, N, F);
   }
 
   // ---- Op::Residual: residual adds, the row-parallel bias, gradient sums ----

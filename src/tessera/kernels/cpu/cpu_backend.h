@@ -17,6 +17,8 @@
 #include "tessera/kernels/cpu/cast.h"
 #include "tessera/kernels/cpu/matmul.h"
 #include "tessera/kernels/cpu/matmul_lowp.h"
+#include "tessera/kernels/cpu/rmsnorm.h"
+#include "tessera/kernels/cpu/swiglu.h"
 
 namespace tessera::kernels {
 
@@ -97,6 +99,24 @@ class CpuBackend : public Backend {
     cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   }
 
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int64_t N,
+                       int64_t C, float eps) const override {
+    cpu::rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
+  }
+  void rmsnorm_forward_bf16(bf16_t* out, float* rstd, const float* inp, const float* weight,
+                            int64_t N, int64_t C, float eps) const override {
+    cpu::rmsnorm_forward_bf16(out, rstd, inp, weight, N, C, eps);
+  }
+  void rmsnorm_forward_fp16(fp16_t* out, float* rstd, const float* inp, const float* weight,
+                            int64_t N, int64_t C, float eps) const override {
+    cpu::rmsnorm_forward_fp16(out, rstd, inp, weight, N, C, eps);
+  }
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                        const float* weight, const float* rstd, int64_t N,
+                        int64_t C) const override {
+    cpu::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+  }
+
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                          int64_t C, int64_t NH, const DropoutSite* drop) const override {
     cpu::attention_forward(out, lse, qkv, B, T, C, NH, drop);
@@ -154,6 +174,28 @@ class CpuBackend : public Backend {
   void gelu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
                           int64_t n) const override {
     cpu::gelu_backward_fp16(dinp, inp, dout, n);
+  }
+
+  void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) const override {
+    cpu::swiglu_forward(out, inp, N, F);
+  }
+  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N,
+                       int64_t F) const override {
+    cpu::swiglu_backward(dinp, inp, dout, N, F);
+  }
+  void swiglu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t N, int64_t F) const override {
+    cpu::swiglu_forward_bf16(out, inp, N, F);
+  }
+  void swiglu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t N, int64_t F) const override {
+    cpu::swiglu_forward_fp16(out, inp, N, F);
+  }
+  void swiglu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout, int64_t N,
+                            int64_t F) const override {
+    cpu::swiglu_backward_bf16(dinp, inp, dout, N, F);
+  }
+  void swiglu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout, int64_t N,
+                            int64_t F) const override {
+    cpu::swiglu_backward_fp16(dinp, inp, dout, N, F);
   }
 
   void add(float* out, const float* a, const float* b, int64_t n) const override {

@@ -260,3 +260,55 @@ TEST(LlamaFlops, MegatronCount) {
     EXPECT_NEAR(step_flops(m, 1, Recompute::None).model / megatron, 1.0, 1e-12) << name;
   }
 }
+
+// RMSNorm and SwiGLU are priced by calibrate's own measurements of them
+// (the [kernels] table's rmsnorm_* and swiglu_*), else by the bytes the op
+// list says they move over the bandwidth.
+TEST(LlamaKernels, MeasuredRmsnormAndSwigluMoveThePrediction) {
+  const std::string base = R"(
+name = "k"
+[device]
+memory_GB = 16.0
+memory_bandwidth_GBps = 10.0
+memory_efficiency = 1.0
+peak_TFLOPs = { fp32 = 0.2 }
+[node]
+devices = 2
+[[network]]
+ranks = 0
+bandwidth_GBps = 5.0
+latency_us = 1.0
+)";
+  const SystemSpec plain = load_system_file(write_temp("llama_k1.toml", base));
+  const SystemSpec measured = load_system_file(write_temp(
+      "llama_k2.toml", base + "[kernels]\nrmsnorm_forward = 2.5\nswiglu_forward = 4.0\n"));
+  GPTConfig m{.num_layers = 2, .hidden_size = 128, .num_heads = 4, .seq_length = 64,
+              .vocab_size = 512};
+  m.normalization = Normalization::RMSNorm;
+  m.swiglu = true;  // F = 4 x 128 x 2 / 3 rounded down to 64: 320
+  m.position_embedding = PositionEmbedding::Rope;
+  m.num_query_groups = 2;
+  m.untie_embeddings = true;
+  m.add_bias_linear = false;
+  ASSERT_EQ(m.ffn(), 320);
+  PlanLayout L;  // dp 2, one micro-batch of 4 sequences each, fp32
+  L.par.dp = 2;
+  L.par.micro_batch = 4;
+  L.par.global_batch = 8;
+  L.precision = plan::Precision::FP32;
+  const LayoutCost a = evaluate_layout(m, plain, L);
+  const LayoutCost b = evaluate_layout(m, measured, L);
+  const double rows = 4.0 * 64, C = 128, F = 320;
+  // RMSNorm forward, 2 per layer and the final one: x and y (8 bytes an
+  // element), w read (4 C), rstd written (4 a row); or 2.5 ns an element.
+  const double norm_plain = 5 * (rows * C * 8 + C * 4 + rows * 4) / 10e9;
+  const double norm_measured = 5 * rows * C * 2.5e-9;
+  EXPECT_NEAR(b.stages[0].ops[Op::LayerNorm] - a.stages[0].ops[Op::LayerNorm],
+              norm_measured - norm_plain, 1e-12);
+  // SwiGLU forward, 1 per layer: gate and up read, the product written (12
+  // bytes an output element); or 4 ns an output element.
+  const double swiglu_plain = 2 * rows * F * 12 / 10e9;
+  const double swiglu_measured = 2 * rows * F * 4e-9;
+  EXPECT_NEAR(b.stages[0].ops[Op::Gelu] - a.stages[0].ops[Op::Gelu],
+              swiglu_measured - swiglu_plain, 1e-12);
+}

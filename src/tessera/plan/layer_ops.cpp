@@ -26,6 +26,10 @@ std::optional<Measured> measured_kernel(std::string_view k) {
   if (k == "layernorm_backward") return Measured{Kernel::LayerNormBackward};
   if (k == "gelu_forward") return Measured{Kernel::GeluForward};
   if (k == "gelu_backward") return Measured{Kernel::GeluBackward};
+  if (k == "rmsnorm_forward") return Measured{Kernel::RMSNormForward};
+  if (k == "rmsnorm_backward") return Measured{Kernel::RMSNormBackward};
+  if (k == "swiglu_forward") return Measured{Kernel::SwigluForward};
+  if (k == "swiglu_backward") return Measured{Kernel::SwigluBackward};
   if (k == "add" || k == "accumulate") return Measured{Kernel::Residual};
   if (k == "bias_add" || k == "matmul_forward.bias") return Measured{Kernel::BiasAdd};
   if (k == "matmul_backward.dbias") return Measured{Kernel::BiasGrad};

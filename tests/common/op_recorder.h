@@ -10,7 +10,7 @@
 //                     bias also its bias pass over N * OC elements
 //   matmul_backward*  dinp GEMM (N, C, OC), dweight GEMM (OC, C, N), and with
 //                     a bias the column sum of dY over N * OC elements
-//   attention_*       (B, T, C, NH)
+//   attention_*       (B, T, C, NH) of the query heads (C = NH * HS)
 //   everything else   elements (n, N * C, rows * C, B * T * C, N * V, N;
 //                     rmsnorm N * C, swiglu N * F)
 // Compared: GEMMs and attention calls as multisets of (phase, kernel, shape,
@@ -149,38 +149,38 @@ class RecordingBackend : public kernels::CpuBackend {
     CpuBackend::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
   }
   // ---- attention ----
-  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
-                         int64_t NH, const DropoutSite* d) const override {
-    attn("attention_forward", B, T, C, NH, Precision::Fp32);
-    CpuBackend::attention_forward(out, lse, qkv, B, T, C, NH, d);
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                         const AttentionHeads& hd, const DropoutSite* d) const override {
+    attn("attention_forward", B, T, hd, Precision::Fp32);
+    CpuBackend::attention_forward(out, lse, qkv, B, T, hd, d);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          const float* lse, int64_t B, int64_t T, const AttentionHeads& hd,
                           const DropoutSite* d) const override {
-    attn("attention_backward", B, T, C, NH, Precision::Fp32);
-    CpuBackend::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, d);
+    attn("attention_backward", B, T, hd, Precision::Fp32);
+    CpuBackend::attention_backward(dqkv, dout, qkv, out, lse, B, T, hd, d);
   }
   void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
-                              int64_t C, int64_t NH, const DropoutSite* d) const override {
-    attn("attention_forward", B, T, C, NH, Precision::Bf16);
-    CpuBackend::attention_forward_bf16(out, lse, qkv, B, T, C, NH, d);
+                              const AttentionHeads& hd, const DropoutSite* d) const override {
+    attn("attention_forward", B, T, hd, Precision::Bf16);
+    CpuBackend::attention_forward_bf16(out, lse, qkv, B, T, hd, d);
   }
   void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
-                              int64_t C, int64_t NH, const DropoutSite* d) const override {
-    attn("attention_forward", B, T, C, NH, Precision::Fp16);
-    CpuBackend::attention_forward_fp16(out, lse, qkv, B, T, C, NH, d);
+                              const AttentionHeads& hd, const DropoutSite* d) const override {
+    attn("attention_forward", B, T, hd, Precision::Fp16);
+    CpuBackend::attention_forward_fp16(out, lse, qkv, B, T, hd, d);
   }
   void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                                const bf16_t* out, const float* lse, int64_t B, int64_t T,
-                               int64_t C, int64_t NH, const DropoutSite* d) const override {
-    attn("attention_backward", B, T, C, NH, Precision::Bf16);
-    CpuBackend::attention_backward_bf16(dqkv, dout, qkv, out, lse, B, T, C, NH, d);
+                               const AttentionHeads& hd, const DropoutSite* d) const override {
+    attn("attention_backward", B, T, hd, Precision::Bf16);
+    CpuBackend::attention_backward_bf16(dqkv, dout, qkv, out, lse, B, T, hd, d);
   }
   void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                                const fp16_t* out, const float* lse, int64_t B, int64_t T,
-                               int64_t C, int64_t NH, const DropoutSite* d) const override {
-    attn("attention_backward", B, T, C, NH, Precision::Fp16);
-    CpuBackend::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, C, NH, d);
+                               const AttentionHeads& hd, const DropoutSite* d) const override {
+    attn("attention_backward", B, T, hd, Precision::Fp16);
+    CpuBackend::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, hd, d);
   }
   // ---- GELU ----
   void gelu_forward(float* out, const float* inp, int64_t n) const override {
@@ -335,8 +335,10 @@ class RecordingBackend : public kernels::CpuBackend {
     gemm("matmul_backward.dweight", OC, C, N, p);
     if (dbias) mem("matmul_backward.dbias", N * OC, p);
   }
-  void attn(const char* k, int64_t B, int64_t T, int64_t C, int64_t NH, Precision p) const {
-    if (on) calls.push_back({k, true, B, T, C, NH, 0, p});
+  // (B, T, C, NH) of the query heads, C = NH * HS: attention's FLOPs do
+  // not depend on how many key/value heads they share (GQA) or on RoPE.
+  void attn(const char* k, int64_t B, int64_t T, const AttentionHeads& hd, Precision p) const {
+    if (on) calls.push_back({k, true, B, T, hd.q_width(), hd.q_heads, 0, p});
   }
   void mem(const char* k, int64_t n, Precision p = Precision::Fp32) const {
     if (on) calls.push_back({k, false, 0, 0, 0, 1, n, p});

@@ -37,9 +37,9 @@ class CountingBackend : public kernels::CpuBackend {
                                 accumulate_dinp, accumulate_dweight);
   }
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                         int64_t C, int64_t NH, const DropoutSite* drop) const override {
+                         const AttentionHeads& heads, const DropoutSite* drop) const override {
     ++attention_forwards;
-    CpuBackend::attention_forward(out, lse, qkv, B, T, C, NH, drop);
+    CpuBackend::attention_forward(out, lse, qkv, B, T, heads, drop);
   }
 };
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "tessera/core/dtype.h"
+#include "tessera/kernels/attention_heads.h"
 #include "tessera/kernels/dropout_site.h"
 
 namespace tessera::kernels {
@@ -101,32 +102,46 @@ class Backend {
                                 const float* weight, const float* rstd, int64_t N,
                                 int64_t C) const = 0;
 
-  // ---- causal self-attention: qkv (B, T, 3C) -> out (B, T, C), lse (B, NH, T) ----
+  // ---- causal self-attention: qkv (B, T, heads.qkv_width()) -> out (B, T,
+  // NH * HS), lse (B, NH, T). heads (attention_heads.h): query and
+  // key/value head counts (GQA), head size, rotary base (RoPE inside the
+  // kernel); GPT-2's attention is AttentionHeads::mha(C, NH). ----
   // drop: dropout of the probabilities (null or p = 0: none); backward takes
   // the same site and draws the same mask again.
   virtual void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                                 int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
+                                 const AttentionHeads& heads, const DropoutSite* drop) const = 0;
+  // dqkv (B, T, heads.qkv_width()) written: the gradient of the stored
+  // (unrotated) qkv.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* lse, int64_t B, int64_t T,
-                                  int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
+                                  const AttentionHeads& heads, const DropoutSite* drop) const = 0;
   // qkv, out and dqkv stored in 16 bits (dqkv feeds the qkv GEMM's
   // backward); lse, the softmax and dout stay fp32.
   virtual void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B,
-                                      int64_t T, int64_t C, int64_t NH,
+                                      int64_t T, const AttentionHeads& heads,
                                       const DropoutSite* drop) const = 0;
   virtual void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B,
-                                      int64_t T, int64_t C, int64_t NH,
+                                      int64_t T, const AttentionHeads& heads,
                                       const DropoutSite* drop) const = 0;
   virtual void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                                        const bf16_t* out, const float* lse, int64_t B, int64_t T,
-                                       int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
+                                       const AttentionHeads& heads,
+                                       const DropoutSite* drop) const = 0;
   virtual void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                                        const fp16_t* out, const float* lse, int64_t B, int64_t T,
-                                       int64_t C, int64_t NH, const DropoutSite* drop) const = 0;
-  // One query q (C) against the first len rows of the k/v caches (max_T, C).
+                                       const AttentionHeads& heads,
+                                       const DropoutSite* drop) const = 0;
+  // One decoding step with a KV cache: q (NH * HS) of position len-1
+  // (rotated inside under RoPE) against rows 0..len-1 of k_cache and
+  // v_cache (max_T, KVH * HS), whose keys are stored rotated (rope_rows as
+  // they are appended); out (NH * HS).
   virtual void attention_decode(float* out, const float* q, const float* k_cache,
-                                const float* v_cache, int64_t len, int64_t C,
-                                int64_t NH) const = 0;
+                                const float* v_cache, int64_t len,
+                                const AttentionHeads& heads) const = 0;
+  // x (rows, stride): the first heads * HS columns of row r, heads of HS,
+  // rotated in place to position pos0 + r (RoPE of keys entering a cache).
+  virtual void rope_rows(float* x, int64_t rows, int64_t stride, int64_t heads, int64_t HS,
+                         int64_t pos0, float base) const = 0;
 
   // ---- gelu (tanh approximation), elementwise over n ----
   virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;

@@ -141,36 +141,58 @@ class Ops {
   }
 
   // ---- Op::Attention ----
-  // qkv and out both fp32 or both 16-bit; lse and dout fp32.
-  void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T, int64_t C,
-                         int64_t NH, const DropoutSite* drop = nullptr) const {
+  // qkv and out both fp32 or both 16-bit; lse and dout fp32. heads:
+  // attention_heads.h (GQA, RoPE); the (C, NH) forms are GPT-2's heads,
+  // AttentionHeads::mha(C, NH).
+  void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T,
+                         const AttentionHeads& heads, const DropoutSite* drop = nullptr) const {
     const Precision p = precision_of(out.lowp, qkv.lowp);
     ProfileScope t(prof_, Op::Attention);
     if (p == Precision::Bf16)
-      b_->attention_forward_bf16(out.u16(), lse, qkv.u16(), B, T, C, NH, drop);
+      b_->attention_forward_bf16(out.u16(), lse, qkv.u16(), B, T, heads, drop);
     else if (p == Precision::Fp16)
-      b_->attention_forward_fp16(out.u16(), lse, qkv.u16(), B, T, C, NH, drop);
+      b_->attention_forward_fp16(out.u16(), lse, qkv.u16(), B, T, heads, drop);
     else
-      b_->attention_forward(out.f32(), lse, qkv.f32(), B, T, C, NH, drop);
+      b_->attention_forward(out.f32(), lse, qkv.f32(), B, T, heads, drop);
+  }
+  void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t NH, const DropoutSite* drop = nullptr) const {
+    attention_forward(out, lse, qkv, B, T, mha(C, NH), drop);
   }
   // dqkv like qkv (from grad_operand under --bf16 / --fp16); dout fp32.
   void attention_backward(Act dqkv, const float* dout, ConstAct qkv, ConstAct out,
-                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          const float* lse, int64_t B, int64_t T, const AttentionHeads& heads,
                           const DropoutSite* drop = nullptr) const {
     const Precision p = precision_of(out.lowp, qkv.lowp);
     TESSERA_CHECK(dqkv.lowp == qkv.lowp, "kernels::Ops: attention dqkv and qkv differ in precision");
     ProfileScope t(prof_, Op::Attention);
     if (p == Precision::Bf16)
-      b_->attention_backward_bf16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T, C, NH, drop);
+      b_->attention_backward_bf16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T, heads, drop);
     else if (p == Precision::Fp16)
-      b_->attention_backward_fp16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T, C, NH, drop);
+      b_->attention_backward_fp16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T, heads, drop);
     else
-      b_->attention_backward(dqkv.f32(), dout, qkv.f32(), out.f32(), lse, B, T, C, NH, drop);
+      b_->attention_backward(dqkv.f32(), dout, qkv.f32(), out.f32(), lse, B, T, heads, drop);
+  }
+  void attention_backward(Act dqkv, const float* dout, ConstAct qkv, ConstAct out,
+                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          const DropoutSite* drop = nullptr) const {
+    attention_backward(dqkv, dout, qkv, out, lse, B, T, mha(C, NH), drop);
+  }
+  void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                        int64_t len, const AttentionHeads& heads) const {
+    ProfileScope t(prof_, Op::Attention);
+    b_->attention_decode(out, q, k_cache, v_cache, len, heads);
   }
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                         int64_t len, int64_t C, int64_t NH) const {
+    attention_decode(out, q, k_cache, v_cache, len, mha(C, NH));
+  }
+  // Keys entering a KV cache under RoPE (charged to attention, as the
+  // rotation inside the training kernels).
+  void rope_rows(float* x, int64_t rows, int64_t stride, int64_t heads, int64_t HS, int64_t pos0,
+                 float base) const {
     ProfileScope t(prof_, Op::Attention);
-    b_->attention_decode(out, q, k_cache, v_cache, len, C, NH);
+    b_->rope_rows(x, rows, stride, heads, HS, pos0, base);
   }
 
   // ---- Op::Dropout (hidden states; the attention probabilities' dropout
@@ -315,6 +337,11 @@ class Ops {
   }
 
  private:
+  // GPT-2's heads, after the check the (C, NH) kernels make.
+  static AttentionHeads mha(int64_t C, int64_t NH) {
+    TESSERA_CHECK(NH > 0 && C % NH == 0, "attention: width {} is not divisible by {} heads", C, NH);
+    return AttentionHeads::mha(C, NH);
+  }
   void cast(uint16_t* out, const float* in, int64_t n) const { cast(out, in, n, lp_->precision); }
   // A GEMM operand in 16 bits: a 16-bit view as it is, an fp32 one cast
   // into scratch slot `slot`.

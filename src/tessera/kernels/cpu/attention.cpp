@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/cpu/rope.h"
 #include "tessera/kernels/cpu/storage.h"
 #include "tessera/kernels/cpu/vec_math.h"
 
@@ -29,25 +32,55 @@ static_assert(kBlock % kRows == 0);
 // head row have a fixed trip count; the padding is zeros and never written out.
 int64_t padded(int64_t HS) { return (HS + kBlock - 1) / kBlock * kBlock; }
 
+// The largest head RoPE takes (a key row is rotated in a stack buffer on
+// its way into the transposed tile). Llama heads are 64 or 128.
+constexpr int64_t kMaxRopeHead = 1024;
+
 // The tiles below are always fp32; St (storage.h) is the storage of qkv and
 // out (fp32, or bf16 / fp16 under --bf16 / --fp16), widened on loading.
 
 // dst (HS, kBlock) = rows [j0, j0 + nk) of one head's k or v, transposed;
 // columns nk.. are zero. Score loops then run over keys with unit stride.
-template <class St>
-void load_transposed(float* dst, const typename St::T* src, int64_t j0, int64_t nk, int64_t HS,
-                     int64_t row_stride) {
-  std::fill(dst, dst + HS * kBlock, 0.0f);
-  for (int64_t j = 0; j < nk; j++) {
-    const typename St::T* row = src + (j0 + j) * row_stride;  // (HS)
-    for (int64_t d = 0; d < HS; d++) dst[d * kBlock + j] = St::load(row[d]);
-  }
-}
-
 // dst (n) = src (n) widened to fp32.
 template <class St>
 void load_row(float* dst, const typename St::T* src, int64_t n) {
   for (int64_t d = 0; d < n; d++) dst[d] = St::load(src[d]);
+}
+
+// RoPE of one call (rope.h): null when the heads have none. rotate(x, t)
+// turns a widened q or k row (HS) of position t in place, as it enters a
+// tile, so no pass over q and k in memory is needed.
+struct Rope {
+  std::shared_ptr<const RopeTable> table;
+  void rotate(float* x, int64_t t) const {
+    rope_rotate(x, table->cos_row(t), table->sin_row(t), table->half);
+  }
+  void unrotate(float* x, int64_t t) const {
+    rope_unrotate(x, table->cos_row(t), table->sin_row(t), table->half);
+  }
+};
+
+// dst (n) = src (n) widened, rotated to position t when rope is set.
+template <class St>
+void load_row(float* dst, const typename St::T* src, int64_t n, const Rope* rope, int64_t t) {
+  load_row<St>(dst, src, n);
+  if (rope) rope->rotate(dst, t);
+}
+
+template <class St>
+void load_transposed(float* dst, const typename St::T* src, int64_t j0, int64_t nk, int64_t HS,
+                     int64_t row_stride, const Rope* rope = nullptr) {
+  std::fill(dst, dst + HS * kBlock, 0.0f);
+  float row_buf[kMaxRopeHead];  // one rotated key row (RoPE only)
+  for (int64_t j = 0; j < nk; j++) {
+    const typename St::T* row = src + (j0 + j) * row_stride;  // (HS)
+    if (rope) {
+      load_row<St>(row_buf, row, HS, rope, j0 + j);
+      for (int64_t d = 0; d < HS; d++) dst[d * kBlock + j] = row_buf[d];
+    } else {
+      for (int64_t d = 0; d < HS; d++) dst[d * kBlock + j] = St::load(row[d]);
+    }
+  }
 }
 
 // dst (n) = src (n) in St's storage (a copy for fp32, rounded once for 16 bits).
@@ -59,9 +92,10 @@ void store_row(typename St::T* dst, const float* src, int64_t n) {
 // dst (kBlock, HSP) = rows [j0, j0 + nk) of one head's k or v; padding zero.
 template <class St>
 void load_rows(float* dst, const typename St::T* src, int64_t j0, int64_t nk, int64_t HS,
-               int64_t HSP, int64_t row_stride) {
+               int64_t HSP, int64_t row_stride, const Rope* rope = nullptr) {
   std::fill(dst, dst + kBlock * HSP, 0.0f);
-  for (int64_t j = 0; j < nk; j++) load_row<St>(dst + j * HSP, src + (j0 + j) * row_stride, HS);
+  for (int64_t j = 0; j < nk; j++)
+    load_row<St>(dst + j * HSP, src + (j0 + j) * row_stride, HS, rope, j0 + j);
 }
 
 using Block = float[kRows][kBlock];  // (kRows, kBlock) scores or probabilities
@@ -152,22 +186,45 @@ void check_shape(int64_t C, int64_t NH) {
   TESSERA_CHECK(NH > 0 && C % NH == 0, "attention: width {} is not divisible by {} heads", C, NH);
 }
 
+void check_heads(const AttentionHeads& hd) {
+  TESSERA_CHECK(hd.q_heads > 0 && hd.kv_heads > 0 && hd.head_size > 0,
+                "attention: {} query heads, {} key/value heads of size {}", hd.q_heads,
+                hd.kv_heads, hd.head_size);
+  TESSERA_CHECK(hd.q_heads % hd.kv_heads == 0,
+                "attention: {} query heads are not divisible by {} key/value heads", hd.q_heads,
+                hd.kv_heads);
+  TESSERA_CHECK(!hd.rope() || (hd.head_size % 2 == 0 && hd.head_size <= kMaxRopeHead),
+                "attention: rotary embedding needs an even head size of at most {}, not {}",
+                kMaxRopeHead, hd.head_size);
+}
+
+// The call's RoPE table (null: none), built or found once per call.
+std::optional<Rope> rope_of(const AttentionHeads& hd, int64_t T) {
+  if (!hd.rope()) return std::nullopt;
+  return Rope{rope_table(T, hd.head_size, hd.rope_base)};
+}
+
 template <class St>
 void attention_forward_as(typename St::T* out, float* lse, const typename St::T* qkv, int64_t B,
-                          int64_t T, int64_t C, int64_t NH, const DropoutSite* drop) {
-  check_shape(C, NH);
+                          int64_t T, const AttentionHeads& hd, const DropoutSite* drop) {
+  check_heads(hd);
   const ProbDropout pdrop(drop);
   const bool dropout = pdrop.on;
-  const int64_t HS = C / NH, HSP = padded(HS), C3 = 3 * C;
+  // C: out's row width (the query heads); W: qkv's row width. Plain MHA: W = 3 C.
+  const int64_t NH = hd.q_heads, KVH = hd.kv_heads, HS = hd.head_size, HSP = padded(HS);
+  const int64_t C = hd.q_width(), W = hd.qkv_width(), group = hd.group();
   const float scale = 1.0f / std::sqrt(float(HS));
   const int64_t nqb = (T + kBlock - 1) / kBlock;
+  const std::optional<Rope> rope_call = rope_of(hd, T);
+  const Rope* rope = rope_call ? &*rope_call : nullptr;
+  const bool direct_q = std::is_same_v<St, StoreF32> && !rope;
 
 #pragma omp parallel
   {
     std::vector<float> kt(HS * kBlock);     // (HS, kBlock) key tile, transposed
     std::vector<float> vtile(kBlock * HSP); // (kBlock, HSP) value tile
     std::vector<float> acc(kBlock * HSP);   // (kBlock, HSP) unnormalized output rows
-    std::vector<float> qw(kRows * HS);      // (kRows, HS) 16-bit storage: the group's q rows widened
+    std::vector<float> qtile(kBlock * HS);  // (kBlock, HS) 16-bit storage or RoPE: the tile's q rows widened, rotated
     float mrow[kBlock], lrow[kBlock];       // running max and running sum per query row
     Block S;                                // scores, then probabilities, of kRows rows
     Block Z;                                // dropout only: mask / (1-p)
@@ -180,17 +237,22 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
       for (int64_t h = 0; h < NH; h++) {
         for (int64_t qbr = 0; qbr < nqb; qbr++) {
           const int64_t i0 = (nqb - 1 - qbr) * kBlock, i1 = std::min(T, i0 + kBlock);
-          const typename St::T* qbase = qkv + b * T * C3 + h * HS;  // row t at + t * C3
-          const typename St::T* kbase = qbase + C;
-          const typename St::T* vbase = qbase + 2 * C;
+          const typename St::T* qbase = qkv + b * T * W + h * HS;  // row t at + t * W
+          const typename St::T* kbase = qkv + b * T * W + C + (h / group) * HS;
+          const typename St::T* vbase = kbase + KVH * HS;
           std::fill(acc.begin(), acc.end(), 0.0f);
           std::fill(mrow, mrow + kBlock, -std::numeric_limits<float>::infinity());
           std::fill(lrow, lrow + kBlock, 0.0f);
+          // fp32 without RoPE reads q in place; otherwise the tile's rows are
+          // widened (and rotated) once, for all its key tiles.
+          if (!direct_q)
+            for (int64_t i = i0; i < i1; i++)
+              load_row<St>(qtile.data() + (i - i0) * HS, qbase + i * W, HS, rope, i);
 
           for (int64_t j0 = 0; j0 <= i0; j0 += kBlock) {  // causal: tiles up to the diagonal
             const int64_t nk = std::min(T, j0 + kBlock) - j0;
-            load_transposed<St>(kt.data(), kbase, j0, nk, HS, C3);
-            load_rows<St>(vtile.data(), vbase, j0, nk, HS, HSP, C3);
+            load_transposed<St>(kt.data(), kbase, j0, nk, HS, W, rope);
+            load_rows<St>(vtile.data(), vbase, j0, nk, HS, HSP, W);
             for (int64_t g = i0; g < i1; g += kRows) {
               // Rows past i1 repeat the last row; their results land in
               // unused accumulator rows and are never written out.
@@ -198,12 +260,9 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
               const float* q[kRows];
               for (int64_t r = 0; r < kRows; r++) {
                 irow[r] = std::min(g + r, i1 - 1);
-                if constexpr (std::is_same_v<St, StoreF32>) {
-                  q[r] = qbase + irow[r] * C3;
-                } else {
-                  load_row<St>(qw.data() + r * HS, qbase + irow[r] * C3, HS);
-                  q[r] = qw.data() + r * HS;
-                }
+                // (direct_q: St::T is float, the cast is the identity)
+                q[r] = direct_q ? reinterpret_cast<const float*>(qbase + irow[r] * W)
+                                : qtile.data() + (irow[r] - i0) * HS;
               }
               rows_times_tile(S, q, kt.data(), HS, scale);
               for (int64_t r = 0; r < kRows; r++) {
@@ -262,20 +321,30 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
 // backward operand, so each element is rounded once here from its fp32 sum
 // (dq through an fp32 accumulator per head, dk and dv from their tiles)
 // instead of being written in fp32 and cast.
+//
+// Under RoPE the tiles hold rotated q and k, so the sums give the
+// gradients of the rotated values; dk is turned back (the transpose of the
+// rotation) as its tile is stored, dq once its sums are complete.
 template <class St>
 void attention_backward_as(typename St::T* dqkv, const float* dout, const typename St::T* qkv,
                            const typename St::T* out, const float* lse, int64_t B, int64_t T,
-                           int64_t C, int64_t NH, const DropoutSite* drop) {
+                           const AttentionHeads& hd, const DropoutSite* drop) {
   constexpr bool kFp32 = std::is_same_v<St, StoreF32>;
-  check_shape(C, NH);
+  check_heads(hd);
   const ProbDropout pdrop(drop);
   const bool dropout = pdrop.on;
-  const int64_t HS = C / NH, HSP = padded(HS), C3 = 3 * C;
+  // C: out's row width (the query heads); W: qkv's row width. Plain MHA: W = 3 C.
+  const int64_t NH = hd.q_heads, KVH = hd.kv_heads, HS = hd.head_size, HSP = padded(HS);
+  const int64_t C = hd.q_width(), W = hd.qkv_width(), group = hd.group();
   const float scale = 1.0f / std::sqrt(float(HS));
+  const std::optional<Rope> rope_call = rope_of(hd, T);
+  const Rope* rope = rope_call ? &*rope_call : nullptr;
 
-  // One (b, h) per task: dq rows collect contributions from every key tile,
-  // so a task that owns the whole head writes dq, dk and dv without races
-  // and sums in a fixed order. B * NH is normally >= the number of cores.
+  // One (b, kv head) per task: its key/value tiles collect the gradients of
+  // every query head of its group, and dq rows collect contributions from
+  // every key tile, so a task that owns the whole group writes dq, dk and
+  // dv without races and sums in a fixed order (plain MHA: one head per
+  // task, as before GQA). B * KVH is normally >= the number of cores.
 #pragma omp parallel
   {
     std::vector<float> kt(HS * kBlock);     // (HS, kBlock) key tile, transposed
@@ -286,128 +355,145 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
     std::vector<float> qg(kRows * HSP);     // (kRows, HSP) the group's query rows, padded
     std::vector<float> dog(kRows * HSP);    // (kRows, HSP) the group's dout rows, padded
     std::vector<float> dqg(kRows * HSP);    // (kRows, HSP) the group's dq from this tile
-    std::vector<float> D(T);                // (T) D_i = dout_i . out_i
+    std::vector<float> D(group * T);        // (group, T) D_i = dout_i . out_i per query head
     std::vector<float> ow(HS);              // (HS) 16-bit storage: one out row widened
-    std::vector<float> dqacc(kFp32 ? 0 : T * HS);  // (T, HS) 16-bit storage: the head's dq sums
+    std::vector<float> dqacc(kFp32 ? 0 : group * T * HS);  // (group, T, HS) 16-bit: dq sums
     Block P, dS;                            // probabilities, then dP -> dS
     Block Z, PZ;                            // dropout only: mask / (1-p), and P * Z
 
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; b++) {
-      for (int64_t h = 0; h < NH; h++) {
-        const typename St::T* qbase = qkv + b * T * C3 + h * HS;  // row t at + t * C3
-        const typename St::T* kbase = qbase + C;
-        const typename St::T* vbase = qbase + 2 * C;
-        const float* dobase = dout + b * T * C + h * HS;  // row t at + t * C
-        const typename St::T* obase = out + b * T * C + h * HS;
-        typename St::T* dqkv_bh = dqkv + b * T * C3 + h * HS;  // row t at + t * C3
-        typename St::T* dkbase = dqkv_bh + C;
-        typename St::T* dvbase = dqkv_bh + 2 * C;
+      for (int64_t kvh = 0; kvh < KVH; kvh++) {
+        const typename St::T* kbase = qkv + b * T * W + C + kvh * HS;  // row t at + t * W
+        const typename St::T* vbase = kbase + KVH * HS;
+        typename St::T* dkbase = dqkv + b * T * W + C + kvh * HS;
+        typename St::T* dvbase = dkbase + KVH * HS;
+        // Query head h = kvh * group + m, m < group: its rows of q, dout,
+        // out and dq (row t at + t * W, + t * C, + t * C, + t * dq_stride).
+        auto qbase = [&](int64_t m) { return qkv + b * T * W + (kvh * group + m) * HS; };
+        auto dobase = [&](int64_t m) { return dout + b * T * C + (kvh * group + m) * HS; };
+        auto obase = [&](int64_t m) { return out + b * T * C + (kvh * group + m) * HS; };
         // fp32: dq summed in place in dqkv; 16-bit: in dqacc, rounded at the end.
-        float* dqbase;
-        int64_t dq_stride;
-        if constexpr (kFp32) {
-          dqbase = dqkv_bh, dq_stride = C3;
-        } else {
-          dqbase = dqacc.data(), dq_stride = HS;
-        }
-        const float* L = lse + (b * NH + h) * T;  // (T)
+        const int64_t dq_stride = kFp32 ? W : HS;
+        auto dqbase = [&](int64_t m) -> float* {
+          if constexpr (kFp32)
+            return dqkv + b * T * W + (kvh * group + m) * HS;
+          else
+            return dqacc.data() + m * T * HS;
+        };
 
         // dS = P * (dP - D) with D_i = sum_j P_ij dP_ij = dout_i . out_i,
         // which needs no pass over the keys.
-        for (int64_t i = 0; i < T; i++) {
-          const float* dO = dobase + i * C;
-          // 16-bit out: widened first, so the reduction below is the fp32
-          // kernel's loop (a widening load inside it could vectorise, and so
-          // sum, in another order).
-          const float* o;
-          if constexpr (std::is_same_v<St, StoreF32>) {
-            o = obase + i * C;
-          } else {
-            load_row<St>(ow.data(), obase + i * C, HS);
-            o = ow.data();
-          }
-          float acc = 0.0f;
+        for (int64_t m = 0; m < group; m++) {
+          for (int64_t i = 0; i < T; i++) {
+            const float* dO = dobase(m) + i * C;
+            // 16-bit out: widened first, so the reduction below is the fp32
+            // kernel's loop (a widening load inside it could vectorise, and so
+            // sum, in another order).
+            const float* o;
+            if constexpr (kFp32) {
+              o = obase(m) + i * C;
+            } else {
+              load_row<St>(ow.data(), obase(m) + i * C, HS);
+              o = ow.data();
+            }
+            float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-          for (int64_t d = 0; d < HS; d++) acc += dO[d] * o[d];
-          D[i] = acc;
-          std::fill(dqbase + i * dq_stride, dqbase + i * dq_stride + HS, 0.0f);  // written, not accumulated
+            for (int64_t d = 0; d < HS; d++) acc += dO[d] * o[d];
+            D[m * T + i] = acc;
+            float* dq = dqbase(m) + i * dq_stride;
+            std::fill(dq, dq + HS, 0.0f);  // written, not accumulated
+          }
         }
 
         for (int64_t j0 = 0; j0 < T; j0 += kBlock) {
           const int64_t nk = std::min(T, j0 + kBlock) - j0;
-          load_transposed<St>(kt.data(), kbase, j0, nk, HS, C3);
-          load_transposed<St>(vt.data(), vbase, j0, nk, HS, C3);
-          load_rows<St>(krows.data(), kbase, j0, nk, HS, HSP, C3);
+          load_transposed<St>(kt.data(), kbase, j0, nk, HS, W, rope);
+          load_transposed<St>(vt.data(), vbase, j0, nk, HS, W);
+          load_rows<St>(krows.data(), kbase, j0, nk, HS, HSP, W, rope);
           std::fill(dk.begin(), dk.end(), 0.0f);
           std::fill(dv.begin(), dv.end(), 0.0f);
 
-          for (int64_t g = j0; g < T; g += kRows) {  // causal: only queries i >= j0
-            // Rows past T repeat row T-1 with no keys, so they add nothing.
-            int64_t irow[kRows], jlim[kRows];
-            const float* q[kRows];
-            const float* dO[kRows];
-            std::fill(qg.begin(), qg.end(), 0.0f);
-            std::fill(dog.begin(), dog.end(), 0.0f);
-            for (int64_t r = 0; r < kRows; r++) {
-              irow[r] = std::min(g + r, T - 1);
-              jlim[r] = g + r < T ? std::min(nk, irow[r] - j0 + 1) : 0;
-              dO[r] = dobase + irow[r] * C;
-              load_row<St>(qg.data() + r * HSP, qbase + irow[r] * C3, HS);
-              q[r] = qg.data() + r * HSP;  // the same values as the rows of qkv, widened
-              std::copy(dO[r], dO[r] + HS, dog.data() + r * HSP);
-            }
-            // Recompute P_ij = exp(s_ij - lse_i) from the saved row log-sum-exp.
-            rows_times_tile(P, q, kt.data(), HS, scale);
-            rows_times_tile(dS, dO, vt.data(), HS, 1.0f);  // dP = dout . v
-            if (!dropout) {
+          for (int64_t m = 0; m < group; m++) {
+            const int64_t h = kvh * group + m;  // local query head (the dropout mask's)
+            const float* L = lse + (b * NH + h) * T;  // (T)
+            const float* Dm = D.data() + m * T;       // (T)
+            for (int64_t g = j0; g < T; g += kRows) {  // causal: only queries i >= j0
+              // Rows past T repeat row T-1 with no keys, so they add nothing.
+              int64_t irow[kRows], jlim[kRows];
+              const float* q[kRows];
+              const float* dO[kRows];
+              std::fill(qg.begin(), qg.end(), 0.0f);
+              std::fill(dog.begin(), dog.end(), 0.0f);
               for (int64_t r = 0; r < kRows; r++) {
-                const float Li = L[irow[r]], Di = D[irow[r]];
-                const int64_t lim = jlim[r];
+                irow[r] = std::min(g + r, T - 1);
+                jlim[r] = g + r < T ? std::min(nk, irow[r] - j0 + 1) : 0;
+                dO[r] = dobase(m) + irow[r] * C;
+                // The same values as the rows of qkv, widened (and rotated).
+                load_row<St>(qg.data() + r * HSP, qbase(m) + irow[r] * W, HS, rope, irow[r]);
+                q[r] = qg.data() + r * HSP;
+                std::copy(dO[r], dO[r] + HS, dog.data() + r * HSP);
+              }
+              // Recompute P_ij = exp(s_ij - lse_i) from the saved row log-sum-exp.
+              rows_times_tile(P, q, kt.data(), HS, scale);
+              rows_times_tile(dS, dO, vt.data(), HS, 1.0f);  // dP = dout . v
+              if (!dropout) {
+                for (int64_t r = 0; r < kRows; r++) {
+                  const float Li = L[irow[r]], Di = Dm[irow[r]];
+                  const int64_t lim = jlim[r];
 #pragma omp simd
-                for (int64_t j = 0; j < kBlock; j++) {
-                  P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
-                  dS[r][j] = P[r][j] * (dS[r][j] - Di) * scale;  // includes d(s)/d(qk) = scale
+                  for (int64_t j = 0; j < kBlock; j++) {
+                    P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
+                    dS[r][j] = P[r][j] * (dS[r][j] - Di) * scale;  // includes d(s)/d(qk) = scale
+                  }
+                }
+              } else {
+                // Z = mask / (1-p): out = (P*Z) v, so dV = (P*Z)^T dO and
+                // dP = (dO v^T) * Z before the softmax backward.
+                for (int64_t r = 0; r < kRows; r++) {
+                  const float Li = L[irow[r]];
+                  const int64_t lim = jlim[r];
+#pragma omp simd
+                  for (int64_t j = 0; j < kBlock; j++)
+                    P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
+                }
+                pdrop.mask(Z, irow, j0, h, b, T);
+                for (int64_t r = 0; r < kRows; r++) {
+                  const float Di = Dm[irow[r]];
+#pragma omp simd
+                  for (int64_t j = 0; j < kBlock; j++) {
+                    PZ[r][j] = P[r][j] * Z[r][j];
+                    dS[r][j] = P[r][j] * (dS[r][j] * Z[r][j] - Di) * scale;
+                  }
                 }
               }
-            } else {
-              // Z = mask / (1-p): out = (P*Z) v, so dV = (P*Z)^T dO and
-              // dP = (dO v^T) * Z before the softmax backward.
-              for (int64_t r = 0; r < kRows; r++) {
-                const float Li = L[irow[r]];
-                const int64_t lim = jlim[r];
+              block_t_times_rows(dv.data(), dropout ? PZ : P, dog.data(), HSP, nk);  // dV += (P*Z)^T dO
+              block_t_times_rows(dk.data(), dS, qg.data(), HSP, nk);   // dK += dS^T Q
+              std::fill(dqg.begin(), dqg.end(), 0.0f);
+              block_times_rows(dqg.data(), dS, krows.data(), HSP, nk);  // dQ = dS K
+              for (int64_t r = 0; r < kRows && g + r < T; r++) {
+                float* dq = dqbase(m) + (g + r) * dq_stride;  // (HS)
+                const float* src = dqg.data() + r * HSP;
 #pragma omp simd
-                for (int64_t j = 0; j < kBlock; j++) P[r][j] = j < lim ? exp_fast(P[r][j] - Li) : 0.0f;
+                for (int64_t d = 0; d < HS; d++) dq[d] += src[d];
               }
-              pdrop.mask(Z, irow, j0, h, b, T);
-              for (int64_t r = 0; r < kRows; r++) {
-                const float Di = D[irow[r]];
-#pragma omp simd
-                for (int64_t j = 0; j < kBlock; j++) {
-                  PZ[r][j] = P[r][j] * Z[r][j];
-                  dS[r][j] = P[r][j] * (dS[r][j] * Z[r][j] - Di) * scale;
-                }
-              }
-            }
-            block_t_times_rows(dv.data(), dropout ? PZ : P, dog.data(), HSP, nk);  // dV += (P*Z)^T dO
-            block_t_times_rows(dk.data(), dS, qg.data(), HSP, nk);   // dK += dS^T Q
-            std::fill(dqg.begin(), dqg.end(), 0.0f);
-            block_times_rows(dqg.data(), dS, krows.data(), HSP, nk);  // dQ = dS K
-            for (int64_t r = 0; r < kRows && g + r < T; r++) {
-              float* dq = dqbase + (g + r) * dq_stride;  // (HS)
-              const float* src = dqg.data() + r * HSP;
-#pragma omp simd
-              for (int64_t d = 0; d < HS; d++) dq[d] += src[d];
             }
           }
 
           for (int64_t j = 0; j < nk; j++) {
-            store_row<St>(dkbase + (j0 + j) * C3, dk.data() + j * HSP, HS);
-            store_row<St>(dvbase + (j0 + j) * C3, dv.data() + j * HSP, HS);
+            if (rope) rope->unrotate(dk.data() + j * HSP, j0 + j);
+            store_row<St>(dkbase + (j0 + j) * W, dk.data() + j * HSP, HS);
+            store_row<St>(dvbase + (j0 + j) * W, dv.data() + j * HSP, HS);
           }
         }
-        if constexpr (!kFp32)
-          for (int64_t i = 0; i < T; i++) store_row<St>(dqkv_bh + i * C3, dqbase + i * HS, HS);
+        for (int64_t m = 0; m < group; m++) {
+          for (int64_t i = 0; i < T; i++) {
+            float* dq = dqbase(m) + i * dq_stride;  // (HS) complete: every key tile added
+            if (rope) rope->unrotate(dq, i);
+            if constexpr (!kFp32)
+              store_row<St>(dqkv + b * T * W + (kvh * group + m) * HS + i * W, dq, HS);
+          }
+        }
       }
     }
   }
@@ -415,50 +501,105 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
 
 }  // namespace
 
+// GPT-2's heads: C / NH each, the old (C, NH) entry points.
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                        int64_t C, int64_t NH, const DropoutSite* drop) {
-  attention_forward_as<StoreF32>(out, lse, qkv, B, T, C, NH, drop);
+  check_shape(C, NH);
+  attention_forward_as<StoreF32>(out, lse, qkv, B, T, AttentionHeads::mha(C, NH), drop);
 }
 void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
                             int64_t C, int64_t NH, const DropoutSite* drop) {
-  attention_forward_as<StoreBf16>(out, lse, qkv, B, T, C, NH, drop);
+  check_shape(C, NH);
+  attention_forward_as<StoreBf16>(out, lse, qkv, B, T, AttentionHeads::mha(C, NH), drop);
 }
 void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
                             int64_t C, int64_t NH, const DropoutSite* drop) {
-  attention_forward_as<StoreFp16>(out, lse, qkv, B, T, C, NH, drop);
+  check_shape(C, NH);
+  attention_forward_as<StoreFp16>(out, lse, qkv, B, T, AttentionHeads::mha(C, NH), drop);
 }
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
                         const DropoutSite* drop) {
-  attention_backward_as<StoreF32>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+  check_shape(C, NH);
+  attention_backward_as<StoreF32>(dqkv, dout, qkv, out, lse, B, T, AttentionHeads::mha(C, NH),
+                                  drop);
 }
 void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                              const bf16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
                              int64_t NH, const DropoutSite* drop) {
-  attention_backward_as<StoreBf16>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+  check_shape(C, NH);
+  attention_backward_as<StoreBf16>(dqkv, dout, qkv, out, lse, B, T, AttentionHeads::mha(C, NH),
+                                   drop);
 }
 void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                              const fp16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
                              int64_t NH, const DropoutSite* drop) {
-  attention_backward_as<StoreFp16>(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+  check_shape(C, NH);
+  attention_backward_as<StoreFp16>(dqkv, dout, qkv, out, lse, B, T, AttentionHeads::mha(C, NH),
+                                   drop);
+}
+
+// Any heads: GQA and RoPE.
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                       const AttentionHeads& heads, const DropoutSite* drop) {
+  attention_forward_as<StoreF32>(out, lse, qkv, B, T, heads, drop);
+}
+void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
+                            const AttentionHeads& heads, const DropoutSite* drop) {
+  attention_forward_as<StoreBf16>(out, lse, qkv, B, T, heads, drop);
+}
+void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
+                            const AttentionHeads& heads, const DropoutSite* drop) {
+  attention_forward_as<StoreFp16>(out, lse, qkv, B, T, heads, drop);
+}
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, const AttentionHeads& heads,
+                        const DropoutSite* drop) {
+  attention_backward_as<StoreF32>(dqkv, dout, qkv, out, lse, B, T, heads, drop);
+}
+void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
+                             const bf16_t* out, const float* lse, int64_t B, int64_t T,
+                             const AttentionHeads& heads, const DropoutSite* drop) {
+  attention_backward_as<StoreBf16>(dqkv, dout, qkv, out, lse, B, T, heads, drop);
+}
+void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
+                             const fp16_t* out, const float* lse, int64_t B, int64_t T,
+                             const AttentionHeads& heads, const DropoutSite* drop) {
+  attention_backward_as<StoreFp16>(dqkv, dout, qkv, out, lse, B, T, heads, drop);
 }
 
 void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                       int64_t len, int64_t C, int64_t NH) {
   check_shape(C, NH);
+  attention_decode(out, q, k_cache, v_cache, len, AttentionHeads::mha(C, NH));
+}
+
+void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                      int64_t len, const AttentionHeads& hd) {
+  check_heads(hd);
   TESSERA_CHECK(len > 0, "attention_decode: empty KV cache");
-  const int64_t HS = C / NH;
+  const int64_t NH = hd.q_heads, HS = hd.head_size, KVW = hd.kv_width(), group = hd.group();
   const float scale = 1.0f / std::sqrt(float(HS));
+  // The query's angles (position len-1), once for every head.
+  std::vector<float> rc(hd.rope() ? HS / 2 : 0), rs(rc.size());  // (HS/2) cos, sin
+  if (hd.rope()) rope_angles(rc.data(), rs.data(), len - 1, HS, hd.rope_base);
 
   // One query row per head: a plain (not online) softmax over len scores is
   // cheapest; threads split the heads when there is enough work.
 #pragma omp parallel for schedule(static) if (NH * len * HS > (1 << 16))
   for (int64_t h = 0; h < NH; h++) {
     std::vector<float> s(len);     // (len) scores, then probabilities
+    std::vector<float> qr;         // (HS) RoPE: the query head rotated
     const float* qh = q + h * HS;  // (HS)
+    if (hd.rope()) {
+      qr.assign(qh, qh + HS);
+      rope_rotate(qr.data(), rc.data(), rs.data(), HS / 2);
+      qh = qr.data();
+    }
+    const int64_t g = h / group;  // kv head
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t t = 0; t < len; t++) {
-      const float* k = k_cache + t * C + h * HS;  // (HS)
+      const float* k = k_cache + t * KVW + g * HS;  // (HS)
       float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
       for (int64_t d = 0; d < HS; d++) acc += qh[d] * k[d];
@@ -476,7 +617,7 @@ void attention_decode(float* out, const float* q, const float* k_cache, const fl
     for (int64_t d = 0; d < HS; d++) o[d] = 0.0f;
     for (int64_t t = 0; t < len; t++) {
       const float pt = s[t];
-      const float* v = v_cache + t * C + h * HS;  // (HS)
+      const float* v = v_cache + t * KVW + g * HS;  // (HS)
 #pragma omp simd
       for (int64_t d = 0; d < HS; d++) o[d] += pt * v[d];
     }

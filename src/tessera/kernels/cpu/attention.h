@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "tessera/core/dtype.h"
+#include "tessera/kernels/attention_heads.h"
 #include "tessera/kernels/cpu/dropout.h"
 
 namespace tessera::cpu {
@@ -45,10 +46,42 @@ void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                              const fp16_t* out, const float* lse, int64_t B, int64_t T, int64_t C,
                              int64_t NH, const DropoutSite* drop = nullptr);
 
+// Grouped-query attention with rotary position embedding: the same kernels
+// for any heads (attention_heads.h). qkv (B, T, heads.qkv_width()) holds
+// [q: NH heads | k: KVH heads | v: KVH heads]; out (B, T, NH * HS), lse
+// (B, NH, T), dqkv like qkv. Query head h reads key/value head
+// h / (NH / KVH); no repeated k/v is formed. With rope_base > 0, q and k
+// are rotated to their positions 0..T-1 as they are loaded into the tiles
+// (rope.h), and dq, dk are turned back by the inverse rotation, so dqkv is
+// the gradient of the stored (unrotated) qkv. AttentionHeads::mha(C, NH)
+// gives the (C, NH) functions above, bit for bit. The backward runs one
+// task per (sequence, kv head).
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                       const AttentionHeads& heads, const DropoutSite* drop = nullptr);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int64_t B, int64_t T, const AttentionHeads& heads,
+                        const DropoutSite* drop = nullptr);
+void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
+                            const AttentionHeads& heads, const DropoutSite* drop = nullptr);
+void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
+                            const AttentionHeads& heads, const DropoutSite* drop = nullptr);
+void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
+                             const bf16_t* out, const float* lse, int64_t B, int64_t T,
+                             const AttentionHeads& heads, const DropoutSite* drop = nullptr);
+void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
+                             const fp16_t* out, const float* lse, int64_t B, int64_t T,
+                             const AttentionHeads& heads, const DropoutSite* drop = nullptr);
+
 // One decoding step with a KV cache: q (NH*HS) attends over positions 0..len-1
 // of k_cache and v_cache, each (max_T, C) with row t the key/value of position t.
 // out (C).
 void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
                       int64_t len, int64_t C, int64_t NH);
+// The same for any heads: q (NH * HS) of position len-1, rotated here under
+// RoPE; k_cache and v_cache (max_T, KVH * HS), keys stored already rotated
+// to their positions (rope_rows, rope.h); query head h reads kv head
+// h / (NH / KVH). out (NH * HS).
+void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                      int64_t len, const AttentionHeads& heads);
 
 }  // namespace tessera::cpu

@@ -18,6 +18,7 @@
 #include "tessera/kernels/cpu/matmul.h"
 #include "tessera/kernels/cpu/matmul_lowp.h"
 #include "tessera/kernels/cpu/rmsnorm.h"
+#include "tessera/kernels/cpu/rope.h"
 #include "tessera/kernels/cpu/swiglu.h"
 
 namespace tessera::kernels {
@@ -118,35 +119,41 @@ class CpuBackend : public Backend {
   }
 
   void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                         int64_t C, int64_t NH, const DropoutSite* drop) const override {
-    cpu::attention_forward(out, lse, qkv, B, T, C, NH, drop);
+                         const AttentionHeads& heads, const DropoutSite* drop) const override {
+    cpu::attention_forward(out, lse, qkv, B, T, heads, drop);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
+                          const float* lse, int64_t B, int64_t T, const AttentionHeads& heads,
                           const DropoutSite* drop) const override {
-    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+    cpu::attention_backward(dqkv, dout, qkv, out, lse, B, T, heads, drop);
   }
   void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
-                              int64_t C, int64_t NH, const DropoutSite* drop) const override {
-    cpu::attention_forward_bf16(out, lse, qkv, B, T, C, NH, drop);
+                              const AttentionHeads& heads, const DropoutSite* drop) const override {
+    cpu::attention_forward_bf16(out, lse, qkv, B, T, heads, drop);
   }
   void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
-                              int64_t C, int64_t NH, const DropoutSite* drop) const override {
-    cpu::attention_forward_fp16(out, lse, qkv, B, T, C, NH, drop);
+                              const AttentionHeads& heads, const DropoutSite* drop) const override {
+    cpu::attention_forward_fp16(out, lse, qkv, B, T, heads, drop);
   }
   void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
                                const bf16_t* out, const float* lse, int64_t B, int64_t T,
-                               int64_t C, int64_t NH, const DropoutSite* drop) const override {
-    cpu::attention_backward_bf16(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+                               const AttentionHeads& heads,
+                               const DropoutSite* drop) const override {
+    cpu::attention_backward_bf16(dqkv, dout, qkv, out, lse, B, T, heads, drop);
   }
   void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                                const fp16_t* out, const float* lse, int64_t B, int64_t T,
-                               int64_t C, int64_t NH, const DropoutSite* drop) const override {
-    cpu::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, C, NH, drop);
+                               const AttentionHeads& heads,
+                               const DropoutSite* drop) const override {
+    cpu::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, heads, drop);
   }
   void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                        int64_t len, int64_t C, int64_t NH) const override {
-    cpu::attention_decode(out, q, k_cache, v_cache, len, C, NH);
+                        int64_t len, const AttentionHeads& heads) const override {
+    cpu::attention_decode(out, q, k_cache, v_cache, len, heads);
+  }
+  void rope_rows(float* x, int64_t rows, int64_t stride, int64_t heads, int64_t HS, int64_t pos0,
+                 float base) const override {
+    cpu::rope_rows(x, rows, stride, heads, HS, pos0, base);
   }
 
   void dropout_rows(float* x, int64_t rows, int64_t C, int64_t row0, int64_t T,

@@ -27,11 +27,15 @@ using namespace ckpt;
 using test::ScratchDir;
 
 struct TinyRun {
-  GPTConfig cfg = test::tiny_gpt();
-  ParamLayout layout = ParamLayout::build(cfg, ParallelConfig{}, 0, 0);
-  GPT model{cfg, layout};
-  AdamW optim{layout, AdamWConfig{}};
-  explicit TinyRun(uint64_t seed) {
+  GPTConfig cfg;
+  ParamLayout layout;
+  GPT model;
+  AdamW optim;
+  explicit TinyRun(uint64_t seed, const GPTConfig& c = test::tiny_gpt())
+      : cfg(c),
+        layout(ParamLayout::build(cfg, ParallelConfig{}, 0, 0)),
+        model(cfg, layout),
+        optim(layout, AdamWConfig{}) {
     test::fill_random(model.params().f32(), layout.numel(), seed);
     test::fill_random(optim.exp_avg().f32(), layout.numel(), seed + 1);
     test::fill_random(optim.exp_avg_sq().f32(), layout.numel(), seed + 2);
@@ -327,9 +331,14 @@ void expect_tp_rank_reads_one_process_checkpoint(TinyRun& one) {
 
 // Shards written by a tp=2 x ZeRO(dp=2) job, read by one process: the same
 // values by global index. This is the multi-rank format with more shards.
-TEST(Checkpoint, ShardedWriteReadsBackUnderAnotherLayout) {
-  ScratchDir dir("ckpt_sharded");
-  TinyRun one(5);  // the reference values, one process
+// The Llama family too (issue 17): qkv's unequal q, k, v parts (GQA),
+// SwiGLU's gate and up parts, the untied lm_head.
+class ShardedCheckpoint : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShardedCheckpoint, WriteReadsBackUnderAnotherLayout) {
+  const bool llama = GetParam();
+  ScratchDir dir(llama ? "ckpt_sharded_llama" : "ckpt_sharded");
+  TinyRun one(5, llama ? test::tiny_llama() : test::tiny_gpt());  // the reference values
   ParallelConfig par;
   par.tp = 2;
   par.dp = 2;
@@ -348,8 +357,22 @@ TEST(Checkpoint, ShardedWriteReadsBackUnderAnotherLayout) {
   const auto& qkv = ck.metadata["tensors"]["h.0.attn.qkv.weight"]["shards"]["params"];
   ASSERT_EQ(qkv.size(), 2u);
   EXPECT_EQ(qkv[1]["slice"]["blocks"].size(), 3u);  // q, k and v parts of tp rank 1
+  if (llama) {
+    // tiny_llama: hs 8, 4 q heads and 2 kv heads; tp rank 1 holds q rows
+    // 16-31, k rows 40-47 and v rows 56-63 (of 64).
+    const auto& b = qkv[1]["slice"]["blocks"];
+    EXPECT_EQ(b[0]["start"], nlohmann::json({16, 0}));
+    EXPECT_EQ(b[0]["shape"], nlohmann::json({16, 32}));
+    EXPECT_EQ(b[1]["start"], nlohmann::json({40, 0}));
+    EXPECT_EQ(b[1]["shape"], nlohmann::json({8, 32}));
+    EXPECT_EQ(b[2]["start"], nlohmann::json({56, 0}));
+    const auto& fc = ck.metadata["tensors"]["h.0.mlp.fc.weight"]["shards"]["params"];
+    EXPECT_EQ(fc[1]["slice"]["blocks"].size(), 2u);  // gate and up
+    EXPECT_TRUE(ck.metadata["tensors"].contains("lm_head.weight"));
+    EXPECT_EQ(ck.run.model.summary(), one.cfg.summary());
+  }
 
-  TinyRun back(77);
+  TinyRun back(77, one.cfg);
   load_into(ck, back.model, &back.optim);
   EXPECT_TRUE(same_bits(one.model.params(), back.model.params()));
   EXPECT_TRUE(same_bits(one.optim.exp_avg(), back.optim.exp_avg()));
@@ -357,6 +380,9 @@ TEST(Checkpoint, ShardedWriteReadsBackUnderAnotherLayout) {
 
   expect_tp_rank_reads_one_process_checkpoint(one);
 }
+
+INSTANTIATE_TEST_SUITE_P(Family, ShardedCheckpoint, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Llama" : "Gpt"; });
 
 }  // namespace
 }  // namespace tessera

@@ -33,6 +33,20 @@ inline GPTConfig gpt16(int64_t layers) {
   return m;
 }
 
+// tiny_gpt's Llama-family sibling (issue 17): RMSNorm, SwiGLU (F = 64,
+// the 8/3 default), rotary positions, grouped-query attention (4 query heads
+// over 2 key/value heads), an untied LM head, no linear biases.
+inline GPTConfig tiny_llama(int64_t layers = 2) {
+  GPTConfig m = tiny_gpt(layers);
+  m.normalization = Normalization::RMSNorm;
+  m.swiglu = true;
+  m.position_embedding = PositionEmbedding::Rope;
+  m.num_query_groups = 2;
+  m.untie_embeddings = true;
+  m.add_bias_linear = false;
+  return m;
+}
+
 // GPT-2 124M as published (tied head, 1024 positions).
 inline GPTConfig gpt2_small() {
   GPTConfig m;

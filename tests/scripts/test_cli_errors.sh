@@ -96,6 +96,43 @@ expect_error '--system: several system files only with --validate' \
   plan --system frontier h100 --model gpt2-small --devices 8 --global-batch-size 8
 expect_error 'nonexistent-model' calibrate --quick --model nonexistent-model --output "$tmp/local.toml"
 
+# The Llama family's flags (issue 17): shapes that cannot split, exit 2 with one line.
+expect_llama_error() {  # expect_llama_error PATTERN ARGS...: also the exit status 2
+  local pattern=$1
+  shift
+  expect_error "$pattern" "$@"
+  timeout 20 "$bin" "$@" > /dev/null 2>&1
+  local status=$?
+  if [ "$status" -ne 2 ]; then
+    echo "FAIL: tessera $* exited $status (want 2)"
+    failures=$((failures + 1))
+  fi
+}
+llama=(--num-layers 1 --hidden-size 48 --num-attention-heads 6 --seq-length 16
+       --micro-batch-size 2 --global-batch-size 2 --train-iters 2 --no-progress
+       --normalization RMSNorm --swiglu --position-embedding-type rope
+       --untie-embeddings-and-output-weights --disable-bias-linear)
+expect_llama_error '--num-attention-heads \(6\) must be divisible by --num-query-groups \(4\)' \
+  train "${llama[@]}" --group-query-attention --num-query-groups 4
+expect_llama_error '--num-query-groups \(3\) must be divisible by --tensor-model-parallel-size \(2\)' \
+  train "${llama[@]}" --group-query-attention --num-query-groups 3 \
+  --tensor-model-parallel-size 2 --dry-run --dry-run-ranks 2
+expect_llama_error 'rope needs an even head dimension \(--hidden-size / --num-attention-heads = 9\)' \
+  train "${llama[@]}" --hidden-size 54
+expect_llama_error '--ffn-hidden-size \(100\) must be divisible by --tensor-model-parallel-size \(8\)' \
+  train "${llama[@]}" --hidden-size 96 --num-attention-heads 8 --ffn-hidden-size 100 \
+  --tensor-model-parallel-size 8 --dry-run --dry-run-ranks 8
+expect_llama_error '--ffn-hidden-size \(128, the --swiglu default 8/3 x hidden\) must be divisible by --tensor-model-parallel-size \(3\)' \
+  train "${llama[@]}" --num-attention-heads 3 --tensor-model-parallel-size 3 --dry-run --dry-run-ranks 3
+expect_llama_error '--group-query-attention needs --num-query-groups' train "${llama[@]}" --group-query-attention
+expect_llama_error '--num-query-groups 2 needs --group-query-attention' train "${llama[@]}" --num-query-groups 2
+expect_llama_error '--normalization must be LayerNorm or RMSNorm \(got .rmsnorm.\)' \
+  train "${small[@]}" --normalization rmsnorm
+expect_llama_error '--position-embedding-type must be learned_absolute or rope' \
+  train "${small[@]}" --position-embedding-type alibi
+expect_llama_error '--norm-epsilon must be a finite number > 0' train "${llama[@]}" --norm-epsilon 0
+expect_llama_error '--rotary-base must be a finite number > 1' train "${llama[@]}" --rotary-base 1
+
 # And a valid run still works: the errors above are not the only outcome.
 if ! "$bin" train "${small[@]}" --peak-tflops 1 > "$tmp/ok.log" 2>&1; then
   echo "FAIL: a valid small run failed:"; cat "$tmp/ok.log"; failures=$((failures + 1))

@@ -151,7 +151,9 @@ void load_params(const Checkpoint& ck, const ParamLayout& layout, int64_t begin,
 // model (load_into, load_zero_shard) runs it before reading anything.
 // Every size that decides a parameter's shape or meaning must match
 // (config_json.h model_difference: layers, hidden, heads, ffn, vocabulary,
-// sequence and positions); the vocabulary padding
+// sequence and positions, and the Llama family's switches: normalization
+// and its epsilon, SwiGLU, rope and its base, query groups, untied head,
+// linear biases); the vocabulary padding
 // (--make-vocab-size-divisible-by), micro-batch and layout may differ.
 void check_same_model(const Checkpoint& ck, const GPTConfig& want);
 

@@ -208,7 +208,7 @@ class TensorReader {
         std::memset(&have[size_t(g)], 1, size_t(use));
       });
     }
-    // The tied token table's padding rows depend on tp; rows past the
+    // The vocabulary tables' padding rows depend on tp; rows past the
     // stored table are padding (zero), never real vocabulary.
     const int64_t stored_n = kept;
     mine.for_each_run(lo, hi, [&](int64_t l, int64_t g, int64_t n) {
@@ -244,7 +244,8 @@ class TensorReader {
     // Only the vocabulary padding may differ (it is rounded up to a multiple
     // of tp * make_vocab_size_divisible_by); the real rows must all exist.
     const int64_t V = ck_.run.model.vocab_size;
-    bool ok = name == "wte" && stored.ndim == 2 && want.ndim == 2 && stored[1] == want[1] &&
+    const bool vocab_rows = name == "wte" || name == "lm_head.weight";
+    bool ok = vocab_rows && stored.ndim == 2 && want.ndim == 2 && stored[1] == want[1] &&
               stored[0] >= V && want[0] >= V;
     TESSERA_CHECK(ok, "checkpoint {}: tensor {} is {} but this model's is {}", ck_.path, name,
                   stored.str(), want.str());

@@ -51,8 +51,42 @@ bool bool_or(const json& j, const char* key, bool fallback, const char* what) {
 
 }  // namespace
 
+// The Llama family's fields, each written only when it differs from GPT-2's
+// default, so a GPT checkpoint's metadata reads as it always has (and files
+// written before the family existed read back as GPT-2).
+void family_to_json(const GPTConfig& m, json& j) {
+  const GPTConfig gpt;
+  if (m.rmsnorm()) j["normalization"] = "RMSNorm";
+  if (m.norm_epsilon != gpt.norm_epsilon) j["norm_epsilon"] = m.norm_epsilon;
+  if (m.swiglu) j["swiglu"] = true;
+  if (m.rope()) {
+    j["position_embedding_type"] = "rope";
+    j["rotary_base"] = m.rotary_base;
+  }
+  if (m.num_query_groups > 0) j["num_query_groups"] = m.num_query_groups;
+  if (m.untie_embeddings) j["untie_embeddings_and_output_weights"] = true;
+  if (!m.add_bias_linear) j["add_bias_linear"] = false;
+}
+
+void family_from_json(const json& j, GPTConfig& m, const char* what) {
+  const std::string norm = string_or(j, "normalization", "LayerNorm", what);
+  TESSERA_CHECK(norm == "LayerNorm" || norm == "RMSNorm",
+                "{}: 'normalization' must be LayerNorm or RMSNorm (got '{}')", what, norm);
+  m.normalization = norm == "RMSNorm" ? Normalization::RMSNorm : Normalization::LayerNorm;
+  m.norm_epsilon = float(number_or(j, "norm_epsilon", m.norm_epsilon, what));
+  m.swiglu = bool_or(j, "swiglu", false, what);
+  const std::string pos = string_or(j, "position_embedding_type", "learned_absolute", what);
+  TESSERA_CHECK(pos == "learned_absolute" || pos == "rope",
+                "{}: 'position_embedding_type' must be learned_absolute or rope (got '{}')", what,
+                pos);
+  m.position_embedding = pos == "rope" ? PositionEmbedding::Rope : PositionEmbedding::Learned;
+  m.rotary_base = float(number_or(j, "rotary_base", m.rotary_base, what));
+  m.num_query_groups = int_or(j, "num_query_groups", 0, what);
+  m.untie_embeddings = bool_or(j, "untie_embeddings_and_output_weights", false, what);
+  m.add_bias_linear = bool_or(j, "add_bias_linear", true, what);
+}
 json model_to_json(const GPTConfig& m) {
-  return {{"num_layers", m.num_layers},
+  json j = {{"num_layers", m.num_layers},
           {"hidden_size", m.hidden_size},
           {"num_heads", m.num_heads},
           {"seq_length", m.seq_length},
@@ -63,6 +97,8 @@ json model_to_json(const GPTConfig& m) {
           {"init_std", m.init_std},
           {"attention_dropout", m.attention_dropout},
           {"hidden_dropout", m.hidden_dropout}};
+  family_to_json(m, j);
+  return j;
 }
 
 GPTConfig model_from_json(const json& j) {
@@ -76,9 +112,16 @@ GPTConfig model_from_json(const json& j) {
   if (j.contains("max_position_embeddings"))
     m.max_position_embeddings = need_int(j, "max_position_embeddings");
   m.vocab_size = need_int(j, "vocab_size");
+  family_from_json(j, m, what);  // before the MLP width: --swiglu has its own default
   m.ffn_hidden_size = int_or(j, "ffn_hidden_size", 0, what);
   // The default, spelled out (compared by division: 4 x a huge hidden wraps).
-  if (m.ffn_hidden_size % 4 == 0 && m.ffn_hidden_size / 4 == m.hidden_size) m.ffn_hidden_size = 0;
+  if (!m.swiglu && m.ffn_hidden_size % 4 == 0 && m.ffn_hidden_size / 4 == m.hidden_size)
+    m.ffn_hidden_size = 0;
+  if (m.swiglu) {
+    GPTConfig d = m;
+    d.ffn_hidden_size = 0;
+    if (m.ffn_hidden_size == d.ffn()) m.ffn_hidden_size = 0;
+  }
   m.make_vocab_size_divisible_by = int_or(j, "make_vocab_size_divisible_by", 128, what);
   m.init_std = float(number_or(j, "init_std", 0.02, what));
   // Absent: written before dropout existed.
@@ -142,6 +185,25 @@ std::string model_difference(const GPTConfig& a, const GPTConfig& b) {
                         diff("max_position_embeddings", a.positions(), b.positions()),
                         diff("vocab_size", a.vocab_size, b.vocab_size),
                         diff("ffn_hidden_size", a.ffn(), b.ffn())})
+    if (!d.empty()) return d;
+  // The family's switches: each changes the parameters or what they compute.
+  auto text = [](const char* what, const std::string& x, const std::string& y) {
+    return x == y ? std::string() : fmt::format("{} {} vs {}", what, x, y);
+  };
+  auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
+  auto real = [](float v) { return fmt::format("{}", v); };
+  for (std::string d :
+       {text("normalization", a.rmsnorm() ? "RMSNorm" : "LayerNorm",
+             b.rmsnorm() ? "RMSNorm" : "LayerNorm"),
+        text("norm_epsilon", real(a.norm_epsilon), real(b.norm_epsilon)),
+        text("swiglu", flag(a.swiglu), flag(b.swiglu)),
+        text("position_embedding_type", a.rope() ? "rope" : "learned_absolute",
+             b.rope() ? "rope" : "learned_absolute"),
+        text("rotary_base", real(a.rope() ? a.rotary_base : 0), real(b.rope() ? b.rotary_base : 0)),
+        diff("num_query_groups", a.kv_heads(), b.kv_heads()),
+        text("untie_embeddings_and_output_weights", flag(a.untie_embeddings),
+             flag(b.untie_embeddings)),
+        text("add_bias_linear", flag(a.add_bias_linear), flag(b.add_bias_linear))})
     if (!d.empty()) return d;
   return "";
 }

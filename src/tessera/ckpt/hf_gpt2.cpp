@@ -106,6 +106,11 @@ namespace {
 void check_whole(const ParamLayout& L) {
   TESSERA_CHECK(L.tp() == 1 && L.has_embedding() && L.has_head(),
                 "GPT-2 export/import works on a whole model (tp = 1, one stage)");
+  // A Llama-family layout lacks biases or wpe, or has lm_head: not GPT-2.
+  TESSERA_CHECK(!L.contains("lm_head.weight") && L.contains("wpe") && L.contains("ln_f.bias") &&
+                    L.contains("h." + std::to_string(L.layers().front()) + ".attn.qkv.bias"),
+                "GPT-2 export/import: this model is of the Llama family (RMSNorm, rope, no "
+                "biases or an untied head), which GPT-2's format cannot hold");
 }
 
 // (rows, cols) -> (cols, rows)

@@ -62,12 +62,11 @@ SliceMap slice_of(const ParamLayout& layout, const ParamEntry& e) {
   }
   const int d = e.split_dim();
   if (d == 0) {
-    // dim 0 is `stride` parts, each split over tp on its own.
-    const int64_t global_part = e.global_shape[0] / e.split_stride;
-    const int64_t local_part = e.local_shape[0] / e.split_stride;
-    for (int64_t j = 0; j < e.split_stride; ++j) {
+    // dim 0 is parts (ParamEntry::split_parts), each split over tp on its own.
+    for (int64_t j = 0; j < e.part_count(); ++j) {
+      const int64_t local_part = e.part_rows(j) / layout.tp();
       Block b = whole;
-      b.start[0] = j * global_part + layout.tp_rank() * local_part;
+      b.start[0] = e.part_begin(j) + layout.tp_rank() * local_part;
       b.shape[0] = local_part;
       s.blocks.push_back(b);
     }

@@ -8,7 +8,7 @@
 //   replicated             one block, the whole tensor
 //   row split (dim 1)      one block (rows, cols/tp) at column tp_rank*cols/tp
 //   column/vocab (dim 0)   one block (rows/tp, cols) at row tp_rank*rows/tp
-//   QKV, stride 3          three blocks, one in each of the q, k, v parts
+//   QKV (3 parts), SwiGLU fc (2)  a block in each part (q, k, v; gate, up)
 // A ZeRO shard is a flat range [lo, hi) of the local slice on top of this.
 #pragma once
 #include <cstdint>

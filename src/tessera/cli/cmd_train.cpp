@@ -37,6 +37,60 @@ namespace tessera::cli {
 
 namespace {
 
+// The Llama family's switches (GPTConfig), under Megatron-LM's names.
+// --num-query-groups takes effect with --group-query-attention only, as in
+// Megatron; check_query_group_flags refuses one without the other.
+void add_llama_options(CLI::App* sub, GPTConfig& m) {
+  sub->add_option_function<std::string>(
+         "--normalization",
+         [&m](const std::string& v) {
+           TESSERA_CHECK(v == "LayerNorm" || v == "RMSNorm",
+                         "--normalization must be LayerNorm or RMSNorm (got '{}')", v);
+           m.normalization = v == "RMSNorm" ? Normalization::RMSNorm : Normalization::LayerNorm;
+         },
+         "LayerNorm or RMSNorm (no bias, no mean)")
+      ->default_str("LayerNorm");
+  sub->add_option("--norm-epsilon", m.norm_epsilon, "epsilon of the normalization")
+      ->capture_default_str();
+  sub->add_flag("--swiglu", m.swiglu,
+                "SwiGLU MLP: silu(gate) * up; --ffn-hidden-size defaults to 8/3 x hidden rounded "
+                "down to a multiple of 64");
+  sub->add_option_function<std::string>(
+         "--position-embedding-type",
+         [&m](const std::string& v) {
+           TESSERA_CHECK(v == "learned_absolute" || v == "rope",
+                         "--position-embedding-type must be learned_absolute or rope (got '{}')",
+                         v);
+           m.position_embedding = v == "rope" ? PositionEmbedding::Rope : PositionEmbedding::Learned;
+         },
+         "learned_absolute (a position table) or rope (rotary, applied to q and k)")
+      ->default_str("learned_absolute");
+  sub->add_option("--rotary-base", m.rotary_base, "base of the rotary angles")
+      ->capture_default_str();
+  static const std::string gqa_help =
+      "grouped-query attention: --num-query-groups key/value heads, each shared by "
+      "num-attention-heads / num-query-groups query heads";
+  sub->add_flag("--group-query-attention", gqa_help);
+  sub->add_option("--num-query-groups", m.num_query_groups,
+                  "key/value heads under --group-query-attention");
+  sub->add_flag("--untie-embeddings-and-output-weights", m.untie_embeddings,
+                "an output layer (lm_head) of its own instead of the token embedding");
+  sub->add_flag_callback(
+      "--disable-bias-linear", [&m] { m.add_bias_linear = false; },
+      "no biases in the linear layers (qkv, projections, MLP)");
+}
+
+// --num-query-groups and --group-query-attention go together.
+void check_query_group_flags(const CLI::App* sub, const GPTConfig& m) {
+  const bool gqa = sub->get_option("--group-query-attention")->count() > 0;
+  TESSERA_CHECK(!gqa || m.num_query_groups >= 1,
+                "--group-query-attention needs --num-query-groups G (key/value heads, >= 1)");
+  TESSERA_CHECK(gqa || m.num_query_groups == 0,
+                "--num-query-groups {} needs --group-query-attention (Megatron-LM ignores it "
+                "without; tessera refuses rather than train another model than asked)",
+                m.num_query_groups);
+}
+
 // The model's shape: GPTConfig.
 void add_model_options(CLI::App* sub, GPTConfig& m) {
   sub->add_option("--num-layers", m.num_layers, "transformer layers")->capture_default_str();
@@ -63,6 +117,7 @@ void add_model_options(CLI::App* sub, GPTConfig& m) {
                   "dropout probability of the embedding output and of each block's attention and "
                   "MLP output, in [0, 1)")
       ->capture_default_str();
+  add_llama_options(sub, m);
 }
 
 // The parallel layout and schedule (ParallelConfig), and the pipeline trace.
@@ -246,7 +301,11 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
 const char* const kModelShapeFlags[] = {"--num-layers", "--hidden-size", "--num-attention-heads",
                                         "--ffn-hidden-size", "--seq-length",
                                         "--max-position-embeddings", "--vocab-size",
-                                        "--make-vocab-size-divisible-by"};
+                                        "--make-vocab-size-divisible-by", "--normalization",
+                                        "--norm-epsilon", "--swiglu", "--position-embedding-type",
+                                        "--rotary-base", "--num-query-groups",
+                                        "--untie-embeddings-and-output-weights",
+                                        "--disable-bias-linear"};
 
 struct LaunchFlags {
   int64_t vocab_size = 0;   // --vocab-size
@@ -256,9 +315,11 @@ struct LaunchFlags {
   bool dry_run = false;         // --dry-run: the planner's memory and step time, then exit
   std::string dry_run_system = "local";  // --dry-run-system
   int64_t dry_run_ranks = 0;    // --dry-run-ranks (0: the job's ranks)
+  std::string query_group_error;  // check_query_group_flags's verdict, raised on every rank
 
   // The ranges of these flags (TrainConfig::validate checks the rest).
   void validate() const {
+    TESSERA_CHECK(query_group_error.empty(), "{}", query_group_error);
     TESSERA_CHECK(vocab_size == 0 || vocab_size >= 2,
                   "--vocab-size must be >= 2 (got {}; leave it out to take the tokenizer's)",
                   vocab_size);
@@ -462,6 +523,11 @@ void register_train(CLI::App& app) {
   sub->callback([cfg, flags, sub] {
     for (const char* f : kModelShapeFlags)
       if (sub->get_option(f)->count() > 0) flags->given_shape_flags.insert(f);
+    try {
+      check_query_group_flags(sub, cfg->model);
+    } catch (const Error& e) {
+      flags->query_group_error = e.what();  // reported inside run_train, once, on every rank
+    }
     // A signal's exit status is returned only once run_train's MpiRuntime is
     // gone (MPI_Finalize on every rank), so the checkpoint and the job end
     // cleanly; main() knows only 0 and error exits.
@@ -508,6 +574,11 @@ TrainConfig read_train_config(const std::string& path, int64_t* vocab_size_flag)
     fail("config {}: {}", path, e.what());
   }
   apply_layers_per_virtual_stage(p.config, p.flags.layers_per_virtual_stage);
+  try {
+    check_query_group_flags(p.sub, p.config.model);
+  } catch (const Error& e) {
+    fail("config {}: {}", path, e.what());
+  }
   if (vocab_size_flag) *vocab_size_flag = p.flags.vocab_size;
   return p.config;
 }

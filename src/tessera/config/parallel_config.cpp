@@ -151,9 +151,15 @@ void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
   TESSERA_CHECK(m.hidden_size % p.tp == 0,
                 "--hidden-size ({}) must be divisible by --tensor-model-parallel-size ({})",
                 m.hidden_size, p.tp);
+  // GQA: every tp rank holds whole key/value heads (num_query_groups / tp
+  // of them) beside its num_heads / tp query heads.
+  TESSERA_CHECK(m.kv_heads() % p.tp == 0,
+                "--num-query-groups ({}) must be divisible by --tensor-model-parallel-size ({})",
+                m.kv_heads(), p.tp);
   TESSERA_CHECK(m.ffn() % p.tp == 0,
-                "--ffn-hidden-size ({}) must be divisible by --tensor-model-parallel-size ({})",
-                m.ffn(), p.tp);
+                "--ffn-hidden-size ({}{}) must be divisible by --tensor-model-parallel-size ({})",
+                m.ffn(), m.swiglu && m.ffn_hidden_size == 0 ? ", the --swiglu default 8/3 x hidden" : "",
+                p.tp);
   TESSERA_CHECK(!p.sequence_parallel || m.seq_length % p.tp == 0,
                 "--seq-length ({}) must be divisible by --tensor-model-parallel-size ({}) with "
                 "--sequence-parallel",

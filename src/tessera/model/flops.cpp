@@ -4,7 +4,10 @@ namespace tessera {
 
 double layer_forward_flops(const GPTConfig& m, int64_t seq) {
   const double s = double(seq), h = double(m.hidden_size), f = double(m.ffn());
-  const double linears = 2 * s * (3 * h * h + h * h + 2 * h * f);  // qkv, proj, fc, fc-proj
+  // qkv (GPT: 3 h columns; fewer under GQA), proj, fc (2 f under SwiGLU),
+  // fc-proj. Integers well below 2^53: exact in any order.
+  const double qkv = double(m.qkv_width()), fc = double(m.fc_width());
+  const double linears = 2 * s * (h * qkv + h * h + h * fc + h * f);
   const double attention = 2 * 2 * s * s * h;                      // q k^T and p v
   return linears + attention;
 }

@@ -14,6 +14,10 @@ Decoder::Decoder(const GPT& model) : model_(model) {
   TESSERA_CHECK(L.tp() == 1 && L.has_embedding() && L.has_head() &&
                     int64_t(L.layers().size()) == c.num_layers,
                 "generation needs the whole model on one rank (tp = 1, one pipeline stage)");
+  // The cached decoder speaks GPT-2 (LayerNorm, GELU, learned positions, MHA).
+  TESSERA_CHECK(!c.llama_family(),
+                "generation with the KV cache supports GPT-2 models only; this model is {}",
+                c.summary());
   C_ = c.hidden_size;
   NH_ = c.num_heads;
   F_ = c.ffn();

@@ -12,17 +12,21 @@ std::vector<int64_t> stage_layers(const GPTConfig& m, const ParallelConfig& par,
 }
 
 void ParamLayout::add(const std::string& name, Shape global, TpSplit split, int64_t layer,
-                      bool decay, int64_t stride) {
+                      bool decay, std::vector<int64_t> parts) {
   ParamEntry e;
   e.name = name;
   e.global_shape = global;
   e.local_shape = global;
   e.split = split;
-  e.split_stride = stride;
+  e.split_parts = std::move(parts);
   if (split != TpSplit::None) {
     int d = e.split_dim();
-    TESSERA_CHECK(global[d] % (tp_ * stride) == 0, "parameter {} dim {} ({}) does not split over tp {}",
+    TESSERA_CHECK(global[d] % tp_ == 0, "parameter {} dim {} ({}) does not split over tp {}",
                   name, d, global[d], tp_);
+    for (int64_t j = 0; j < e.part_count(); ++j)
+      TESSERA_CHECK(e.part_rows(j) % tp_ == 0,
+                    "parameter {} part {} ({} rows) does not split over tp {}", name, j,
+                    e.part_rows(j), tp_);
     e.local_shape[d] = global[d] / tp_;
   }
   e.offset = numel_;
@@ -57,32 +61,42 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
   L.has_embedding_ = pp_rank == 0;
   L.has_head_ = pp_rank == par.pp - 1;
   const int64_t C = m.hidden_size, F = m.ffn();
+  const int64_t hs = m.head_size(), Cq = m.num_heads * hs, Ckv = m.kv_heads() * hs;
+  const bool norm_bias = !m.rmsnorm(), bias = m.add_bias_linear;
+  const bool tied = !m.untie_embeddings;
+  // [q | k | v] rows, each part split over tp (GPT: three equal parts).
+  const std::vector<int64_t> qkv_parts = {Cq, Ckv, Ckv};
+  // SwiGLU: [gate | up], each split over tp; plain MLP: one part.
+  const std::vector<int64_t> fc_parts =
+      m.swiglu ? std::vector<int64_t>{F, F} : std::vector<int64_t>{};
 
-  // The last stage needs the token table for the tied LM head even when it
-  // does not embed; its gradient is summed with the first stage's each step.
-  if (L.has_embedding_ || L.has_head_)
+  // A tied model's last stage needs the token table for the LM head even
+  // when it does not embed; its gradient is summed with the first stage's
+  // each step.
+  if (L.has_embedding_ || (tied && L.has_head_))
     L.add("wte", {L.padded_vocab_, C}, TpSplit::Vocab, -1, true);
-  if (L.has_embedding_) L.add("wpe", {m.positions(), C}, TpSplit::None, -1, true);
+  if (L.has_embedding_ && !m.rope()) L.add("wpe", {m.positions(), C}, TpSplit::None, -1, true);
   L.close_unit(-1);
   for (int64_t l : L.layers_) {
     auto n = [l](const char* s) { return fmt::format("h.{}.{}", l, s); };
     L.add(n("ln_1.weight"), {C}, TpSplit::None, l, false);
-    L.add(n("ln_1.bias"), {C}, TpSplit::None, l, false);
-    L.add(n("attn.qkv.weight"), {3 * C, C}, TpSplit::Column, l, true, 3);
-    L.add(n("attn.qkv.bias"), {3 * C}, TpSplit::Column, l, false, 3);
-    L.add(n("attn.proj.weight"), {C, C}, TpSplit::Row, l, true);
-    L.add(n("attn.proj.bias"), {C}, TpSplit::None, l, false);
+    if (norm_bias) L.add(n("ln_1.bias"), {C}, TpSplit::None, l, false);
+    L.add(n("attn.qkv.weight"), {m.qkv_width(), C}, TpSplit::Column, l, true, qkv_parts);
+    if (bias) L.add(n("attn.qkv.bias"), {m.qkv_width()}, TpSplit::Column, l, false, qkv_parts);
+    L.add(n("attn.proj.weight"), {C, Cq}, TpSplit::Row, l, true);
+    if (bias) L.add(n("attn.proj.bias"), {C}, TpSplit::None, l, false);
     L.add(n("ln_2.weight"), {C}, TpSplit::None, l, false);
-    L.add(n("ln_2.bias"), {C}, TpSplit::None, l, false);
-    L.add(n("mlp.fc.weight"), {F, C}, TpSplit::Column, l, true);
-    L.add(n("mlp.fc.bias"), {F}, TpSplit::Column, l, false);
+    if (norm_bias) L.add(n("ln_2.bias"), {C}, TpSplit::None, l, false);
+    L.add(n("mlp.fc.weight"), {m.fc_width(), C}, TpSplit::Column, l, true, fc_parts);
+    if (bias) L.add(n("mlp.fc.bias"), {m.fc_width()}, TpSplit::Column, l, false, fc_parts);
     L.add(n("mlp.proj.weight"), {C, F}, TpSplit::Row, l, true);
-    L.add(n("mlp.proj.bias"), {C}, TpSplit::None, l, false);
+    if (bias) L.add(n("mlp.proj.bias"), {C}, TpSplit::None, l, false);
     L.close_unit(l);
   }
   if (L.has_head_) {
     L.add("ln_f.weight", {C}, TpSplit::None, -1, false);
-    L.add("ln_f.bias", {C}, TpSplit::None, -1, false);
+    if (norm_bias) L.add("ln_f.bias", {C}, TpSplit::None, -1, false);
+    if (!tied) L.add("lm_head.weight", {L.padded_vocab_, C}, TpSplit::Vocab, -1, true);
     L.close_unit(-1);
   }
   return L;
@@ -107,11 +121,11 @@ int64_t ParamLayout::global_index(const ParamEntry& e, int64_t local) const {
   int64_t r = local / cols, c = local % cols;
   int64_t gcols = e.global_shape.ndim == 2 ? e.global_shape[1] : 1;
   if (e.split_dim() == 0) {
-    // dim 0 is (stride, part) parts; each part split into tp equal slices.
-    int64_t local_part = e.local_shape[0] / e.split_stride;
-    int64_t global_part = e.global_shape[0] / e.split_stride;
-    int64_t s = r / local_part, within = r % local_part;
-    int64_t gr = s * global_part + tp_rank_ * local_part + within;
+    // dim 0 is parts, each split into tp equal slices; the local rows are
+    // this rank's slice of each part in turn.
+    int64_t j = 0, within = r;
+    while (within >= e.part_rows(j) / tp_) within -= e.part_rows(j++) / tp_;
+    const int64_t gr = e.part_begin(j) + tp_rank_ * (e.part_rows(j) / tp_) + within;
     return gr * gcols + c;
   }
   int64_t gc = tp_rank_ * e.local_shape[1] + c;
@@ -122,7 +136,8 @@ int64_t ParamLayout::count_model_params(const GPTConfig& m) {
   // Counted from the one-process layout itself, less the vocabulary padding
   // rows, so this number can never drift from what the engine allocates.
   ParamLayout one = build(m, ParallelConfig{}, 0, 0);
-  return one.param_count() - (one.padded_vocab() - m.vocab_size) * m.hidden_size;
+  const int64_t tables = m.untie_embeddings ? 2 : 1;  // wte, and lm_head when untied
+  return one.param_count() - tables * (one.padded_vocab() - m.vocab_size) * m.hidden_size;
 }
 
 }  // namespace tessera

@@ -7,9 +7,15 @@
 // offset arithmetic, checkpoints record it, the planner counts bytes with it.
 //
 // Order in the flat buffer: embeddings (first stage), then each transformer
-// layer's parameters contiguously, then the final LayerNorm (last stage).
-// Under pipeline parallelism the last stage also holds a copy of the tied
-// token embedding.
+// layer's parameters contiguously, then the final norm and, when untied, the
+// LM head (last stage). Under pipeline parallelism the last stage of a tied
+// model also holds a copy of the token embedding.
+//
+// The Llama family (GPTConfig's switches) changes the list, never the
+// names: no *.bias of an RMSNorm norm, no linear biases under
+// --disable-bias-linear, no wpe under rope, qkv (qkv_width, C) under GQA, fc
+// (2F, C) under SwiGLU, and "lm_head.weight" (padded vocab, C; vocab split)
+// under --untie-embeddings-and-output-weights.
 //
 // Units: the buffer is cut into units — the embeddings, each layer, the
 // final LayerNorm — each starting on a multiple of `unit_align` elements and
@@ -48,16 +54,29 @@ struct ParamEntry {
   Shape global_shape;   // the whole tensor, as one process holds it
   Shape local_shape;    // this rank's slice
   TpSplit split = TpSplit::None;
-  // The split dim viewed as (stride, global/stride): each of the `stride`
-  // parts is split over tp on its own. QKV uses stride 3 so every rank holds
-  // its heads' q, k and v; everything else uses 1.
-  int64_t split_stride = 1;
+  // A dim-0 split (Column, Vocab) may cut dim 0 into parts, each split over
+  // tp on its own, so every rank holds its slice of each part, in part
+  // order: split_parts lists the parts' global rows (empty: one part, the
+  // whole dim). GPT's QKV has three equal parts (q, k, v: C rows each); the
+  // Llama family's has unequal ones under GQA (NH*hs, KVH*hs, KVH*hs), and
+  // its SwiGLU fc two (gate and up: F rows each).
+  std::vector<int64_t> split_parts;
   int64_t offset = 0;   // first element in the rank's flat buffer
   int64_t layer = -1;   // global transformer layer, -1 for embeddings / final norm
   bool weight_decay = false;  // matrices and embeddings decay; biases and LayerNorm do not
 
   int64_t numel() const { return local_shape.numel(); }
   int split_dim() const { return split == TpSplit::Row ? 1 : 0; }
+  // The dim-0 parts: how many, and part j's first global row and rows.
+  int64_t part_count() const { return split_parts.empty() ? 1 : int64_t(split_parts.size()); }
+  int64_t part_rows(int64_t j) const {
+    return split_parts.empty() ? global_shape[0] : split_parts[size_t(j)];
+  }
+  int64_t part_begin(int64_t j) const {
+    int64_t b = 0;
+    for (int64_t i = 0; i < j; ++i) b += part_rows(i);
+    return b;
+  }
 };
 
 class ParamLayout {
@@ -79,7 +98,7 @@ class ParamLayout {
   // Transformer layers held by this rank (global indices, ascending).
   const std::vector<int64_t>& layers() const { return layers_; }
   bool has_embedding() const { return has_embedding_; }
-  bool has_head() const { return has_head_; }  // final LayerNorm, tied LM head, loss
+  bool has_head() const { return has_head_; }  // final norm, LM head (tied or lm_head.weight), loss
   int64_t tp() const { return tp_; }
   int64_t tp_rank() const { return tp_rank_; }
   int64_t padded_vocab() const { return padded_vocab_; }
@@ -98,7 +117,7 @@ class ParamLayout {
 
  private:
   void add(const std::string& name, Shape global, TpSplit split, int64_t layer, bool decay,
-           int64_t stride = 1);
+           std::vector<int64_t> parts = {});
   void close_unit(int64_t layer);  // pads the unit begun at the last close and records it
 
   std::vector<ParamEntry> entries_;

@@ -26,13 +26,18 @@ void bind_unit(ModelWeights& w, const ParamLayout& layout, const ParamUnit& unit
     maybe("wpe", w.wpe);
     maybe("ln_f.weight", w.lnf_w);
     maybe("ln_f.bias", w.lnf_b);
+    maybe("lm_head.weight", w.lm_head);
     return;
   }
   const auto& layers = layout.layers();
   const size_t i = size_t(std::find(layers.begin(), layers.end(), unit.layer) - layers.begin());
   TESSERA_CHECK(i < layers.size(), "layer {} is not on this rank", unit.layer);
   if (w.layers.size() < layers.size()) w.layers.resize(layers.size());
-  auto p = [&](const char* s) { return at("h." + std::to_string(unit.layer) + "." + s); };
+  // Biases the family leaves out (RMSNorm, --disable-bias-linear) stay null.
+  auto p = [&](const char* s) -> float* {
+    const std::string name = "h." + std::to_string(unit.layer) + "." + s;
+    return layout.contains(name) ? at(name) : nullptr;
+  };
   w.layers[i] = {p("ln_1.weight"), p("ln_1.bias"), p("attn.qkv.weight"), p("attn.qkv.bias"),
                  p("attn.proj.weight"), p("attn.proj.bias"), p("ln_2.weight"), p("ln_2.bias"),
                  p("mlp.fc.weight"), p("mlp.fc.bias"), p("mlp.proj.weight"), p("mlp.proj.bias")};
@@ -75,7 +80,8 @@ void init_unit_weights(const ParamLayout& layout, const GPTConfig& m, const Para
                               ends_with(e.name, "mlp.proj.weight");
     const float std = residual_out ? residual_std : m.init_std;
     const uint64_t stream = name_hash(e.name);
-    const int64_t real_rows = e.name == "wte" ? m.vocab_size : e.global_shape[0];
+    const bool vocab_rows = e.name == "wte" || e.name == "lm_head.weight";
+    const int64_t real_rows = vocab_rows ? m.vocab_size : e.global_shape[0];
     const int64_t cols = e.global_shape.ndim == 2 ? e.global_shape[1] : 1;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {

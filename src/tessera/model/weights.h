@@ -9,29 +9,33 @@
 
 namespace tessera {
 
-// Shapes are this rank's slices: C hidden (replicated), Cl = C / tp
-// attention width, F = ffn / tp.
+// Shapes are this rank's slices: C hidden (replicated), Cq = NH * hs / tp
+// query width, Ckv = KVH * hs / tp key (and value) width (Cq under MHA: GPT's
+// Cl), Cqkv = Cq + 2 Ckv, F = ffn / tp, Ff = F (2 F under SwiGLU). A
+// parameter the model does not have is null: the norms' biases under
+// RMSNorm, every linear bias under --disable-bias-linear.
 struct LayerWeights {
   float* ln1_w = nullptr;     // (C)
-  float* ln1_b = nullptr;     // (C)
-  float* qkv_w = nullptr;     // (3*Cl, C)  [q | k | v] of this rank's heads
-  float* qkv_b = nullptr;     // (3*Cl)
-  float* proj_w = nullptr;    // (C, Cl)
+  float* ln1_b = nullptr;     // (C) LayerNorm only
+  float* qkv_w = nullptr;     // (Cqkv, C)  [q | k | v] of this rank's heads
+  float* qkv_b = nullptr;     // (Cqkv)
+  float* proj_w = nullptr;    // (C, Cq)
   float* proj_b = nullptr;    // (C)
   float* ln2_w = nullptr;     // (C)
-  float* ln2_b = nullptr;     // (C)
-  float* fc_w = nullptr;      // (F, C)
-  float* fc_b = nullptr;      // (F)
+  float* ln2_b = nullptr;     // (C) LayerNorm only
+  float* fc_w = nullptr;      // (Ff, C)  SwiGLU: [gate | up] of this rank's slice
+  float* fc_b = nullptr;      // (Ff)
   float* fcproj_w = nullptr;  // (C, F)
   float* fcproj_b = nullptr;  // (C)
 };
 
 struct ModelWeights {
-  float* wte = nullptr;  // (Vp / tp, C) vocab slice, tied with the LM head
-  float* wpe = nullptr;  // (T_max, C)
+  float* wte = nullptr;  // (Vp / tp, C) vocab slice; the LM head too unless untied
+  float* wpe = nullptr;  // (T_max, C) learned positions only (null under rope)
   std::vector<LayerWeights> layers;  // this rank's layers, in execution order
   float* lnf_w = nullptr;  // (C)
-  float* lnf_b = nullptr;  // (C)
+  float* lnf_b = nullptr;  // (C) LayerNorm only
+  float* lm_head = nullptr;  // (Vp / tp, C) untied output layer (null when tied)
 };
 
 // Resolve every named view of `layout` against `base` (a buffer of layout.numel() floats).
@@ -42,9 +46,9 @@ ModelWeights bind_weights(const ParamLayout& layout, float* base);
 // this to run a layer from its gathered copy.
 void bind_unit(ModelWeights& w, const ParamLayout& layout, const ParamUnit& unit, float* unit_base);
 
-// GPT-2 initialisation: N(0, std) for matrices and embeddings, residual
-// output projections scaled by 1/sqrt(2 * layers), zero biases, unit
-// LayerNorm gains; vocabulary padding rows stay zero. Every element is drawn
+// GPT-2 initialisation: N(0, std) for matrices and embeddings (the untied
+// lm_head too), residual output projections scaled by 1/sqrt(2 * layers),
+// zero biases, unit norm gains; vocabulary padding rows stay zero. Every element is drawn
 // from (seed, parameter name, global index), so any layout starts from the
 // same model.
 void init_weights(const ParamLayout& layout, const GPTConfig& model, float* base, uint64_t seed);

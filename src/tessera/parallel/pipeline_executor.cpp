@@ -181,7 +181,8 @@ void PipelineExecutor::run_reduce_grads(StepState& ss, const PipelineCallbacks& 
   loss_ = loss;
   // The tied token table: the first stage's lookup and the last stage's
   // head each hold part of its gradient; both copies must take the same step.
-  if (p_ > 1 && grid_.embedding() != nullptr) {
+  // An untied model's stages share no table (the last holds lm_head).
+  if (p_ > 1 && grid_.embedding() != nullptr && !model_.config().untie_embeddings) {
     const ParamEntry& wte = model_.layout().find("wte");
     grid_.embedding()->all_reduce(std::span<float>(model_.grad_views().wte, size_t(wte.numel())));
   }

@@ -32,6 +32,21 @@ std::vector<std::string> apply_checkpoint_args(TrainConfig& c, const ckpt::Check
   take("--vocab-size", m.vocab_size, from.vocab_size);
   take("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by,
        from.make_vocab_size_divisible_by);
+  // The family's switches decide the parameters as much as the sizes do.
+  const GPTConfig before = m;
+  m.normalization = from.normalization;
+  m.norm_epsilon = from.norm_epsilon;
+  m.swiglu = from.swiglu;
+  m.position_embedding = from.position_embedding;
+  m.rotary_base = from.rotary_base;
+  m.num_query_groups = from.num_query_groups;
+  m.untie_embeddings = from.untie_embeddings;
+  m.add_bias_linear = from.add_bias_linear;
+  if (const std::string d = ckpt::model_difference(before, m); !d.empty())
+    notes.push_back(fmt::format(
+        "--use-checkpoint-args: the architecture taken from the checkpoint ({}: this run's flags "
+        "vs the checkpoint's)",
+        d));
   return notes;
 }
 

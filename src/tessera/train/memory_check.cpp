@@ -11,23 +11,16 @@ namespace tessera {
 namespace {
 
 // One micro-batch's activation shape on this rank, as GPT::act_shape builds
-// it (there is no GPT yet: building one allocates the parameters).
-ActShape act_shape_of(const TrainConfig& c, const ParamLayout& layout) {
+// it (there is no GPT yet: building one allocates the parameters), through
+// the same act_shape_of, so the Llama family's widths count too.
+ActShape shape_of(const TrainConfig& c, const ParamLayout& layout) {
   const GPTConfig& m = c.model;
-  const int64_t tp = layout.tp();
-  ActShape s;
-  s.B = c.par.micro_batch;
-  s.T = m.seq_length;
-  s.C = m.hidden_size;
-  s.NH = m.num_heads / tp;
-  s.Cl = s.C / tp;
-  s.F = m.ffn() / tp;
-  s.V = std::max<int64_t>(0, std::min(layout.vocab_end(), m.vocab_size) - layout.vocab_begin());
-  s.L = int64_t(layout.layers().size());
-  s.has_head = layout.has_head();
-  s.recompute = c.par.recompute;
-  if (c.par.sequence_parallel && tp > 1) s.Ts = s.T / tp;
-  return s;
+  const int64_t V =
+      std::max<int64_t>(0, std::min(layout.vocab_end(), m.vocab_size) - layout.vocab_begin());
+  // fp32 as before: the lower bound counts every activation at 4 bytes.
+  return act_shape_of(m, c.par.micro_batch, layout.tp(), c.par.sequence_parallel,
+                      int64_t(layout.layers().size()), layout.has_head(), V, c.par.recompute,
+                      Precision::Fp32);
 }
 
 }  // namespace
@@ -37,7 +30,7 @@ MemoryBytes rank_memory_lower_bound(const TrainConfig& c, int64_t tp_rank, int64
   const double params = double(layout.numel());
   MemoryBytes b = zero_state_bytes(params, kFp32AdamBytes, c.par.zero_stage, c.par.dp);
   if (c.precision() != Precision::Fp32) b.params += 2 * params;  // the 16-bit working copy
-  b.activations = double(activations_bytes(act_shape_of(c, layout)));
+  b.activations = double(activations_bytes(shape_of(c, layout)));
   return b;
 }
 

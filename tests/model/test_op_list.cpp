@@ -26,7 +26,7 @@ struct Case {
   Recompute recompute;
   Precision precision;
   bool dropout;
-  bool llama = false;  // the Llama family's block (llama_of)
+  bool llama = false;  // the Llama family's block (test::tiny_llama)
 };
 
 std::string name_of(const Case& c) {
@@ -34,21 +34,9 @@ std::string name_of(const Case& c) {
          precision_name(c.precision) + (c.dropout ? " dropout" : " no-dropout");
 }
 
-// The Llama family (issue 17) on the same shape: RMSNorm, SwiGLU, RoPE, 2
-// query groups of the 4 heads, untied output layer, no linear biases.
-GPTConfig llama_of(GPTConfig m) {
-  m.normalization = Normalization::RMSNorm;
-  m.swiglu = true;
-  m.position_embedding = PositionEmbedding::Rope;
-  m.num_query_groups = 2;
-  m.untie_embeddings = true;
-  m.add_bias_linear = false;
-  return m;
-}
-
 GPTConfig model_for(const Case& c) {
   GPTConfig m = test::tiny_gpt(2);
-  if (c.llama) m = llama_of(m);
+  if (c.llama) m = test::tiny_llama(2);
   if (c.dropout) m.attention_dropout = 0.1f, m.hidden_dropout = 0.1f;
   return m;
 }
@@ -212,7 +200,7 @@ TEST(OpList, FlopsAndOptionalKernels) {
 // of LayerNorm, no bias passes, no position table, the untied head's GEMMs
 // as the tied one's, attention's FLOPs as MHA's plus RoPE's rotation.
 TEST(OpList, LlamaEntriesByHand) {
-  const GPTConfig m = llama_of(test::tiny_gpt(2));  // C 32, 4 heads of 8, 2 groups, F 64
+  const GPTConfig m = test::tiny_llama(2);  // C 32, 4 heads of 8, 2 groups, F 64
   ASSERT_EQ(m.ffn(), 64);
   OpListConfig oc;
   oc.model = m;

@@ -28,7 +28,7 @@ struct Case {
   Recompute recompute;
   Precision precision;
   bool dropout;
-  bool llama = false;  // the Llama family (llama_of)
+  bool llama = false;  // the Llama family (test::tiny_llama)
 };
 
 std::string name_of(const Case& c) {
@@ -37,20 +37,8 @@ std::string name_of(const Case& c) {
                      c.dropout ? " dropout" : "");
 }
 
-// The Llama family (issue 17) on tiny_gpt's shape: 2 query groups of the 4
-// heads, one per tp rank.
-GPTConfig llama_of(GPTConfig m) {
-  m.normalization = Normalization::RMSNorm;
-  m.swiglu = true;
-  m.position_embedding = PositionEmbedding::Rope;
-  m.num_query_groups = 2;
-  m.untie_embeddings = true;
-  m.add_bias_linear = false;
-  return m;
-}
-
 GPTConfig model_for(const Case& c) {
-  GPTConfig m = c.llama ? llama_of(test::tiny_gpt(2)) : test::tiny_gpt(2);
+  GPTConfig m = c.llama ? test::tiny_llama(2) : test::tiny_gpt(2);
   // 128 rows over tp 2: every rank holds 64 real vocabulary columns, so
   // rank 0's list (the list's rank) is every rank's.
   m.vocab_size = 128;

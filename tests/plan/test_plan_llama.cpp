@@ -312,3 +312,19 @@ latency_us = 1.0
   EXPECT_NEAR(b.stages[0].ops[Op::Gelu] - a.stages[0].ops[Op::Gelu],
               swiglu_measured - swiglu_plain, 1e-12);
 }
+
+// The llama-tiny preset is the model `tessera train --config
+// configs/llama-tiny.toml` trains (read by train's own parser, the
+// vocabulary from the embedded corpus's tokenizer), and `plan --model` of
+// that file (a model file in train's keys) is too.
+TEST(LlamaTiny, PresetIsTheConfigsRun) {
+  const std::string file = std::string(TESSERA_SOURCE_DIR) + "/configs/llama-tiny.toml";
+  const GPTConfig run = cli::read_planned_run(file).model;
+  const GPTConfig preset = load_model("llama-tiny");
+  EXPECT_EQ(preset.summary(), run.summary());
+  EXPECT_FLOAT_EQ(preset.norm_epsilon, run.norm_epsilon);
+  EXPECT_EQ(ParamLayout::count_model_params(preset), ParamLayout::count_model_params(run));
+  GPTConfig as_model_file = load_model(file, cli::is_train_flag);
+  as_model_file.vocab_size = run.vocab_size;  // a model file without vocab-size: GPT-2's
+  EXPECT_EQ(as_model_file.summary(), run.summary());
+}

@@ -85,9 +85,6 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
       // The degrees with the smallest micro-batch: if the engine refuses
       // this, it refuses every micro-batch, schedule and mode of (tp, pp).
       if (!engine_accepts(par, m, N)) continue;
-      // GQA's key / value heads split over tp too (op_list refuses a layout
-      // that does not); said here as well in case validate does not say it.
-      if (m.kv_heads() % tp != 0) continue;
       const int64_t per_replica = sp.global_batch / par.dp;
       std::vector<int64_t> mbs = sp.micro_batch;
       if (mbs.empty())

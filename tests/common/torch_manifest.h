@@ -27,7 +27,16 @@ inline nlohmann::json torch_manifest(const TrainConfig& cfg, const GPT& model,
                  {"beta2", cfg.optim.beta2},
                  {"eps", cfg.optim.eps},
                  {"weight_decay", cfg.optim.weight_decay},
-                 {"clip_grad", cfg.optim.clip_grad}};
+                 {"clip_grad", cfg.optim.clip_grad},
+                 // The Llama family's switches (torch_reference_llama.py).
+                 {"rmsnorm", cfg.model.rmsnorm()},
+                 {"norm_epsilon", cfg.model.norm_epsilon},
+                 {"swiglu", cfg.model.swiglu},
+                 {"rope", cfg.model.rope()},
+                 {"rotary_base", cfg.model.rotary_base},
+                 {"kv_heads", cfg.model.kv_heads()},
+                 {"untie_embeddings", cfg.model.untie_embeddings},
+                 {"add_bias_linear", cfg.model.add_bias_linear}};
   for (const ParamEntry& e : model.layout().entries()) {
     std::vector<int64_t> shape(e.global_shape.dims.begin(),
                                e.global_shape.dims.begin() + e.global_shape.ndim);

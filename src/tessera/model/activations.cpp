@@ -35,7 +35,11 @@ struct Carver {
 // pointers when c only counts).
 void carve(Activations& a, const ActShape& s, Carver& c) {
   const int64_t BT = s.N(), Ns = s.Ns();
+  const int64_t Cqkv = s.Cqkv(), Ff = s.Ff();
   const Recompute rc = s.recompute;
+  // RMSNorm keeps no mean.
+  auto mean_temp = [&] { return s.rmsnorm ? nullptr : c.temp(Ns); };
+  auto mean_keep = [&] { return s.rmsnorm ? nullptr : c.keep(Ns); };
   std::vector<LayerActs>& layers = a.layers;
   layers.assign(size_t(s.L), LayerActs{});
   a.encoded = c.keep(Ns * s.C);
@@ -43,14 +47,14 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   LayerActs shared;
   if (rc == Recompute::Full) {
     shared.ln1 = c.temp_act(Ns * s.C);
-    shared.ln1_mean = c.temp(Ns);
+    shared.ln1_mean = mean_temp();
     shared.ln1_rstd = c.temp(Ns);
-    shared.qkv = c.temp_act(BT * 3 * s.Cl);
+    shared.qkv = c.temp_act(BT * Cqkv);
     shared.res_mid = c.temp(Ns * s.C);
     shared.ln2 = c.temp_act(Ns * s.C);
-    shared.ln2_mean = c.temp(Ns);
+    shared.ln2_mean = mean_temp();
     shared.ln2_rstd = c.temp(Ns);
-    shared.fch = c.temp_act(BT * s.F);
+    shared.fch = c.temp_act(BT * Ff);
   }
   if (rc != Recompute::None) {
     shared.atty = c.temp_act(BT * s.Cl);
@@ -61,9 +65,9 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
     l = shared;
     if (rc != Recompute::Full) {
       l.ln1 = c.keep_act(Ns * s.C);
-      l.ln1_mean = c.keep(Ns);
+      l.ln1_mean = mean_keep();
       l.ln1_rstd = c.keep(Ns);
-      l.qkv = c.keep_act(BT * 3 * s.Cl);
+      l.qkv = c.keep_act(BT * Cqkv);
     }
     if (rc == Recompute::None) {
       l.atty = c.keep_act(BT * s.Cl);
@@ -72,9 +76,9 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
     if (rc != Recompute::Full) {
       l.res_mid = c.keep(Ns * s.C);
       l.ln2 = c.keep_act(Ns * s.C);
-      l.ln2_mean = c.keep(Ns);
+      l.ln2_mean = mean_keep();
       l.ln2_rstd = c.keep(Ns);
-      l.fch = c.keep_act(BT * s.F);
+      l.fch = c.keep_act(BT * Ff);
     }
     if (rc == Recompute::None) l.fch_gelu = c.keep_act(BT * s.F);
     // Always kept: the next layer's input (or the stage's output).
@@ -82,7 +86,7 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   }
   if (s.has_head) {
     a.lnf = c.keep_act(Ns * s.C);
-    a.lnf_mean = c.keep(Ns);
+    a.lnf_mean = mean_keep();
     a.lnf_rstd = c.keep(Ns);
     a.logits = c.keep(BT * s.V);
     a.ce_lse = c.keep(BT);
@@ -94,9 +98,10 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   }
   a.dresid = c.temp(Ns * s.C);
   a.dln = c.temp(BT * s.C);
-  a.dqkv = c.temp(BT * 3 * s.Cl);
+  a.dqkv = c.temp(BT * Cqkv);
   a.datty = c.temp(BT * s.Cl);
-  a.dfch = c.temp(BT * s.F);
+  a.dfch = c.temp(BT * Ff);
+  a.dact = s.swiglu ? c.temp(BT * s.F) : nullptr;
   a.tp_full = s.sp() ? c.temp(BT * s.C) : nullptr;
 }
 
@@ -121,6 +126,11 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
   s.NH = m.num_heads / tp;
   s.Cl = m.hidden_size / tp;
   s.F = m.ffn() / tp;
+  s.KVH = m.kv_heads() / tp;
+  s.rmsnorm = m.rmsnorm();
+  s.swiglu = m.swiglu;
+  s.rotary_base = m.rope() ? m.rotary_base : 0.0f;
+  s.norm_epsilon = m.norm_epsilon;
   s.V = vocab_columns;
   s.L = layers;
   s.has_head = has_head;

@@ -8,6 +8,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/profile.h"
 #include "tessera/config/parallel_config.h"
+#include "tessera/kernels/attention_heads.h"
 #include "tessera/kernels/precision.h"
 
 namespace tessera {
@@ -17,9 +18,15 @@ namespace tessera {
 struct ActShape {
   int64_t B = 1, T = 1;  // micro-batch sequences, tokens per sequence
   int64_t C = 1;         // hidden size
-  int64_t NH = 1;        // attention heads on this rank
+  int64_t NH = 1;        // attention (query) heads on this rank
   int64_t Cl = 1;        // attention width on this rank = NH * head size
   int64_t F = 1;         // MLP width on this rank
+  // The Llama family (GPTConfig's switches; GPT-2 by default).
+  int64_t KVH = 0;       // key/value heads on this rank (0: NH, plain multi-head)
+  bool rmsnorm = false;  // RMSNorm (rstd only, no mean) instead of LayerNorm
+  bool swiglu = false;   // the fc GEMM writes [gate | up] (2 F columns)
+  float rotary_base = 0;  // RoPE inside attention (0: learned positions)
+  float norm_epsilon = 1e-5f;
   int64_t V = 1;         // logit columns on this rank (real vocabulary when tp = 1)
   int64_t L = 1;         // transformer layers on this rank
   bool has_head = true;  // final LayerNorm, logits and loss live here
@@ -36,6 +43,15 @@ struct ActShape {
   Precision precision = Precision::Fp32;
 
   int64_t N() const { return B * T; }
+  int64_t kv_heads() const { return KVH > 0 ? KVH : NH; }
+  int64_t head_size() const { return Cl / NH; }
+  // Columns of the qkv GEMM on this rank: [q | k | v] = Cl + 2 KVH * hs
+  // (3 Cl for GPT-2).
+  int64_t Cqkv() const { return Cl + 2 * kv_heads() * head_size(); }
+  // Columns of the fc GEMM on this rank: F, or 2 F under SwiGLU.
+  int64_t Ff() const { return swiglu ? 2 * F : F; }
+  // The attention kernels' description of this rank's heads.
+  AttentionHeads heads() const { return {NH, kv_heads(), head_size(), rotary_base}; }
   int64_t Ns() const { return B * (Ts > 0 ? Ts : T); }
   bool sp() const { return Ts > 0 && Ts < T; }
   bool lowp() const { return precision != Precision::Fp32; }
@@ -73,19 +89,21 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
 //     to 36·C rather than 32·C; it is also what the pipeline sends, and
 //     the hidden dropout and LayerNorm read it in fp32. activations_bytes
 //     counts it at 4 bytes.
+// Under RMSNorm the *_mean views are null (it keeps rstd only). Cqkv, Ff:
+// ActShape's (3 Cl and F for GPT-2).
 struct LayerActs {
   kernels::Act ln1;           // (Ns, C)
-  float* ln1_mean = nullptr;  // (Ns)
+  float* ln1_mean = nullptr;  // (Ns) LayerNorm only
   float* ln1_rstd = nullptr;  // (Ns)
-  kernels::Act qkv;           // (B, T, 3*Cl)
+  kernels::Act qkv;           // (B, T, Cqkv) [q | k | v], unrotated (RoPE runs inside attention)
   kernels::Act atty;          // (B, T, Cl) attention output before projection
   float* lse = nullptr;       // (B, NH, T) attention row log-sum-exp
   float* res_mid = nullptr;   // (Ns, C) residual after attention
   kernels::Act ln2;           // (Ns, C)
-  float* ln2_mean = nullptr;  // (Ns)
+  float* ln2_mean = nullptr;  // (Ns) LayerNorm only
   float* ln2_rstd = nullptr;  // (Ns)
-  kernels::Act fch;           // (B, T, F) MLP pre-activation
-  kernels::Act fch_gelu;      // (B, T, F)
+  kernels::Act fch;           // (B, T, Ff) MLP pre-activation ([gate | up] under SwiGLU)
+  kernels::Act fch_gelu;      // (B, T, F) GELU(fch), or silu(gate) * up under SwiGLU
   float* res_out = nullptr;   // (Ns, C) layer output
 };
 
@@ -117,7 +135,7 @@ struct Activations {
   float* encoded = nullptr;  // (Ns, C) embeddings, input of the first layer
   std::vector<LayerActs> layers;
   kernels::Act lnf;           // (Ns, C) 16-bit under --bf16 / --fp16 (the LM head's input)
-  float* lnf_mean = nullptr;  // (Ns)
+  float* lnf_mean = nullptr;  // (Ns) LayerNorm only
   float* lnf_rstd = nullptr;  // (Ns)
   // (B, T, V) fp32 in every precision (the loss reads them, and dlogits,
   // a gradient, overwrite them in place in backward).
@@ -132,9 +150,10 @@ struct Activations {
   // column-parallel linear, 16-bit words in its first half under --bf16 /
   // --fp16, or a row-parallel linear's partial output).
   float* tp_full = nullptr;
-  float* dqkv = nullptr;    // (B, T, 3*Cl)
+  float* dqkv = nullptr;    // (B, T, Cqkv)
   float* datty = nullptr;   // (B, T, Cl)
-  float* dfch = nullptr;    // (B, T, F)
+  float* dfch = nullptr;    // (B, T, Ff): dL/d fch (GELU: first dL/d fch_gelu, in place)
+  float* dact = nullptr;    // (B, T, F) SwiGLU only: dL/d fch_gelu (its input gradient is 2F wide)
 
   // Input of layer i (the embeddings for i = 0).
   float* layer_input(size_t i) const { return i == 0 ? encoded : layers[i - 1].res_out; }

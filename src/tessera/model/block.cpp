@@ -4,6 +4,34 @@
 
 namespace tessera {
 
+void norm_forward(const kernels::Ops& ops, kernels::Act out, float* mean, float* rstd,
+                         const float* x, const float* w, const float* b, int64_t rows,
+                         const ActShape& s) {
+  if (s.rmsnorm)
+    ops.rmsnorm_forward(out, rstd, x, w, rows, s.C, s.norm_epsilon);
+  else
+    ops.layernorm_forward(out, mean, rstd, x, w, b, rows, s.C);
+}
+
+void norm_backward(const kernels::Ops& ops, float* dx, float* dw, float* db,
+                          const float* dout, const float* x, const float* w, const float* mean,
+                          const float* rstd, int64_t rows, const ActShape& s) {
+  if (s.rmsnorm)
+    ops.rmsnorm_backward(dx, dw, dout, x, w, rstd, rows, s.C);
+  else
+    ops.layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, rows, s.C);
+}
+
+// The MLP's activation: fch_gelu (N, F) = GELU(fch (N, F)), or under SwiGLU
+// silu(gate) * up from fch (N, 2F) = [gate | up].
+static void mlp_activation_forward(const kernels::Ops& ops, kernels::Act out,
+                                   kernels::ConstAct fch, const ActShape& s) {
+  if (s.swiglu)
+    ops.swiglu_forward(out, fch, s.N(), s.F);
+  else
+    ops.gelu_forward(out, fch, s.N() * s.F);
+}
+
 // A row-parallel linear: out (Ns, C) = leave(inp (N, K) @ weight (C, K)^T) + bias.
 // Each rank's product is partial, so the bias is added once, after the sum.
 static void row_parallel_forward(const kernels::Ops& ops, float* out, kernels::ConstAct inp,
@@ -16,7 +44,7 @@ static void row_parallel_forward(const kernels::Ops& ops, float* out, kernels::C
   float* partial = tp.sp() ? tp_full : out;  // (N, C)
   ops.matmul_forward(partial, inp, weight, nullptr, N, K, C);
   tp_leave_forward(tp, partial, out, N, C, ops.profile());
-  ops.bias_add(out, bias, Ns, C);
+  if (bias) ops.bias_add(out, bias, Ns, C);  // null under --disable-bias-linear
 }
 
 void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a, const float* x,
@@ -24,18 +52,19 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
                    const LayerDropout& drop) {
   const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = ops.profile();  // the tp helpers charge their communication here
-  ops.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, Ns, s.C);
+  norm_forward(ops, a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_w, w.ln1_b, Ns, s);
   const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, tp_full, N, s.C, prof);  // (N, C)
-  ops.matmul_forward(a.qkv, ln1, w.qkv_w, w.qkv_b, N, s.C, 3 * s.Cl);
-  ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH, &drop.probs);
+  ops.matmul_forward(a.qkv, ln1, w.qkv_w, w.qkv_b, N, s.C, s.Cqkv());
+  // GQA and RoPE happen inside (s.heads()): qkv stays unrotated.
+  ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.heads(), &drop.probs);
   row_parallel_forward(ops, a.res_mid, a.atty, w.proj_w, w.proj_b, N, Ns, s.Cl, s.C, tp, tp_full);
   ops.dropout_rows(a.res_mid, Ns, s.C, drop.row0, s.T, drop.attn_out);
   ops.add(a.res_mid, a.res_mid, x, Ns * s.C);
 
-  ops.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, Ns, s.C);
+  norm_forward(ops, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, Ns, s);
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
-  ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.F);
-  ops.gelu_forward(a.fch_gelu, a.fch, N * s.F);
+  ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.Ff());
+  mlp_activation_forward(ops, a.fch_gelu, a.fch, s);
   row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
                        tp_full);
   ops.dropout_rows(a.res_out, Ns, s.C, drop.row0, s.T, drop.mlp_out);
@@ -49,8 +78,8 @@ void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& 
     case Recompute::None: return;
     case Recompute::Selective:
       // The same kernels on the same saved inputs as forward: bit-identical.
-      ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.Cl, s.NH, &drop.probs);
-      ops.gelu_forward(a.fch_gelu, a.fch, s.N() * s.F);
+      ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.heads(), &drop.probs);
+      mlp_activation_forward(ops, a.fch_gelu, a.fch, s);
       return;
     case Recompute::Full: block_forward(ops, w, a, x, s, tp, tp_full, drop); return;
   }
@@ -82,10 +111,10 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   LayerWeights gl = g;
   if (tp.sp()) {
     std::fill_n(ln_grads, 4 * C, 0.0f);
-    gl.ln1_w = ln_grads;          // (C)
-    gl.ln1_b = ln_grads + C;      // (C)
-    gl.ln2_w = ln_grads + 2 * C;  // (C)
-    gl.ln2_b = ln_grads + 3 * C;  // (C)
+    gl.ln1_w = ln_grads;                          // (C)
+    gl.ln1_b = s.rmsnorm ? nullptr : ln_grads + C;  // (C) LayerNorm only
+    gl.ln2_w = ln_grads + 2 * C;                  // (C)
+    gl.ln2_b = s.rmsnorm ? nullptr : ln_grads + 3 * C;  // (C)
   }
   // The step's first backward writes the weight gradients (they hold zeros).
   const bool add_dw = !scratch.first_backward_of_step;
@@ -97,38 +126,46 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   const float* dy =
       tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.mlp_out), scratch.dln,
                         N, C, prof);  // (N, C)
-  ops.matmul_backward(scratch.dfch, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N, s.F,
-                      C, false, add_dw);
-  // (N, F): in place in fp32; in the GEMM precision under --bf16 / --fp16
-  const kernels::Act dfch = ops.grad_operand(scratch.dfch, N * s.F);
-  ops.gelu_backward(dfch, a.fch, scratch.dfch, N * s.F);
+  // (N, F) dL/d fch_gelu: in dfch for GELU (which then works in place),
+  // in dact for SwiGLU (its input gradient is twice as wide).
+  float* dact = s.swiglu ? scratch.dact : scratch.dfch;
+  ops.matmul_backward(dact, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N, s.F, C, false,
+                      add_dw);
+  // (N, Ff): fp32 in dfch; in the GEMM precision under --bf16 / --fp16
+  const kernels::Act dfch = ops.grad_operand(scratch.dfch, N * s.Ff());
+  if (s.swiglu)
+    ops.swiglu_backward(dfch, a.fch, dact, N, s.F);
+  else
+    ops.gelu_backward(dfch, a.fch, dact, N * s.F);
   // (N, C): re-gathered under SP, only the shard was kept
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
-  ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, N, C, s.F, false, add_dw);
+  ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, N, C, s.Ff(), false,
+                      add_dw);
   const float* dln2 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
-  ops.layernorm_backward(dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
-                         a.ln2_rstd, Ns, C);
+  norm_backward(ops, dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
+                a.ln2_rstd, Ns, s);
   // Attention branch.
   dy = tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.attn_out),
                          scratch.dln, N, C, prof);
   ops.matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C, false,
                       add_dw);
-  // (N, 3 Cl): fp32, or in the GEMM precision under --bf16 / --fp16
-  const kernels::Act dqkv = ops.grad_operand(scratch.dqkv, N * 3 * s.Cl);
-  ops.attention_backward(dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.Cl, s.NH,
+  // (N, Cqkv): fp32, or in the GEMM precision under --bf16 / --fp16
+  const kernels::Act dqkv = ops.grad_operand(scratch.dqkv, N * s.Cqkv());
+  ops.attention_backward(dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.heads(),
                          &drop.probs);
   const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
-  ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, N, C, 3 * s.Cl, false,
+  ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, N, C, s.Cqkv(), false,
                       add_dw);
   const float* dln1 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
-  ops.layernorm_backward(dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd,
-                         Ns, C);
+  norm_backward(ops, dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, Ns,
+                s);
   if (tp.sp()) {
+    // RMSNorm's bias slots stay zero: summed with the rest, never added.
     tp_sum_region_grad(tp, ln_grads, 4 * C, prof);
     ops.accumulate(g.ln1_w, ln_grads, C);
-    ops.accumulate(g.ln1_b, ln_grads + C, C);
+    if (!s.rmsnorm) ops.accumulate(g.ln1_b, ln_grads + C, C);
     ops.accumulate(g.ln2_w, ln_grads + 2 * C, C);
-    ops.accumulate(g.ln2_b, ln_grads + 3 * C, C);
+    if (!s.rmsnorm) ops.accumulate(g.ln2_b, ln_grads + 3 * C, C);
   }
 }
 

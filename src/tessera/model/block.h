@@ -2,6 +2,10 @@
 // out op by op:
 //   res_mid = x + proj(attention(qkv(ln_1(x))))
 //   res_out = res_mid + fcproj(gelu(fc(ln_2(res_mid))))
+// The Llama family (ActShape's switches) swaps the parts in place: RMSNorm
+// for ln_1 / ln_2, silu(gate) * up for gelu (fc writes [gate | up]),
+// attention over GQA heads with RoPE applied inside the kernel (qkv rows
+// [q NH | k KVH | v KVH] heads), and no biases under --disable-bias-linear.
 // Under tensor parallelism qkv and fc are column-parallel, proj and fcproj
 // row-parallel, each pair wrapped in tensor_parallel.h's enter / leave.
 //
@@ -49,6 +53,17 @@ struct LayerDropout {
   DropoutSite mlp_out;   // (Ns, C) MLP block output
   int64_t row0 = 0;
 };
+
+// The block's norm, LayerNorm or RMSNorm (s.rmsnorm, the Llama family):
+// out (rows, C) from x (rows, C), mean (rows; null under RMSNorm, which
+// keeps rstd only and has no bias b), rstd (rows). The final norm uses it too.
+void norm_forward(const kernels::Ops& ops, kernels::Act out, float* mean, float* rstd,
+                  const float* x, const float* w, const float* b, int64_t rows,
+                  const ActShape& s);
+// dx (rows, C) += the norm's input gradient; dw (C) += and db (C) += (LayerNorm only).
+void norm_backward(const kernels::Ops& ops, float* dx, float* dw, float* db, const float* dout,
+                   const float* x, const float* w, const float* mean, const float* rstd,
+                   int64_t rows, const ActShape& s);
 
 // Every kernel runs through `ops` (kernels/ops.h: the backend, and the
 // profile each call charges its time to; the tp helpers charge theirs to

@@ -110,7 +110,7 @@ void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
   if (!tp_.active()) {
     ops.token_embedding_forward(acts.encoded, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
                                 layout_.vocab_end());
-    ops.position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
+    if (!config_.rope()) ops.position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
   } else {
     // Vocab-parallel lookup: rows of other slices are zero, the leave
     // (all-reduce, or reduce-scatter to this rank's rows) sums the slices.
@@ -118,8 +118,8 @@ void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
     ops.token_embedding_forward(partial, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
                                 layout_.vocab_end());
     tp_leave_forward(tp_, partial, acts.encoded, N, s.C, acts.profile);
-    position_rows_forward(ops, acts.encoded, w_.wpe, tp_.region_row0(N), Ns, s.T,
-                          s.C);
+    if (!config_.rope())  // learned positions; rope's are applied inside attention
+      position_rows_forward(ops, acts.encoded, w_.wpe, tp_.region_row0(N), Ns, s.T, s.C);
   }
   ops.dropout_rows(acts.encoded, Ns, s.C, tp_.region_row0(N), s.T,
                    dropout_site(acts, DropoutSiteKind::Embedding, 0));
@@ -140,12 +140,12 @@ float GPT::head_forward(Activations& acts, const int32_t* targets) {
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = acts.profile;  // the tp helpers charge their communication here
-  ops.layernorm_forward(acts.lnf, acts.lnf_mean, acts.lnf_rstd, acts.output(), w_.lnf_w,
-                        w_.lnf_b, Ns, s.C);
-  // Tied LM head, column-parallel over the vocabulary: logits (N, V) = lnf
-  // (N, C) @ wte[this rank's real rows]^T.
+  norm_forward(ops, acts.lnf, acts.lnf_mean, acts.lnf_rstd, acts.output(), w_.lnf_w, w_.lnf_b,
+               Ns, s);
+  // LM head (tied: wte; untied: lm_head), column-parallel over the
+  // vocabulary: logits (N, V) = lnf (N, C) @ head[this rank's real rows]^T.
   const kernels::ConstAct lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);  // (N, C)
-  if (s.V > 0) ops.matmul_forward(acts.logits, lnf, w_.wte, nullptr, N, s.C, s.V);
+  if (s.V > 0) ops.matmul_forward(acts.logits, lnf, head_of(w_), nullptr, N, s.C, s.V);
   if (!tp_.active()) {
     ops.cross_entropy_forward(acts.losses, acts.ce_lse, acts.logits, targets, N, s.V);
   } else {
@@ -195,23 +195,24 @@ void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) 
   // (N, C): re-gathered under SP, only the shard was kept
   const kernels::ConstAct lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);
   if (s.V > 0)
-    // First into wte's gradient in a backward (the embedding's scatter-add
-    // comes after), so the step's first backward writes it.
-    ops.matmul_backward(acts.dln, g_.wte, nullptr, dlogits, lnf, w_.wte, N, s.C, s.V, false,
-                        !acts.first_backward_of_step);
+    // First into the head's gradient in a backward (tied: the embedding's
+    // scatter-add into wte comes after), so the step's first backward writes it.
+    ops.matmul_backward(acts.dln, head_of(g_), nullptr, dlogits, lnf, head_of(w_), N, s.C, s.V,
+                        false, !acts.first_backward_of_step);
   else
     std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
   const float* dlnf = tp_enter_backward(tp_, acts.dln, N, s.C, prof);  // (Ns, C)
   // Under SP the final LayerNorm's gradients cover only this rank's rows.
   float* glnf_w = tp_.sp() ? ln_grads_.f32() : g_.lnf_w;  // (C)
-  float* glnf_b = tp_.sp() ? glnf_w + s.C : g_.lnf_b;     // (C)
+  float* glnf_b = tp_.sp() ? glnf_w + s.C : g_.lnf_b;     // (C) LayerNorm only
+  if (s.rmsnorm) glnf_b = nullptr;
   if (tp_.sp()) std::fill_n(glnf_w, 2 * s.C, 0.0f);
-  ops.layernorm_backward(acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w,
-                         acts.lnf_mean, acts.lnf_rstd, Ns, s.C);
+  norm_backward(ops, acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w, acts.lnf_mean,
+                acts.lnf_rstd, Ns, s);
   if (tp_.sp()) {
     tp_sum_region_grad(tp_, glnf_w, 2 * s.C, prof);
     ops.accumulate(g_.lnf_w, glnf_w, s.C);
-    ops.accumulate(g_.lnf_b, glnf_b, s.C);
+    if (glnf_b) ops.accumulate(g_.lnf_b, glnf_b, s.C);
   }
 }
 
@@ -241,7 +242,7 @@ void GPT::embed_backward(Activations& acts, const int32_t* inputs) {
   const float* d = tp_leave_backward(tp_, acts.dresid, acts.dln, N, s.C, acts.profile);  // (N, C)
   ops.token_embedding_backward(g_.wte, d, inputs, N, s.C, layout_.vocab_begin(),
                                layout_.vocab_end());
-  ops.position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
+  if (!config_.rope()) ops.position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
 }
 
 void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,

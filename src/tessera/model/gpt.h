@@ -146,6 +146,11 @@ class GPT {
   // global layer `layer`, and those of the rank's layer l.
   DropoutSite dropout_site(const Activations& acts, DropoutSiteKind kind, int64_t layer) const;
   LayerDropout layer_dropout(const Activations& acts, size_t l) const;
+  // The LM head's weight in w (or its gradient in g): the untied lm_head,
+  // else the token table. By the config, not by which views are bound.
+  float* head_of(const ModelWeights& w) const {
+    return config_.untie_embeddings ? w.lm_head : w.wte;
+  }
 
   GPTConfig config_;
   ParamLayout layout_;

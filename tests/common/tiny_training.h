@@ -21,14 +21,16 @@ namespace tessera::test {
 
 // dropout: the attention and hidden dropout probability (0: none, the
 // reference path; the layout tests run both). precision: the GEMMs' (--bf16,
-// --fp16; fp32 the reference).
+// --fp16; fp32 the reference). llama: the Llama family's tiny model
+// (tiny_llama: RMSNorm, SwiGLU, RoPE, GQA 4 over 2, untied, no biases)
+// instead of GPT's.
 inline TrainConfig tiny_train_config(int zero_stage, int64_t dp, int64_t layers = 2,
                                      float dropout = 0.0f,
-                                     Precision precision = Precision::Fp32) {
+                                     Precision precision = Precision::Fp32, bool llama = false) {
   TrainConfig c;
   c.bf16 = precision == Precision::Bf16;
   c.fp16 = precision == Precision::Fp16;
-  c.model = tiny_gpt(layers);
+  c.model = llama ? tiny_llama(layers) : tiny_gpt(layers);
   c.model.attention_dropout = dropout;
   c.model.hidden_dropout = dropout;
   c.par.dp = dp;
@@ -59,8 +61,9 @@ inline std::unique_ptr<SampledBatches> tiny_train_data(const TrainConfig& c) {
 
 inline std::vector<StepStats> single_process_run(int64_t steps, int64_t layers = 2,
                                                  float dropout = 0.0f,
-                                                 Precision precision = Precision::Fp32) {
-  TrainConfig c = tiny_train_config(0, 1, layers, dropout, precision);
+                                                 Precision precision = Precision::Fp32,
+                                                 bool llama = false) {
+  TrainConfig c = tiny_train_config(0, 1, layers, dropout, precision, llama);
   auto data = tiny_train_data(c);
   Trainer t(c, *data);
   std::vector<StepStats> out;

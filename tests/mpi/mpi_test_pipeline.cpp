@@ -273,6 +273,7 @@ struct PipeLayout {
   bool grad_reduce_bf16 = false;  // --grad-reduce-in-bf16: a bf16-only case
   bool sequence_parallel = false;
   int first = 0, last = 0;  // uneven stages (0: not set)
+  bool llama = false;       // the Llama family's tiny model (tiny_training.h) instead of GPT's
 };
 
 class Pipeline : public ::testing::TestWithParam<PipeLayout> {};
@@ -285,9 +286,9 @@ void pipeline_matches_one_process(const PipeLayout& L, float dropout,
   if (L.grad_reduce_bf16 && precision != Precision::Bf16) GTEST_SKIP() << "a --bf16 case";
   comm::Grid& grid = grid_of(L.tp, L.pp);
   const std::vector<StepStats> ref =
-      test::single_process_run(20, L.layers, dropout, precision);
-  TrainConfig c =
-      test::tiny_train_config(L.zero, L.world / (L.tp * L.pp), L.layers, dropout, precision);
+      test::single_process_run(20, L.layers, dropout, precision, L.llama);
+  TrainConfig c = test::tiny_train_config(L.zero, L.world / (L.tp * L.pp), L.layers, dropout,
+                                          precision, L.llama);
   c.grad_reduce_bf16 = L.grad_reduce_bf16;
   c.par.tp = L.tp;
   c.par.pp = L.pp;
@@ -386,7 +387,24 @@ INSTANTIATE_TEST_SUITE_P(
                       PipeLayout{"pp2_dp2_zero3_first3_of4", 4, 1, 2, 1, 3,
                                  ScheduleKind::OneFOneB, 4, Recompute::None, false, false, 3, 0},
                       PipeLayout{"pp2_tp2_dp2_zero1_first1_of3", 8, 2, 2, 1, 1,
-                                 ScheduleKind::OneFOneB, 3, Recompute::None, false, false, 1, 0}),
+                                 ScheduleKind::OneFOneB, 3, Recompute::None, false, false, 1, 0},
+                      // The Llama family (issue 17): untied head (no tied-table sum
+                      // between the stages), GQA split over tp, RoPE, SwiGLU, RMSNorm.
+                      PipeLayout{"llama_pp2_1f1b", 2, 1, 2, 1, 0, ScheduleKind::OneFOneB, 2,
+                                 Recompute::None, false, false, 0, 0, true},
+                      PipeLayout{"llama_pp2_zero3_recompute_full", 2, 1, 2, 1, 3,
+                                 ScheduleKind::OneFOneB, 2, Recompute::Full, false, false, 0, 0,
+                                 true},
+                      PipeLayout{"llama_pp2_interleaved_v2_zero1", 2, 1, 2, 2, 1,
+                                 ScheduleKind::Interleaved, 4, Recompute::Selective, false, false,
+                                 0, 0, true},
+                      PipeLayout{"llama_pp2_tp2_sp", 4, 2, 2, 1, 2, ScheduleKind::OneFOneB, 2,
+                                 Recompute::Selective, false, true, 0, 0, true},
+                      PipeLayout{"llama_pp2_dp2_zero3", 4, 1, 2, 1, 3, ScheduleKind::OneFOneB,
+                                 2, Recompute::None, false, false, 0, 0, true},
+                      PipeLayout{"llama_pp2_tp2_dp2_zero3_bf16_reduce", 8, 2, 2, 1, 3,
+                                 ScheduleKind::OneFOneB, 2, Recompute::Full, true, true, 0, 0,
+                                 true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Validation through an uneven pipeline (the evaluator's forward-only

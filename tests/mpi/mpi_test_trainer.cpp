@@ -50,6 +50,33 @@ void zero_matches_one_process(int stage, float dropout) {
 }
 
 TEST_P(Zero, TwentyStepsMatchOneProcess) { zero_matches_one_process(GetParam(), 0.0f); }
+
+// The Llama family (issue 17) under each ZeRO stage, with dropout and in
+// bf16: the same tolerances as GPT's.
+void llama_zero_matches_one_process(int stage, float dropout, Precision precision) {
+  comm::Grid& grid = grid_of(1);
+  const std::vector<StepStats> ref = single_process_run(20, 2, dropout, precision, true);
+  TrainConfig c = tiny_train_config(stage, world().size(), 2, dropout, precision, true);
+  auto data = tiny_train_data(c);
+  Trainer t(c, *data, &world(), &grid);
+  for (int64_t s = 1; s <= 20; ++s) {
+    const std::string what = fmt::format("llama stage {} dropout {} {}", stage, dropout,
+                                         precision_name(precision));
+    if (precision == Precision::Fp32)
+      test::expect_step_matches(t.train_step(s), ref[size_t(s - 1)], s, what);
+    else
+      test::expect_lowp_step_matches(t.train_step(s), ref[size_t(s - 1)], s, what);
+  }
+}
+TEST_P(Zero, LlamaTwentyStepsMatchOneProcess) {
+  llama_zero_matches_one_process(GetParam(), 0.0f, Precision::Fp32);
+}
+TEST_P(Zero, LlamaTwentyStepsWithDropoutMatchOneProcess) {
+  llama_zero_matches_one_process(GetParam(), 0.2f, Precision::Fp32);
+}
+TEST_P(Zero, LlamaTwentyStepsInBf16WithDropoutMatchOneProcess) {
+  llama_zero_matches_one_process(GetParam(), 0.2f, Precision::Bf16);
+}
 TEST_P(Zero, TwentyStepsWithDropoutMatchOneProcess) { zero_matches_one_process(GetParam(), 0.2f); }
 
 // bf16 GEMMs: every stage equals the one process's bf16 run to 2e-3.
@@ -160,13 +187,15 @@ TEST_P(Zero, MemoryEqualsTheFormula) {
 
 TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
   const int stage = GetParam();
+  for (bool llama : {false, true}) {  // the Llama family's lm_head and unequal splits too
+  SCOPED_TRACE(llama ? "llama" : "gpt");
   comm::Grid& grid = grid_of(1);
   // One directory for all ranks: rank 0 names it.
   float tag = world().all_reduce_scalar(world().rank() == 0 ? float(getpid() % 1000000) : 0.0f);
   const std::string dir = (std::filesystem::temp_directory_path() /
-                           fmt::format("tessera_zero{}_{}", stage, int64_t(tag)))
+                           fmt::format("tessera_zero{}_{}_{}", stage, int64_t(tag), int(llama)))
                               .string();
-  TrainConfig c = tiny_train_config(stage, world().size());
+  TrainConfig c = tiny_train_config(stage, world().size(), 2, 0.0f, Precision::Fp32, llama);
   c.save_dir = dir;
   auto data = tiny_train_data(c);
   std::vector<StepStats> straight;
@@ -186,6 +215,7 @@ TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
   }
   world().barrier();
   if (world().rank() == 0) std::filesystem::remove_all(dir);
+  }
 }
 
 // Tensor parallelism inside the trainer: tp 2 over the world's ranks (x dp 2
@@ -193,13 +223,14 @@ TEST_P(Zero, ShardedCheckpointResumesBitForBit) {
 class TensorAndData : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 void tensor_and_data_match_one_process(int stage, bool sp, float dropout,
-                                       Precision precision = Precision::Fp32) {
+                                       Precision precision = Precision::Fp32,
+                                       bool llama = false) {
   // Skipped, not failed: the same binary runs at every rank count CTest
   // registers (singleton, 2, 4, 8); this case runs at the one it names.
   if (world().size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks for tp 2";
   comm::Grid& grid = grid_of(2);
-  const std::vector<StepStats> ref = single_process_run(20, 2, dropout, precision);
-  TrainConfig c = tiny_train_config(stage, world().size() / 2, 2, dropout, precision);
+  const std::vector<StepStats> ref = single_process_run(20, 2, dropout, precision, llama);
+  TrainConfig c = tiny_train_config(stage, world().size() / 2, 2, dropout, precision, llama);
   c.par.tp = 2;
   c.par.sequence_parallel = sp;
   c.validate(world().size());
@@ -207,8 +238,8 @@ void tensor_and_data_match_one_process(int stage, bool sp, float dropout,
   Trainer t(c, *data, &world(), &grid);
   test::expect_activations_predicted(t, c, grid.coord().tp, grid.coord().pp);
   for (int64_t s = 1; s <= 20; ++s) {
-    const std::string what = fmt::format("zero {} sp {} dropout {} {}", stage, int(sp), dropout,
-                                         precision_name(precision));
+    const std::string what = fmt::format("{}zero {} sp {} dropout {} {}", llama ? "llama " : "",
+                                         stage, int(sp), dropout, precision_name(precision));
     if (precision == Precision::Fp32)
       test::expect_step_matches(t.train_step(s), ref[size_t(s - 1)], s, what);
     else
@@ -224,6 +255,20 @@ TEST_P(TensorAndData, TwentyStepsMatchOneProcess) {
 TEST_P(TensorAndData, TwentyStepsWithDropoutMatchOneProcess) {
   const auto [stage, sp] = GetParam();
   tensor_and_data_match_one_process(stage, sp, 0.2f);
+}
+
+// The Llama family: its 2 kv groups split one a rank over tp 2.
+TEST_P(TensorAndData, LlamaTwentyStepsMatchOneProcess) {
+  const auto [stage, sp] = GetParam();
+  tensor_and_data_match_one_process(stage, sp, 0.0f, Precision::Fp32, true);
+}
+TEST_P(TensorAndData, LlamaTwentyStepsWithDropoutMatchOneProcess) {
+  const auto [stage, sp] = GetParam();
+  tensor_and_data_match_one_process(stage, sp, 0.2f, Precision::Fp32, true);
+}
+TEST_P(TensorAndData, LlamaTwentyStepsInBf16MatchOneProcess) {
+  const auto [stage, sp] = GetParam();
+  tensor_and_data_match_one_process(stage, sp, 0.0f, Precision::Bf16, true);
 }
 
 // fp16 with a scale that overflows at first: every rank (tp x dp shards)

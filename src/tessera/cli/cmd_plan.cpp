@@ -138,10 +138,12 @@ void print_list() {
   fmt::print("systems ({}, then {}/systems):", plan::user_systems_dir(), plan::config_dir());
   for (const auto& s : plan::list_systems()) fmt::print(" {}", s);
   fmt::print("\nmodel presets:\n");
-  for (const auto& p : plan::model_presets())
-    fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}B params  ({})\n", p.name,
+  for (const auto& p : plan::model_presets()) {
+    const double n = double(ParamLayout::count_model_params(p.config));
+    fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}{} params  ({})\n", p.name,
                p.config.num_layers, p.config.hidden_size, p.config.num_heads, p.config.seq_length,
-               double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
+               n >= 1e9 ? n / 1e9 : n / 1e6, n >= 1e9 ? "B" : "M", p.source);
+  }
   fmt::print("aliases (names are case-insensitive):");
   for (const auto& [alias, preset] : plan::model_aliases()) fmt::print(" {} = {}", alias, preset);
   fmt::print("\nor a model file: `tessera train`'s keys (num-layers = 4, ...); or --config FILE, a "

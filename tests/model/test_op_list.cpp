@@ -26,15 +26,17 @@ struct Case {
   Recompute recompute;
   Precision precision;
   bool dropout;
+  bool llama = false;  // the Llama family's block (test::tiny_llama)
 };
 
 std::string name_of(const Case& c) {
-  return std::string(recompute_name(c.recompute)) + " " + precision_name(c.precision) +
-         (c.dropout ? " dropout" : " no-dropout");
+  return std::string(c.llama ? "llama " : "") + recompute_name(c.recompute) + " " +
+         precision_name(c.precision) + (c.dropout ? " dropout" : " no-dropout");
 }
 
 GPTConfig model_for(const Case& c) {
   GPTConfig m = test::tiny_gpt(2);
+  if (c.llama) m = test::tiny_llama(2);
   if (c.dropout) m.attention_dropout = 0.1f, m.hidden_dropout = 0.1f;
   return m;
 }
@@ -120,9 +122,10 @@ TEST_P(OpListMatchesTheEngine, KernelByKernel) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> v;
-  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-    for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp16})
-      for (bool d : {false, true}) v.push_back({r, p, d});
+  for (bool llama : {false, true})
+    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+      for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp16})
+        for (bool d : {false, true}) v.push_back({r, p, d, llama});
   return v;
 }
 
@@ -190,6 +193,83 @@ TEST(OpList, FlopsAndOptionalKernels) {
   EXPECT_EQ(count(on, "cast"), 2);
   oc.training = false;
   EXPECT_EQ(count(op_list(oc), "dropout_rows"), 0);
+}
+
+// The family's entries by hand (no engine): the qkv GEMM's qkv_width
+// columns, SwiGLU's 2 F-column fc and its N F elements, RMSNorm in place
+// of LayerNorm, no bias passes, no position table, the untied head's GEMMs
+// as the tied one's, attention's FLOPs as MHA's plus RoPE's rotation.
+TEST(OpList, LlamaEntriesByHand) {
+  const GPTConfig m = test::tiny_llama(2);  // C 32, 4 heads of 8, 2 groups, F 64
+  ASSERT_EQ(m.ffn(), 64);
+  OpListConfig oc;
+  oc.model = m;
+  oc.micro_batch = kB;
+  const OpList ol = op_list(oc);
+  const int64_t N = kB * m.seq_length, C = 32, F = 64, hd = 8;
+  auto find = [](const std::vector<OpEntry>& l, OpPhase ph, const char* kernel, const char* what) {
+    std::vector<const OpEntry*> out;
+    for (const OpEntry& e : l)
+      if (e.phase == ph && std::string(e.kernel) == kernel && std::string(e.what) == what)
+        out.push_back(&e);
+    return out;
+  };
+  // qkv: (4 + 2 x 2) heads x 8 = 64 columns (MHA's would be 96).
+  const auto qkv = find(ol.layer, OpPhase::Forward, "matmul_forward", "qkv");
+  ASSERT_EQ(qkv.size(), 1u);
+  EXPECT_EQ(qkv[0]->m, N);
+  EXPECT_EQ(qkv[0]->n, 64);
+  EXPECT_EQ(qkv[0]->k, C);
+  const auto fc = find(ol.layer, OpPhase::Forward, "matmul_forward", "fc");
+  ASSERT_EQ(fc.size(), 1u);
+  EXPECT_EQ(fc[0]->n, 2 * F);  // [gate | up]
+  const auto fc_dw = find(ol.layer, OpPhase::Backward, "matmul_backward.dweight", "fc");
+  ASSERT_EQ(fc_dw.size(), 1u);
+  EXPECT_EQ(fc_dw[0]->m, 2 * F);
+  const auto sw = find(ol.layer, OpPhase::Forward, "swiglu_forward", "swiglu");
+  ASSERT_EQ(sw.size(), 1u);
+  EXPECT_EQ(sw[0]->elements, N * F);
+  EXPECT_DOUBLE_EQ(sw[0]->bytes_read, 2.0 * double(N * F) * 4);  // gate and up, fp32
+  EXPECT_DOUBLE_EQ(sw[0]->bytes_written, double(N * F) * 4);
+  EXPECT_EQ(find(ol.layer, OpPhase::Backward, "swiglu_backward", "swiglu").size(), 1u);
+  // RMSNorm: reads x and w, writes y and rstd.
+  const auto ln1 = find(ol.layer, OpPhase::Forward, "rmsnorm_forward", "ln1");
+  ASSERT_EQ(ln1.size(), 1u);
+  EXPECT_EQ(ln1[0]->elements, N * C);
+  EXPECT_DOUBLE_EQ(ln1[0]->bytes_read, double(N * C + C) * 4);
+  EXPECT_DOUBLE_EQ(ln1[0]->bytes_written, double(N * C + N) * 4);
+  EXPECT_EQ(find(ol.head, OpPhase::Backward, "rmsnorm_backward", "ln_f").size(), 1u);
+  // Nothing of GPT's that the family drops.
+  for (const auto* part : {&ol.embed, &ol.layer, &ol.head})
+    for (const OpEntry& e : *part) {
+      const std::string k = e.kernel;
+      EXPECT_TRUE(k.find("bias") == std::string::npos && k.find("layernorm") == std::string::npos &&
+                  k.find("gelu") == std::string::npos && k.find("position") == std::string::npos)
+          << k;
+    }
+  // The untied head: the same GEMMs as the tied one's.
+  OpListConfig tied = oc;
+  tied.model.untie_embeddings = false;
+  const OpList t = op_list(tied);
+  ASSERT_EQ(t.head.size(), ol.head.size());
+  for (size_t i = 0; i < t.head.size(); ++i) {
+    EXPECT_STREQ(t.head[i].kernel, ol.head[i].kernel);
+    EXPECT_EQ(t.head[i].flops, ol.head[i].flops);
+  }
+  // FLOPs: the list's GEMMs and attention are flops.cpp's model count plus
+  // RoPE's 3 FLOPs per rotated element of q (4 heads) and k (2 heads).
+  double fw = 0, attn_bw = 0;
+  for (const OpEntry& e : ol.layer) {
+    if (e.phase == OpPhase::Forward) fw += e.flops;
+    if (e.phase == OpPhase::Backward && e.cls == OpClass::Attention) attn_bw = e.flops;
+  }
+  const double rope = 3.0 * double(N) * double((4 + 2) * hd);
+  EXPECT_NEAR(fw, kB * layer_forward_flops(m, m.seq_length) + rope, 1e-6);
+  const double attn_fw = 4.0 * double(kB) * 16 * 16 * C;  // Q K^T and P V, 4 query heads of 8
+  EXPECT_NEAR(attn_bw, 2.5 * attn_fw + 2 * rope, 1e-6);
+  // GQA's groups must divide over tp, as the engine requires.
+  oc.tp = 4;
+  EXPECT_THROW(op_list(oc), Error);
 }
 
 }  // namespace

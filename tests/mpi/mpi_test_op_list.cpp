@@ -28,15 +28,17 @@ struct Case {
   Recompute recompute;
   Precision precision;
   bool dropout;
+  bool llama = false;  // the Llama family (test::tiny_llama)
 };
 
 std::string name_of(const Case& c) {
-  return fmt::format("tp 2{} {} {}{}", c.sp ? " sp" : "", recompute_name(c.recompute),
-                     precision_name(c.precision), c.dropout ? " dropout" : "");
+  return fmt::format("{}tp 2{} {} {}{}", c.llama ? "llama " : "", c.sp ? " sp" : "",
+                     recompute_name(c.recompute), precision_name(c.precision),
+                     c.dropout ? " dropout" : "");
 }
 
 GPTConfig model_for(const Case& c) {
-  GPTConfig m = test::tiny_gpt(2);
+  GPTConfig m = c.llama ? test::tiny_llama(2) : test::tiny_gpt(2);
   // 128 rows over tp 2: every rank holds 64 real vocabulary columns, so
   // rank 0's list (the list's rank) is every rank's.
   m.vocab_size = 128;
@@ -47,10 +49,11 @@ GPTConfig model_for(const Case& c) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> v;
-  for (bool sp : {false, true})
-    for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-      for (Precision p : {Precision::Fp32, Precision::Bf16})
-        for (bool d : {false, true}) v.push_back({sp, r, p, d});
+  for (bool llama : {false, true})
+    for (bool sp : {false, true})
+      for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+        for (Precision p : {Precision::Fp32, Precision::Bf16})
+          for (bool d : {false, true}) v.push_back({sp, r, p, d, llama});
   return v;
 }
 

@@ -105,15 +105,17 @@ TEST(PlanFormulas, ParamCountsOfEveryPresetMatchTheEngine) {
     const int64_t engine = ParamLayout::count_model_params(m);
     EXPECT_EQ(counter.model_params(), engine) << preset.name;
     // Summing the planner's per-stage counts gives the same model, less the
-    // vocabulary padding and the last stage's tied copy of the embedding.
-    const int64_t padding = (m.padded_vocab() - m.vocab_size) * m.hidden_size;
+    // vocabulary padding (of the token table, and of an untied lm_head) and
+    // the last stage's tied copy of the embedding.
+    const int64_t tables = m.untie_embeddings ? 2 : 1;
+    const int64_t padding = tables * (m.padded_vocab() - m.vocab_size) * m.hidden_size;
     for (int64_t pp : {int64_t(1), int64_t(2), int64_t(4)}) {
       if (m.num_layers % pp != 0) continue;
       ParallelConfig par;
       par.pp = pp;
       int64_t sum = 0;
       for (int64_t s = 0; s < pp; ++s) sum += counter.stage_params(par, s);
-      const int64_t tied_copy = pp > 1 ? m.padded_vocab() * m.hidden_size : 0;
+      const int64_t tied_copy = pp > 1 && !m.untie_embeddings ? m.padded_vocab() * m.hidden_size : 0;
       EXPECT_EQ(sum - padding - tied_copy, engine) << preset.name << " pp " << pp;
     }
   }

@@ -143,10 +143,12 @@ void print_list() {
   fmt::print("systems ({}, then {}/systems):", plan::user_systems_dir(), plan::config_dir());
   for (const auto& s : plan::list_systems()) fmt::print(" {}", s);
   fmt::print("\nmodel presets:\n");
-  for (const auto& p : plan::model_presets())
-    fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}B params  ({})\n", p.name,
+  for (const auto& p : plan::model_presets()) {
+    const double n = double(ParamLayout::count_model_params(p.config));
+    fmt::print("  {:<18} L {:>3} h {:>5} heads {:>3} seq {:>4}  {:>8.2f}{} params  ({})\n", p.name,
                p.config.num_layers, p.config.hidden_size, p.config.num_heads, p.config.seq_length,
-               double(ParamLayout::count_model_params(p.config)) / 1e9, p.source);
+               n >= 1e9 ? n / 1e9 : n / 1e6, n >= 1e9 ? "B" : "M", p.source);
+  }
   fmt::print("aliases (names are case-insensitive):");
   for (const auto& [alias, preset] : plan::model_aliases()) fmt::print(" {} = {}", alias, preset);
   fmt::print("\nor a model file: `tessera train`'s keys (num-layers = 4, ...); or --config FILE, a "
@@ -359,10 +361,15 @@ void run_plan(const PlanArgs& args) {
                                 run->train.threads});
   } else {
     model = plan::load_model(a.model, is_train_flag);
+    // A preset whose source gives its training batch plans that batch.
+    const plan::ModelPreset* preset = plan::find_preset(a.model);
+    if (!a.given_batch && preset != nullptr && preset->global_batch > 0)
+      a.global_batch = preset->global_batch;
   }
   TESSERA_CHECK(a.devices >= 1, "--devices: how many devices to plan for (got {})", a.devices);
-  TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step (got {})",
-                a.global_batch);
+  TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step ({})",
+                a.given_batch ? fmt::format("got {}", a.global_batch)
+                              : std::string("required: this model's source gives no batch"));
   TESSERA_CHECK(a.top >= 1, "--top must be >= 1 (got {})", a.top);
   const plan::SearchSpace space = make_space(a, run ? &*run : nullptr);
   plan::SearchResult r = plan::search_layouts(model, sys, space);

@@ -25,6 +25,13 @@ TrainKey flag(const char* key, bool on) {
 TrainKey string(const char* key, const std::string& v) {
   return {key, TrainKey::Kind::String, v, ""};
 }
+// A float: the shortest text that reads back the same value, with a '.' or
+// an exponent in TOML (where 500000 alone would be an integer).
+TrainKey number(const char* key, float v) {
+  const std::string text = fmt::format("{}", v);
+  const bool has_point = text.find_first_of(".eEn") != std::string::npos;
+  return {key, TrainKey::Kind::Toml, has_point ? text : text + ".0", text};
+}
 
 // The keys layout_keys writes, and the one it replaces
 // (num-layers-per-virtual-pipeline-stage sets virtual-pipeline-stages).
@@ -102,6 +109,21 @@ TrainKeys model_keys(const GPTConfig& m) {
     k.push_back(integer("max-position-embeddings", m.max_position_embeddings));
   if (m.make_vocab_size_divisible_by != GPTConfig{}.make_vocab_size_divisible_by)
     k.push_back(integer("make-vocab-size-divisible-by", m.make_vocab_size_divisible_by));
+  // The Llama family's switches, each only where it differs from GPT-2.
+  const GPTConfig gpt;
+  if (m.rmsnorm()) k.push_back(string("normalization", "RMSNorm"));
+  if (m.norm_epsilon != gpt.norm_epsilon) k.push_back(number("norm-epsilon", m.norm_epsilon));
+  if (m.swiglu) k.push_back(flag("swiglu", true));
+  if (m.rope()) {
+    k.push_back(string("position-embedding-type", "rope"));
+    k.push_back(number("rotary-base", m.rotary_base));
+  }
+  if (m.num_query_groups > 0) {
+    k.push_back(flag("group-query-attention", true));
+    k.push_back(integer("num-query-groups", m.num_query_groups));
+  }
+  if (m.untie_embeddings) k.push_back(flag("untie-embeddings-and-output-weights", true));
+  if (!m.add_bias_linear) k.push_back(flag("disable-bias-linear", true));
   return k;
 }
 

@@ -33,7 +33,11 @@ constexpr double kF32 = 4.0;  // bytes of an fp32 element
 // The sizes of one micro-batch on tp rank 0 (GPT::act_shape's).
 struct Dims {
   int64_t B, T, N, Ns, C, Cl, F, NH, hd, V, tp;
+  int64_t KVH;  // key / value heads on this rank (NH without GQA)
+  int64_t Q;    // qkv GEMM columns on this rank: (NH + 2 KVH) hd (3 Cl without GQA)
+  int64_t FC;   // fc GEMM columns on this rank: F, or gate and up (2 F) under SwiGLU
   bool sp, lowp;
+  bool rms, swiglu, rope, bias;  // the Llama family's switches (GPTConfig)
   double a;  // bytes of a stored GEMM activation: 2 under --bf16 / --fp16, else 4
 };
 
@@ -105,9 +109,15 @@ class Builder {
     e.activation = activation;
     out_.push_back(e);
   }
-  // The flash-style attention kernel: qkv (B, T, 3 Cl) -> out (B, T, Cl), lse (B, NH, T).
+  // The flash-style attention kernel: qkv (B, T, Q) -> out (B, T, Cl), lse (B, NH, T).
+  // Under GQA each query head reads its group's k / v head (indexed, never
+  // copied), so the matmul FLOPs are MHA's per query head and only the bytes
+  // read shrink. RoPE rotates q and k as the kernel loads them: 3 FLOPs an
+  // element (a pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) is 6) over the
+  // NH + KVH heads of each token; backward rotates them again for its
+  // recomputed scores and rotates dq, dk back: twice that.
   void attention(bool forward) {
-    const double qkv = double(d_.B * d_.T * 3 * d_.Cl), o = double(d_.B * d_.T * d_.Cl);
+    const double qkv = double(d_.B * d_.T * d_.Q), o = double(d_.B * d_.T * d_.Cl);
     const double lse = double(d_.B * d_.NH * d_.T);
     OpEntry e;
     e.phase = phase_;
@@ -122,6 +132,7 @@ class Builder {
     // recomputes the scores: 5 matmuls against 2 (Dao et al. 2022).
     const double fw = 4.0 * double(d_.B) * double(d_.T) * double(d_.T) * double(d_.Cl);
     e.flops = forward ? fw : 2.5 * fw;
+    if (d_.rope) e.flops += (forward ? 1.0 : 2.0) * rope_flops(d_);
     if (forward) {
       e.bytes_read = qkv * d_.a;
       e.bytes_written = o * d_.a + lse * kF32;
@@ -160,6 +171,10 @@ class Builder {
       bgemm("attn_dkey", T, hd, T);     // dK = dS^T Q
     }
   }
+  // RoPE's rotation of q and k once over a micro-batch (see attention()).
+  static double rope_flops(const Dims& d) {
+    return 3.0 * double(d.B * d.T) * double((d.NH + d.KVH) * d.hd);
+  }
   // The type of a stored GEMM activation: the run's 16-bit type, or fp32.
   Precision activation_dtype() const { return d_.lowp ? prec_ : Precision::Fp32; }
   void cast(const char* what, int64_t n) {
@@ -189,16 +204,51 @@ class Builder {
 };
 
 // Element-wise kernels of the (Ns, C) regions, fp32 unless said.
+// The norms: LayerNorm (weight, bias; saves mean and rstd) or, in the Llama
+// family, RMSNorm (weight only; saves rstd).
 void layernorm_forward(Builder& b, const Dims& d, const char* what, Precision prec) {
   const int64_t n = d.Ns * d.C;
+  if (d.rms) {
+    b.memory(Op::LayerNorm, what, "rmsnorm_forward", n, double(n + d.C) * kF32,
+             double(n) * d.a + double(d.Ns) * kF32, prec);
+    return;
+  }
   b.memory(Op::LayerNorm, what, "layernorm_forward", n, double(n + 2 * d.C) * kF32,
            double(n) * d.a + 2.0 * double(d.Ns) * kF32, prec);
 }
 void layernorm_backward(Builder& b, const Dims& d, const char* what) {
   const int64_t n = d.Ns * d.C;
+  if (d.rms) {
+    // dout, inp, dinp (+=), rstd, weight; dinp and the weight's gradient
+    b.memory(Op::LayerNorm, what, "rmsnorm_backward", n, double(3 * n + d.Ns + 2 * d.C) * kF32,
+             double(n + d.C) * kF32);
+    return;
+  }
   // dout, inp, dinp (+=), mean, rstd, weight; dinp and the parameter gradients
   b.memory(Op::LayerNorm, what, "layernorm_backward", n,
            double(3 * n + 2 * d.Ns + 3 * d.C) * kF32, double(n + 2 * d.C) * kF32);
+}
+// The MLP's activation: GELU of the fc output (N, F), or SwiGLU:
+// silu(gate) * up of its (N, 2 F) rows [gate | up] into (N, F). Elements:
+// the output's N F either way.
+void activation_forward(Builder& b, const Dims& d, Precision prec) {
+  const double nf = double(d.N * d.F);
+  if (d.swiglu) {
+    b.memory(Op::Gelu, "swiglu", "swiglu_forward", d.N * d.F, 2 * nf * d.a, nf * d.a, prec);
+    return;
+  }
+  b.memory(Op::Gelu, "gelu", "gelu_forward", d.N * d.F, nf * d.a, nf * d.a, prec);
+}
+// Backward: the saved input and the fp32 output gradient in, the input's
+// gradient (16-bit under --bf16 / --fp16: the next GEMM's dY) out.
+void activation_backward(Builder& b, const Dims& d, Precision prec) {
+  const double nf = double(d.N * d.F);
+  if (d.swiglu) {
+    b.memory(Op::Gelu, "swiglu", "swiglu_backward", d.N * d.F, 2 * nf * d.a + nf * kF32,
+             2 * nf * d.a, prec);
+    return;
+  }
+  b.memory(Op::Gelu, "gelu", "gelu_backward", d.N * d.F, nf * d.a + nf * kF32, nf * d.a, prec);
 }
 void add(Builder& b, const char* what, const char* kernel, int64_t n) {
   b.memory(Op::Residual, what, kernel, n, 2.0 * double(n) * kF32, double(n) * kF32);
@@ -220,14 +270,16 @@ struct Sites {
 
 // row_parallel_forward (block.cpp): the GEMM, the leave of the tp region,
 // the bias after the sum.
+// No bias under --disable-bias-linear: no bias pass.
 void row_parallel_forward(Builder& b, const Dims& d, const char* what, int64_t K) {
   if (d.tp == 1) {
-    b.matmul_forward(what, d.N, K, d.C, false, true);
+    b.matmul_forward(what, d.N, K, d.C, false, d.bias);
     return;
   }
   b.matmul_forward(what, d.N, K, d.C, false, false);
   b.collective(d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, what,
                d.N * d.C, true);
+  if (!d.bias) return;
   const int64_t n = d.Ns * d.C;
   b.memory(Op::Residual, what, "bias_add", n, double(n + d.C) * kF32, double(n) * kF32);
 }
@@ -258,16 +310,15 @@ void block_forward(Builder& b, const Dims& d, const OpListConfig& c, const Sites
   const Precision p = c.precision;
   layernorm_forward(b, d, "ln1", p);
   enter_forward(b, d, "ln1");
-  b.matmul_forward("qkv", d.N, d.C, 3 * d.Cl, true, true);
+  b.matmul_forward("qkv", d.N, d.C, d.Q, true, d.bias);
   attention_core(b, c, s, true);
   row_parallel_forward(b, d, "attn_proj", d.Cl);
   if (s.hidden) dropout_rows(b, "attn_out_dropout", d.Ns * d.C);
   add(b, "residual", "add", d.Ns * d.C);
   layernorm_forward(b, d, "ln2", p);
   enter_forward(b, d, "ln2");
-  b.matmul_forward("fc", d.N, d.C, d.F, true, true);
-  b.memory(Op::Gelu, "gelu", "gelu_forward", d.N * d.F, double(d.N * d.F) * d.a,
-           double(d.N * d.F) * d.a, p);
+  b.matmul_forward("fc", d.N, d.C, d.FC, true, d.bias);
+  activation_forward(b, d, p);
   row_parallel_forward(b, d, "mlp_proj", d.F);
   if (s.hidden) dropout_rows(b, "mlp_out_dropout", d.Ns * d.C);
   add(b, "residual", "add", d.Ns * d.C);
@@ -278,8 +329,7 @@ void block_recompute(Builder& b, const Dims& d, const OpListConfig& c, const Sit
     case Recompute::None: return;
     case Recompute::Selective:
       attention_core(b, c, s, true);
-      b.memory(Op::Gelu, "gelu", "gelu_forward", d.N * d.F, double(d.N * d.F) * d.a,
-               double(d.N * d.F) * d.a, c.precision);
+      activation_forward(b, d, c.precision);
       return;
     case Recompute::Full: block_forward(b, d, c, s); return;
   }
@@ -292,31 +342,38 @@ void branch_grad(Builder& b, const Dims& d, const Sites& s, const char* what) {
   dropout_rows(b, what, d.Ns * d.C);
 }
 
+// Under SP each rank's gradients of the norms' parameters cover only its
+// rows and are summed over tp: the engine zeroes and all-reduces a slot of
+// C for each weight and bias (4 C a layer, 2 C at the head) whichever the
+// norm, RMSNorm's bias slots staying zero, then accumulates each tensor
+// the norm has: LayerNorm's weight and bias, RMSNorm's weight.
+int64_t norm_tensors(const Dims& d) { return d.rms ? 1 : 2; }
+
 void block_backward(Builder& b, const Dims& d, const OpListConfig& c, const Sites& s) {
   const Precision p = c.precision;
+  const int64_t norms = 2 * norm_tensors(d);
   if (d.sp) fill(b, Op::LayerNorm, "ln_grads", 4 * d.C);
   // MLP branch.
   branch_grad(b, d, s, "mlp_out_dropout");
   leave_backward(b, d, "mlp_proj");
-  b.matmul_backward("mlp_proj", d.N, d.F, d.C, true, true);
-  const double nf = double(d.N * d.F);
-  b.memory(Op::Gelu, "gelu", "gelu_backward", d.N * d.F, nf * d.a + nf * kF32, nf * d.a, p);
+  b.matmul_backward("mlp_proj", d.N, d.F, d.C, d.bias, true);
+  activation_backward(b, d, p);
   enter_forward(b, d, "ln2");  // re-gathered: only the shard was kept
-  b.matmul_backward("fc", d.N, d.C, d.F, true, false);
+  b.matmul_backward("fc", d.N, d.C, d.FC, d.bias, false);
   enter_backward(b, d, "fc");
   layernorm_backward(b, d, "ln2");
   // Attention branch.
   branch_grad(b, d, s, "attn_out_dropout");
   leave_backward(b, d, "attn_proj");
-  b.matmul_backward("attn_proj", d.N, d.Cl, d.C, true, true);
+  b.matmul_backward("attn_proj", d.N, d.Cl, d.C, d.bias, true);
   attention_core(b, c, s, false);
   enter_forward(b, d, "ln1");
-  b.matmul_backward("qkv", d.N, d.C, 3 * d.Cl, true, false);
+  b.matmul_backward("qkv", d.N, d.C, d.Q, d.bias, false);
   enter_backward(b, d, "qkv");
   layernorm_backward(b, d, "ln1");
   if (d.sp) {
     b.collective(CollectiveKind::AllReduce, "ln_grads", 4 * d.C, false);
-    for (int i = 0; i < 4; ++i) add(b, "ln_grads", "accumulate", d.C);
+    for (int64_t i = 0; i < norms; ++i) add(b, "ln_grads", "accumulate", d.C);
   }
 }
 
@@ -327,8 +384,10 @@ void embed_forward(Builder& b, const Dims& d, const Sites& s) {
   if (d.tp > 1)
     b.collective(d.sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, "wte",
                  d.N * d.C, true);
+  // Under RoPE positions enter inside attention: no table to add.
   const double rows = double(d.Ns * d.C) * kF32;
-  b.memory(Op::Embedding, "wpe", "position_embedding_forward", d.Ns * d.C, 2 * rows, rows);
+  if (!d.rope)
+    b.memory(Op::Embedding, "wpe", "position_embedding_forward", d.Ns * d.C, 2 * rows, rows);
   if (s.hidden) dropout_rows(b, "embedding_dropout", d.Ns * d.C);
 }
 
@@ -339,9 +398,13 @@ void embed_backward(Builder& b, const Dims& d, const Sites& s) {
   // dY, and a read-modify-write of each token's table row
   b.memory(Op::Embedding, "wte", "token_embedding_backward", d.N * d.C,
            2 * nc + double(d.N) * 4, nc);
-  b.memory(Op::Embedding, "wpe", "position_embedding_backward", d.N * d.C, nc + tc, tc);
+  if (!d.rope)
+    b.memory(Op::Embedding, "wpe", "position_embedding_backward", d.N * d.C, nc + tc, tc);
 }
 
+// The LM head's GEMMs are the same shape tied or untied
+// (--untie-embeddings-and-output-weights): only where dW goes differs (the
+// token table's gradient, or lm_head.weight's of its own).
 void head_forward(Builder& b, const Dims& d, const OpListConfig& c) {
   layernorm_forward(b, d, "ln_f", c.precision);
   enter_forward(b, d, "ln_f");
@@ -370,11 +433,12 @@ void head_backward(Builder& b, const Dims& d, const OpListConfig& c) {
   else
     fill(b, Op::Gemm, "lm_head", d.N * d.C);
   enter_backward(b, d, "ln_f");
+  const int64_t norms = norm_tensors(d);
   if (d.sp) fill(b, Op::LayerNorm, "ln_grads", 2 * d.C);
   layernorm_backward(b, d, "ln_f");
   if (d.sp) {
     b.collective(CollectiveKind::AllReduce, "ln_grads", 2 * d.C, false);
-    for (int i = 0; i < 2; ++i) add(b, "ln_grads", "accumulate", d.C);
+    for (int64_t i = 0; i < norms; ++i) add(b, "ln_grads", "accumulate", d.C);
   }
 }
 
@@ -386,6 +450,8 @@ OpList op_list(const OpListConfig& c) {
   TESSERA_CHECK(t >= 1 && m.num_heads % t == 0 && m.hidden_size % t == 0 && m.ffn() % t == 0,
                 "op_list: heads {}, hidden {} and ffn {} must divide over tp {}", m.num_heads,
                 m.hidden_size, m.ffn(), t);
+  TESSERA_CHECK(m.kv_heads() % t == 0, "op_list: query groups {} must divide over tp {}",
+                m.kv_heads(), t);
   const bool sp = c.sequence_parallel && t > 1;
   TESSERA_CHECK(!sp || m.seq_length % t == 0,
                 "op_list: sequence length {} does not divide over tp {}", m.seq_length, t);
@@ -399,6 +465,13 @@ OpList op_list(const OpListConfig& c) {
   d.F = m.ffn() / t;
   d.NH = m.num_heads / t;
   d.hd = m.head_size();
+  d.KVH = m.kv_heads() / t;
+  d.Q = m.qkv_width() / t;
+  d.FC = m.fc_width() / t;
+  d.rms = m.rmsnorm();
+  d.swiglu = m.swiglu;
+  d.rope = m.rope();
+  d.bias = m.add_bias_linear;
   // Rank 0's real vocabulary columns (GPT::act_shape: padding gets no logits).
   d.V = std::min(m.padded_vocab(t) / t, m.vocab_size);
   d.tp = t;

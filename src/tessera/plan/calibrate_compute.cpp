@@ -17,6 +17,8 @@
 #include "tessera/kernels/cpu/embedding.h"
 #include "tessera/kernels/cpu/gelu.h"
 #include "tessera/kernels/cpu/layernorm.h"
+#include "tessera/kernels/cpu/rmsnorm.h"
+#include "tessera/kernels/cpu/swiglu.h"
 #include "tessera/kernels/gemm_peak.h"
 #include "tessera/plan/calibrate.h"
 
@@ -145,7 +147,8 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64
                             int64_t params, double min_seconds) {
   using namespace cpu;
   const int64_t B = rows / T;
-  const int64_t wide = rows * std::max(C, F);  // (rows, F) or (rows, C), whichever is larger
+  // (rows, 2 F) or (rows, C), whichever is larger: SwiGLU's input is [gate | up].
+  const int64_t wide = rows * std::max(C, 2 * F);
   Buffer x(wide), y(wide), dy(wide), dx(wide);
   Buffer w(C), bias(F), dw(C), db(F), mean(rows), rstd(rows);
   Buffer logits(rows * V), lse(rows), losses(rows), wte(V * C), wpe(T * C), dwte(V * C),
@@ -175,6 +178,16 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64
   });
   per(Kernel::GeluForward, rf, [&] { gelu_forward(y.f32(), x.f32(), rows * F); });
   per(Kernel::GeluBackward, rf, [&] { gelu_backward(dx.f32(), x.f32(), dy.f32(), rows * F); });
+  // The Llama family's RMSNorm (eps: Llama's 1e-5; backward reads the rstd
+  // its forward wrote) and SwiGLU (x holds rows of [gate | up]).
+  per(Kernel::RMSNormForward, rc, [&] {
+    rmsnorm_forward(y.f32(), rstd.f32(), x.f32(), w.f32(), rows, C, 1e-5f);
+  });
+  per(Kernel::RMSNormBackward, rc, [&] {
+    rmsnorm_backward(dx.f32(), dw.f32(), dy.f32(), x.f32(), w.f32(), rstd.f32(), rows, C);
+  });
+  per(Kernel::SwigluForward, rf, [&] { swiglu_forward(y.f32(), x.f32(), rows, F); });
+  per(Kernel::SwigluBackward, rf, [&] { swiglu_backward(dx.f32(), x.f32(), dy.f32(), rows, F); });
   per(Kernel::Residual, rc, [&] { add(y.f32(), y.f32(), x.f32(), rows * C); });
   per(Kernel::BiasAdd, rf, [&] { bias_add(y.f32(), bias.f32(), rows, F); });
   per(Kernel::BiasGrad, rf, [&] { bias_backward(db.f32(), dy.f32(), rows, F); });

@@ -19,6 +19,10 @@ double kernel_bytes_per_element(Kernel k, double e) {
     case Kernel::CrossEntropyBackward: return 8;   // read logits, write their gradient
     case Kernel::AdamW: return 28;                 // fp32 master, m, v read+write; gradient; weight
     case Kernel::GradNorm: return 4;               // read each fp32 gradient
+    case Kernel::RMSNormForward: return 2 * e;     // as LayerNorm's (one statistic, not two)
+    case Kernel::RMSNormBackward: return 4 * e;
+    case Kernel::SwigluForward: return 3 * e;      // read gate and up, write their product
+    case Kernel::SwigluBackward: return 5 * e;     // read gate, up, dy; write d(gate, up)
     case Kernel::kCount: break;
   }
   return 0;

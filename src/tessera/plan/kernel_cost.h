@@ -1,5 +1,5 @@
 // Seconds of the engine's memory-bound (non-GEMM, non-attention) kernels:
-// LayerNorm, GELU, residual adds, biases, embedding, cross-entropy, AdamW
+// LayerNorm, GELU, the Llama family's RMSNorm and SwiGLU, residual adds, biases, embedding, cross-entropy, AdamW
 // and the gradient norm. Pluggable like gemm_model.h: a system file with a
 // [kernels] table (written by `tessera calibrate` from the engine's own
 // kernels) gives seconds per element; otherwise the bytes each kernel moves
@@ -23,6 +23,8 @@ enum class Kernel {
   CrossEntropyForward, CrossEntropyBackward,  // per logit
   AdamW,                                // per parameter this rank updates
   GradNorm,                             // per gradient element this rank reads
+  RMSNormForward, RMSNormBackward,      // per (row, feature), as LayerNorm's
+  SwigluForward, SwigluBackward,        // per output element (N F; the input is 2 N F)
   kCount
 };
 constexpr size_t kKernelCount = size_t(Kernel::kCount);
@@ -33,7 +35,8 @@ constexpr std::string_view kernel_name(Kernel k) {
       "layernorm_forward", "layernorm_backward", "gelu_forward",        "gelu_backward",
       "residual",          "bias_add",           "bias_grad",           "embedding_forward",
       "embedding_backward", "cross_entropy_forward", "cross_entropy_backward", "adamw",
-      "grad_norm"};
+      "grad_norm",         "rmsnorm_forward",    "rmsnorm_backward",    "swiglu_forward",
+      "swiglu_backward"};
   return names[size_t(k)];
 }
 

@@ -26,6 +26,10 @@ std::optional<Measured> measured_kernel(std::string_view k) {
   if (k == "layernorm_backward") return Measured{Kernel::LayerNormBackward};
   if (k == "gelu_forward") return Measured{Kernel::GeluForward};
   if (k == "gelu_backward") return Measured{Kernel::GeluBackward};
+  if (k == "rmsnorm_forward") return Measured{Kernel::RMSNormForward};
+  if (k == "rmsnorm_backward") return Measured{Kernel::RMSNormBackward};
+  if (k == "swiglu_forward") return Measured{Kernel::SwigluForward};
+  if (k == "swiglu_backward") return Measured{Kernel::SwigluBackward};
   if (k == "add" || k == "accumulate") return Measured{Kernel::Residual};
   if (k == "bias_add" || k == "matmul_forward.bias") return Measured{Kernel::BiasAdd};
   if (k == "matmul_backward.dbias") return Measured{Kernel::BiasGrad};
@@ -139,7 +143,8 @@ EndOps end_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
 // one, however little data it carries. The tensor-parallel ones are the op
 // list's collectives; the data-parallel and pipeline ones are the step's
 // (data_parallel.cpp, the pipeline executor).
-double syncs_per_step(const OpList& ol, const PlanLayout& L, int64_t layers_per_chunk) {
+double syncs_per_step(const OpList& ol, const PlanLayout& L, int64_t layers_per_chunk,
+                      bool tied_embeddings) {
   const auto& par = L.par;
   const double mb_chunks = double(L.micro_batches() * par.virtual_stages);
   double n = 0;
@@ -162,7 +167,8 @@ double syncs_per_step(const OpList& ol, const PlanLayout& L, int64_t layers_per_
     if (par.zero_stage == 1 || par.zero_stage == 2) n += 1;  // the weights' all-gather
     if (par.zero_stage == 3) n += mb_chunks * double(layers_per_chunk) * 2;  // gathers per use
   }
-  if (par.pp > 1) n += 2 * mb_chunks + 3;  // receives; loss broadcast, embedding sum, norm
+  // Receives; the loss broadcast, the tied embedding's sum (none untied), the norm.
+  if (par.pp > 1) n += 2 * mb_chunks + 2 + (tied_embeddings ? 1 : 0);
   return n;
 }
 

@@ -47,7 +47,10 @@ EndOps end_ops(const OpList& ol, const SystemSpec& sys, const PlanLayout& L);
 LayerOps layer_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L);
 EndOps end_ops(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L);
 // Blocking synchronisations per step on one rank (for SystemSpec::sync_wait):
-// the tp collectives of the op list, and the step's dp / pp ones.
-double syncs_per_step(const OpList& ol, const PlanLayout& L, int64_t layers_per_chunk);
+// the tp collectives of the op list, and the step's dp / pp ones (the sum
+// of a tied embedding's gradient between the first and last stages only
+// when `tied_embeddings`).
+double syncs_per_step(const OpList& ol, const PlanLayout& L, int64_t layers_per_chunk,
+                      bool tied_embeddings);
 
 }  // namespace tessera::plan

@@ -57,7 +57,9 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
   // First stage: the embedding dropout's 1-byte mask of each in-flight
   // micro-batch, Korthikanti §4.3: sbh, /t with SP. (The embedding output
   // itself is the first layer's input, already counted.)
-  if (stage == 0)
+  // (None in a Llama-family model trained without dropout: memory_model.h.)
+  const bool embedding_mask = !m.llama_family() || m.hidden_dropout > 0;
+  if (stage == 0 && embedding_mask)
     a.total += double(a.in_flight) * sbh / (par.sequence_parallel ? double(par.tp) : 1.0);
   // Last stage: the fp32 logits and their gradient for the micro-batch in
   // backward: 2 * 4 s b V / t.
@@ -257,7 +259,9 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
     b.dp_exposed = reduce - sys.comm_overlap * std::min(reduce, window) + gather -
                    sys.comm_overlap * std::min(gather, next_forward);
   }
-  if (p > 1) {
+  // Untied: the first stage's wte and the last stage's lm_head are separate
+  // parameters, so nothing is summed between them.
+  if (p > 1 && !m.untie_embeddings) {
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;
     b.embedding_sync = collective_cost(sys, Collective::AllReduce, emb, 2, (p - 1) * t * dp, L.devices()).seconds;
   }
@@ -342,7 +346,8 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   add_step_kernels(sys, L, max_params, largest);
   b.optimizer = largest[Op::Optimizer] + largest[Op::GradNorm];
   // Ranks that synchronise wait for the late one at every collective.
-  b.sync_wait = sys.sync_wait * syncs_per_step(ol, L, w.chunk_layers[size_t(bs)]);
+  b.sync_wait =
+      sys.sync_wait * syncs_per_step(ol, L, w.chunk_layers[size_t(bs)], !m.untie_embeddings);
   b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
   for (auto& sc : c.stages) {
     sc.ops = stage_ops(w, L, sc.stage);

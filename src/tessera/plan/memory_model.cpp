@@ -23,12 +23,28 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
   if (rc == Recompute::Full) return sp ? 2 * sbh / t : 2 * sbh;
   // The 5as/h term: attention scores, softmax output and its dropout mask.
   const double scores = (rc == Recompute::Selective || flash) ? 0.0 : 5 * a * s / h;
-  // Korthikanti's 34 assumes a 4h MLP: 10 (LayerNorm inputs, dropout masks,
-  // residual) are per token and replicated over tp unless SP; 24 are split.
-  const double ffn_scale = double(m.ffn()) / (4 * h);
-  const double split = 8 + 16 * ffn_scale;  // = 24 for a 4h MLP: qkv in, QK^T, V, proj in, MLP
-  if (sp) return sbh / t * (10 + split + scores);
-  return sbh * (10 + split / t + scores / t);
+  // Korthikanti's 34 per sbh, in 16-bit words of h per token: 10 per token
+  // and replicated over tp unless SP (both norms' inputs 4, their outputs,
+  // the qkv and fc GEMMs' inputs, 4, the two hidden dropout masks 2); 24
+  // split over tp (q, k, v 6, the projection's input 2, the MLP's 16: its
+  // activation's input and output, 2 F each).
+  //
+  // The Llama family's widths: q k v are qkv_width (GQA stores fewer k, v
+  // heads); SwiGLU keeps the fc output (gate and up, 2 F) and its product
+  // (F), 3 F against GELU's 2 F. Written as Korthikanti's terms times the
+  // family's ratios, which are exactly 1 for GPT.
+  const double qkv = 6 * double(m.qkv_width()) / (3 * h);
+  const double mlp = 16 * (double(m.ffn()) / (4 * h)) *
+                     (double(m.fc_width() + m.ffn()) / (2 * double(m.ffn())));
+  const double split = qkv + 2 + mlp;  // = 24 for GPT with a 4h MLP
+  // The dropout masks: Korthikanti's GPT trains with Megatron's default 0.1;
+  // the Llama family is trained without dropout (Meta's recipe, Megatron's
+  // Llama examples), and a dropout of 0 stores no mask (PyTorch returns
+  // its input), so the family counts them only when its config has dropout.
+  const bool masks = !m.llama_family() || m.hidden_dropout > 0;
+  const double replicated = 8 + (masks ? 2 : 0);
+  if (sp) return sbh / t * (replicated + split + scores);
+  return sbh * (replicated + split / t + scores / t);
 }
 
 ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,

@@ -32,6 +32,9 @@ StateBytesPerParam engine_state_bytes_per_param(Precision p);
 //   selective recompute       drops the 5as/h term (attention core recomputed)
 //   full recompute            2sbh (the layer input only; /t with SP)
 // Flash attention never stores the s x s score matrices: the 5as/h term goes.
+// The Llama family (memory_model.cpp): q, k, v take 2 qkv_width / h of the
+// 24 (GQA's fewer k / v heads), SwiGLU's MLP 6 F / h instead of 4 F / h, and
+// the two dropout masks (2 of the 10) only with dropout on.
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
                                bool sequence_parallel, Recompute recompute, bool flash_attention);
 

@@ -28,6 +28,41 @@ ModelPreset make(const char* name, const char* source, int64_t layers, int64_t h
   return p;
 }
 
+// A Llama-family model as Megatron-LM trains one: RMSNorm (eps 1e-5),
+// SwiGLU, rotary positions, grouped-query attention, untied output layer, no
+// linear biases.
+ModelPreset make_llama(const char* name, const char* source, int64_t layers, int64_t hidden,
+                       int64_t heads, int64_t kv_heads, int64_t ffn, int64_t seq, int64_t vocab,
+                       float rotary_base) {
+  ModelPreset p = make(name, source, layers, hidden, heads, seq);
+  GPTConfig& c = p.config;
+  c.vocab_size = vocab;
+  c.ffn_hidden_size = ffn;
+  c.normalization = Normalization::RMSNorm;
+  c.norm_epsilon = 1e-5f;
+  c.swiglu = true;
+  c.position_embedding = PositionEmbedding::Rope;
+  c.rotary_base = rotary_base;
+  c.num_query_groups = kv_heads;
+  c.untie_embeddings = true;
+  c.add_bias_linear = false;
+  return p;
+}
+
+// Llama 3's batch at the end of pre-training: 16M tokens, 2048 sequences of
+// 8192 ("The Llama 3 Herd of Models" §3.4.1, for 405B; the paper gives no
+// other size's, so the smaller presets take the same).
+ModelPreset with_batch(ModelPreset p, int64_t global_batch) {
+  p.global_batch = global_batch;
+  return p;
+}
+
+// Llama 3's tokenizer: 128,000 BPE tokens and 256 reserved special ones.
+constexpr int64_t kLlama3Vocab = 128256;
+// The tokenizer of the embedded fortunes corpus (`tessera train`'s data
+// when a run names none).
+constexpr int64_t kEmbeddedCorpusVocab = 4096;
+
 
 }  // namespace
 
@@ -59,6 +94,26 @@ const std::vector<ModelPreset>& model_presets() {
       make("gpt3-6.7b", "Brown et al. 2020", 32, 4096, 32, 2048),
       make("gpt3-13b", "Brown et al. 2020 (hidden 5120)", 40, 5120, 40, 2048),
       make("gpt3-175b", "Brown et al. 2020", 96, 12288, 96, 2048),
+      // Llama 3 (Meta, "The Llama 3 Herd of Models", 2024, Table 3; the
+      // config.json of meta-llama/Meta-Llama-3-8B, -70B and
+      // Llama-3.1-405B on Hugging Face): 8 kv heads, vocabulary 128256, rope
+      // theta 500000, pre-training context 8192, RMSNorm eps 1e-5, untied
+      // output layer, no biases. 8.03B, 70.6B and 405.9B parameters.
+      with_batch(make_llama("llama-3-8b", "Meta 2024, Llama 3 8B config.json", 32, 4096, 32, 8,
+                            14336, 8192, kLlama3Vocab, 500000.0f),
+                 2048),
+      with_batch(make_llama("llama-3-70b", "Meta 2024, Llama 3 70B config.json", 80, 8192, 64, 8,
+                            28672, 8192, kLlama3Vocab, 500000.0f),
+                 2048),
+      with_batch(make_llama("llama-3-405b", "Meta 2024, Llama 3.1 405B config.json", 126, 16384,
+                            128, 8, 53248, 8192, kLlama3Vocab, 500000.0f),
+                 2048),
+      // configs/llama-tiny.toml's model, configs/default.toml's shape as a
+      // Llama: 4 query heads over 2 kv heads, SwiGLU's default width (4 C 2/3
+      // rounded down to 64: 640), rope base 10000, and the vocabulary the
+      // run gets from the embedded corpus's tokenizer (4096).
+      make_llama("llama-tiny", "configs/llama-tiny.toml", 4, 256, 4, 2, 0, 128,
+                 kEmbeddedCorpusVocab, 10000.0f),
   };
   return presets;
 }
@@ -86,10 +141,78 @@ constexpr ModelKey kModelKeys[] = {
      &GPTConfig::make_vocab_size_divisible_by, false},
 };
 
+// The Llama family's switches (Megatron-LM's flag names, as `tessera
+// train` takes them): not integers, so each is read by its own kind.
+constexpr const char* kFamilyKeys[] = {
+    "normalization",   "norm-epsilon",          "swiglu",
+    "position-embedding-type", "rotary-base",   "group-query-attention",
+    "num-query-groups", "untie-embeddings-and-output-weights", "disable-bias-linear"};
+
 std::string model_key_list() {
   std::string all;
   for (const ModelKey& k : kModelKeys) all += (all.empty() ? "" : ", ") + std::string(k.train_name);
+  for (const char* k : kFamilyKeys) all += ", " + std::string(k);
   return all;
+}
+
+bool is_family_key(const std::string& key) {
+  for (const char* k : kFamilyKeys)
+    if (key == k) return true;
+  return false;
+}
+
+bool flag_value(const std::string& path, const std::string& key, const toml::node& v) {
+  const auto b = v.value<bool>();
+  TESSERA_CHECK(v.is_boolean() && b.has_value(), "{}: key '{}' must be true or false", path, key);
+  return *b;
+}
+
+// A float key: TOML integers (rotary-base = 500000) are numbers too.
+float number_value(const std::string& path, const std::string& key, const toml::node& v) {
+  const auto d = v.value<double>();
+  TESSERA_CHECK((v.is_floating_point() || v.is_integer()) && d.has_value(),
+                "{}: key '{}' must be a number", path, key);
+  return float(*d);
+}
+
+std::string string_value(const std::string& path, const std::string& key, const toml::node& v) {
+  const auto str = v.value<std::string>();
+  TESSERA_CHECK(v.is_string() && str.has_value(), "{}: key '{}' must be a string", path, key);
+  return *str;
+}
+
+// Sets one of kFamilyKeys in `c`. group-query-attention only records the
+// switch (`gqa`): num-query-groups needs it, as Megatron-LM's does.
+void set_family_key(GPTConfig& c, bool& gqa, const std::string& path, const std::string& key,
+                    const toml::node& v) {
+  if (key == "normalization") {
+    const std::string n = string_value(path, key, v);
+    TESSERA_CHECK(n == "LayerNorm" || n == "RMSNorm",
+                  "{}: normalization must be \"LayerNorm\" or \"RMSNorm\" (got \"{}\")", path, n);
+    c.normalization = n == "RMSNorm" ? Normalization::RMSNorm : Normalization::LayerNorm;
+  } else if (key == "norm-epsilon") {
+    c.norm_epsilon = number_value(path, key, v);
+  } else if (key == "swiglu") {
+    c.swiglu = flag_value(path, key, v);
+  } else if (key == "position-embedding-type") {
+    const std::string n = string_value(path, key, v);
+    TESSERA_CHECK(n == "learned_absolute" || n == "rope",
+                  "{}: position-embedding-type must be \"learned_absolute\" or \"rope\" (got \"{}\")",
+                  path, n);
+    c.position_embedding = n == "rope" ? PositionEmbedding::Rope : PositionEmbedding::Learned;
+  } else if (key == "rotary-base") {
+    c.rotary_base = number_value(path, key, v);
+  } else if (key == "group-query-attention") {
+    gqa = flag_value(path, key, v);
+  } else if (key == "num-query-groups") {
+    const auto n = v.value<int64_t>();
+    TESSERA_CHECK(v.is_integer() && n.has_value(), "{}: key '{}' must be an integer", path, key);
+    c.num_query_groups = *n;
+  } else if (key == "untie-embeddings-and-output-weights") {
+    c.untie_embeddings = flag_value(path, key, v);
+  } else if (key == "disable-bias-linear") {
+    c.add_bias_linear = !flag_value(path, key, v);
+  }
 }
 
 }  // namespace
@@ -114,8 +237,13 @@ GPTConfig load_model_file(const std::string& path, const KeyFilter& other_known_
   GPTConfig c;
   c.vocab_size = kGpt2Vocab;
   c.make_vocab_size_divisible_by = 128;
+  bool gqa = false;  // group-query-attention
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
+    if (!legacy && is_family_key(key)) {
+      set_family_key(c, gqa, path, key, v);
+      continue;
+    }
     const ModelKey* mk = nullptr;
     for (const ModelKey& cand : kModelKeys)
       if (key == (legacy ? cand.old_name : cand.train_name)) mk = &cand;
@@ -134,6 +262,10 @@ GPTConfig load_model_file(const std::string& path, const KeyFilter& other_known_
   for (const ModelKey& k : kModelKeys)
     TESSERA_CHECK(!k.required || t.contains(legacy ? k.old_name : k.train_name),
                   "{}: missing integer key '{}'", path, legacy ? k.old_name : k.train_name);
+  // Megatron-LM ignores --num-query-groups without --group-query-attention;
+  // a file that sets one without the other most likely meant both.
+  TESSERA_CHECK(gqa == (c.num_query_groups > 0),
+                "{}: group-query-attention = true and num-query-groups go together", path);
   try {
     c.validate();
   } catch (const Error& e) {
@@ -157,17 +289,26 @@ const std::vector<std::pair<std::string, std::string>>& model_aliases() {
   static const std::vector<std::pair<std::string, std::string>> aliases = {
       {"22b", "frontier-22b"}, {"175b", "frontier-175b"}, {"1t", "frontier-1t"},
       {"530b", "mt-530b"},     {"gpt3", "gpt3-175b"},     {"gpt2", "gpt2-small"},
+      // Llama's sizes have no GPT namesake: "70B" today usually means Llama.
+      {"8b", "llama-3-8b"},    {"70b", "llama-3-70b"},    {"405b", "llama-3-405b"},
+      {"llama-3.1-405b", "llama-3-405b"},
   };
   return aliases;
 }
 
-GPTConfig load_model(const std::string& name_or_path, const KeyFilter& other_known_key) {
+const ModelPreset* find_preset(const std::string& name_or_alias) {
   // Names are case-insensitive: GPT3-175B, 175B.
-  const std::string name = lower(name_or_path);
+  const std::string name = lower(name_or_alias);
   for (const auto& p : model_presets())
-    if (p.name == name) return p.config;
+    if (p.name == name) return &p;
   for (const auto& [alias, preset] : model_aliases())
-    if (alias == name) return load_model(preset);
+    if (alias == name) return find_preset(preset);
+  return nullptr;
+}
+
+GPTConfig load_model(const std::string& name_or_path, const KeyFilter& other_known_key) {
+  if (const ModelPreset* p = find_preset(name_or_path)) return p->config;
+  const std::string name = lower(name_or_path);
   if (name_or_path.ends_with(".toml") || name_or_path.find('/') != std::string::npos) {
     TESSERA_CHECK(std::filesystem::exists(name_or_path), "--model: no such file '{}'",
                   name_or_path);

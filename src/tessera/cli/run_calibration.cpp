@@ -4,8 +4,8 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "tessera/cli/run_plan.h"
@@ -42,6 +42,35 @@ std::string shape_key(const RunShape& r, int64_t threads) {
 
 int64_t threads_of(const RunShape& r) { return r.threads > 0 ? r.threads : default_threads(r.ranks); }
 
+// OpenMP threads set for a scope and restored after it, also on a throw.
+class ThreadsFor {
+ public:
+  explicit ThreadsFor(int64_t n) : before_(omp_get_max_threads()) { omp_set_num_threads(int(n)); }
+  ~ThreadsFor() { omp_set_num_threads(before_); }
+  ThreadsFor(const ThreadsFor&) = delete;
+  ThreadsFor& operator=(const ThreadsFor&) = delete;
+
+ private:
+  int before_;
+};
+
+// File descriptor 1 pointed at stderr for a scope and restored after it,
+// also on a throw (buffered output flushed on both sides of the switch).
+class StdoutToStderr {
+ public:
+  StdoutToStderr() : saved_((std::fflush(stdout), dup(1))) { dup2(2, 1); }
+  ~StdoutToStderr() {
+    std::fflush(stdout);
+    dup2(saved_, 1);
+    close(saved_);
+  }
+  StdoutToStderr(const StdoutToStderr&) = delete;
+  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace
 
 int64_t default_threads(int64_t ranks) {
@@ -56,8 +85,7 @@ std::string run_calibration_file(const RunShape& r) {
       .string();
 }
 
-std::optional<plan::SystemSpec> run_calibration(const RunShape& r, bool measure,
-                                                std::string* advice) {
+std::optional<plan::SystemSpec> run_calibration(const RunShape& r, std::string* advice) {
   const std::string file = run_calibration_file(r);
   const int64_t threads = threads_of(r);
   if (fs::exists(file)) {
@@ -68,55 +96,37 @@ std::optional<plan::SystemSpec> run_calibration(const RunShape& r, bool measure,
       fmt::print(stderr, "run calibration {} does not load ({}); measuring again\n", file, e.what());
     }
   }
-  // The model's shapes as a model file for calibrate (it reads models by name).
+  // The model's shapes as a model file for calibrate (it reads models by
+  // name): written in both cases, since the advised command names it.
   const std::string model_file = file.substr(0, file.size() - 5) + ".model.toml";
-  if (r.ranks > 1 || !measure) {
+  write_output_file(model_file, train_config_toml(model_keys(r.model), "a run's model shape"),
+                    "run calibration");
+  if (r.ranks > 1) {
     if (advice)
       *advice = fmt::format(
           "no calibration of this run ({} rank(s) x {} thread(s), its shapes) on this machine; "
           "make it with: scripts/mpirun.sh -n {} tessera calibrate --threads {} --model {} "
           "--micro-batch {} --tp {} --output {}",
           r.ranks, threads, r.ranks, threads, model_file, r.micro_batch, r.tp, file);
-    std::error_code ec;
-    fs::create_directories(fs::path(file).parent_path(), ec);
-    std::ofstream(model_file) << train_config_toml(model_keys(r.model), "a run's model shape");
     return std::nullopt;
   }
-  fs::create_directories(fs::path(file).parent_path());
-  write_output_file(model_file, train_config_toml(model_keys(r.model), "a run's model shape"),
-                    "run calibration");
   plan::CalibrateOptions o;
   o.models = {model_file};
   o.micro_batch = {r.micro_batch};
   o.tp = {r.tp};
   o.grid = false;  // only the run's shapes: what this plan prices
   o.passes = 3;
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(int(threads));
   fmt::print(stderr, "measuring this machine for the run (1 rank x {} threads, its shapes; "
                      "once, cached in {}):\n", threads, file);
   comm::LocalCommunicator world("calibration");
   plan::Calibration c;
   {
+    const ThreadsFor threads_guard(threads);
     // calibrate_machine prints its progress on stdout: keep stdout for the
     // plan (--json -) by sending the progress to stderr meanwhile.
-    std::fflush(stdout);
-    const int saved = dup(1);
-    dup2(2, 1);
-    try {
-      c = plan::calibrate_machine(world, o);
-    } catch (...) {
-      std::fflush(stdout);
-      dup2(saved, 1);
-      close(saved);
-      omp_set_num_threads(before);
-      throw;
-    }
-    std::fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
+    const StdoutToStderr progress_guard;
+    c = plan::calibrate_machine(world, o);
   }
-  omp_set_num_threads(before);
   write_output_file(file, plan::calibration_toml(c), "run calibration");
   return plan::load_system_file(file);
 }
@@ -125,7 +135,15 @@ void use_run_calibration(plan::SystemSpec& sys, const RunShape& run) {
   const char* env = std::getenv("TESSERA_RUN_CALIBRATION");
   if (env && std::string(env) == "0") return;
   std::string advice;
-  if (std::optional<plan::SystemSpec> s = run_calibration(run, true, &advice)) {
+  std::optional<plan::SystemSpec> s;
+  try {
+    s = run_calibration(run, &advice);
+  } catch (const Error& e) {
+    // The cache is an aid: a directory that cannot be written (or a failed
+    // measurement) leaves the shipped file in use, never fails the plan.
+    advice = fmt::format("no run calibration ({}); pricing with the shipped system file", e.what());
+  }
+  if (s) {
     sys = *s;
     fmt::print(stderr, "system 'local': this run's calibration, {}\n", run_calibration_file(run));
   } else {

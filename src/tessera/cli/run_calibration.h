@@ -37,11 +37,10 @@ int64_t default_threads(int64_t ranks);
 // The cache file of this run's calibration (it may not exist).
 std::string run_calibration_file(const RunShape& run);
 
-// The calibration for the run: cached, or measured now when `measure` and
-// the run is one rank. nullopt when neither; `advice` then says how to make
-// it (the calibrate command for several ranks).
-std::optional<plan::SystemSpec> run_calibration(const RunShape& run, bool measure,
-                                                std::string* advice);
+// The calibration for the run: cached, or measured now when the run is one
+// rank. nullopt for a run of several ranks with none cached; `advice` then
+// says how to make it (the calibrate command).
+std::optional<plan::SystemSpec> run_calibration(const RunShape& run, std::string* advice);
 
 // `sys` (the `local` file) becomes this run's calibration: cached, or
 // measured now for a one-rank run, unless the environment sets

@@ -1,6 +1,7 @@
 #include "tessera/plan/layout_cost.h"
 
 #include <algorithm>
+#include <vector>
 #include <fmt/format.h>
 
 #include "tessera/core/error.h"
@@ -215,14 +216,11 @@ Profile stage_ops(const ChunkWork& w, const PlanLayout& L, int64_t s) {
 }
 
 // The stage whose ranks work longest in a step (the last, with the head, on
-// an even split; ties go to the later stage).
-int64_t busiest_stage(const ChunkWork& w, const PlanLayout& L) {
-  int64_t busiest = L.par.pp - 1;
-  double most = stage_ops(w, L, busiest).total();
-  for (int64_t s = L.par.pp - 2; s >= 0; --s) {
-    const double t = stage_ops(w, L, s).total();
-    if (t > most) most = t, busiest = s;
-  }
+// an even split; ties go to the later stage). per_stage: stage_ops of each.
+int64_t busiest_stage(const std::vector<Profile>& per_stage) {
+  int64_t busiest = int64_t(per_stage.size()) - 1;
+  for (int64_t s = busiest - 1; s >= 0; --s)
+    if (per_stage[size_t(s)].total() > per_stage[size_t(busiest)].total()) busiest = s;
   return busiest;
 }
 
@@ -333,8 +331,10 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   b.bubble_fraction = pt.bubble_fraction;
   b.p2p = pc.p2p_seconds;
 
-  const int64_t bs = busiest_stage(w, L);
-  const Profile busiest = stage_ops(w, L, bs);
+  std::vector<Profile> per_stage;  // (pp): each stage's work before the step-level kernels
+  for (int64_t s = 0; s < p; ++s) per_stage.push_back(stage_ops(w, L, s));
+  const int64_t bs = busiest_stage(per_stage);
+  const Profile& busiest = per_stage[size_t(bs)];
   b.zero3_gather = double(mb * v) * 2 * w.zero3_chunk[size_t(bs)];
   b.tp_comm = busiest[Op::Comm] - b.zero3_gather;
   b.compute = busiest.total() - busiest[Op::Comm];
@@ -350,7 +350,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
       sys.sync_wait * syncs_per_step(ol, L, w.chunk_layers[size_t(bs)], !m.untie_embeddings);
   b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
   for (auto& sc : c.stages) {
-    sc.ops = stage_ops(w, L, sc.stage);
+    sc.ops = per_stage[size_t(sc.stage)];
     add_step_kernels(sys, L, sc.params, sc.ops);
     sc.ops[Op::Comm] += b.dp_exposed + b.sync_wait;
     if (p > 1 && (sc.stage == 0 || sc.stage == p - 1)) sc.ops[Op::Comm] += b.embedding_sync;

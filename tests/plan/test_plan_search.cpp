@@ -111,15 +111,20 @@ TEST(PlanSearch, FrontierOneTrillionOn3072IsFast) {
 }
 
 TEST(PlanSearch, UnusableDeviceCountSuggestsNeighbours) {
-  // 7 devices: tp 7 does not divide 8 heads, pp 7 not 8 layers, dp 7 not 64;
-  // 6 fails the same way (dp 6 or 3 does not divide 64, pp 3 not 8 layers).
+  // 7 devices: tp 7 does not divide 8 heads, pp 7 not 8 layers (not even
+  // unevenly: 7 stages of at most one layer at the ends), dp 7 not 64.
+  // 6 fails the same way with even stages only (dp 6 or 3 does not divide
+  // 64, pp 3 not 8 layers); with the planner's uneven splits pp 3 runs the
+  // 8 layers as 3 | 3 | 2, and 6 is usable.
   SystemSpec sys = load_system_file(write_temp("tessera_ideal8.toml", kIdealSystem));
   SearchSpace sp;
   sp.devices = 7;
   sp.global_batch = 64;
   EXPECT_TRUE(enumerate_layouts(small_model(), sys, sp).empty());
-  auto near = nearby_usable_device_counts(small_model(), sys, sp);
-  EXPECT_EQ(near, (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(nearby_usable_device_counts(small_model(), sys, sp), (std::vector<int64_t>{6, 8}));
+  sp.uneven_stages = false;
+  EXPECT_TRUE(enumerate_layouts(small_model(), sys, sp).empty());
+  EXPECT_EQ(nearby_usable_device_counts(small_model(), sys, sp), (std::vector<int64_t>{4, 8}));
 }
 
 TEST(PlanSystem, MissingFieldNamesFileAndField) {

@@ -5,7 +5,10 @@
 // when the LM head makes the last one heavy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tessera/plan/layout_cost.h"
+#include "tessera/plan/model_presets.h"
 #include "tessera/plan/search.h"
 #include "tessera/plan/system.h"
 
@@ -122,10 +125,89 @@ TEST(PlanStageSplit, CheapHeadKeepsTheEvenSplit) {
   CostOptions screen;
   screen.simulate_schedule = false;
   EXPECT_FALSE(best_stage_split(m, sys, pipeline(0, 0), params, screen).par.uneven_stages());
-  // Not a pipeline, or a split already given: returned as it is.
+  // A split already on the layout is chosen afresh: here the even one.
+  EXPECT_FALSE(best_stage_split(m, sys, pipeline(5, 0), params, screen).par.uneven_stages());
+  // Not a pipeline: returned as it is.
   PlanLayout flat = pipeline(0, 0);
   flat.par.pp = 1;
   flat.par.dp = 2;
   EXPECT_EQ(best_stage_split(m, sys, flat, params, screen).str(), flat.str());
-  EXPECT_EQ(best_stage_split(m, sys, pipeline(5, 0), params, screen).str(), pipeline(5, 0).str());
+}
+
+namespace {
+
+// The search space of one pipeline layout of `pp` stages on pp devices.
+SearchSpace pipeline_space(int64_t pp) {
+  SearchSpace sp;
+  sp.devices = pp;
+  sp.global_batch = 16;
+  sp.tp = {1};
+  sp.pp = {pp};
+  sp.micro_batch = {2};
+  sp.zero_stages = {0};
+  sp.recompute = {Recompute::None};
+  sp.sequence_parallel = {false};
+  sp.schedules = {ScheduleKind::OneFOneB};
+  sp.precision = plan::Precision::FP32;
+  sp.engine = true;
+  return sp;
+}
+
+}  // namespace
+
+TEST(PlanStageSplit, PipelineDepthThatDoesNotDivideTheLayersGetsAnUnevenSplit) {
+  // 10 layers over 4 stages: no even split exists, but Megatron runs it
+  // with lighter ends (e.g. 1 | 3 | 3 | 3 or 2 | 3 | 3 | 2), and so does
+  // the engine. Before, the planner dropped pp 4 altogether.
+  const GPTConfig m = model(10, 1);
+  const SystemSpec sys = load_system("local");
+  SearchSpace sp = pipeline_space(4);
+  const SearchResult r = search_layouts(m, sys, sp);
+  ASSERT_EQ(r.ranked.size(), 1u);
+  const ParallelConfig& par = r.ranked[0].layout.par;
+  ASSERT_TRUE(par.uneven_stages()) << r.ranked[0].layout.str();
+  int64_t total = 0, largest = 0;
+  for (int64_t s = 0; s < 4; ++s) {
+    const int64_t n = par.stage_layer_count(m.num_layers, s);
+    EXPECT_GE(n, 1) << "stage " << s;
+    total += n;
+    largest = std::max(largest, n);
+  }
+  EXPECT_EQ(total, 10);
+  EXPECT_EQ(largest, 3);  // as balanced as whole layers allow
+  EXPECT_NO_THROW(par.validate(m, 4));
+  // With the planner's splits turned off, or the run's own split fixed to
+  // one the engine refuses, pp 4 does not exist.
+  sp.uneven_stages = false;
+  EXPECT_TRUE(search_layouts(m, sys, sp).ranked.empty());
+  sp.uneven_stages = true;
+  sp.first_stage_layers = 5;  // 5 + 3 x (5 / 3): no
+  EXPECT_TRUE(search_layouts(m, sys, sp).ranked.empty());
+  // A fixed split the engine takes is kept as it is, not re-chosen.
+  sp.first_stage_layers = 4;  // 4 | 2 | 2 | 2
+  const SearchResult fixed = search_layouts(m, sys, sp);
+  ASSERT_EQ(fixed.ranked.size(), 1u);
+  EXPECT_EQ(fixed.ranked[0].layout.par.first_stage_layers, 4);
+  EXPECT_FALSE(fixed.ranked[0].layout.par.last_stage_layers.has_value());
+}
+
+TEST(PlanStageSplit, Llama405BRunsSixteenStagesOver126Layers) {
+  // Llama 3 405B has 126 layers; 16 pipeline stages (as Meta trained it)
+  // need uneven ends, e.g. 7 | 8 x 14 | 7 (the docs/planner.md table).
+  const GPTConfig m = load_model("llama-3-405b");
+  const SystemSpec sys = load_system("h100");
+  SearchSpace sp;
+  sp.devices = 8 * 16 * 64;  // Meta's 8192 GPUs: tp 8, pp 16, dp 64
+  sp.global_batch = 2048;
+  sp.tp = {8};
+  sp.pp = {16};
+  const SearchResult r = search_layouts(m, sys, sp);
+  ASSERT_FALSE(r.ranked.empty());
+  const ParallelConfig& par = r.ranked[0].layout.par;
+  EXPECT_EQ(par.pp, 16);
+  ASSERT_TRUE(par.uneven_stages()) << r.ranked[0].layout.str();
+  EXPECT_NO_THROW(par.validate(m, sp.devices));
+  int64_t largest = 0;
+  for (int64_t s = 0; s < 16; ++s) largest = std::max(largest, par.stage_layer_count(126, s));
+  EXPECT_EQ(largest, 8);
 }

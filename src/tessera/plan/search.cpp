@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <optional>
+#include <utility>
 
 #include "tessera/core/error.h"
 
@@ -48,7 +51,6 @@ bool better(const LayoutCost& a, const LayoutCost& b) {
   return a.peak_memory < b.peak_memory;
 }
 
-
 // Whether the engine would run this layout: ParallelConfig::validate, the
 // one statement of the rules (degrees, batch, the model's divisibility by
 // tp and pp x v, the schedule). The search asks it rather than repeating
@@ -63,35 +65,84 @@ bool engine_accepts(const ParallelConfig& par, const GPTConfig& m, int64_t world
   }
 }
 
-}  // namespace
-
-PlanLayout best_stage_split(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
-                            ParamCounter& params, const CostOptions& screen) {
-  const int64_t p = L.par.pp, v = L.par.virtual_stages, n = m.num_layers;
-  if (p < 2 || L.par.uneven_stages()) return L;
+// The (first, last) stage layer counts near an even share that
+// ParallelConfig::validate's rules for --decoder-first/last-pipeline-
+// num-layers allow (0: the flag not given), checked in arithmetic: most
+// pairs break them, and an exception per pair would cost the search. Each
+// end takes at most the even share (the ends also run the embedding or the
+// head) and at least 8 x v layers below it.
+std::vector<std::pair<int64_t, int64_t>> uneven_splits(int64_t n, int64_t p, int64_t v) {
   const int64_t even = n / p;
-  PlanLayout best = L;
-  double best_step = evaluate_layout(m, sys, L, params, screen).time.step;
-  const double even_step = best_step;
-  // 0: the flag not given. The rules are ParallelConfig::validate's
-  // (validate_uneven_split), checked here in arithmetic first: most of the
-  // pairs break them, and an exception per pair would cost the search.
   std::vector<int64_t> ends{0};
   for (int64_t k = std::max<int64_t>(v, (even - 8 * v) / v * v); k <= even; k += v)
     ends.push_back(k);
+  std::vector<std::pair<int64_t, int64_t>> out;
   for (int64_t f : ends)
     for (int64_t l : ends) {
       if (f == 0 && l == 0) continue;
       const int64_t middle = p - (f > 0) - (l > 0), rest = n - f - l;
       if (middle == 0 ? rest != 0 : rest < middle || rest % middle || (rest / middle) % v) continue;
-      PlanLayout c = L;
-      if (f > 0) c.par.first_stage_layers = f;
-      if (l > 0) c.par.last_stage_layers = l;
-      if (!engine_accepts(c.par, m, L.devices())) continue;
-      const LayoutCost cost = evaluate_layout(m, sys, c, params, screen);
-      if (cost.fits && cost.time.step < best_step) best_step = cost.time.step, best = c;
+      out.emplace_back(f, l);
     }
-  return best_step < 0.995 * even_step ? best : L;
+  return out;
+}
+
+void set_split(ParallelConfig& par, std::pair<int64_t, int64_t> fl) {
+  par.first_stage_layers.reset();
+  par.last_stage_layers.reset();
+  if (fl.first > 0) par.first_stage_layers = fl.first;
+  if (fl.second > 0) par.last_stage_layers = fl.second;
+}
+
+// Whether `par` runs on the engine with some split of the layers: even when
+// the engine takes it, else (`choose` set: the planner picks the split) the
+// allowed uneven split whose largest stage is smallest, set into `par`.
+// Why: a pp that does not divide the layers (Llama-3-405B's 126 over 16)
+// is a layout Megatron runs with uneven ends; the refinement prices the
+// other splits of the winners (best_stage_split).
+bool accepts_with_some_split(ParallelConfig& par, const GPTConfig& m, int64_t world, bool choose) {
+  if (!choose || par.pp < 2) return engine_accepts(par, m, world);
+  set_split(par, {0, 0});
+  if (engine_accepts(par, m, world)) return true;
+  std::optional<std::pair<int64_t, int64_t>> best;
+  int64_t best_max = 0;
+  for (const auto& fl : uneven_splits(m.num_layers, par.pp, par.virtual_stages)) {
+    const int64_t middle = par.pp - (fl.first > 0) - (fl.second > 0);
+    const int64_t largest = std::max({fl.first, fl.second,
+                                      middle ? (m.num_layers - fl.first - fl.second) / middle : 0});
+    if (!best || largest < best_max) best = fl, best_max = largest;
+  }
+  if (!best) return false;
+  set_split(par, *best);
+  if (engine_accepts(par, m, world)) return true;
+  set_split(par, {0, 0});
+  return false;
+}
+
+}  // namespace
+
+PlanLayout best_stage_split(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+                            ParamCounter& params, const CostOptions& screen) {
+  const int64_t p = L.par.pp, v = L.par.virtual_stages;
+  if (p < 2) return L;
+  PlanLayout even = L;
+  set_split(even.par, {0, 0});
+  // An even split the engine refuses (pp does not divide the layers) is
+  // no baseline: then the fastest allowed split wins outright.
+  const bool even_runs = engine_accepts(even.par, m, L.devices());
+  const double even_step = even_runs ? evaluate_layout(m, sys, even, params, screen).time.step
+                                     : std::numeric_limits<double>::infinity();
+  PlanLayout best = even_runs ? even : L;
+  double best_step = even_step;
+  for (const auto& fl : uneven_splits(m.num_layers, p, v)) {
+    PlanLayout c = even;
+    set_split(c.par, fl);
+    if (!engine_accepts(c.par, m, L.devices())) continue;
+    const LayoutCost cost = evaluate_layout(m, sys, c, params, screen);
+    if (cost.fits && cost.time.step < best_step) best_step = cost.time.step, best = c;
+  }
+  if (!even_runs) return best;
+  return best_step < 0.995 * even_step ? best : even;
 }
 
 std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& sys,
@@ -99,6 +150,8 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
   check_space(sp);
   std::vector<PlanLayout> out;
   const int64_t N = sp.devices;
+  // The planner picks each layout's split unless the run fixed one.
+  const bool choose_split = sp.uneven_stages && !sp.first_stage_layers && !sp.last_stage_layers;
   std::vector<int64_t> tps = sp.tp.empty() ? divisors(N) : sp.tp;
   std::vector<int64_t> pps = sp.pp.empty() ? divisors(N) : sp.pp;
   for (int64_t tp : tps) {
@@ -114,8 +167,9 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
       par.first_stage_layers = sp.first_stage_layers;
       par.last_stage_layers = sp.last_stage_layers;
       // The degrees with the smallest micro-batch: if the engine refuses
-      // this, it refuses every micro-batch, schedule and mode of (tp, pp).
-      if (!engine_accepts(par, m, N)) continue;
+      // this (with any split the planner may choose), it refuses every
+      // micro-batch, schedule and mode of (tp, pp).
+      if (!accepts_with_some_split(par, m, N, choose_split)) continue;
       const int64_t per_replica = sp.global_batch / par.dp;
       std::vector<int64_t> mbs = sp.micro_batch;
       if (mbs.empty())
@@ -137,7 +191,7 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
             par.sequence_parallel = false;
             par.zero_stage = 0;
             par.recompute = Recompute::None;
-            if (!engine_accepts(par, m, N)) continue;
+            if (!accepts_with_some_split(par, m, N, choose_split)) continue;
             // With SP the engine also needs T % tp == 0.
             par.sequence_parallel = true;
             const bool sp_ok = tp > 1 && engine_accepts(par, m, N);
@@ -186,10 +240,11 @@ SearchResult search_layouts(const GPTConfig& m, const SystemSpec& sys, const Sea
   // Refine the best: the engine's schedule simulated, every stage's memory.
   const size_t refine = std::min(fit.size(), size_t(std::max(sp.refine, 1)));
   CostOptions exact;
+  const bool choose_split = sp.uneven_stages && !sp.first_stage_layers && !sp.last_stage_layers;
   std::vector<LayoutCost> refined;
   for (size_t i = 0; i < refine; ++i) {
-    const PlanLayout L =
-        sp.uneven_stages ? best_stage_split(m, sys, fit[i].layout, params, screen) : fit[i].layout;
+    const PlanLayout L = choose_split ? best_stage_split(m, sys, fit[i].layout, params, screen)
+                                      : fit[i].layout;
     LayoutCost c = evaluate_layout(m, sys, L, params, exact);
     if (c.fits) refined.push_back(std::move(c));  // all stages now: may exceed after all
   }

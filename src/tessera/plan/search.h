@@ -44,11 +44,13 @@ struct SearchSpace {
   std::optional<int64_t> first_stage_layers, last_stage_layers;
 };
 
-// The fastest split of L's layers over its pipeline stages: L itself (even)
-// or L with --decoder-first/last-pipeline-num-layers set, each end at most
-// the even share and at least 8 x v layers below it, priced with `screen`.
-// An uneven split must beat the even one by 0.5 % to be chosen: a smaller
-// gain is within the model's error and not worth an odd layout.
+// The fastest split of L's layers over its pipeline stages: even, or
+// --decoder-first/last-pipeline-num-layers set, each end at most the even
+// share and at least 8 x v layers below it, priced with `screen` (L's own
+// split is replaced). An uneven split must beat the even one by 0.5 % to be
+// chosen: a smaller gain is within the model's error and not worth an odd
+// layout. Where the engine refuses the even split (pp x v does not divide
+// the layers), the fastest allowed split is chosen.
 PlanLayout best_stage_split(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
                             ParamCounter& params, const CostOptions& screen);
 

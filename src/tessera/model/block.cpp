@@ -108,13 +108,16 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   Profile* prof = ops.profile();  // the tp helpers charge their communication here
   // Under SP each rank's LayerNorm gradients cover only its rows: collect
   // this micro-batch's share apart, sum it over tp, then accumulate.
+  // ln_grads: (2 * per_norm, C) = [ln1 w | ln1 b | ln2 w | ln2 b] for
+  // LayerNorm, [ln1 w | ln2 w] for RMSNorm (no bias: half the sum).
+  const int64_t per_norm = s.rmsnorm ? 1 : 2;
   LayerWeights gl = g;
   if (tp.sp()) {
-    std::fill_n(ln_grads, 4 * C, 0.0f);
-    gl.ln1_w = ln_grads;                          // (C)
-    gl.ln1_b = s.rmsnorm ? nullptr : ln_grads + C;  // (C) LayerNorm only
-    gl.ln2_w = ln_grads + 2 * C;                  // (C)
-    gl.ln2_b = s.rmsnorm ? nullptr : ln_grads + 3 * C;  // (C)
+    std::fill_n(ln_grads, 2 * per_norm * C, 0.0f);
+    gl.ln1_w = ln_grads;                                        // (C)
+    gl.ln1_b = s.rmsnorm ? nullptr : ln_grads + C;              // (C) LayerNorm only
+    gl.ln2_w = ln_grads + per_norm * C;                         // (C)
+    gl.ln2_b = s.rmsnorm ? nullptr : ln_grads + 3 * C;          // (C) LayerNorm only
   }
   // The step's first backward writes the weight gradients (they hold zeros).
   const bool add_dw = !scratch.first_backward_of_step;
@@ -160,12 +163,11 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   norm_backward(ops, dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, Ns,
                 s);
   if (tp.sp()) {
-    // RMSNorm's bias slots stay zero: summed with the rest, never added.
-    tp_sum_region_grad(tp, ln_grads, 4 * C, prof);
-    ops.accumulate(g.ln1_w, ln_grads, C);
-    if (!s.rmsnorm) ops.accumulate(g.ln1_b, ln_grads + C, C);
-    ops.accumulate(g.ln2_w, ln_grads + 2 * C, C);
-    if (!s.rmsnorm) ops.accumulate(g.ln2_b, ln_grads + 3 * C, C);
+    tp_sum_region_grad(tp, ln_grads, 2 * per_norm * C, prof);
+    ops.accumulate(g.ln1_w, gl.ln1_w, C);
+    if (!s.rmsnorm) ops.accumulate(g.ln1_b, gl.ln1_b, C);
+    ops.accumulate(g.ln2_w, gl.ln2_w, C);
+    if (!s.rmsnorm) ops.accumulate(g.ln2_b, gl.ln2_b, C);
   }
 }
 

@@ -23,7 +23,7 @@ GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bo
   }
   w_.layers.resize(layout.layers().size());
   g_.layers.resize(layout.layers().size());
-  if (tp_.sp()) ln_grads_.allocate(4 * config_.hidden_size);
+  if (tp_.sp()) ln_grads_.allocate(4 * config_.hidden_size);  // (4, C): two norms' w and b
 }
 
 void GPT::bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base,
@@ -203,14 +203,15 @@ void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) 
     std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
   const float* dlnf = tp_enter_backward(tp_, acts.dln, N, s.C, prof);  // (Ns, C)
   // Under SP the final LayerNorm's gradients cover only this rank's rows.
+  const int64_t per_norm = s.rmsnorm ? 1 : 2;  // weight (and LayerNorm's bias)
   float* glnf_w = tp_.sp() ? ln_grads_.f32() : g_.lnf_w;  // (C)
   float* glnf_b = tp_.sp() ? glnf_w + s.C : g_.lnf_b;     // (C) LayerNorm only
   if (s.rmsnorm) glnf_b = nullptr;
-  if (tp_.sp()) std::fill_n(glnf_w, 2 * s.C, 0.0f);
+  if (tp_.sp()) std::fill_n(glnf_w, per_norm * s.C, 0.0f);
   norm_backward(ops, acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w, acts.lnf_mean,
                 acts.lnf_rstd, Ns, s);
   if (tp_.sp()) {
-    tp_sum_region_grad(tp_, glnf_w, 2 * s.C, prof);
+    tp_sum_region_grad(tp_, glnf_w, per_norm * s.C, prof);
     ops.accumulate(g_.lnf_w, glnf_w, s.C);
     if (glnf_b) ops.accumulate(g_.lnf_b, glnf_b, s.C);
   }

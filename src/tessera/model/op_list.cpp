@@ -344,15 +344,14 @@ void branch_grad(Builder& b, const Dims& d, const Sites& s, const char* what) {
 
 // Under SP each rank's gradients of the norms' parameters cover only its
 // rows and are summed over tp: the engine zeroes and all-reduces a slot of
-// C for each weight and bias (4 C a layer, 2 C at the head) whichever the
-// norm, RMSNorm's bias slots staying zero, then accumulates each tensor
-// the norm has: LayerNorm's weight and bias, RMSNorm's weight.
+// C for each tensor the norm has (LayerNorm's weight and bias: 4 C a layer,
+// 2 C at the head; RMSNorm's weight: 2 C and C), then accumulates each.
 int64_t norm_tensors(const Dims& d) { return d.rms ? 1 : 2; }
 
 void block_backward(Builder& b, const Dims& d, const OpListConfig& c, const Sites& s) {
   const Precision p = c.precision;
   const int64_t norms = 2 * norm_tensors(d);
-  if (d.sp) fill(b, Op::LayerNorm, "ln_grads", 4 * d.C);
+  if (d.sp) fill(b, Op::LayerNorm, "ln_grads", norms * d.C);
   // MLP branch.
   branch_grad(b, d, s, "mlp_out_dropout");
   leave_backward(b, d, "mlp_proj");
@@ -372,7 +371,7 @@ void block_backward(Builder& b, const Dims& d, const OpListConfig& c, const Site
   enter_backward(b, d, "qkv");
   layernorm_backward(b, d, "ln1");
   if (d.sp) {
-    b.collective(CollectiveKind::AllReduce, "ln_grads", 4 * d.C, false);
+    b.collective(CollectiveKind::AllReduce, "ln_grads", norms * d.C, false);
     for (int64_t i = 0; i < norms; ++i) add(b, "ln_grads", "accumulate", d.C);
   }
 }
@@ -434,10 +433,10 @@ void head_backward(Builder& b, const Dims& d, const OpListConfig& c) {
     fill(b, Op::Gemm, "lm_head", d.N * d.C);
   enter_backward(b, d, "ln_f");
   const int64_t norms = norm_tensors(d);
-  if (d.sp) fill(b, Op::LayerNorm, "ln_grads", 2 * d.C);
+  if (d.sp) fill(b, Op::LayerNorm, "ln_grads", norms * d.C);
   layernorm_backward(b, d, "ln_f");
   if (d.sp) {
-    b.collective(CollectiveKind::AllReduce, "ln_grads", 2 * d.C, false);
+    b.collective(CollectiveKind::AllReduce, "ln_grads", norms * d.C, false);
     for (int64_t i = 0; i < norms; ++i) add(b, "ln_grads", "accumulate", d.C);
   }
 }

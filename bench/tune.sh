@@ -6,17 +6,20 @@
 #      once as a real trial (`tessera tune` with a budget above the space's
 #      size: it runs every layout, then stops);
 #   2. noise: the fastest TOP layouts of pass 1 measured REMEASURE more times;
-#      the truth of a layout is the mean of its measurements, and the spread
-#      of the repeats is printed;
+#      the spread of the repeats is printed;
 #   3. tuner: REPEATS fresh `tessera tune --budget-trials 8` runs. A budget-3
 #      or -5 run is the first 3 or 5 trials of a budget-8 run (each choice
 #      depends only on the trials before it), so one run answers all three;
 #   4. random search with the same budgets over SEEDS seeds, drawn from the
 #      exhaustive pass: each drawn layout's measurement is its pass-1 trial,
 #      as if it had been run then.
+# The truth of a layout is the median of every measurement of it in the
+# bench (pass 1, the repeats and the tuner runs' trials of it): one run is
+# noisy, and a layout the tuner tries ten times is known best from those ten.
 # A search "finds" the best when the layout it would return (its fastest
 # trial by its own measurement) is within 5 % of the truth's best, judged on
-# the truth. Printed: how often, the mean trials until the first such
+# the truth; the verdict with the truth of pass 1 and the repeats alone (the
+# mean, as before) is printed beside it. Printed: how often, the mean trials until the first such
 # layout, and the planner's error on the tuner's trials before and after
 # the correction from the trials before each.
 # Usage: bench/tune.sh [BUILD_DIR]   env: RANKS="2 4" REPEATS=10 SEEDS=10 TOP=12
@@ -59,6 +62,10 @@ tune() {  # tune RANKS WORK_DIR [tune flags...]
 
 for n in $ranks_list; do
   start=$SECONDS
+  # A warm-up first: the first trial of a pass ran cold (53 ms against
+  # 38-42 ms in ten later runs of the same layout), and a pass-1 outlier
+  # would stand as that layout's truth.
+  tune "$n" "$out/n$n/warmup" --budget-trials 2
   tune "$n" "$out/n$n/exhaustive" --budget-trials 100000
   echo "ranks $n: exhaustive pass, $(grep -c . "$out/n$n/exhaustive/tune.jsonl") trials," \
        "$((SECONDS - start)) s"

@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
-# Pipeline bubble on 2 ranks, small shape (LAYERS layers, default 6; hidden
-# 384, 6 heads, seq 64, micro-batch 2): pp = 2 with 1F1B and GPipe on an
-# even split, and 1F1B on the split `tessera plan` chooses for the shape
-# (--decoder-first/last-pipeline-num-layers; the last stage also runs the LM
-# head and loss), against one rank, for m = 2 .. 32 micro-batches per step.
-# Prints the median step time (steps 3..), the measured bubble (time a
-# stage waited on the pipeline / step, from the trainer), the planner's
-# chosen split, and the schedule's ideal (p - 1) / m
+# Pipeline bubble on 2 ranks, small shape (LAYERS layers, default 8; hidden
+# HIDDEN, default 192; 6 heads, seq 64, micro-batch 2): pp = 2 with 1F1B and
+# GPipe on an even split, and 1F1B on the split `tessera plan` chooses for
+# the shape (--decoder-first/last-pipeline-num-layers; the last stage also
+# runs the LM head and loss), against one rank, for m = 2 .. 32
+# micro-batches per step. Prints the median step time (steps 3..), the
+# measured bubble (time a stage waited on the pipeline / step, from the
+# trainer), the planner's chosen split, and the schedule's ideal (p - 1) / m
 # and (p - 1) / (m + p - 1).
-# Usage: bench/pipeline_bubble.sh [BUILD_DIR]   env: LAYERS=6 SYSTEM=local MS="2 4 8 16 32"
+# Why these defaults: the head's GEMM is V x C per token against a layer's
+# 12 C^2, so with the embedded corpus's V = 4096 it weighs V / 12C layers:
+# 1.8 at C = 192, where moving one layer off the last stage can even the stages
+# out (5 | 3), but 0.9 at C = 384, where no whole layer can (the even split
+# idles ~20 % whatever m, and the planner rightly keeps it).
+# Usage: bench/pipeline_bubble.sh [BUILD_DIR]   env: LAYERS=8 HIDDEN=192 SYSTEM=local MS="2 4 8 16 32"
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
-layers=${LAYERS:-6}
+layers=${LAYERS:-8}
+hidden=${HIDDEN:-192}
 system=${SYSTEM:-local}
 ms=${MS:-2 4 8 16 32}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "bench/pipeline_bubble.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-shape=(--num-layers "$layers" --hidden-size 384 --num-attention-heads 6 --seq-length 64
+shape=(--num-layers "$layers" --hidden-size "$hidden" --num-attention-heads 6 --seq-length 64
        --micro-batch-size 2 --train-iters 6 --log-interval 100 --no-progress --peak-tflops 1)
 cat > "$out/shape.toml" <<EOF
 num-layers = $layers
-hidden-size = 384
+hidden-size = $hidden
 num-attention-heads = 6
 seq-length = 64
 micro-batch-size = 2

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tessera/core/error.h"
 #include "tessera/plan/calibrate.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/plan/model_presets.h"
@@ -86,6 +87,51 @@ TEST(Calibrate, WrittenFileLoads) {
   EXPECT_EQ(s.devices_per_node, 2);
   EXPECT_NEAR(s.tiers[0].latency, 2e-6, 1e-9);
   EXPECT_NEAR(s.tiers[0].bandwidth, 5e9, 1e3);
+}
+
+// The bf16 GEMM table: written beside the sgemm one with the bf16 peak,
+// read back, and used for mixed-precision layouts only; without it a
+// mixed-precision GEMM takes the fp32 table (a CPU without 16-bit units).
+TEST(Calibrate, Bf16TablePricesMixedPrecisionGemms) {
+  Calibration c;
+  c.cpu = "Test CPU";
+  c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 200e9;
+  c.attention_efficiency = 0.25;
+  c.gemm = {{256, 768, 256, 150e9}, {2048, 1024, 256, 200e9}};
+  auto path = temp_dir() / "bf16.toml";
+  std::ofstream(path) << calibration_toml(c);
+  SystemSpec fp32_only = load_system_file(path.string());
+  EXPECT_TRUE(fp32_only.gemm_measured_16.empty());
+  const GemmShape g{256, 768, 256};
+  const double fp32_seconds = 2.0 * 256 * 768 * 256 / 150e9;
+  EXPECT_NEAR(gemm_seconds(fp32_only, plan::Precision::Mixed16, g), fp32_seconds, 1e-12);
+
+  c.gemm_bf16 = {{256, 768, 256, 300e9}, {2048, 1024, 256, 450e9}};
+  c.peak_gemm_bf16 = 450e9;
+  std::ofstream(path) << calibration_toml(c);
+  SystemSpec s = load_system_file(path.string());
+  ASSERT_EQ(s.gemm_measured_16.size(), 2u);
+  EXPECT_NEAR(s.peak_flops_bf16, 450e9, 1e6);
+  EXPECT_NEAR(s.peak_flops_16, 450e9, 1e6);
+  EXPECT_NEAR(s.peak_flops_32, 200e9, 1e6);
+  EXPECT_NEAR(gemm_seconds(s, plan::Precision::FP32, g), fp32_seconds, 1e-12);
+  EXPECT_NEAR(gemm_seconds(s, plan::Precision::Mixed16, g), 2.0 * 256 * 768 * 256 / 300e9, 1e-12);
+}
+
+// The engine's bf16 GEMM timed in each role a linear calls it (forward,
+// input gradient, weight gradient); other transposes are refused.
+TEST(Calibrate, Bf16GemmTimingCoversTheThreeRoles) {
+  if (!bf16_gemm_available()) GTEST_SKIP() << "no real bf16 GEMM kernel on this CPU";
+  GPTConfig m;
+  m.num_layers = 1, m.hidden_size = 64, m.num_heads = 4, m.seq_length = 32, m.vocab_size = 300;
+  for (const CalibShape& sh : training_gemm_shapes(m, 2, 1)) {
+    const double flops = measure_gemm_bf16(sh, 0.0);
+    EXPECT_GT(flops, 1e6) << sh.ta << sh.tb << " " << sh.M << "x" << sh.N << "x" << sh.K;
+    EXPECT_LT(flops, 1e14);
+  }
+  CalibShape bad = training_gemm_shapes(m, 2, 1).front();
+  bad.ta = 'T', bad.tb = 'T';
+  EXPECT_THROW(measure_gemm_bf16(bad, 0.0), Error);
 }
 
 // The real command, quick: it measures, writes, and `tessera plan` uses the file.

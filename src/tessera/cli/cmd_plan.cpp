@@ -358,7 +358,8 @@ void run_plan(const PlanArgs& args) {
     // The run on this machine (no --system): this run's own calibration.
     if (args.system.empty())
       use_run_calibration(sys, {model, run->train.par.micro_batch, run->train.par.tp, a.devices,
-                                run->train.threads});
+                                run->train.threads,
+                                run->train.precision() == Precision::Bf16});
   } else {
     model = plan::load_model(a.model, is_train_flag);
     // A preset whose source gives its training batch plans that batch.

@@ -225,7 +225,8 @@ void print_dry_run(const TrainConfig& c, int64_t ranks, int64_t threads,
                    const std::string& system) {
   plan::SystemSpec sys = plan::load_system(system.empty() ? "local" : system);
   if (system.empty())
-    use_run_calibration(sys, {c.model, c.par.micro_batch, c.par.tp, ranks, threads});
+    use_run_calibration(sys, {c.model, c.par.micro_batch, c.par.tp, ranks, threads,
+                              c.precision() == Precision::Bf16});
   const plan::PlanLayout L = layout_of_run(c);
   plan::LayoutCost cost;
   try {

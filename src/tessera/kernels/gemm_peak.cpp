@@ -1,8 +1,14 @@
 #include "tessera/kernels/gemm_peak.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "tessera/core/buffer.h"
 #include "tessera/core/timer.h"
+#include "tessera/core/error.h"
+#include "tessera/kernels/cpu/cast.h"
 #include "tessera/kernels/cpu/matmul.h"
+#include "tessera/kernels/cpu/matmul_lowp.h"
 
 namespace tessera::kernels {
 
@@ -13,6 +19,23 @@ namespace {
 void fill(float* p, int64_t n, float scale) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) p[i] = scale * float((i * 7919) % 101 - 50) / 50.0f;
+}
+
+// One untimed warm-up (page faults, the library's kernel choice, thread
+// start), then the seconds of each timed repeat of run().
+template <class Run>
+std::vector<double> timed_repeats(Run&& run, const GemmTiming& timing) {
+  run();
+  std::vector<double> seconds;
+  double total = 0;
+  for (int rep = 0; rep < 500 && (rep < timing.min_reps || total < timing.min_seconds); ++rep) {
+    if (timing.cold_caches) evict_private_caches();
+    Stopwatch sw;
+    run();
+    seconds.push_back(sw.elapsed());
+    total += seconds.back();
+  }
+  return seconds;
 }
 
 }  // namespace
@@ -38,17 +61,34 @@ std::vector<double> gemm_fp32_seconds(const GemmShape& s, const GemmTiming& timi
   auto run = [&] {
     cpu::sgemm(s.ta, s.tb, s.M, s.N, s.K, a.f32(), a_cols, b.f32(), b_cols, s.beta, c.f32(), s.N);
   };
-  run();  // warm-up
-  std::vector<double> seconds;
-  double total = 0;
-  for (int rep = 0; rep < 500 && (rep < timing.min_reps || total < timing.min_seconds); ++rep) {
-    if (timing.cold_caches) evict_private_caches();
-    Stopwatch sw;
-    run();
-    seconds.push_back(sw.elapsed());
-    total += seconds.back();
+  return timed_repeats(run, timing);
+}
+
+std::vector<double> gemm_bf16_seconds(const GemmShape& s, const GemmTiming& timing) {
+  const bool forward = s.ta == 'N' && s.tb == 'T', dinp = s.ta == 'N' && s.tb == 'N',
+             dweight = s.ta == 'T' && s.tb == 'N';
+  TESSERA_CHECK(forward || dinp || dweight,
+                "gemm_bf16_seconds: transposes {}{} are no GEMM of a linear layer", s.ta, s.tb);
+  // A as stored: (M, K) forward and input gradient, (K, M) weight gradient.
+  std::vector<uint16_t> a(size_t(s.M * s.K)), b(size_t(s.K * s.N));  // bf16 bit patterns
+  Buffer c(s.M * s.N);                                               // (M, N) fp32
+  {
+    Buffer wide(std::max(s.M * s.K, s.K * s.N));
+    fill(wide.f32(), s.M * s.K, 0.1f);
+    cpu::cast_fp32_to_bf16(a.data(), wide.f32(), s.M * s.K);
+    fill(wide.f32(), s.K * s.N, 0.1f);
+    cpu::cast_fp32_to_bf16(b.data(), wide.f32(), s.K * s.N);
   }
-  return seconds;
+  fill(c.f32(), s.M * s.N, 0.0f);
+  auto run = [&] {
+    if (forward)  // out (N rows, OC) = inp (N rows, C) @ weight (OC, C)^T
+      cpu::matmul_forward_bf16(c.f32(), a.data(), b.data(), nullptr, s.M, s.K, s.N);
+    else if (dinp)  // dinp (N rows, C) = dout (N rows, OC) @ weight (OC, C)
+      cpu::matmul_dinp_bf16(c.f32(), a.data(), b.data(), s.M, s.N, s.K, s.beta != 0);
+    else  // dweight (OC, C) += dout (N rows, OC)^T @ inp (N rows, C)
+      cpu::matmul_dweight_bf16(c.f32(), a.data(), b.data(), s.K, s.N, s.M, s.beta != 0);
+  };
+  return timed_repeats(run, timing);
 }
 
 }  // namespace tessera::kernels

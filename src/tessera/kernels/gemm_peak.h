@@ -30,6 +30,13 @@ struct GemmTiming {
 // untimed warm-up (page faults, the library's kernel choice, thread start).
 std::vector<double> gemm_fp32_seconds(const GemmShape& shape, const GemmTiming& timing);
 
+// The same with the engine's bf16 GEMM (kernels/cpu/matmul_lowp.h: bf16
+// operands, fp32 accumulation and output) in the role the shape's
+// transposes name, as matmul.cpp's sgemm calls map to the three GEMMs of a
+// linear: 'N','T' forward, 'N','N' input gradient, 'T','N' weight gradient
+// (beta 1: accumulated). Throws for another pair of transposes.
+std::vector<double> gemm_bf16_seconds(const GemmShape& shape, const GemmTiming& timing);
+
 // Evicts the caches a core owns (L1, L2) by writing a buffer several times
 // their size: in a training step a kernel's operands were last touched many
 // kernels ago, so they arrive from the shared cache or memory, not L2.

@@ -54,6 +54,10 @@ Profile upper_median(const std::vector<Profile>& profiles);
 
 // Achieved FLOP/s of one shape (median of repeats, at least `min_seconds` timed).
 double measure_gemm(const CalibShape& s, double min_seconds);
+// The same with the engine's bf16 GEMM in the shape's role (kernels/gemm_peak.h).
+double measure_gemm_bf16(const CalibShape& s, double min_seconds);
+// Whether this CPU runs the engine's bf16 GEMMs on a real oneDNN kernel.
+bool bf16_gemm_available();
 // STREAM triad a = b + q c, bytes/s (3 arrays of `elements` floats, 12 bytes each).
 double measure_triad_bandwidth(int64_t elements);
 // Seconds of the engine's attention forward and backward for one micro-batch.
@@ -115,6 +119,10 @@ struct Calibration {
   int64_t in_situ_batch = 0;        // the micro-batch of the step they came from
   int64_t kernel_rows = 0;          // the tokens they were timed at
   std::vector<GemmSample> gemm;
+  // The bf16 GEMMs on the same shapes, and the best of them (empty, 0: not
+  // measured: options off, or no real bf16 kernel on this CPU).
+  std::vector<GemmSample> gemm_bf16;
+  double peak_gemm_bf16 = 0;
   std::optional<NetworkMeasure> network;  // empty with one rank
   double comm_overlap = 1.0;        // measure_comm_overlap (with >= 2 ranks)
   double seconds = 0;               // how long calibration took

@@ -19,6 +19,7 @@
 #include "tessera/kernels/cpu/layernorm.h"
 #include "tessera/kernels/cpu/rmsnorm.h"
 #include "tessera/kernels/cpu/swiglu.h"
+#include "tessera/kernels/cpu/matmul_lowp.h"
 #include "tessera/kernels/gemm_peak.h"
 #include "tessera/plan/calibrate.h"
 
@@ -104,6 +105,16 @@ double measure_gemm(const CalibShape& s, double min_seconds) {
       .min_reps = 3, .min_seconds = min_seconds, .cold_caches = true};
   return shape.flops() / upper_median(kernels::gemm_fp32_seconds(shape, in_a_step));
 }
+
+double measure_gemm_bf16(const CalibShape& s, double min_seconds) {
+  const kernels::GemmShape shape{
+      .M = s.M, .N = s.N, .K = s.K, .ta = s.ta, .tb = s.tb, .beta = s.ta == 'T' ? 1.0f : 0.0f};
+  const kernels::GemmTiming in_a_step{
+      .min_reps = 3, .min_seconds = min_seconds, .cold_caches = true};
+  return shape.flops() / upper_median(kernels::gemm_bf16_seconds(shape, in_a_step));
+}
+
+bool bf16_gemm_available() { return cpu::bf16_gemm_is_fast(); }
 
 double measure_triad_bandwidth(int64_t n) {
   Buffer a(n), b(n), c(n);

@@ -70,6 +70,7 @@ double rank_mean(comm::Communicator& world, double x) {
 // Every pass's numbers, one entry per pass; medians are taken at the end.
 struct PassSamples {
   std::vector<std::vector<double>> gemm_flops;  // (shapes, passes)
+  std::vector<std::vector<double>> gemm_bf16_flops;  // (shapes, passes); empty: not measured
   std::vector<double> att_forward, att_backward;  // (passes,)
   std::vector<std::vector<double>> kernels{kKernelCount};  // (kKernelCount, passes)
   std::vector<Profile> steps;  // (passes,)
@@ -102,6 +103,10 @@ void measure_pass(comm::Communicator& world, const std::vector<CalibShape>& shap
   for (size_t i = 0; i < shapes.size(); ++i) {
     world.barrier();
     s.gemm_flops[i].push_back(rank_mean(world, measure_gemm(shapes[i], min_seconds)));
+    if (!s.gemm_bf16_flops.empty()) {
+      world.barrier();
+      s.gemm_bf16_flops[i].push_back(rank_mean(world, measure_gemm_bf16(shapes[i], min_seconds)));
+    }
     if (progress.due() && i + 1 < shapes.size())
       progress.line(fmt::format("GEMM shape {}/{}", i + 1, shapes.size()));
   }
@@ -135,9 +140,15 @@ void take_medians(const std::vector<CalibShape>& shapes, const PassSamples& s, b
     const double flops = upper_median(s.gemm_flops[i]);
     c.gemm.push_back({sh.m, sh.n, sh.k, flops});
     c.peak_gemm = std::max(c.peak_gemm, flops);
+    const double bf16 = s.gemm_bf16_flops.empty() ? 0 : upper_median(s.gemm_bf16_flops[i]);
+    if (bf16 > 0) {
+      c.gemm_bf16.push_back({sh.m, sh.n, sh.k, bf16});
+      c.peak_gemm_bf16 = std::max(c.peak_gemm_bf16, bf16);
+    }
     if (lead)
-      fmt::print("  sgemm {}{} {:>5} x {:>5} x {:>5}  (plan m {} n {} k {}): {:7.1f} GFLOP/s\n",
-                 sh.ta, sh.tb, sh.M, sh.N, sh.K, sh.m, sh.n, sh.k, flops / 1e9);
+      fmt::print("  sgemm {}{} {:>5} x {:>5} x {:>5}  (plan m {} n {} k {}): {:7.1f} GFLOP/s{}\n",
+                 sh.ta, sh.tb, sh.M, sh.N, sh.K, sh.m, sh.n, sh.k, flops / 1e9,
+                 bf16 > 0 ? fmt::format(", bf16 {:7.1f}", bf16 / 1e9) : "");
   }
   c.attention.forward = upper_median(s.att_forward);
   c.attention.backward = upper_median(s.att_backward);
@@ -200,6 +211,8 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
   const double min_seconds = (o.quick ? 0.005 : 0.05) / passes;
   PassSamples samples;
   samples.gemm_flops.resize(shapes.size());
+  // Every rank decides the same (the same CPU), so the barriers match.
+  if (o.bf16 && bf16_gemm_available()) samples.gemm_bf16_flops.resize(shapes.size());
   for (int pass = 0; pass < passes; ++pass) {
     // A line per pass: a full calibration takes minutes, and silence looks hung.
     if (lead)

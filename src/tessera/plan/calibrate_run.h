@@ -21,6 +21,9 @@ struct CalibrateOptions {
   bool quick = false;    // one pass, short timings, no coarse grid (tests)
   bool grid = true;      // the coarse grid beside the models' shapes (off: a run's own)
   int passes = 5;        // interleaved passes, each measurement the median over them
+  // Also the engine's bf16 GEMMs on the same shapes ([[gemm.measured_bf16]],
+  // the bf16 peak), where oneDNN has a real bf16 kernel on this CPU.
+  bool bf16 = true;
 };
 
 // Distinct shapes of the training steps of the models, plus (unless quick) a

@@ -62,9 +62,17 @@ std::string calibration_toml(const Calibration& c) {
   add("compute_units = {}                # source: measured by tessera calibrate: OpenMP threads "
       "per rank\n",
       c.threads);
-  add("# source: measured by tessera calibrate: fp32 peak = the best measured sgemm (oneDNN);\n"
-      "# there are no 16-bit units in use, so mixed precision is planned at the fp32 rate.\n");
-  add("peak_TFLOPs = {{ fp32 = {:.6f} }}\n\n", c.peak_gemm / 1e12);
+  if (c.peak_gemm_bf16 > 0) {
+    add("# source: measured by tessera calibrate: fp32 peak = the best measured sgemm (oneDNN);\n"
+        "# bf16 = the best measured bf16 GEMM (oneDNN, fp32 accumulation; [[gemm.measured_bf16]]).\n");
+    add("peak_TFLOPs = {{ fp32 = {:.6f}, bf16 = {:.6f} }}\n\n", c.peak_gemm / 1e12,
+        c.peak_gemm_bf16 / 1e12);
+  } else {
+    add("# source: measured by tessera calibrate: fp32 peak = the best measured sgemm (oneDNN);\n"
+        "# no bf16 GEMMs measured (no real bf16 kernel here, or not asked), so mixed precision\n"
+        "# is planned at the fp32 rate.\n");
+    add("peak_TFLOPs = {{ fp32 = {:.6f} }}\n\n", c.peak_gemm / 1e12);
+  }
   add("[node]\n");
   add("devices = {}                      # source: measured by tessera calibrate: ranks run at "
       "once\n",
@@ -90,6 +98,16 @@ std::string calibration_toml(const Calibration& c) {
   for (const auto& g : c.gemm)
     add("[[gemm.measured]]\nm = {}\nn = {}\nk = {}\nTFLOPs = {:.6f}\n", g.m, g.n, g.k, g.flops / 1e12);
   t += "\n";
+  if (!c.gemm_bf16.empty()) {
+    add("# source: measured by tessera calibrate: the engine's bf16 GEMMs (kernels/cpu/\n"
+        "# matmul_lowp.h: bf16 operands, fp32 accumulation) on the same shapes and roles,\n"
+        "# the bf16 weight gradient split as the engine splits it; mixed-precision plans\n"
+        "# take these.\n");
+    for (const auto& g : c.gemm_bf16)
+      add("[[gemm.measured_bf16]]\nm = {}\nn = {}\nk = {}\nTFLOPs = {:.6f}\n", g.m, g.n, g.k,
+          g.flops / 1e12);
+    t += "\n";
+  }
   add("# source: measured by tessera calibrate: the engine's memory-bound kernels\n"
       "# (kernels/cpu), ns per element, timed at {} tokens of the model above; the\n"
       "# planner scales them by element count.\n",

@@ -41,9 +41,9 @@ double roofline_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) 
 }
 
 // The measured sample nearest in log-shape; its achieved FLOP/s applies.
-double measured_seconds(const SystemSpec& sys, const GemmShape& g) {
+double measured_seconds(const std::vector<GemmSample>& samples, const GemmShape& g) {
   double best = std::numeric_limits<double>::max(), flops = 0;
-  for (const auto& s : sys.gemm_measured) {
+  for (const auto& s : samples) {
     double d = std::pow(std::log(double(s.m) / double(g.m)), 2) +
                std::pow(std::log(double(s.n) / double(g.n)), 2) +
                std::pow(std::log(double(s.k) / double(g.k * 1)), 2);
@@ -56,7 +56,10 @@ double measured_seconds(const SystemSpec& sys, const GemmShape& g) {
 
 double gemm_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
-  if (!sys.gemm_measured.empty()) return measured_seconds(sys, GemmShape{g.m * g.batch, g.n, g.k});
+  const GemmShape rows{g.m * g.batch, g.n, g.k};
+  if (p == Precision::Mixed16 && !sys.gemm_measured_16.empty())
+    return measured_seconds(sys.gemm_measured_16, rows);
+  if (!sys.gemm_measured.empty()) return measured_seconds(sys.gemm_measured, rows);
   return roofline_seconds(sys, p, g);
 }
 

@@ -111,6 +111,26 @@ void read_node(SystemSpec& s, const toml::table& root, const std::string& path) 
   TESSERA_CHECK(s.sync_wait >= 0, "{}: node.sync_wait_us must be >= 0", path);
 }
 
+// [[gemm.KEY]] entries: measured GEMM shapes and their rates.
+std::vector<GemmSample> read_gemm_samples(const toml::table& g, const char* key,
+                                          const std::string& path) {
+  std::vector<GemmSample> out;
+  const toml::array* meas = g[key].as_array();
+  if (meas == nullptr) return out;
+  const std::string where = fmt::format("gemm.{}[].", key);
+  for (const auto& node_ : *meas) {
+    const toml::table* row = node_.as_table();
+    TESSERA_CHECK(row != nullptr, "{}: gemm.{} entries must be tables", path, key);
+    GemmSample sm;
+    sm.m = int64_t(need_number(*row, "m", where.c_str(), path));
+    sm.n = int64_t(need_number(*row, "n", where.c_str(), path));
+    sm.k = int64_t(need_number(*row, "k", where.c_str(), path));
+    sm.flops = need_number(*row, "TFLOPs", where.c_str(), path) * 1e12;
+    out.push_back(sm);
+  }
+  return out;
+}
+
 // [gemm] (optional): the efficiency model and measured samples.
 void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) {
   const toml::table* g = root["gemm"].as_table();
@@ -119,18 +139,8 @@ void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) 
   s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m)));
   s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n)));
   s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency);
-  if (const toml::array* meas = (*g)["measured"].as_array()) {
-    for (const auto& node_ : *meas) {
-      const toml::table* row = node_.as_table();
-      TESSERA_CHECK(row != nullptr, "{}: gemm.measured entries must be tables", path);
-      GemmSample sm;
-      sm.m = int64_t(need_number(*row, "m", "gemm.measured[].", path));
-      sm.n = int64_t(need_number(*row, "n", "gemm.measured[].", path));
-      sm.k = int64_t(need_number(*row, "k", "gemm.measured[].", path));
-      sm.flops = need_number(*row, "TFLOPs", "gemm.measured[].", path) * 1e12;
-      s.gemm_measured.push_back(sm);
-    }
-  }
+  s.gemm_measured = read_gemm_samples(*g, "measured", path);
+  s.gemm_measured_16 = read_gemm_samples(*g, "measured_bf16", path);
 }
 
 // [kernels] (optional): ns per element of each memory-bound kernel.

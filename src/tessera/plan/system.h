@@ -75,6 +75,10 @@ struct SystemSpec {
     return p;
   }
   std::vector<GemmSample> gemm_measured;  // empty: the roofline/tiling model
+  // [[gemm.measured_bf16]]: the engine's bf16 GEMMs (oneDNN, fp32
+  // accumulation) on the same shapes, for Mixed16 layouts; empty: Mixed16
+  // takes gemm_measured (a CPU without 16-bit units runs them at fp32's rate).
+  std::vector<GemmSample> gemm_measured_16;
   // [kernels]: measured seconds per element of the engine's memory-bound
   // kernels (kernel_cost.h); 0 = not measured, use bytes / memory_bandwidth.
   std::array<double, kKernelCount> kernel_seconds_per_element{};

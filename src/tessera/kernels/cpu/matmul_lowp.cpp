@@ -157,6 +157,22 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_
                               accumulate_dinp, accumulate_dweight);
 }
 
+void matmul_dinp_bf16(float* dinp, const bf16_t* dout, const bf16_t* weight, int64_t N, int64_t C,
+                      int64_t OC, bool accumulate) {
+  dinp_lowp(DType::BF16, dinp, dout, weight, N, C, OC, accumulate);
+}
+
+void matmul_dweight_bf16(float* dweight, const bf16_t* dout, const bf16_t* inp, int64_t N,
+                         int64_t C, int64_t OC, bool accumulate) {
+  dweight_lowp(DType::BF16, dweight, dout, inp, N, C, OC, accumulate);
+}
+
+bool bf16_gemm_is_fast() {
+  static const bool fast = fast_impl(
+      {.in = DType::BF16, .out = DType::F32, .M = 64, .N = 64, .K = 64, .b_trans = true});
+  return fast;
+}
+
 Fp16GemmPath fp16_gemm_path() {
   static const Fp16GemmPath path =
       onednn_has_fp16_matmul() ? Fp16GemmPath::OneDnnF16 : Fp16GemmPath::Fp32Compute;

@@ -37,6 +37,19 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_
                           const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
                           int64_t OC, bool accumulate_dinp, bool accumulate_dweight = true);
 
+// The backward's two GEMMs one at a time, split as matmul_backward_bf16
+// splits them: for timing each alone (kernels/gemm_peak.h, the planner's
+// calibration). dinp (N, C) = or += dout @ weight; dweight (OC, C) += or =
+// dout^T @ inp.
+void matmul_dinp_bf16(float* dinp, const bf16_t* dout, const bf16_t* weight, int64_t N, int64_t C,
+                      int64_t OC, bool accumulate);
+void matmul_dweight_bf16(float* dweight, const bf16_t* dout, const bf16_t* inp, int64_t N,
+                         int64_t C, int64_t OC, bool accumulate);
+
+// Whether the bf16 GEMMs run on a real oneDNN kernel on this CPU (not its
+// reference loops, which are far slower than the fp32 sgemm).
+bool bf16_gemm_is_fast();
+
 // Which way the fp16 GEMMs run on this machine (decided once, on first call).
 enum class Fp16GemmPath {
   OneDnnF16,    // oneDNN's f16 matmul (a CPU with AVX512_FP16 / AMX-FP16)

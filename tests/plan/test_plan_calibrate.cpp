@@ -24,6 +24,16 @@ std::filesystem::path temp_dir() {
   return d;
 }
 
+// A calibration as if measured: memory, bandwidth, attention and two GEMMs.
+Calibration synthetic_calibration() {
+  Calibration c;
+  c.cpu = "Test CPU";
+  c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 200e9;
+  c.attention_efficiency = 0.25;
+  c.gemm = {{256, 768, 256, 150e9}, {2048, 1024, 256, 200e9}};
+  return c;
+}
+
 int run(const std::string& args) {
   std::string cmd = std::string(TESSERA_BINARY) + " " + args + " > /dev/null 2>&1";
   return std::system(cmd.c_str());
@@ -61,12 +71,9 @@ TEST(Calibrate, ShapesFollowThePlannersConvention) {
 // A synthetic calibration written and read back: every number survives, the
 // planner's GEMM model uses the table, and one rank means a placeholder tier.
 TEST(Calibrate, WrittenFileLoads) {
-  Calibration c;
+  Calibration c = synthetic_calibration();
   c.cpu = "Test \"CPU\"";
   c.threads = 2, c.ranks = 1, c.devices_per_node = 1;
-  c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 200e9;
-  c.attention_efficiency = 0.25;
-  c.gemm = {{256, 768, 256, 150e9}, {2048, 1024, 256, 200e9}};
   auto path = temp_dir() / "synthetic.toml";
   std::ofstream(path) << calibration_toml(c);
   SystemSpec s = load_system_file(path.string());
@@ -93,11 +100,7 @@ TEST(Calibrate, WrittenFileLoads) {
 // read back, and used for mixed-precision layouts only; without it a
 // mixed-precision GEMM takes the fp32 table (a CPU without 16-bit units).
 TEST(Calibrate, Bf16TablePricesMixedPrecisionGemms) {
-  Calibration c;
-  c.cpu = "Test CPU";
-  c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 200e9;
-  c.attention_efficiency = 0.25;
-  c.gemm = {{256, 768, 256, 150e9}, {2048, 1024, 256, 200e9}};
+  Calibration c = synthetic_calibration();
   auto path = temp_dir() / "bf16.toml";
   std::ofstream(path) << calibration_toml(c);
   SystemSpec fp32_only = load_system_file(path.string());

@@ -44,6 +44,23 @@ PlanLayout pipeline(int64_t first, int64_t last, int64_t micro_batches = 8) {
   return L;
 }
 
+// The search space of one pipeline layout of `pp` stages on pp devices.
+SearchSpace pipeline_space(int64_t pp) {
+  SearchSpace sp;
+  sp.devices = pp;
+  sp.global_batch = 16;
+  sp.tp = {1};
+  sp.pp = {pp};
+  sp.micro_batch = {2};
+  sp.zero_stages = {0};
+  sp.recompute = {Recompute::None};
+  sp.sequence_parallel = {false};
+  sp.schedules = {ScheduleKind::OneFOneB};
+  sp.precision = plan::Precision::FP32;
+  sp.engine = true;
+  return sp;
+}
+
 const StageCost& stage(const LayoutCost& c, int64_t s) {
   for (const StageCost& sc : c.stages)
     if (sc.stage == s) return sc;
@@ -94,18 +111,7 @@ TEST(PlanStageSplit, HeavyHeadGetsALighterLastStage) {
   EXPECT_LT(best.time.bubble_fraction, even.time.bubble_fraction);
   // The search returns that split for the pipeline layout, and its string
   // says so.
-  SearchSpace sp;
-  sp.devices = 2;
-  sp.global_batch = 16;
-  sp.tp = {1};
-  sp.pp = {2};
-  sp.micro_batch = {2};
-  sp.zero_stages = {0};
-  sp.recompute = {Recompute::None};
-  sp.sequence_parallel = {false};
-  sp.schedules = {ScheduleKind::OneFOneB};
-  sp.precision = plan::Precision::FP32;
-  sp.engine = true;
+  SearchSpace sp = pipeline_space(2);
   const SearchResult r = search_layouts(m, sys, sp);
   ASSERT_EQ(r.ranked.size(), 1u);
   EXPECT_EQ(r.ranked[0].layout.str(), chosen.str());
@@ -134,26 +140,6 @@ TEST(PlanStageSplit, CheapHeadKeepsTheEvenSplit) {
   EXPECT_EQ(best_stage_split(m, sys, flat, params, screen).str(), flat.str());
 }
 
-namespace {
-
-// The search space of one pipeline layout of `pp` stages on pp devices.
-SearchSpace pipeline_space(int64_t pp) {
-  SearchSpace sp;
-  sp.devices = pp;
-  sp.global_batch = 16;
-  sp.tp = {1};
-  sp.pp = {pp};
-  sp.micro_batch = {2};
-  sp.zero_stages = {0};
-  sp.recompute = {Recompute::None};
-  sp.sequence_parallel = {false};
-  sp.schedules = {ScheduleKind::OneFOneB};
-  sp.precision = plan::Precision::FP32;
-  sp.engine = true;
-  return sp;
-}
-
-}  // namespace
 
 TEST(PlanStageSplit, PipelineDepthThatDoesNotDivideTheLayersGetsAnUnevenSplit) {
   // 10 layers over 4 stages: no even split exists, but Megatron runs it

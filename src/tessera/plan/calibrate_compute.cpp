@@ -95,7 +95,11 @@ std::vector<CalibShape> training_gemm_shapes(const GPTConfig& m, int64_t micro_b
   return v;
 }
 
-double measure_gemm(const CalibShape& s, double min_seconds) {
+namespace {
+
+// Achieved FLOP/s of one shape timed by `seconds` (kernels/gemm_peak.h).
+template <class Seconds>
+double measure_gemm_with(const CalibShape& s, double min_seconds, Seconds seconds) {
   // The weight gradient accumulates into dW (beta 1, matmul.cpp); the
   // forward and input-gradient products overwrite their output.
   const kernels::GemmShape shape{
@@ -103,15 +107,17 @@ double measure_gemm(const CalibShape& s, double min_seconds) {
   // The median from cold private caches, as median_seconds above and for the same reasons.
   const kernels::GemmTiming in_a_step{
       .min_reps = 3, .min_seconds = min_seconds, .cold_caches = true};
-  return shape.flops() / upper_median(kernels::gemm_fp32_seconds(shape, in_a_step));
+  return shape.flops() / upper_median(seconds(shape, in_a_step));
+}
+
+}  // namespace
+
+double measure_gemm(const CalibShape& s, double min_seconds) {
+  return measure_gemm_with(s, min_seconds, kernels::gemm_fp32_seconds);
 }
 
 double measure_gemm_bf16(const CalibShape& s, double min_seconds) {
-  const kernels::GemmShape shape{
-      .M = s.M, .N = s.N, .K = s.K, .ta = s.ta, .tb = s.tb, .beta = s.ta == 'T' ? 1.0f : 0.0f};
-  const kernels::GemmTiming in_a_step{
-      .min_reps = 3, .min_seconds = min_seconds, .cold_caches = true};
-  return shape.flops() / upper_median(kernels::gemm_bf16_seconds(shape, in_a_step));
+  return measure_gemm_with(s, min_seconds, kernels::gemm_bf16_seconds);
 }
 
 bool bf16_gemm_available() { return cpu::bf16_gemm_is_fast(); }

@@ -18,10 +18,11 @@ struct PlanLayout {
   bool flash_attention = true;
   // Model tessera's own engine (`tessera plan --validate` of a metrics
   // file, calibration) rather than Megatron-LM on GPUs: fp32 master weights
-  // and AdamW state in either precision (kFp32AdamBytes; under --bf16 /
-  // --fp16 the 16-bit working copy is not counted, as DataParallel::memory
-  // does not), and activations as the engine's arena (activations_bytes,
-  // 16-bit GEMM activations for Mixed16) instead of Korthikanti's formula.
+  // and AdamW state in either precision, under --bf16 / --fp16 with the
+  // 16-bit working copy beside the master (engine_state_bytes_per_param, as
+  // DataParallel::memory counts it), and activations as the engine's arena
+  // (activations_bytes, 16-bit GEMM activations for Mixed16) instead of
+  // Korthikanti's formula.
   // fp32 layouts always use the arena: the engine is the only fp32 trainer
   // the planner models.
   bool engine = false;

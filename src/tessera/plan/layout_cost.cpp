@@ -310,7 +310,8 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   LayoutCost c;
   c.layout = L;
   // The engine keeps fp32 weights, gradients and AdamW state in every precision.
-  const StateBytesPerParam per_param = L.engine ? kFp32AdamBytes : state_bytes_per_param(L.precision);
+  const StateBytesPerParam per_param =
+      L.engine ? engine_state_bytes_per_param(L.precision) : state_bytes_per_param(L.precision);
   const double layer_params = double(params.layer_params(t));
 
   // ---- memory per stage -------------------------------------------------

@@ -87,12 +87,41 @@ void DataParallel::init_params(uint64_t seed) {
 
 // ---- stage 3: gathering parameters -----------------------------------------
 
+namespace {
+
+// The smallest spare that holds n elements, moved out of `spares`; or a new
+// one when none does. The caller writes every element it uses.
+Buffer take_spare(std::vector<Buffer>& spares, int64_t n) {
+  auto best = spares.end();
+  for (auto it = spares.begin(); it != spares.end(); ++it)
+    if (it->numel() >= n && (best == spares.end() || it->numel() < best->numel())) best = it;
+  if (best == spares.end()) return Buffer(n);
+  Buffer b = std::move(*best);
+  spares.erase(best);
+  return b;
+}
+
+std::vector<uint16_t> take_spare(std::vector<std::vector<uint16_t>>& spares, size_t n) {
+  auto best = spares.end();
+  for (auto it = spares.begin(); it != spares.end(); ++it)
+    if (it->size() >= n && (best == spares.end() || it->size() < best->size())) best = it;
+  std::vector<uint16_t> v;
+  if (best != spares.end()) {
+    v = std::move(*best);
+    spares.erase(best);
+  }
+  v.resize(n);  // shrinking keeps the allocation; a new one is sized once
+  return v;
+}
+
+}  // namespace
+
 void DataParallel::gather_unit(size_t u) {
   const ParamUnit& unit = model_.layout().units()[u];
   const FlatSegment& s = part_.segment(u);
   if (!lowp()) {
     ProfileScope t(profile_, Op::Comm);
-    gathered_[u].allocate(unit.numel());
+    gathered_[u] = take_spare(spare_gathered_, unit.numel());
     dp_.all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
                    DType::F32);
     model_.bind_unit(unit, gathered_[u].f32(), nullptr);
@@ -104,12 +133,12 @@ void DataParallel::gather_unit(size_t u) {
   std::vector<uint16_t>& lp = gathered_lowp_[u];  // (unit numel)
   {
     ProfileScope t(profile_, Op::Comm);
-    lp.resize(size_t(unit.numel()));
+    lp = take_spare(spare_gathered_lowp_, size_t(unit.numel()));
     dp_.all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()), lowp_dtype());
   }
   {
     ProfileScope t(profile_, Op::Cast);
-    gathered_[u].allocate(unit.numel());
+    gathered_[u] = take_spare(spare_gathered_, unit.numel());
     if (lowp_dtype() == DType::F16)
       cpu::cast_fp16_to_fp32(gathered_[u].f32(), lp.data(), unit.numel());
     else
@@ -119,7 +148,9 @@ void DataParallel::gather_unit(size_t u) {
 }
 
 void DataParallel::release_unit(size_t u) {
+  if (gathered_[u].numel() > 0) spare_gathered_.push_back(std::move(gathered_[u]));
   gathered_[u] = Buffer();
+  if (!gathered_lowp_[u].empty()) spare_gathered_lowp_.push_back(std::move(gathered_lowp_[u]));
   gathered_lowp_[u] = std::vector<uint16_t>();
 }
 

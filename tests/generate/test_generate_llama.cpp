@@ -8,9 +8,12 @@
 // forward of the window does).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tessera/core/rng.h"
 #include "tessera/model/generate.h"
@@ -23,6 +26,7 @@ struct Arch {
   std::string name;
   GPTConfig cfg;
 };
+void PrintTo(const Arch& a, std::ostream* os) { *os << a.name; }
 
 // tiny_gpt / tiny_llama (hidden 32, 4 heads of 8, 2 layers, vocabulary 67)
 // with a 24-token context and weights large enough (std 0.3) that attention
@@ -60,7 +64,8 @@ std::vector<Arch> archs() {
     c.num_query_groups = 1;  // multi-query: one kv head for all four
     c.position_embedding = PositionEmbedding::Rope;
     c.rotary_base = 500.0f;
-    c.add_bias_linear = false;  // LayerNorm (with its bias), GELU, tied
+    c.add_bias_linear = false;  // LayerNorm (with its bias), GELU
+    c.untie_embeddings = true;  // (tied, this model repeats two tokens greedily)
     a.push_back({"MqaRopeNoBias", c});
   }
   a.push_back({"Gpt2", small(test::tiny_gpt())});

@@ -14,15 +14,16 @@ Decoder::Decoder(const GPT& model) : model_(model) {
   TESSERA_CHECK(L.tp() == 1 && L.has_embedding() && L.has_head() &&
                     int64_t(L.layers().size()) == c.num_layers,
                 "generation needs the whole model on one rank (tp = 1, one pipeline stage)");
-  // The cached decoder speaks GPT-2 (LayerNorm, GELU, learned positions, MHA).
-  TESSERA_CHECK(!c.llama_family(),
-                "generation with the KV cache supports GPT-2 models only; this model is {}",
-                c.summary());
   C_ = c.hidden_size;
-  NH_ = c.num_heads;
   F_ = c.ffn();
+  Ff_ = c.fc_width();
   V_ = c.vocab_size;
-  cache_.init(c.num_layers, c.positions(), C_);
+  // The heads the training forward gives attention (ActShape::heads at tp 1).
+  heads_ = {c.num_heads, c.kv_heads(), c.head_size(), c.rope() ? c.rotary_base : 0.0f};
+  Cq_ = heads_.q_width();
+  KVW_ = heads_.kv_width();
+  QKV_ = heads_.qkv_width();
+  cache_.init(c.num_layers, c.positions(), KVW_);
   logits_.resize(size_t(V_));
 }
 
@@ -34,58 +35,80 @@ void Decoder::resize(int64_t n) {
   fit(ln_, n * C_);
   fit(mean_, n);
   fit(rstd_, n);
-  fit(qkv_, n * 3 * C_);
-  fit(atty_, n * C_);
+  fit(qkv_, n * QKV_);
+  fit(atty_, n * Cq_);
   fit(tmp_, n * C_);
-  fit(fch_, n * F_);
-  fit(gelu_, n * F_);
+  fit(fch_, n * Ff_);
+  fit(act_, n * F_);
+}
+
+void Decoder::norm(const kernels::Ops& ops, float* out, const float* x, const float* w,
+                   const float* b, int64_t rows) {
+  const GPTConfig& c = model_.config();
+  if (c.rmsnorm())
+    ops.rmsnorm_forward(out, rstd_.data(), x, w, rows, C_, c.norm_epsilon);
+  else
+    ops.layernorm_forward(out, mean_.data(), rstd_.data(), x, w, b, rows, C_);
 }
 
 const float* Decoder::forward(const int32_t* tokens, int64_t n) {
   const kernels::Ops ops(model_.backend(), nullptr);  // the model's kernels, not profiled
   TESSERA_CHECK(n >= 1, "Decoder::forward: no tokens");
-  const int64_t pos0 = cache_.len, C = C_;
+  const int64_t pos0 = cache_.len, C = C_, KVW = KVW_, QKV = QKV_;
   TESSERA_CHECK(pos0 + n <= cache_.max_T, "Decoder: {} positions exceed the context of {}",
                 pos0 + n, cache_.max_T);
   for (int64_t i = 0; i < n; ++i)
     TESSERA_CHECK(tokens[i] >= 0 && tokens[i] < V_, "token id {} outside the vocabulary ({})",
                   tokens[i], V_);
   resize(n);
+  const GPTConfig& c = model_.config();
   const ModelWeights& w = model_.weights();
   float* x = x_.data();  // (n, C)
   ops.token_embedding_forward(x, tokens, w.wte, n, C, 0, model_.layout().padded_vocab());
-  ops.position_embedding_forward(x, w.wpe, 1, n, C, pos0);
+  // Learned positions are added here; RoPE's are rotations inside attention.
+  if (!c.rope()) ops.position_embedding_forward(x, w.wpe, 1, n, C, pos0);
 
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];
-    float* kc = cache_.keys(int64_t(l));    // (max_T, C)
-    float* vc = cache_.values(int64_t(l));  // (max_T, C)
+    float* kc = cache_.keys(int64_t(l));    // (max_T, KVW)
+    float* vc = cache_.values(int64_t(l));  // (max_T, KVW)
     // Attention: the n new queries see the cache plus themselves, causally.
-    ops.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x, lw.ln1_w, lw.ln1_b, n, C);
-    ops.matmul_forward(qkv_.data(), ln_.data(), lw.qkv_w, lw.qkv_b, n, C, 3 * C);  // (n, 3C)
+    norm(ops, ln_.data(), x, lw.ln1_w, lw.ln1_b, n);
+    ops.matmul_forward(qkv_.data(), ln_.data(), lw.qkv_w, lw.qkv_b, n, C, QKV);  // (n, QKV)
     for (int64_t i = 0; i < n; ++i) {
-      const float* row = qkv_.data() + i * 3 * C;  // [q | k | v]
-      std::copy_n(row + C, C, kc + (pos0 + i) * C);
-      std::copy_n(row + 2 * C, C, vc + (pos0 + i) * C);
+      const float* row = qkv_.data() + i * QKV;  // [q: Cq | k: KVW | v: KVW]
+      std::copy_n(row + Cq_, KVW, kc + (pos0 + i) * KVW);
+      std::copy_n(row + Cq_ + KVW, KVW, vc + (pos0 + i) * KVW);
     }
+    // Keys enter the cache rotated to their absolute positions pos0 + i, as
+    // the training kernel rotates key j of a sequence to position j; the
+    // query is rotated inside attention_decode to position len - 1.
+    if (heads_.rope())
+      ops.rope_rows(kc + pos0 * KVW, n, KVW, heads_.kv_heads, heads_.head_size, pos0,
+                    heads_.rope_base);
     for (int64_t i = 0; i < n; ++i)
-      ops.attention_decode(atty_.data() + i * C, qkv_.data() + i * 3 * C, kc, vc, pos0 + i + 1, C,
-                           NH_);
-    ops.matmul_forward(tmp_.data(), atty_.data(), lw.proj_w, lw.proj_b, n, C, C);
+      ops.attention_decode(atty_.data() + i * Cq_, qkv_.data() + i * QKV, kc, vc, pos0 + i + 1,
+                           heads_);
+    ops.matmul_forward(tmp_.data(), atty_.data(), lw.proj_w, lw.proj_b, n, Cq_, C);
     ops.add(x, x, tmp_.data(), n * C);
-    // MLP.
-    ops.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), x, lw.ln2_w, lw.ln2_b, n, C);
-    ops.matmul_forward(fch_.data(), ln_.data(), lw.fc_w, lw.fc_b, n, C, F_);
-    ops.gelu_forward(gelu_.data(), fch_.data(), n * F_);
-    ops.matmul_forward(tmp_.data(), gelu_.data(), lw.fcproj_w, lw.fcproj_b, n, F_, C);
+    // MLP: fc writes (n, F), or [gate | up] (n, 2F) under SwiGLU.
+    norm(ops, ln_.data(), x, lw.ln2_w, lw.ln2_b, n);
+    ops.matmul_forward(fch_.data(), ln_.data(), lw.fc_w, lw.fc_b, n, C, Ff_);
+    if (c.swiglu)
+      ops.swiglu_forward(act_.data(), fch_.data(), n, F_);
+    else
+      ops.gelu_forward(act_.data(), fch_.data(), n * F_);
+    ops.matmul_forward(tmp_.data(), act_.data(), lw.fcproj_w, lw.fcproj_b, n, F_, C);
     ops.add(x, x, tmp_.data(), n * C);
   }
   cache_.len = pos0 + n;
 
   // Only the last position's logits are needed: the next token.
   const float* last = x + (n - 1) * C;
-  ops.layernorm_forward(ln_.data(), mean_.data(), rstd_.data(), last, w.lnf_w, w.lnf_b, 1, C);
-  ops.matmul_forward(logits_.data(), ln_.data(), w.wte, nullptr, 1, C, V_);  // tied head, real rows
+  norm(ops, ln_.data(), last, w.lnf_w, w.lnf_b, 1);
+  // The LM head (wte when tied, lm_head when untied), its real rows only.
+  const float* head = c.untie_embeddings ? w.lm_head : w.wte;
+  ops.matmul_forward(logits_.data(), ln_.data(), head, nullptr, 1, C, V_);
   return logits_.data();
 }
 

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "tessera/kernels/attention_heads.h"
+#include "tessera/kernels/ops.h"
 #include "tessera/model/generate_sample.h"
 #include "tessera/model/gpt.h"
 #include "tessera/model/kv_cache.h"
@@ -15,14 +17,17 @@
 namespace tessera {
 
 // Incremental inference for one sequence. The model must be whole on this
-// rank (tp = 1, one pipeline stage) and outlive the decoder.
+// rank (tp = 1, one pipeline stage) and outlive the decoder. Every
+// architecture the engine trains: LayerNorm or RMSNorm, GELU or SwiGLU,
+// learned positions or RoPE, multi-head or grouped-query attention, with or
+// without linear biases, tied or untied LM head.
 class Decoder {
  public:
   explicit Decoder(const GPT& model);
 
   void reset() { cache_.reset(); }
   int64_t length() const { return cache_.len; }
-  int64_t capacity() const { return cache_.max_T; }  // seq_length: the position table's size
+  int64_t capacity() const { return cache_.max_T; }  // positions(): the context the model knows
 
   // Runs tokens (n) at positions length() .. length()+n-1, appending their
   // keys and values; returns the logits (V) after the last one. Valid until
@@ -31,20 +36,25 @@ class Decoder {
 
  private:
   void resize(int64_t n);
+  // out (rows, C) = the model's norm (LayerNorm or RMSNorm) of x (rows, C).
+  void norm(const kernels::Ops& ops, float* out, const float* x, const float* w, const float* b,
+            int64_t rows);
 
   const GPT& model_;
-  int64_t C_, NH_, F_, V_;
-  KVCache cache_;
+  int64_t C_, F_, Ff_, V_;  // Ff_: the fc GEMM's width, F or 2 F ([gate | up]) under SwiGLU
+  AttentionHeads heads_;    // NH query heads over KVH key/value heads of hs, rope base (0: none)
+  int64_t Cq_, KVW_, QKV_;  // NH * hs, KVH * hs, (NH + 2 KVH) * hs
+  KVCache cache_;           // KVW_ per position; keys stored rotated under RoPE
   // Scratch for n tokens.
   std::vector<float> x_;       // (n, C) residual stream
   std::vector<float> ln_;      // (n, C)
-  std::vector<float> mean_;    // (n)
+  std::vector<float> mean_;    // (n) LayerNorm only
   std::vector<float> rstd_;    // (n)
-  std::vector<float> qkv_;     // (n, 3C)
-  std::vector<float> atty_;    // (n, C)
+  std::vector<float> qkv_;     // (n, QKV) rows [q: NH | k: KVH | v: KVH] heads, unrotated
+  std::vector<float> atty_;    // (n, Cq)
   std::vector<float> tmp_;     // (n, C) branch output before the residual add
-  std::vector<float> fch_;     // (n, F)
-  std::vector<float> gelu_;    // (n, F)
+  std::vector<float> fch_;     // (n, Ff)
+  std::vector<float> act_;     // (n, F) GELU(fch) or silu(gate) * up
   std::vector<float> logits_;  // (V)
 };
 

@@ -1,5 +1,8 @@
 #include "tessera/ckpt/hf_model.h"
 
+#include <string>
+#include <vector>
+
 #include <fmt/core.h>
 
 #include "tessera/ckpt/hf_gpt2.h"

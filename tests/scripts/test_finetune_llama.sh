@@ -9,7 +9,8 @@
 #   file's weights (a zero-embedding file gives loss ln(V) exactly at step 1)
 #   and its loss falls;
 # - the fine-tune exports as Llama (config.json's model_type, bos/eos), and
-#   `eval --safetensors` of the export gives `eval --checkpoint`'s loss.
+#   `eval --safetensors` of the export gives `eval --checkpoint`'s loss, on
+#   one process and under tp 2.
 # Usage: test_finetune_llama.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$(realpath "$1")
@@ -81,6 +82,20 @@ a, b = (json.load(open(p))["loss"] for p in sys.argv[1:3])
 assert abs(a - b) <= 1e-6 * abs(a), (a, b)
 print(f"ok: eval --safetensors of the Llama export {b:.6f} = eval --checkpoint {a:.6f}")' e_ck.json e_st.json \
   || fail "eval --safetensors of the Llama export differs from the checkpoint's"
+
+# Every rank reads the whole file and keeps its slice: tp 2 splits the two
+# kv heads one a rank and SwiGLU's gate and up rows.
+if [ -x "$src/scripts/mpirun.sh" ] && command -v mpirun > /dev/null; then
+  timeout 120 "$src/scripts/mpirun.sh" -n 2 "$bin" eval --safetensors hf/model.safetensors "${evals[@]}" \
+    --tensor-model-parallel-size 2 --json e_tp.json > e_tp.log 2>&1 || { cat e_tp.log; fail "eval --safetensors tp 2"; }
+  "$py" -c 'import json, sys
+a, b = (json.load(open(p))["loss"] for p in sys.argv[1:3])
+assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+print(f"ok: eval --safetensors of the Llama export under tp 2 {b:.6f} = one process {a:.6f}")' e_st.json e_tp.json \
+    || fail "eval --safetensors of the Llama export under tp 2 differs"
+else
+  echo "note: no mpirun: eval under tp 2 is not checked here"
+fi
 
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -1,10 +1,7 @@
 #include "tessera/ckpt/hf_gpt2.h"
 
 #include <cmath>
-#include <filesystem>
 #include <set>
-
-#include <fmt/core.h>
 
 #include "tessera/ckpt/hf_files.h"
 #include "tessera/ckpt/safetensors.h"
@@ -12,7 +9,6 @@
 
 namespace tessera::ckpt {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string hf_name(const std::string& ours, bool* transpose) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt_test_util.h"
+#include "export_case.h"
 #include "expect_error.h"
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
@@ -24,16 +25,10 @@ namespace {
 using namespace ckpt;
 using test::ScratchDir;
 
-// stdout of `tessera args` (with stderr unless quiet).
+using test::Exported;
+
 std::string run(const std::string& args, int* rc, bool quiet = false) {
-  std::string cmd = std::string(TESSERA_BINARY) + " " + args + (quiet ? " 2>/dev/null" : " 2>&1");
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *rc = pclose(p);
-  return out;
+  return test::run_tessera(args, rc, quiet);
 }
 
 TEST(Safetensors, RoundTripAndHalfPrecision) {
@@ -101,45 +96,6 @@ TEST(HfGpt2, NamesAndOrientation) {
   c["activation_function"] = "relu";
   EXPECT_THROW(model_from_hf_config(c), Error);
 }
-
-// A small model with a byte-level vocabulary padded in our layout
-// (300 -> 384 rows), saved as a checkpoint; its loss on fixed tokens.
-struct Exported {
-  GPTConfig cfg;
-  ParamLayout layout;
-  GPT model;
-  std::vector<std::vector<int32_t>> tokens;
-  float loss = 0;
-  static GPTConfig config() {
-    GPTConfig c = test::tiny_gpt();
-    c.vocab_size = 300;
-    c.ffn_hidden_size = 48;  // not 4C: n_inner must be carried
-    return c;
-  }
-  Exported()
-      : cfg(config()), layout(ParamLayout::build(cfg, ParallelConfig{}, 0, 0)), model(cfg, layout) {
-    model.init(21);
-    // Non-trivial LayerNorm and bias values, so a wrong mapping shows.
-    for (const ParamEntry& e : layout.entries())
-      if (e.name.find("ln_") != std::string::npos || e.name.ends_with("bias"))
-        for (int64_t i = 0; i < e.numel(); ++i)
-          model.params().f32()[e.offset + i] += 0.1f * rng_normal(5, uint64_t(e.offset), uint64_t(i));
-    const int64_t B = 2, T = cfg.seq_length;
-    std::vector<int32_t> in(size_t(B * T)), tgt(size_t(B * T));
-    for (int64_t b = 0; b < B; ++b) {
-      std::vector<int32_t> row(size_t(T + 1));
-      for (int64_t t = 0; t <= T; ++t) row[size_t(t)] = int32_t(rng_u64(3, uint64_t(b), uint64_t(t)) % 300);
-      for (int64_t t = 0; t < T; ++t) {
-        in[size_t(b * T + t)] = row[size_t(t)];
-        tgt[size_t(b * T + t)] = row[size_t(t + 1)];
-      }
-      tokens.push_back(row);
-    }
-    Activations acts;
-    activations_init(acts, model.act_shape(B, T));
-    loss = model.forward(acts, in.data(), tgt.data());
-  }
-};
 
 TEST(Export, ReadByAnIndependentReaderImportedBackBitForBit) {
   ScratchDir dir("export_e2e");

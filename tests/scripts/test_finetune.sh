@@ -20,7 +20,6 @@ if ! "$py" -c 'import numpy' 2>/dev/null; then echo "SKIP: needs $py with numpy"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-failures=0
 make_gpt2() { "$py" "$src/tests/ckpt/make_gpt2_safetensors.py" "$@" > /dev/null || exit 1; }
 # The file's shape is 2 layers, hidden 64, 4 heads, 64 positions, vocabulary 4096
 # (the embedded corpus's BPE).
@@ -28,34 +27,9 @@ batch=(--micro-batch-size 2 --global-batch-size 4 --no-progress --peak-tflops 1
        --attention-dropout 0 --hidden-dropout 0 --lr 1e-3 --lr-warmup-iters 0)
 shape=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64)
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-# expect_exit CODE PATTERN ARGS...: tessera ARGS exits CODE and prints PATTERN.
-expect_exit() {
-  local want=$1 pattern=$2
-  shift 2
-  local out status
-  out=$(timeout 300 "$bin" "$@" 2>&1)
-  status=$?
-  if [ "$status" -ne "$want" ]; then
-    fail "tessera $* exited $status (want $want):"
-    echo "$out" | tail -5 | sed 's/^/    /'
-  elif ! grep -Eq -- "$pattern" <<<"$out"; then
-    fail "tessera $*: no line matches /$pattern/:"
-    echo "$out" | tail -5 | sed 's/^/    /'
-  elif [ "$want" -eq 2 ] && grep -q '^step ' <<<"$out"; then
-    fail "tessera $*: trained before refusing"
-  elif [ "$want" -eq 2 ] && [ "$(grep -c . <<<"$out")" -ne 1 ]; then
-    fail "tessera $*: refused with more than one line:"
-    echo "$out" | sed 's/^/    /'
-  else
-    echo "ok: $(grep -E -- "$pattern" <<<"$out" | head -1)"
-  fi
-  last_out=$out
-}
+# fail, expect_exit (and $last_out).
+# shellcheck source=cli_expect.sh
+source "$src/tests/scripts/cli_expect.sh"
 
 # losses FILE: the metrics file's "step loss" lines.
 losses() {

@@ -1,18 +1,14 @@
 #include "tessera/ckpt/hf_gpt2.h"
 
 #include <cmath>
-#include <filesystem>
 #include <set>
 
-#include <fmt/core.h>
-
-#include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/hf_files.h"
 #include "tessera/ckpt/safetensors.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ckpt {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string hf_name(const std::string& ours, bool* transpose) {
@@ -103,14 +99,18 @@ GPTConfig model_from_hf_config(const json& c) {
 
 namespace {
 
-void check_whole(const ParamLayout& L) {
+void check_whole(const GPT& model) {
+  const ParamLayout& L = model.layout();
   TESSERA_CHECK(L.tp() == 1 && L.has_embedding() && L.has_head(),
                 "GPT-2 export/import works on a whole model (tp = 1, one stage)");
-  // A Llama-family layout lacks biases or wpe, or has lm_head: not GPT-2.
-  TESSERA_CHECK(!L.contains("lm_head.weight") && L.contains("wpe") && L.contains("ln_f.bias") &&
+  // Any of the Llama family's switches changes the tensors (SwiGLU's and
+  // GQA's shapes too, which the layout checks below would not see).
+  TESSERA_CHECK(!model.config().llama_family() && !L.contains("lm_head.weight") &&
+                    L.contains("wpe") && L.contains("ln_f.bias") &&
                     L.contains("h." + std::to_string(L.layers().front()) + ".attn.qkv.bias"),
-                "GPT-2 export/import: this model is of the Llama family (RMSNorm, rope, no "
-                "biases or an untied head), which GPT-2's format cannot hold");
+                "GPT-2 export/import: this model has Llama-family settings ({}), which GPT-2's "
+                "format cannot hold",
+                model.config().summary());
 }
 
 // (rows, cols) -> (cols, rows)
@@ -121,27 +121,12 @@ std::vector<float> transposed(const float* x, int64_t rows, int64_t cols) {
   return t;
 }
 
-// Temporaries of an export that was killed before its renames (a failed
-// write removes its own): they would hold the disk until someone noticed.
-void remove_export_leftovers(const std::string& out_dir) {
-  std::error_code ec;
-  std::vector<fs::path> stale;
-  for (const auto& de : fs::directory_iterator(out_dir, ec)) {
-    const std::string n = de.path().filename().string();
-    if (n == "model.safetensors.tmp" || n.starts_with("config.json.tmp-")) stale.push_back(de.path());
-  }
-  for (const auto& p : stale) fs::remove(p, ec);
-}
-
 }  // namespace
 
 void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id) {
   const ParamLayout& L = model.layout();
-  check_whole(L);
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  TESSERA_CHECK(!ec, "cannot create {}: {}", out_dir, ec.message());
-  remove_export_leftovers(out_dir);
+  check_whole(model);
+  prepare_export_dir(out_dir);
   const float* base = const_cast<GPT&>(model).params().f32();
   SafetensorsWriter w;
   std::vector<std::vector<float>> keep;  // transposed copies, alive until write()
@@ -161,10 +146,7 @@ void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id
       w.add(name, shape, p);
     }
   }
-  w.set_metadata("format", "pt");  // what transformers' loader expects
-  w.write((fs::path(out_dir) / "model.safetensors").string());
-  write_file_atomic((fs::path(out_dir) / "config.json").string(),
-                    hf_config(model.config(), eot_id).dump(2) + "\n");
+  write_export(w, out_dir, hf_config(model.config(), eot_id));
 }
 
 namespace {
@@ -209,7 +191,7 @@ void check_head_is_tied(const SafetensorsFile& f, const std::string& path,
 
 void import_hf_gpt2(const std::string& path, GPT& model) {
   const ParamLayout& L = model.layout();
-  check_whole(L);
+  check_whole(model);
   SafetensorsFile f(path);
   // Every tensor of the file must find a place: a tensor left over means the
   // file is another model (more layers, an untied head), and importing the
@@ -242,13 +224,7 @@ void import_hf_gpt2(const std::string& path, GPT& model) {
   std::vector<std::string> unknown;
   for (const std::string& name : unused)
     if (!is_mask_buffer(without_prefix(name), model.config().num_layers)) unknown.push_back(name);
-  if (!unknown.empty()) {
-    std::string list;
-    for (size_t i = 0; i < unknown.size() && i < 4; ++i) list += (i ? ", " : "") + unknown[i];
-    if (unknown.size() > 4) list += fmt::format(" and {} more", unknown.size() - 4);
-    fail("{}: {} tensor(s) the model ({}) has no place for: {}", path, unknown.size(),
-         model.config().summary(), list);
-  }
+  refuse_unplaced(path, model.config(), unknown);
 }
 
 }  // namespace tessera::ckpt

@@ -1,5 +1,5 @@
 // `tessera eval`: the loss and perplexity of a checkpoint (or a Hugging
-// Face GPT-2 safetensors file) on a token file, under any layout. The model
+// Face GPT-2 or Llama safetensors file) on a token file, under any layout. The model
 // comes from the checkpoint's metadata, so `tessera eval --checkpoint DIR`
 // needs no other flag: it then reads the embedded corpus's validation part,
 // as `train` does.
@@ -158,13 +158,14 @@ void run_eval(const EvalFlags& f) {
 
 void register_eval(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "eval", "loss and perplexity of a checkpoint (or a GPT-2 safetensors file) on token data");
+      "eval",
+      "loss and perplexity of a checkpoint (or a GPT-2 or Llama safetensors file) on token data");
   auto f = std::make_shared<EvalFlags>();
   sub->add_option("--checkpoint", f->checkpoint,
                   "checkpoint directory (a step directory, or a --save directory: its latest); the "
                   "model's shape comes from it");
   sub->add_option("--safetensors", f->safetensors,
-                  "a Hugging Face GPT-2 model.safetensors instead of a checkpoint");
+                  "a Hugging Face GPT-2 or Llama model.safetensors instead of a checkpoint");
   sub->add_option("--hf-config", f->hf_config,
                   "--safetensors: its config.json (default: beside the file)");
   sub->add_option("--data-path", f->data_paths,

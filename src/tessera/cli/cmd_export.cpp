@@ -1,5 +1,6 @@
 // `tessera export` and `tessera import`: a checkpoint to and from Hugging
-// Face GPT-2 (model.safetensors + config.json).
+// Face GPT-2 or Llama (model.safetensors + config.json), whichever holds
+// the model (ckpt/hf_model.h).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -9,7 +10,7 @@
 
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
-#include "tessera/ckpt/hf_gpt2.h"
+#include "tessera/ckpt/hf_model.h"
 #include "tessera/ckpt/step_dirs.h"
 #include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/cli/commands.h"
@@ -25,7 +26,9 @@ namespace fs = std::filesystem;
 
 void register_export_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "export", "write a checkpoint as Hugging Face GPT-2 (model.safetensors + config.json)");
+      "export",
+      "write a checkpoint as Hugging Face GPT-2 or Llama, whichever holds the model "
+      "(model.safetensors + config.json)");
   struct Opts {
     std::string checkpoint, format = "safetensors", output;
   };
@@ -39,6 +42,8 @@ void register_export_cmd(CLI::App& app) {
   sub->callback([o] {
     ckpt::Checkpoint ck = ckpt::open_checkpoint(o->checkpoint);
     for (const auto& n : ck.notes) fmt::print(stderr, "tessera: note: {}\n", n);
+    // A model no Hugging Face architecture holds is refused before loading it.
+    const ckpt::HfArch arch = ckpt::hf_arch_of(ck.run.model);
     std::unique_ptr<GPT> model = ckpt::load_whole_model(ck);
     const std::string& tok = ck.run.tokenizer;
     // config.json names the tokenizer's <|endoftext|> as bos and eos, as
@@ -51,7 +56,7 @@ void register_export_cmd(CLI::App& app) {
         fmt::print(stderr, "tessera: note: no bos/eos_token_id in config.json: {}\n", e.what());
       }
     }
-    ckpt::export_hf_gpt2(*model, o->output, eot);
+    ckpt::export_hf(*model, o->output, eot);
     // A BPE tokenizer travels along: GPT2TokenizerFast reads the same files.
     if (!tok.empty() && tok != "bytes") {
       for (const char* f : {"vocab.json", "merges.txt"}) {
@@ -61,15 +66,16 @@ void register_export_cmd(CLI::App& app) {
         if (ec) fmt::print(stderr, "tessera: note: tokenizer file {}/{} not copied: {}\n", tok, f, ec.message());
       }
     }
-    fmt::print("exported {} (step {}) to {}/model.safetensors and config.json\n", ck.path,
-               ck.state.step, o->output);
+    fmt::print("exported {} (step {}) to {}/model.safetensors and config.json ({})\n", ck.path,
+               ck.state.step, o->output, ckpt::hf_arch_name(arch));
   });
 }
 
 void register_import_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "import",
-      "make a checkpoint (step 0, weights only) from a GPT-2 safetensors file; train from it with "
+      "make a checkpoint (step 0, weights only) from a Hugging Face GPT-2 or Llama safetensors "
+      "file (config.json says which); train from it with "
       "`train --load DIR --finetune --use-checkpoint-args`");
   struct Opts {
     std::string input, config, output, tokenizer;
@@ -97,10 +103,10 @@ void register_import_cmd(CLI::App& app) {
     } catch (const nlohmann::json::exception& e) {
       fail("{}: {}", cfg_path, e.what());
     }
-    GPTConfig m = ckpt::model_from_hf_config(cfg);
+    GPTConfig m = ckpt::model_from_hf(cfg);
     ParamLayout L = ParamLayout::build(m, ParallelConfig{}, 0, 0);
     GPT model(m, L);
-    ckpt::import_hf_gpt2(o->input, model);
+    ckpt::import_hf(o->input, model);
     ckpt::TrainState st;  // step 0: nothing trained here yet
     // No run has drawn from a seed yet: the first `train --finetune` (or
     // --no-load-rng) run's --seed decides data order and dropout.

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/ckpt/durable_io.h"
-#include "tessera/ckpt/hf_gpt2.h"
+#include "tessera/ckpt/hf_model.h"
 #include "tessera/ckpt/slice_map.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
@@ -51,7 +51,7 @@ EvalModel open_eval_model(const std::string& checkpoint, const std::string& safe
   } catch (const nlohmann::json::exception& e) {
     fail("--hf-config {}: {}", cfg_path, e.what());
   }
-  m.config = ckpt::model_from_hf_config(cfg);
+  m.config = ckpt::model_from_hf(cfg);
   m.safetensors = safetensors;
   m.label = safetensors;
   // As `tessera import`: a tokenizer beside the weights goes with them.
@@ -93,7 +93,7 @@ void EvalModel::load_into(GPT& model) const {
   // The whole model on every rank first (a safetensors file has no slices),
   // then this rank's part of it.
   GPT whole(config, ParamLayout::build(config, ParallelConfig{}, 0, 0), true, false);
-  ckpt::import_hf_gpt2(safetensors, whole);
+  ckpt::import_hf(safetensors, whole);
   copy_slices(whole, model);
 }
 

@@ -1,5 +1,5 @@
 // `tessera eval`: the loss and perplexity of a trained model (a checkpoint,
-// or a Hugging Face GPT-2 safetensors file) on the validation windows of a
+// or a Hugging Face GPT-2 or Llama safetensors file) on the validation windows of a
 // BatchSource — window i is tokens [i*T, i*T + T + 1) of the split, the
 // windows `train`'s validation reads — under any tp x pp x dp layout. The
 // model's shape comes from the checkpoint's own metadata (or config.json).

@@ -1,0 +1,29 @@
+// What every Hugging Face export and import shares, whichever architecture:
+// the output directory's preparation, the two files' writing, and the
+// refusal of tensors a model has no place for.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/ckpt/safetensors.h"
+#include "tessera/config/gpt_config.h"
+
+namespace tessera::ckpt {
+
+// Creates out_dir and removes the temporaries of an export that was killed
+// before its renames (a failed write removes its own): they would hold the
+// disk until someone noticed.
+void prepare_export_dir(const std::string& out_dir);
+
+// out_dir/model.safetensors (with the metadata transformers' loader
+// expects) and out_dir/config.json, each written atomically.
+void write_export(SafetensorsWriter& w, const std::string& out_dir, const nlohmann::json& config);
+
+// Throws naming up to four of `unplaced` (tensors of the file at `path`
+// that model m has no place for), if there are any.
+void refuse_unplaced(const std::string& path, const GPTConfig& m,
+                     const std::vector<std::string>& unplaced);
+
+}  // namespace tessera::ckpt

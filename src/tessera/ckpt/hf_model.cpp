@@ -1,0 +1,94 @@
+#include "tessera/ckpt/hf_model.h"
+
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "tessera/ckpt/hf_gpt2.h"
+#include "tessera/ckpt/hf_llama.h"
+#include "tessera/core/error.h"
+
+namespace tessera::ckpt {
+
+using nlohmann::json;
+
+namespace {
+
+// "a, b and c"
+std::string listed(const std::vector<std::string>& xs) {
+  std::string s;
+  for (size_t i = 0; i < xs.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == xs.size() ? " and " : ", ") + xs[i];
+  return s;
+}
+
+}  // namespace
+
+HfArch hf_arch_of(const GPTConfig& m) {
+  if (!m.llama_family()) return HfArch::Gpt2;
+  // Llama's block: RMSNorm, SwiGLU and rotary positions, each required; GQA,
+  // an untied head and biases are its options.
+  std::vector<std::string> llama_lacks;
+  if (!m.rmsnorm()) llama_lacks.push_back("--normalization RMSNorm");
+  if (!m.swiglu) llama_lacks.push_back("--swiglu");
+  if (!m.rope()) llama_lacks.push_back("--position-embedding-type rope");
+  if (llama_lacks.empty()) return HfArch::Llama;
+  std::vector<std::string> gpt2_lacks;
+  if (m.rmsnorm()) gpt2_lacks.push_back("--normalization RMSNorm");
+  if (m.swiglu) gpt2_lacks.push_back("--swiglu");
+  if (m.rope()) gpt2_lacks.push_back("--position-embedding-type rope");
+  if (m.num_query_groups > 0) gpt2_lacks.push_back("--num-query-groups");
+  if (m.untie_embeddings) gpt2_lacks.push_back("--untie-embeddings-and-output-weights");
+  if (!m.add_bias_linear) gpt2_lacks.push_back("--disable-bias-linear");
+  fail("no Hugging Face architecture holds this model ({}): GPT-2 has no {}, and Llama needs {}",
+       m.summary(), listed(gpt2_lacks), listed(llama_lacks));
+}
+
+HfArch hf_arch_of(const json& c) {
+  TESSERA_CHECK(c.is_object(), "config.json: not a JSON object");
+  std::string what;  // the key that decides, and its value
+  if (c.contains("model_type")) {
+    TESSERA_CHECK(c["model_type"].is_string(), "config.json: 'model_type' has the wrong type ({})",
+                  c["model_type"].dump());
+    const std::string t = c["model_type"];
+    if (t == "gpt2") return HfArch::Gpt2;
+    if (t == "llama") return HfArch::Llama;
+    what = "model_type '" + t + "'";
+  } else if (c.contains("architectures")) {
+    const json& a = c["architectures"];
+    TESSERA_CHECK(a.is_array() && a.size() == 1 && a[0].is_string(),
+                  "config.json: 'architectures' is not a list of one name ({})", a.dump());
+    const std::string t = a[0];
+    if (t == "GPT2LMHeadModel" || t == "GPT2Model") return HfArch::Gpt2;
+    if (t == "LlamaForCausalLM" || t == "LlamaModel") return HfArch::Llama;
+    what = "architectures " + a.dump();
+  } else {
+    return HfArch::Gpt2;
+  }
+  fail("config.json: {} (this engine imports GPT-2 (model_type gpt2) and Llama (model_type llama))",
+       what);
+}
+
+const char* hf_arch_name(HfArch a) { return a == HfArch::Gpt2 ? "GPT-2" : "Llama"; }
+
+GPTConfig model_from_hf(const json& cfg) {
+  return hf_arch_of(cfg) == HfArch::Gpt2 ? model_from_hf_config(cfg)
+                                         : model_from_llama_hf_config(cfg);
+}
+
+void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id) {
+  if (hf_arch_of(model.config()) == HfArch::Gpt2)
+    export_hf_gpt2(model, out_dir, eot_id);
+  else
+    export_hf_llama(model, out_dir, eot_id);
+}
+
+void import_hf(const std::string& path, GPT& model) {
+  if (hf_arch_of(model.config()) == HfArch::Gpt2)
+    import_hf_gpt2(path, model);
+  else
+    import_hf_llama(path, model);
+}
+
+}  // namespace tessera::ckpt

@@ -1,0 +1,36 @@
+// Hugging Face export and import, whichever architecture holds the model:
+// GPT-2 (hf_gpt2.h) or Llama (hf_llama.h). Export picks by the model's
+// settings; import and eval pick by config.json (model_type, else
+// architectures), and the model built from it picks the tensor names.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/model/gpt.h"
+
+namespace tessera::ckpt {
+
+enum class HfArch { Gpt2, Llama };
+
+// The architecture that holds model m. Refuses, naming the settings, a mix
+// neither holds (e.g. GPT-2 with rotary positions alone).
+HfArch hf_arch_of(const GPTConfig& m);
+// The architecture config.json describes ("gpt2" or "llama"); a file with
+// neither model_type nor architectures is GPT-2 (as before Llama existed).
+HfArch hf_arch_of(const nlohmann::json& cfg);
+const char* hf_arch_name(HfArch a);  // "GPT-2", "Llama"
+
+// The model config.json describes (model_from_hf_config or
+// model_from_llama_hf_config).
+GPTConfig model_from_hf(const nlohmann::json& cfg);
+
+// model.safetensors + config.json of a whole model (tp = 1), in the
+// architecture that holds it; eot_id: bos/eos_token_id when >= 0.
+void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id = -1);
+
+// Fill a whole model (tp = 1) from a safetensors file, with the names of the
+// architecture that holds the model (one built by model_from_hf).
+void import_hf(const std::string& safetensors_path, GPT& model);
+
+}  // namespace tessera::ckpt

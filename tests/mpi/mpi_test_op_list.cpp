@@ -59,6 +59,8 @@ std::vector<Case> all_cases() {
 
 TEST(OpListTp, WhatRanIsTheList) {
   auto& w = test::world();
+  // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
+  // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (w.size() < kTp || w.size() % kTp != 0) GTEST_SKIP() << "needs an even number of ranks";
   comm::Communicator& tp = test::grid_of(int(kTp)).tp();
   for (const Case& c : all_cases()) {

@@ -283,6 +283,7 @@ void pipeline_matches_one_process(const PipeLayout& L, float dropout,
   // Skipped, not failed: the same binary runs at every rank count CTest
   // registers (singleton, 2, 4, 8); this case runs at the one it names.
   if (world().size() != L.world) GTEST_SKIP() << "runs at " << L.world << " ranks";
+  // The bf16 gradient reduction is a --bf16 option: skipped for the other precisions.
   if (L.grad_reduce_bf16 && precision != Precision::Bf16) GTEST_SKIP() << "a --bf16 case";
   comm::Grid& grid = grid_of(L.tp, L.pp);
   const std::vector<StepStats> ref =
@@ -410,6 +411,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Validation through an uneven pipeline (the evaluator's forward-only
 // schedule over the same chunks) equals one process's.
 TEST(UnevenEvaluate, ValidationLossMatchesOneProcess) {
+  // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
+  // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
   TrainConfig c = test::tiny_train_config(0, 1, 3);
   c.par.pp = 2;
@@ -497,6 +500,8 @@ void remove_dirs(const std::vector<std::string>& dirs) {
 }
 
 TEST(UnevenCheckpoint, SavedUnevenResumesEvenAndBackExactly) {
+  // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
+  // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
   const SplitLayout uneven{1, 2, 0, 1, 0}, even{1, 2, 0, 0, 0};  // layers 0 | 1-3 and 0-1 | 2-3
   const std::string a = scratch_dir("uneven_a"), b = scratch_dir("uneven_b");
@@ -517,6 +522,8 @@ TEST(UnevenCheckpoint, SavedUnevenResumesEvenAndBackExactly) {
 }
 
 TEST(UnevenCheckpoint, SavedUnevenResumesUnderOtherLayouts) {
+  // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
+  // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
   const SplitLayout first1{1, 2, 0, 1, 0};
   const std::string a = scratch_dir("uneven_c");
@@ -534,6 +541,8 @@ TEST(UnevenCheckpoint, SavedUnevenResumesUnderOtherLayouts) {
 }
 
 TEST(UnevenCheckpoint, SavedEvenResumesUneven) {
+  // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
+  // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
   const SplitLayout even{1, 2, 1, 0, 0}, last1{1, 2, 1, 0, 1};
   const std::string a = scratch_dir("uneven_d");

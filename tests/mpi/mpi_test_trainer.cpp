@@ -102,6 +102,8 @@ TEST_P(Zero, TwentyStepsInBf16MatchOneProcess) {
 // bf16 run (which reduces nothing) to 2e-3.
 TEST_P(Zero, TwentyStepsWithBf16GradReduceMatchOneProcess) {
   const int stage = GetParam();
+  // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
+  // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (world().size() == 1) GTEST_SKIP() << "one rank reduces nothing";
   comm::Grid& grid = grid_of(1);
   const std::vector<StepStats> ref = single_process_run(20, 2, 0.0f, Precision::Bf16);
@@ -135,6 +137,8 @@ TEST_P(Zero, TwentyStepsWithBf16GradReduceMatchOneProcess) {
 
 // ZeRO-3 under --bf16 gathers the 16-bit parameter shards: half the bytes.
 TEST(Zero3Bf16, ParameterGathersMoveHalfTheFp32Bytes) {
+  // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
+  // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (world().size() == 1) GTEST_SKIP() << "one rank gathers nothing";
   comm::Grid& grid = grid_of(1);
   TrainConfig c32 = tiny_train_config(3, world().size());
@@ -323,6 +327,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, TensorAndData,
 // bit, in fp32 and bf16 (whose working copy is remade per gathered unit), on
 // one pipeline stage and on two (at 4 ranks: pp 2 x dp 2).
 void overlap_is_bit_identical(int stage, Precision precision, int64_t pp) {
+  // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
+  // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (pp > 1 && world().size() != 4) GTEST_SKIP() << "pp 2 x dp 2 runs at 4 ranks";
   comm::Grid& grid = grid_of(1, pp);
   auto config = [&](bool overlap) {

@@ -39,4 +39,23 @@ void refuse_unplaced(const std::string& path, const GPTConfig& m,
        list);
 }
 
+int64_t config_integer(const nlohmann::json& c, const char* key) {
+  TESSERA_CHECK(c.contains(key) && c[key].is_number_integer(), "config.json: missing integer '{}'",
+                key);
+  return c[key].get<int64_t>();
+}
+
+double config_number(const nlohmann::json& c, const char* key, double def) {
+  if (!c.contains(key)) return def;
+  TESSERA_CHECK(c[key].is_number(), "config.json: '{}' has the wrong type ({})", key, c[key].dump());
+  return c[key].get<double>();
+}
+
+bool config_boolean(const nlohmann::json& c, const char* key, bool def) {
+  if (!c.contains(key)) return def;
+  TESSERA_CHECK(c[key].is_boolean(), "config.json: '{}' has the wrong type ({})", key,
+                c[key].dump());
+  return c[key].get<bool>();
+}
+
 }  // namespace tessera::ckpt

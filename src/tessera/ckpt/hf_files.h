@@ -17,6 +17,13 @@ namespace tessera::ckpt {
 // disk until someone noticed.
 void prepare_export_dir(const std::string& out_dir);
 
+// config.json's keys, typed: a missing required key or a wrong type is one
+// line naming the key (not nlohmann's type_error). Optional keys give `def`
+// when absent.
+int64_t config_integer(const nlohmann::json& c, const char* key);
+double config_number(const nlohmann::json& c, const char* key, double def);
+bool config_boolean(const nlohmann::json& c, const char* key, bool def);
+
 // out_dir/model.safetensors (with the metadata transformers' loader
 // expects) and out_dir/config.json, each written atomically.
 void write_export(SafetensorsWriter& w, const std::string& out_dir, const nlohmann::json& config);

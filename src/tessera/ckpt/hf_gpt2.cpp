@@ -56,10 +56,7 @@ json hf_config(const GPTConfig& m, int32_t eot_id) {
 
 GPTConfig model_from_hf_config(const json& c) {
   TESSERA_CHECK(c.is_object(), "config.json: not a JSON object");
-  auto need = [&](const char* k) {
-    TESSERA_CHECK(c.contains(k) && c[k].is_number_integer(), "config.json: missing integer '{}'", k);
-    return c[k].get<int64_t>();
-  };
+  auto need = [&](const char* k) { return config_integer(c, k); };
   GPTConfig m;
   m.num_layers = need("n_layer");
   m.hidden_size = need("n_embd");
@@ -69,30 +66,20 @@ GPTConfig model_from_hf_config(const json& c) {
   m.vocab_size = need("vocab_size");
   // n_inner: null (Hugging Face's "4 x n_embd") or an integer.
   if (c.contains("n_inner") && !c["n_inner"].is_null()) m.ffn_hidden_size = need("n_inner");
-  if (c.contains("initializer_range")) {
-    TESSERA_CHECK(c["initializer_range"].is_number(),
-                  "config.json: 'initializer_range' has the wrong type ({})",
-                  c["initializer_range"].dump());
-    m.init_std = c["initializer_range"].get<float>();
-  }
+  m.init_std = float(config_number(c, "initializer_range", m.init_std));
   // Optional fields, typed: a wrong type names the field (not a type_error).
-  for (const auto& [key, ok] :
-       {std::pair<const char*, bool>{"activation_function",
-                                     !c.contains("activation_function") ||
-                                         c["activation_function"].is_string()},
-        {"layer_norm_epsilon",
-         !c.contains("layer_norm_epsilon") || c["layer_norm_epsilon"].is_number()},
-        {"tie_word_embeddings",
-         !c.contains("tie_word_embeddings") || c["tie_word_embeddings"].is_boolean()}})
-    TESSERA_CHECK(ok, "config.json: '{}' has the wrong type ({})", key, c[key].dump());
+  TESSERA_CHECK(!c.contains("activation_function") || c["activation_function"].is_string(),
+                "config.json: '{}' has the wrong type ({})", "activation_function",
+                c["activation_function"].dump());
+  const double eps = config_number(c, "layer_norm_epsilon", 1e-5);
+  const bool tied = config_boolean(c, "tie_word_embeddings", true);
   const std::string act = c.value("activation_function", std::string("gelu_new"));
   TESSERA_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",
                 "config.json: activation_function '{}' (this engine computes gelu_new, the tanh GELU)",
                 act);
-  const double eps = c.value("layer_norm_epsilon", 1e-5);
   TESSERA_CHECK(std::fabs(eps - 1e-5) < 1e-12,
                 "config.json: layer_norm_epsilon {} (this engine uses 1e-5)", eps);
-  TESSERA_CHECK(c.value("tie_word_embeddings", true), "config.json: untied LM head is not supported");
+  TESSERA_CHECK(tied, "config.json: untied LM head is not supported");
   m.validate();
   return m;
 }

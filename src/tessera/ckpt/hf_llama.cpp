@@ -88,21 +88,9 @@ json llama_hf_config(const GPTConfig& m, int32_t eot_id) {
 
 GPTConfig model_from_llama_hf_config(const json& c) {
   TESSERA_CHECK(c.is_object(), "config.json: not a JSON object");
-  auto integer = [&](const char* k) {
-    TESSERA_CHECK(c.contains(k) && c[k].is_number_integer(), "config.json: missing integer '{}'", k);
-    return c[k].get<int64_t>();
-  };
-  // Optional keys, typed: a wrong type names the key (not a type_error).
-  auto number = [&](const char* k, double def) {
-    if (!c.contains(k)) return def;
-    TESSERA_CHECK(c[k].is_number(), "config.json: '{}' has the wrong type ({})", k, c[k].dump());
-    return c[k].get<double>();
-  };
-  auto boolean = [&](const char* k, bool def) {
-    if (!c.contains(k)) return def;
-    TESSERA_CHECK(c[k].is_boolean(), "config.json: '{}' has the wrong type ({})", k, c[k].dump());
-    return c[k].get<bool>();
-  };
+  auto integer = [&](const char* k) { return config_integer(c, k); };
+  auto number = [&](const char* k, double def) { return config_number(c, k, def); };
+  auto boolean = [&](const char* k, bool def) { return config_boolean(c, k, def); };
   GPTConfig m;
   m.normalization = Normalization::RMSNorm;
   m.swiglu = true;

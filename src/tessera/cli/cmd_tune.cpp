@@ -30,7 +30,7 @@ namespace {
 
 struct TuneArgs {
   std::string config, launcher, system = "local", output, log, resume, work_dir = "tune-runs";
-  int64_t budget_trials = 8, steps = 6, warmup = 2, ranks = 0;
+  int64_t budget_trials = 8, steps = 20, warmup = 3, ranks = 0;
   double budget_seconds = 0, max_memory_gb = 0, trial_timeout = 300;
   std::vector<std::string> include;
 };
@@ -140,8 +140,7 @@ void run_tune(const TuneArgs& a) {
   space.global_batch = base.par.global_batch;
   space.engine = true;
   space.flash_attention = true;
-  space.precision =
-      base.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
+  space.precision = base.precision();
   const plan::PlanLayout base_layout = layout_of_run(base);
   std::vector<plan::PlanLayout> includes;
   for (const std::string& f : a.include) includes.push_back(parse_layout_flags(f, ranks, base_layout));
@@ -272,8 +271,10 @@ void register_tune(CLI::App& app) {
       ->required();
   cmd->add_option("--budget-trials", a->budget_trials, "trials to run (default 8)");
   cmd->add_option("--budget-seconds", a->budget_seconds, "stop starting trials after this long");
-  cmd->add_option("--steps", a->steps, "training steps per trial (default 6)");
-  cmd->add_option("--warmup", a->warmup, "first steps of a trial left out of its time (default 2)");
+  // 20 steps: on this 2-core machine the median of five measured steps
+  // spread 8 % between repeats of one layout on 2 ranks, of seventeen 3 %.
+  cmd->add_option("--steps", a->steps, "training steps per trial (default 20)");
+  cmd->add_option("--warmup", a->warmup, "first steps of a trial left out of its time (default 3)");
   cmd->add_option("--launcher", a->launcher,
                   "how a trial is launched, e.g. \"scripts/mpirun.sh -n 4\" or \"srun\" "
                   "(default: one process, no launcher)");

@@ -36,7 +36,7 @@ Trial trial_from_json(const nlohmann::json& j, const std::string& where);
 struct TrialSettings {
   std::vector<std::string> launcher;  // e.g. {"scripts/mpirun.sh", "-n", "4"}; empty: run directly
   std::string tessera;                // the binary the trials run
-  int64_t steps = 6, warmup = 2;      // steps per trial; the first `warmup` are not measured
+  int64_t steps = 20, warmup = 3;     // steps per trial; the first `warmup` are not measured
   double timeout = 300;               // seconds before a trial is killed
   double max_memory = 0;              // bytes per rank a trial may use (0: no limit)
   std::string dir;                    // where trial files go

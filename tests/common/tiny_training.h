@@ -113,8 +113,7 @@ inline void expect_activations_predicted(const Trainer& t, const TrainConfig& c,
   if (tp_rank != 0) return;
   plan::PlanLayout L;
   L.par = c.par;
-  L.precision =
-      c.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
+  L.precision = c.precision();
   L.engine = true;
   if (c.par.uneven_stages()) {
     // Uneven stages: the engine's arena for this stage's chunk (its own layer

@@ -179,7 +179,7 @@ TEST_P(Zero, MemoryEqualsTheFormula) {
   Trainer tb(cb, *data, &world(), &grid);
   const MemoryBytes mixed = tb.model_state_bytes();
   const MemoryBytes plan_says = zero_state_bytes(
-      double(numel), plan::engine_state_bytes_per_param(plan::Precision::Mixed16), stage, d);
+      double(numel), plan::engine_state_bytes_per_param(Precision::Bf16), stage, d);
   EXPECT_EQ(mixed.params, plan_says.params);
   EXPECT_EQ(mixed.grads, plan_says.grads);
   EXPECT_EQ(mixed.optimizer, plan_says.optimizer);

@@ -10,6 +10,7 @@
 #include "tessera/core/error.h"
 #include "tessera/plan/calibrate.h"
 #include "tessera/plan/gemm_model.h"
+#include "tessera/plan/layout_cost.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/system.h"
 
@@ -85,7 +86,7 @@ TEST(Calibrate, WrittenFileLoads) {
   ASSERT_EQ(s.tiers.size(), 1u);
   EXPECT_EQ(s.tiers[0].ranks, 0);
   // An exactly measured shape takes exactly its measured time.
-  EXPECT_NEAR(gemm_seconds(s, plan::Precision::FP32, {256, 768, 256}), 2.0 * 256 * 768 * 256 / 150e9, 1e-12);
+  EXPECT_NEAR(gemm_seconds(s, Precision::Fp32, {256, 768, 256}), 2.0 * 256 * 768 * 256 / 150e9, 1e-12);
 
   c.ranks = 2, c.devices_per_node = 2;
   c.network = NetworkMeasure{2e-6, 5e9};
@@ -96,46 +97,120 @@ TEST(Calibrate, WrittenFileLoads) {
   EXPECT_NEAR(s.tiers[0].bandwidth, 5e9, 1e3);
 }
 
-// The bf16 GEMM table: written beside the sgemm one with the bf16 peak,
-// read back, and used for mixed-precision layouts only; without it a
-// mixed-precision GEMM takes the fp32 table (a CPU without 16-bit units).
-TEST(Calibrate, Bf16TablePricesMixedPrecisionGemms) {
+// The bf16 and fp16 GEMM tables: written beside the sgemm one with their
+// peaks, read back, and each used for its own precision's layouts only;
+// without its table a 16-bit GEMM takes the fp32 one (a CPU without 16-bit
+// units), never the other 16-bit precision's.
+TEST(Calibrate, Bf16AndFp16TablesPriceTheirOwnPrecision) {
   Calibration c = synthetic_calibration();
   auto path = temp_dir() / "bf16.toml";
   std::ofstream(path) << calibration_toml(c);
   SystemSpec fp32_only = load_system_file(path.string());
-  EXPECT_TRUE(fp32_only.gemm_measured_16.empty());
+  EXPECT_TRUE(fp32_only.gemm_measured_bf16.empty());
+  EXPECT_TRUE(fp32_only.gemm_measured_fp16.empty());
   const GemmShape g{256, 768, 256};
-  const double fp32_seconds = 2.0 * 256 * 768 * 256 / 150e9;
-  EXPECT_NEAR(gemm_seconds(fp32_only, plan::Precision::Mixed16, g), fp32_seconds, 1e-12);
+  const double flops = 2.0 * 256 * 768 * 256;
+  const double fp32_seconds = flops / 150e9;
+  EXPECT_NEAR(gemm_seconds(fp32_only, Precision::Bf16, g), fp32_seconds, 1e-12);
+  EXPECT_NEAR(gemm_seconds(fp32_only, Precision::Fp16, g), fp32_seconds, 1e-12);
 
   c.gemm_bf16 = {{256, 768, 256, 300e9}, {2048, 1024, 256, 450e9}};
   c.peak_gemm_bf16 = 450e9;
   std::ofstream(path) << calibration_toml(c);
   SystemSpec s = load_system_file(path.string());
-  ASSERT_EQ(s.gemm_measured_16.size(), 2u);
+  ASSERT_EQ(s.gemm_measured_bf16.size(), 2u);
+  EXPECT_TRUE(s.gemm_measured_fp16.empty());
   EXPECT_NEAR(s.peak_flops_bf16, 450e9, 1e6);
-  EXPECT_NEAR(s.peak_flops_16, 450e9, 1e6);
   EXPECT_NEAR(s.peak_flops_32, 200e9, 1e6);
-  EXPECT_NEAR(gemm_seconds(s, plan::Precision::FP32, g), fp32_seconds, 1e-12);
-  EXPECT_NEAR(gemm_seconds(s, plan::Precision::Mixed16, g), 2.0 * 256 * 768 * 256 / 300e9, 1e-12);
+  EXPECT_NEAR(gemm_seconds(s, Precision::Fp32, g), fp32_seconds, 1e-12);
+  EXPECT_NEAR(gemm_seconds(s, Precision::Bf16, g), flops / 300e9, 1e-12);
+  EXPECT_NEAR(gemm_seconds(s, Precision::Fp16, g), fp32_seconds, 1e-12);  // not bf16's
+
+  // This CPU's fp16: operands widened to fp32, a little slower than sgemm.
+  c.gemm_fp16 = {{256, 768, 256, 140e9}, {2048, 1024, 256, 190e9}};
+  c.peak_gemm_fp16 = 190e9;
+  std::ofstream(path) << calibration_toml(c);
+  s = load_system_file(path.string());
+  ASSERT_EQ(s.gemm_measured_fp16.size(), 2u);
+  EXPECT_NEAR(s.peak_flops_fp16, 190e9, 1e6);
+  EXPECT_NEAR(s.peak_flops_bf16, 450e9, 1e6);
+  EXPECT_NEAR(gemm_seconds(s, Precision::Fp16, g), flops / 140e9, 1e-12);
+  EXPECT_NEAR(gemm_seconds(s, Precision::Bf16, g), flops / 300e9, 1e-12);
 }
 
-// The engine's bf16 GEMM timed in each role a linear calls it (forward,
-// input gradient, weight gradient); other transposes are refused.
-TEST(Calibrate, Bf16GemmTimingCoversTheThreeRoles) {
-  // Without AVX512_BF16 / AMX oneDNN has only reference loops, which calibrate does not time.
-  if (!bf16_gemm_available()) GTEST_SKIP() << "no real bf16 GEMM kernel on this CPU";
+// In-situ factors per precision: [in_situ_bf16] (from a bf16 step) prices
+// bf16 layouts; fp16, without its own, takes the fp32 step's [in_situ].
+TEST(Calibrate, InSituFactorsPerPrecision) {
+  Calibration c = synthetic_calibration();
+  c.in_situ_batch = 2;
+  c.in_situ[Op::Gemm] = 2.0;
+  Profile bf16 = SystemSpec::unit_factors();
+  bf16[Op::Gemm] = 3.0;
+  bf16[Op::Cast] = 1.5;
+  c.in_situ_lowp[Precision::Bf16] = bf16;
+  auto path = temp_dir() / "in_situ.toml";
+  std::ofstream(path) << calibration_toml(c);
+  const SystemSpec s = load_system_file(path.string());
+  EXPECT_DOUBLE_EQ(s.in_situ_for(Precision::Fp32)[Op::Gemm], 2.0);
+  EXPECT_DOUBLE_EQ(s.in_situ_for(Precision::Bf16)[Op::Gemm], 3.0);
+  EXPECT_DOUBLE_EQ(s.in_situ_for(Precision::Bf16)[Op::Cast], 1.5);
+  EXPECT_DOUBLE_EQ(s.in_situ_for(Precision::Bf16)[Op::Loss], 1.0);
+  EXPECT_DOUBLE_EQ(s.in_situ_for(Precision::Fp16)[Op::Gemm], 2.0);
+  // The plan applies them: each precision's GEMM time over the same with
+  // no factors.
+  SystemSpec bare = s;
+  bare.in_situ = SystemSpec::unit_factors();
+  bare.in_situ_lowp.clear();
+  GPTConfig m;
+  m.num_layers = 2, m.hidden_size = 64, m.num_heads = 4, m.seq_length = 32, m.vocab_size = 300;
+  for (const auto& [p, factor] : {std::pair{Precision::Fp32, 2.0}, {Precision::Bf16, 3.0},
+                                  {Precision::Fp16, 2.0}}) {
+    PlanLayout L;
+    L.par.micro_batch = L.par.global_batch = 2;
+    L.precision = p;
+    L.engine = true;
+    EXPECT_NEAR(evaluate_layout(m, s, L).stages[0].ops[Op::Gemm] /
+                    evaluate_layout(m, bare, L).stages[0].ops[Op::Gemm],
+                factor, 1e-9)
+        << precision_name(p);
+  }
+  // A bad factor in a precision's table is named with its table.
+  std::string text = calibration_toml(c);
+  text.replace(text.find("[in_situ_bf16]\n"), 15, "[in_situ_bf16]\nnope = 2.0\n");
+  EXPECT_THROW(
+      {
+        try {
+          load_system_text(text, "bad");
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("in_situ_bf16.nope"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+}
+
+// The engine's bf16 and fp16 GEMMs timed in each role a linear calls them
+// (forward, input gradient, weight gradient); other transposes are refused.
+TEST(Calibrate, LowpGemmTimingCoversTheThreeRoles) {
   GPTConfig m;
   m.num_layers = 1, m.hidden_size = 64, m.num_heads = 4, m.seq_length = 32, m.vocab_size = 300;
-  for (const CalibShape& sh : training_gemm_shapes(m, 2, 1)) {
-    const double flops = measure_gemm_bf16(sh, 0.0);
-    EXPECT_GT(flops, 1e6) << sh.ta << sh.tb << " " << sh.M << "x" << sh.N << "x" << sh.K;
-    EXPECT_LT(flops, 1e14);
+  for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+    // Without AVX512_BF16 / AMX oneDNN has only reference loops for bf16,
+    // which calibrate does not time; fp16 always runs.
+    if (!lowp_gemm_available(p)) {
+      EXPECT_EQ(p, Precision::Bf16);
+      continue;
+    }
+    for (const CalibShape& sh : training_gemm_shapes(m, 2, 1)) {
+      const double flops = measure_gemm_lowp(p, sh, 0.0);
+      EXPECT_GT(flops, 1e6) << precision_name(p) << " " << sh.ta << sh.tb << " " << sh.M << "x"
+                            << sh.N << "x" << sh.K;
+      EXPECT_LT(flops, 1e14);
+    }
+    CalibShape bad = training_gemm_shapes(m, 2, 1).front();
+    bad.ta = 'T', bad.tb = 'T';
+    EXPECT_THROW(measure_gemm_lowp(p, bad, 0.0), Error);
   }
-  CalibShape bad = training_gemm_shapes(m, 2, 1).front();
-  bad.ta = 'T', bad.tb = 'T';
-  EXPECT_THROW(measure_gemm_bf16(bad, 0.0), Error);
 }
 
 // The real command, quick: it measures, writes, and `tessera plan` uses the file.
@@ -177,8 +252,8 @@ TEST(Calibrate, NamesLookInTheUsersCacheFirst) {
   EXPECT_NEAR(load_system("local").peak_flops_32, 123e9, 1e6);
   EXPECT_NE(shipped, load_system("local").peak_flops_32);
   EXPECT_EQ(find_system_file("local"), user_systems_dir() + "/local.toml");
-  EXPECT_NEAR(load_system("frontier").peak_flops_16, load_system_file(
-      std::string(TESSERA_SOURCE_DIR) + "/configs/systems/frontier.toml").peak_flops_16, 1);
+  EXPECT_NEAR(load_system("frontier").peak_flops_bf16, load_system_file(
+      std::string(TESSERA_SOURCE_DIR) + "/configs/systems/frontier.toml").peak_flops_bf16, 1);
 
   // `calibrate --help` shows where it writes by default.
   const std::string help = (temp_dir() / "help.txt").string();

@@ -74,13 +74,14 @@ TEST(PlanFormulas, KorthikantiPerLayerTerms) {
 }
 
 TEST(PlanFormulas, ZeroPaperSevenPointFiveBOn64Gpus) {
-  // Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, K = 12, Nd = 64.
+  // Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, K = 12, Nd = 64, fp16
+  // parameters and gradients (2 + 2 bytes).
   const double expected_gb[] = {120, 31.4, 16.6, 1.9};
   for (int stage = 0; stage <= 3; ++stage) {
-    double bytes = zero_state_bytes(7.5e9, state_bytes_per_param(plan::Precision::Mixed16), stage, 64).total();
+    double bytes = zero_state_bytes(7.5e9, state_bytes_per_param(Precision::Fp16), stage, 64).total();
     EXPECT_NEAR(bytes / 1e9, expected_gb[stage], 0.05) << "ZeRO stage " << stage;
   }
-  MemoryBytes fp32 = zero_state_bytes(1.0, state_bytes_per_param(plan::Precision::FP32), 0, 1);
+  MemoryBytes fp32 = zero_state_bytes(1.0, state_bytes_per_param(Precision::Fp32), 0, 1);
   EXPECT_DOUBLE_EQ(fp32.total(), 16.0);
 }
 

@@ -47,7 +47,7 @@ PlanLayout dp2() {
   L.par.dp = 2;
   L.par.micro_batch = 4;
   L.par.global_batch = 8;
-  L.precision = plan::Precision::FP32;
+  L.precision = Precision::Fp32;
   return L;
 }
 
@@ -171,7 +171,7 @@ TEST(InSitu, FactorsAreMeasuredOverPredicted) {
   PlanLayout one;
   one.par.micro_batch = 2;
   one.par.global_batch = 2;
-  one.precision = plan::Precision::FP32;
+  one.precision = Precision::Fp32;
   Profile predicted = evaluate_layout(small_model(), sys, one).stages.front().ops;
   Profile measured;
   measured[Op::Gemm] = 2 * predicted[Op::Gemm];
@@ -188,6 +188,30 @@ TEST(InSitu, FactorsAreMeasuredOverPredicted) {
   // No communication on one rank: only the timed scopes around the tensor-
   // parallel hooks, which are identities here.
   EXPECT_LT(step[Op::Comm], 0.01 * step[Op::Gemm]);
+  EXPECT_EQ(step[Op::Cast], 0.0);     // an fp32 step casts nothing
+  EXPECT_EQ(step[Op::Dropout], 0.0);  // and this model has no dropout
+
+  // A bf16 step of a model with dropout, as a --bf16 run's calibration
+  // takes it: its casts and dropout are timed, and each factor is measured
+  // over the same precision's prediction (which has them too).
+  GPTConfig dropping = small_model();
+  dropping.attention_dropout = dropping.hidden_dropout = 0.1f;
+  const Profile bf16_step = measure_training_step(dropping, 2, 1, Precision::Bf16);
+  EXPECT_GT(bf16_step[Op::Cast], 0.0);
+  EXPECT_GT(bf16_step[Op::Dropout], 0.0);
+  PlanLayout bf16 = one;
+  bf16.precision = Precision::Bf16;
+  bf16.engine = true;
+  const Profile bf16_predicted = evaluate_layout(dropping, sys, bf16).stages.front().ops;
+  ASSERT_GT(bf16_predicted[Op::Cast], 0.0);
+  ASSERT_GT(bf16_predicted[Op::Dropout], 0.0);
+  Profile bf16_measured = bf16_predicted;
+  bf16_measured[Op::Cast] *= 3;
+  bf16_measured[Op::Dropout] *= 0.5;
+  const Profile g = in_situ_factors(bf16_measured, sys, dropping, 2, Precision::Bf16);
+  EXPECT_NEAR(g[Op::Cast], 3.0, 1e-12);
+  EXPECT_NEAR(g[Op::Dropout], 0.5, 1e-12);
+  EXPECT_NEAR(g[Op::Gemm], 1.0, 1e-12);
 }
 
 TEST(KernelCost, CalibrateMeasuresTheEnginesKernels) {

@@ -139,12 +139,13 @@ TEST(PlanSystem, MissingFieldNamesFileAndField) {
 TEST(PlanSystem, ShippedSystemsLoad) {
   for (const char* name : {"frontier", "dgx-a100-80gb", "h100"}) {
     SystemSpec s = load_system(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/" + name + ".toml");
-    EXPECT_GT(s.peak_flops_16, 1e14) << name;
+    EXPECT_GT(s.peak_flops_bf16, 1e14) << name;
+    EXPECT_EQ(s.peak_flops_fp16, s.peak_flops_bf16) << name;  // equal in every datasheet
     EXPECT_EQ(s.devices_per_node, 8) << name;
     EXPECT_EQ(s.tiers.back().ranks, 0) << name;
   }
   SystemSpec f = load_system(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/frontier.toml");
-  EXPECT_DOUBLE_EQ(f.peak_flops_16, 191.5e12);
+  EXPECT_DOUBLE_EQ(f.peak_flops_fp16, 191.5e12);
   EXPECT_DOUBLE_EQ(f.tiers.back().bandwidth, 100e9 / 8);  // 4 x 25 GB/s NICs shared by 8 GCDs
 }
 

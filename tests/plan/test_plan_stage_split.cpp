@@ -37,7 +37,7 @@ PlanLayout pipeline(int64_t first, int64_t last, int64_t micro_batches = 8) {
   L.par.dp = 1;
   L.par.micro_batch = 2;
   L.par.global_batch = 2 * micro_batches;
-  L.precision = plan::Precision::FP32;
+  L.precision = Precision::Fp32;
   L.engine = true;
   if (first) L.par.first_stage_layers = first;
   if (last) L.par.last_stage_layers = last;
@@ -56,7 +56,7 @@ SearchSpace pipeline_space(int64_t pp) {
   sp.recompute = {Recompute::None};
   sp.sequence_parallel = {false};
   sp.schedules = {ScheduleKind::OneFOneB};
-  sp.precision = plan::Precision::FP32;
+  sp.precision = Precision::Fp32;
   sp.engine = true;
   return sp;
 }

@@ -95,6 +95,8 @@ expect_error 'loss is (nan|inf|-nan).* at step [0-9]+|gradient norm is (nan|inf)
 expect_error '--system: several system files only with --validate' \
   plan --system frontier h100 --model gpt2-small --devices 8 --global-batch-size 8
 expect_error 'nonexistent-model' calibrate --quick --model nonexistent-model --output "$tmp/local.toml"
+expect_error "--precisions: bf16, fp16 or none \\(got 'fp32'\\)" calibrate --quick --precisions fp32 \
+  --output "$tmp/local.toml"
 
 # The Llama family's flags (issue 17): shapes that cannot split, exit 2 with one line.
 expect_llama_error() {  # expect_llama_error PATTERN ARGS...: also the exit status 2

@@ -118,6 +118,16 @@ expect_error "--config and --model: give one" \
 expect_error "--search: only with --config" "$bin" plan --search --devices 2 --global-batch-size 2
 expect_error "--dry-run-ranks: only with --dry-run" "$bin" train --dry-run-ranks 2
 expect_error "--emit-config" "$bin" plan --config configs/default.toml --emit-config /proc/nope/x.toml
+expect_error "--precision: bf16, fp16 or fp32 (got 'mixed16')" \
+  "$bin" plan --model gpt2-small --devices 8 --global-batch-size 8 --precision mixed16
+
+# 5b. bf16 and fp16 are the planner's precisions too: an fp16 plan runs as --fp16.
+out=$("$bin" plan --model gpt2-small --system h100 --devices 8 --global-batch-size 8 \
+  --precision fp16 --emit-config "$tmp/fp16.toml" 2>&1) || fail "plan --precision fp16: $out"
+grep -q -- "--fp16" <<<"$out" || fail "plan --precision fp16 prints no --fp16: $out"
+grep -qx "fp16 = true" "$tmp/fp16.toml" || fail "--emit-config of an fp16 plan: $(cat "$tmp/fp16.toml")"
+! grep -q "bf16" "$tmp/fp16.toml" || fail "an fp16 plan's config names bf16: $(cat "$tmp/fp16.toml")"
+echo "ok: plan --precision fp16 -> --fp16"
 
 # 6. A boolean flag in a train --config file.
 printf 'num-layers = 2\nhidden-size = 64\nnum-attention-heads = 4\nseq-length = 32\n%s\n%s\n' \
@@ -140,7 +150,7 @@ echo "ok: --validate warns on another ranks x threads"
 # ranks x threads for the warning above.
 out=$("$bin" calibrate --quick --threads 1 --output "$tmp/cal.toml" 2>&1) || fail "calibrate: $out"
 for part in "[0-9]* GEMM shapes measured" "attention measured" "memory-bound kernels measured" \
-            "a training step measured"; do
+            "training steps measured"; do
   grep -q "^    pass 1/1: $part ([0-9]* s so far)" <<<"$out" || fail "calibrate: no '$part' line: $out"
 done
 grep -A2 '^\[calibration\]' "$tmp/cal.toml" | tr '\n' ' ' | grep -q "ranks = 1 threads = 1" ||

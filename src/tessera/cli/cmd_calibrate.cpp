@@ -29,6 +29,7 @@ struct CalibrateArgs {
   std::string output;
   plan::CalibrateOptions measure;
   int threads = 0;
+  std::vector<std::string> precisions{"bf16"};  // --precisions: measure.lowp by name
 };
 
 void run_calibrate(const CalibrateArgs& a) {
@@ -88,6 +89,10 @@ void register_calibrate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "threads per rank (default: OpenMP's)");
   cmd->add_flag("--quick", a->measure.quick, "fewer shapes and shorter timings, one pass (tests)");
+  cmd->add_option("--precisions", a->precisions,
+                  "16-bit GEMM precisions measured beside fp32, each with its own in-situ step "
+                  "(bf16 fp16; 'none' for fp32 only)")
+      ->capture_default_str();
   cmd->add_option("--passes", a->measure.passes,
                   "interleaved passes over every measurement, each taking the median over them "
                   "(a shared machine's speed drifts)")
@@ -103,6 +108,14 @@ void register_calibrate(CLI::App& app) {
     TESSERA_CHECK(std::isfinite(m.max_gflop) && m.max_gflop > 0,
                   "--max-gflop must be a finite number > 0 (got {})", m.max_gflop);
     if (m.quick) m.micro_batch = {m.micro_batch.front()}, m.tp = {1};
+    m.lowp.clear();
+    for (const std::string& name : args.precisions) {
+      if (name == "none" && args.precisions.size() == 1) break;
+      Precision p = Precision::Fp32;
+      TESSERA_CHECK(precision_parse(name, p) && p != Precision::Fp32,
+                    "--precisions: bf16, fp16 or none (got '{}')", name);
+      m.lowp.push_back(p);
+    }
     run_calibrate(args);
   });
 }

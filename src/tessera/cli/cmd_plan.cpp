@@ -35,7 +35,7 @@ struct PlanArgs {
   // --validate: further calibrations of the same machine (--system given
   // several times); each run's prediction is the median over all of them.
   std::vector<std::string> more_systems;
-  std::string precision = "mixed16";
+  std::string precision = "bf16";
   int64_t devices = 0, global_batch = 0;
   int64_t top = 5;
   std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
@@ -85,7 +85,7 @@ void fix_to_run(plan::SearchSpace& sp, const PlanArgs& a, const TrainConfig& t) 
   sp.engine = true;
   sp.flash_attention = true;
   if (!a.given_precision)
-    sp.precision = t.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
+    sp.precision = t.precision();
   if (!a.given_batch) sp.global_batch = p.global_batch;
   // The run's overlap settings unless the command line names them.
   sp.overlap_grad_reduce = sp.overlap_grad_reduce || t.overlap_grad_reduce;
@@ -126,9 +126,8 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   else if (a.sequence_parallel == "off") sp.sequence_parallel = {false};
   else TESSERA_CHECK(a.sequence_parallel == "both", "--sequence-parallel: on, off or both (got '{}')",
                      a.sequence_parallel);
-  TESSERA_CHECK(a.precision == "mixed16" || a.precision == "fp32",
-                "--precision: mixed16 or fp32 (got '{}')", a.precision);
-  sp.precision = a.precision == "fp32" ? plan::Precision::FP32 : plan::Precision::Mixed16;
+  TESSERA_CHECK(precision_parse(a.precision, sp.precision),
+                "--precision: bf16, fp16 or fp32 (got '{}')", a.precision);
   sp.flash_attention = !a.no_flash;
   sp.overlap_grad_reduce = a.overlap_grad_reduce;
   sp.overlap_param_gather = a.overlap_param_gather;
@@ -263,14 +262,14 @@ TrainKeys best_as_train_keys(const PlanArgs& a, const GPTConfig& model,
     keys = non_layout_keys_of_file(a.config);
     if (a.given_precision) {  // --precision replaced the file's
       std::erase_if(keys, [](const TrainKey& k) { return k.key == "bf16" || k.key == "fp16"; });
-      if (best.layout.precision == plan::Precision::Mixed16)
-        keys.push_back({"bf16", TrainKey::Kind::Flag, "true", ""});
+      if (best.layout.precision != Precision::Fp32)
+        keys.push_back({precision_name(best.layout.precision), TrainKey::Kind::Flag, "true", ""});
     }
   } else {
     keys = model_keys(model);
-    // Mixed 16-bit GEMMs: the engine's --bf16 (fp32 master weights and state).
-    if (best.layout.precision == plan::Precision::Mixed16)
-      keys.push_back({"bf16", TrainKey::Kind::Flag, "true", ""});
+    // 16-bit GEMMs: the engine's --bf16 / --fp16 (fp32 master weights and state).
+    if (best.layout.precision != Precision::Fp32)
+      keys.push_back({precision_name(best.layout.precision), TrainKey::Kind::Flag, "true", ""});
   }
   const TrainKeys layout = layout_keys(best.layout);
   keys.insert(keys.end(), layout.begin(), layout.end());
@@ -359,7 +358,7 @@ void run_plan(const PlanArgs& args) {
     if (args.system.empty())
       use_run_calibration(sys, {model, run->train.par.micro_batch, run->train.par.tp, a.devices,
                                 run->train.threads,
-                                run->train.precision() == Precision::Bf16});
+                                run->train.precision()});
   } else {
     model = plan::load_model(a.model, is_train_flag);
     // A preset whose source gives its training batch plans that batch.
@@ -437,7 +436,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--schedule", a->schedule, "schedules to try: 1f1b interleaved gpipe");
   cmd->add_option("--sequence-parallel", a->sequence_parallel, "on, off or both")
       ->capture_default_str();
-  cmd->add_option("--precision", a->precision, "mixed16 (fp16/bf16 + fp32 master) or fp32")
+  cmd->add_option("--precision", a->precision, "bf16 or fp16 (16-bit with fp32 master weights; fp16 with loss "
+                  "scaling) or fp32")
       ->capture_default_str();
   cmd->add_flag("--no-flash-attention", a->no_flash, "store the attention scores");
   cmd->add_flag("--allow-tp-across-nodes", a->tp_across_nodes, "let tp exceed one node");

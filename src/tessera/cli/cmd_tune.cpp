@@ -140,8 +140,7 @@ void run_tune(const TuneArgs& a) {
   space.global_batch = base.par.global_batch;
   space.engine = true;
   space.flash_attention = true;
-  space.precision =
-      base.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
+  space.precision = base.precision();
   const plan::PlanLayout base_layout = layout_of_run(base);
   std::vector<plan::PlanLayout> includes;
   for (const std::string& f : a.include) includes.push_back(parse_layout_flags(f, ranks, base_layout));

@@ -33,11 +33,12 @@ uint64_t fnv1a(const std::string& s) {
 std::string shape_key(const RunShape& r, int64_t threads) {
   const GPTConfig& m = r.model;
   return fmt::format(
-      "v1|{}|ranks {}|threads {}|L {} C {} NH {} KV {} F {} T {} V {}|swiglu {} rms {} rope {} "
+      "v2|{}|ranks {}|threads {}|L {} C {} NH {} KV {} F {} T {} V {}|swiglu {} rms {} rope {} "
       "bias {} untied {}|mb {} tp {}{}",
       plan::cpu_name(), r.ranks, threads, m.num_layers, m.hidden_size, m.num_heads, m.kv_heads(),
       m.ffn(), m.seq_length, m.padded_vocab(r.tp), m.swiglu, m.rmsnorm(), m.rope(),
-      m.add_bias_linear, m.untie_embeddings, r.micro_batch, r.tp, r.bf16 ? "|bf16" : "");
+      m.add_bias_linear, m.untie_embeddings, r.micro_batch, r.tp,
+      r.precision == Precision::Fp32 ? "" : fmt::format("|{}", precision_name(r.precision)));
 }
 
 int64_t threads_of(const RunShape& r) { return r.threads > 0 ? r.threads : default_threads(r.ranks); }
@@ -116,7 +117,8 @@ std::optional<plan::SystemSpec> run_calibration(const RunShape& r, std::string* 
   o.tp = {r.tp};
   o.grid = false;  // only the run's shapes: what this plan prices
   o.passes = 3;
-  o.bf16 = r.bf16;
+  o.lowp.clear();
+  if (r.precision != Precision::Fp32) o.lowp.push_back(r.precision);
   fmt::print(stderr, "measuring this machine for the run (1 rank x {} threads, its shapes; "
                      "once, cached in {}):\n", threads, file);
   comm::LocalCommunicator world("calibration");

@@ -28,9 +28,8 @@ struct RunShape {
   int64_t micro_batch = 1, tp = 1;
   int64_t ranks = 1;    // the job's ranks, all on this machine
   int64_t threads = 0;  // per rank; 0: the engine's default (cores / ranks)
-  // A --bf16 run: its bf16 GEMMs are measured too (an fp16 run's are
-  // computed in fp32 on a CPU without fp16 units: the fp32 tables price them).
-  bool bf16 = false;
+  // A --bf16 or --fp16 run: its 16-bit GEMMs are measured too.
+  Precision precision = Precision::Fp32;
 };
 
 // The threads a rank of `ranks` runs by default: this machine's cores

@@ -92,7 +92,7 @@ TrainConfig read_planned_run(const std::string& path) {
 plan::PlanLayout layout_of_run(const TrainConfig& c) {
   plan::PlanLayout L;
   L.par = c.par;
-  L.precision = c.precision() == Precision::Fp32 ? plan::Precision::FP32 : plan::Precision::Mixed16;
+  L.precision = c.precision();
   L.engine = true;
   L.flash_attention = true;  // blockwise attention: the score matrices are never stored
   L.overlap_grad_reduce = c.overlap_grad_reduce;
@@ -226,7 +226,7 @@ void print_dry_run(const TrainConfig& c, int64_t ranks, int64_t threads,
   plan::SystemSpec sys = plan::load_system(system.empty() ? "local" : system);
   if (system.empty())
     use_run_calibration(sys, {c.model, c.par.micro_batch, c.par.tp, ranks, threads,
-                              c.precision() == Precision::Bf16});
+                              c.precision()});
   const plan::PlanLayout L = layout_of_run(c);
   plan::LayoutCost cost;
   try {

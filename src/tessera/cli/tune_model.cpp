@@ -14,8 +14,9 @@ Correction correct_system(const plan::SystemSpec& base, const std::vector<Trial>
   c.system = base;
   c.factor = plan::SystemSpec::unit_factors();
   std::vector<std::string> paths;
+  Precision precision = Precision::Fp32;  // the trials': the base run's, the same in all
   for (const Trial& t : trials)
-    if (t.ok()) paths.push_back(t.metrics);
+    if (t.ok()) paths.push_back(t.metrics), precision = t.layout.precision;
   if (paths.empty()) return c;
   const plan::Validation v = plan::validate_runs(paths, base, size_t(warmup));
   Profile measured, predicted;
@@ -33,7 +34,7 @@ Correction correct_system(const plan::SystemSpec& base, const std::vector<Trial>
     if (Op(k) == Op::Comm) {
       for (plan::NetworkTier& t : c.system.tiers) t.efficiency /= f;
     } else {
-      c.system.in_situ.seconds[k] *= f;
+      c.system.in_situ_for(precision).seconds[k] *= f;
     }
   }
   return c;

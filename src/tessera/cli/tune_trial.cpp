@@ -167,7 +167,7 @@ nlohmann::json trial_to_json(const Trial& t) {
           {"schedule", schedule_kind_name(p.schedule)},
           {"overlap_grad_reduce", t.layout.overlap_grad_reduce},
           {"overlap_param_gather", t.layout.overlap_param_gather},
-          {"precision", plan::precision_name(t.layout.precision)},
+          {"precision", precision_name(t.layout.precision)},
           {"predicted_before", t.predicted_before},
           {"predicted_after", t.predicted_after},
           {"status", t.status},
@@ -200,8 +200,12 @@ Trial trial_from_json(const nlohmann::json& j, const std::string& where) {
     p.schedule = schedule_kind_parse(j.at("schedule").get<std::string>());
     t.layout.overlap_grad_reduce = j.at("overlap_grad_reduce").get<bool>();
     t.layout.overlap_param_gather = j.at("overlap_param_gather").get<bool>();
-    t.layout.precision = j.at("precision").get<std::string>() == "fp32" ? plan::Precision::FP32
-                                                                        : plan::Precision::Mixed16;
+    // "mixed16": a log written before the planner told bf16 from fp16
+    // (the tuner's trials of a 16-bit run were --bf16 ones then).
+    const std::string precision = j.at("precision").get<std::string>();
+    if (precision == "mixed16") t.layout.precision = Precision::Bf16;
+    else if (!precision_parse(precision, t.layout.precision))
+      fail("precision '{}' is not fp32, bf16 or fp16", precision);
     t.layout.engine = true;
     t.flags = j.at("flags").get<std::string>();
     t.predicted_before = j.at("predicted_before").get<double>();

@@ -64,29 +64,39 @@ std::vector<double> gemm_fp32_seconds(const GemmShape& s, const GemmTiming& timi
   return timed_repeats(run, timing);
 }
 
-std::vector<double> gemm_bf16_seconds(const GemmShape& s, const GemmTiming& timing) {
+std::vector<double> gemm_lowp_seconds(Precision precision, const GemmShape& s,
+                                      const GemmTiming& timing) {
   const bool forward = s.ta == 'N' && s.tb == 'T', dinp = s.ta == 'N' && s.tb == 'N',
              dweight = s.ta == 'T' && s.tb == 'N';
   TESSERA_CHECK(forward || dinp || dweight,
-                "gemm_bf16_seconds: transposes {}{} are no GEMM of a linear layer", s.ta, s.tb);
+                "gemm_lowp_seconds: transposes {}{} are no GEMM of a linear layer", s.ta, s.tb);
+  TESSERA_CHECK(precision != Precision::Fp32, "gemm_lowp_seconds: fp32 is gemm_fp32_seconds");
+  const bool bf16 = precision == Precision::Bf16;
   // A as stored: (M, K) forward and input gradient, (K, M) weight gradient.
-  std::vector<uint16_t> a(size_t(s.M * s.K)), b(size_t(s.K * s.N));  // bf16 bit patterns
+  std::vector<uint16_t> a(size_t(s.M * s.K)), b(size_t(s.K * s.N));  // 16-bit patterns
   Buffer c(s.M * s.N);                                               // (M, N) fp32
   {
     Buffer wide(std::max(s.M * s.K, s.K * s.N));
-    fill(wide.f32(), s.M * s.K, 0.1f);
-    cpu::cast_fp32_to_bf16(a.data(), wide.f32(), s.M * s.K);
-    fill(wide.f32(), s.K * s.N, 0.1f);
-    cpu::cast_fp32_to_bf16(b.data(), wide.f32(), s.K * s.N);
+    auto narrow = [&](std::vector<uint16_t>& to, int64_t n) {
+      fill(wide.f32(), n, 0.1f);
+      if (bf16) cpu::cast_fp32_to_bf16(to.data(), wide.f32(), n);
+      else cpu::cast_fp32_to_fp16(to.data(), wide.f32(), n);
+    };
+    narrow(a, s.M * s.K);
+    narrow(b, s.K * s.N);
   }
   fill(c.f32(), s.M * s.N, 0.0f);
   auto run = [&] {
-    if (forward)  // out (N rows, OC) = inp (N rows, C) @ weight (OC, C)^T
-      cpu::matmul_forward_bf16(c.f32(), a.data(), b.data(), nullptr, s.M, s.K, s.N);
-    else if (dinp)  // dinp (N rows, C) = dout (N rows, OC) @ weight (OC, C)
-      cpu::matmul_dinp_bf16(c.f32(), a.data(), b.data(), s.M, s.N, s.K, s.beta != 0);
-    else  // dweight (OC, C) += dout (N rows, OC)^T @ inp (N rows, C)
-      cpu::matmul_dweight_bf16(c.f32(), a.data(), b.data(), s.K, s.N, s.M, s.beta != 0);
+    if (forward) {  // out (N rows, OC) = inp (N rows, C) @ weight (OC, C)^T
+      if (bf16) cpu::matmul_forward_bf16(c.f32(), a.data(), b.data(), nullptr, s.M, s.K, s.N);
+      else cpu::matmul_forward_fp16(c.f32(), a.data(), b.data(), nullptr, s.M, s.K, s.N);
+    } else if (dinp) {  // dinp (N rows, C) = dout (N rows, OC) @ weight (OC, C)
+      if (bf16) cpu::matmul_dinp_bf16(c.f32(), a.data(), b.data(), s.M, s.N, s.K, s.beta != 0);
+      else cpu::matmul_dinp_fp16(c.f32(), a.data(), b.data(), s.M, s.N, s.K, s.beta != 0);
+    } else {  // dweight (OC, C) += dout (N rows, OC)^T @ inp (N rows, C)
+      if (bf16) cpu::matmul_dweight_bf16(c.f32(), a.data(), b.data(), s.K, s.N, s.M, s.beta != 0);
+      else cpu::matmul_dweight_fp16(c.f32(), a.data(), b.data(), s.K, s.N, s.M, s.beta != 0);
+    }
   };
   return timed_repeats(run, timing);
 }

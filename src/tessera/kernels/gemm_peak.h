@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tessera/kernels/precision.h"
+
 namespace tessera::kernels {
 
 // Row-major C (M, N) = op(A) op(B) + beta * C, op 'N' (as stored) or 'T'
@@ -30,12 +32,14 @@ struct GemmTiming {
 // untimed warm-up (page faults, the library's kernel choice, thread start).
 std::vector<double> gemm_fp32_seconds(const GemmShape& shape, const GemmTiming& timing);
 
-// The same with the engine's bf16 GEMM (kernels/cpu/matmul_lowp.h: bf16
-// operands, fp32 accumulation and output) in the role the shape's
-// transposes name, as matmul.cpp's sgemm calls map to the three GEMMs of a
-// linear: 'N','T' forward, 'N','N' input gradient, 'T','N' weight gradient
-// (beta 1: accumulated). Throws for another pair of transposes.
-std::vector<double> gemm_bf16_seconds(const GemmShape& shape, const GemmTiming& timing);
+// The same with the engine's 16-bit GEMM of `precision`, bf16 or fp16
+// (kernels/cpu/matmul_lowp.h: 16-bit operands, fp32 accumulation and output;
+// fp16 widened to fp32 first where oneDNN has no f16 matmul) in the role the
+// shape's transposes name, as matmul.cpp's sgemm calls map to the three
+// GEMMs of a linear: 'N','T' forward, 'N','N' input gradient, 'T','N' weight
+// gradient (beta 1: accumulated). Throws for another pair of transposes.
+std::vector<double> gemm_lowp_seconds(Precision precision, const GemmShape& shape,
+                                      const GemmTiming& timing);
 
 // Evicts the caches a core owns (L1, L2) by writing a buffer several times
 // their size: in a training step a kernel's operands were last touched many

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "tessera/core/dtype.h"
@@ -21,6 +22,12 @@ enum class Precision { Fp32, Bf16, Fp16 };
 
 constexpr const char* precision_name(Precision p) {
   return p == Precision::Bf16 ? "bf16" : p == Precision::Fp16 ? "fp16" : "fp32";
+}
+// The inverse; false (p untouched) for a name that is none of the three.
+constexpr bool precision_parse(std::string_view name, Precision& p) {
+  for (Precision q : {Precision::Fp32, Precision::Bf16, Precision::Fp16})
+    if (name == precision_name(q)) return p = q, true;
+  return false;
 }
 
 namespace kernels {

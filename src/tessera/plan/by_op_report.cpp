@@ -112,7 +112,7 @@ std::string format_by_op(const GPTConfig& m, const SystemSpec& sys, const Layout
       "model {:.1f} TFLOP/s per device, hardware {:.1f} (with recomputation)\n"
       "MFU {:.1f}%, HFU {:.1f}% of the {:.0f} TFLOP/s peak\n",
       r.model_tflops, r.hardware_tflops, 100 * r.mfu, 100 * r.hfu,
-      peak_flops(sys, c.layout.precision) / 1e12);
+      sys.peak_flops(c.layout.precision) / 1e12);
   return out;
 }
 

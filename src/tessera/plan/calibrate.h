@@ -16,6 +16,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,10 +55,12 @@ Profile upper_median(const std::vector<Profile>& profiles);
 
 // Achieved FLOP/s of one shape (median of repeats, at least `min_seconds` timed).
 double measure_gemm(const CalibShape& s, double min_seconds);
-// The same with the engine's bf16 GEMM in the shape's role (kernels/gemm_peak.h).
-double measure_gemm_bf16(const CalibShape& s, double min_seconds);
-// Whether this CPU runs the engine's bf16 GEMMs on a real oneDNN kernel.
-bool bf16_gemm_available();
+// The same with the engine's bf16 or fp16 GEMM in the shape's role
+// (kernels/gemm_peak.h).
+double measure_gemm_lowp(Precision p, const CalibShape& s, double min_seconds);
+// Whether the engine's GEMMs of p (bf16, fp16) are worth measuring here:
+// fp16 always; bf16 where oneDNN has a real bf16 kernel on this CPU.
+bool lowp_gemm_available(Precision p);
 // STREAM triad a = b + q c, bytes/s (3 arrays of `elements` floats, 12 bytes each).
 double measure_triad_bandwidth(int64_t elements);
 // Seconds of the engine's attention forward and backward for one micro-batch.
@@ -77,16 +80,18 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64
                             int64_t params, double min_seconds);
 
 // One training micro-batch of `model` through the engine itself (GPT
-// forward + backward on this rank, no parallelism, random tokens), timed by
-// the engine's profile: the kernels one after the other on activations far
-// larger than the caches, as in training. Median per kind of work of `reps`.
-Profile measure_training_step(const GPTConfig& model, int64_t micro_batch, int reps);
+// forward + backward on this rank, no parallelism, random tokens, dropout
+// as the model sets it) in `precision`, timed by the engine's profile: the
+// kernels one after the other on activations far larger than the caches, as
+// in training. Median per kind of work of `reps`.
+Profile measure_training_step(const GPTConfig& model, int64_t micro_batch, int reps,
+                              Precision precision = Precision::Fp32);
 
 // measured / predicted for each kind of compute work of that step, the
-// prediction from `tables` (a calibration's system without in-situ factors):
-// the system file's [in_situ] factors.
+// prediction from `tables` (a calibration's system without in-situ factors)
+// for the same precision: the system file's [in_situ] factors.
 Profile in_situ_factors(const Profile& measured, const SystemSpec& tables, const GPTConfig& model,
-                        int64_t micro_batch);
+                        int64_t micro_batch, Precision precision = Precision::Fp32);
 
 // Ping-pong between group ranks 0 and 1 (others wait): one-way latency of a
 // small message and bandwidth of a large one. Collective over `comm`.
@@ -116,13 +121,15 @@ struct Calibration {
   AttentionTime attention;
   KernelTimes kernels{};            // seconds per element (kernel_cost.h)
   Profile in_situ = SystemSpec::unit_factors();  // [in_situ] factors (1: not measured)
-  int64_t in_situ_batch = 0;        // the micro-batch of the step they came from
+  // The same from a step of each 16-bit precision whose GEMMs were measured.
+  std::map<Precision, Profile> in_situ_lowp;
+  int64_t in_situ_batch = 0;        // the micro-batch of the steps they came from
   int64_t kernel_rows = 0;          // the tokens they were timed at
   std::vector<GemmSample> gemm;
-  // The bf16 GEMMs on the same shapes, and the best of them (empty, 0: not
-  // measured: options off, or no real bf16 kernel on this CPU).
-  std::vector<GemmSample> gemm_bf16;
-  double peak_gemm_bf16 = 0;
+  // The bf16 and fp16 GEMMs on the same shapes, and the best of each
+  // (empty, 0: not measured: not asked, or no real bf16 kernel on this CPU).
+  std::vector<GemmSample> gemm_bf16, gemm_fp16;
+  double peak_gemm_bf16 = 0, peak_gemm_fp16 = 0;
   std::optional<NetworkMeasure> network;  // empty with one rank
   double comm_overlap = 1.0;        // measure_comm_overlap (with >= 2 ranks)
   double seconds = 0;               // how long calibration took

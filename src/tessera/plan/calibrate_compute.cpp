@@ -116,11 +116,19 @@ double measure_gemm(const CalibShape& s, double min_seconds) {
   return measure_gemm_with(s, min_seconds, kernels::gemm_fp32_seconds);
 }
 
-double measure_gemm_bf16(const CalibShape& s, double min_seconds) {
-  return measure_gemm_with(s, min_seconds, kernels::gemm_bf16_seconds);
+double measure_gemm_lowp(Precision p, const CalibShape& s, double min_seconds) {
+  return measure_gemm_with(s, min_seconds,
+                           [p](const kernels::GemmShape& g, const kernels::GemmTiming& t) {
+                             return kernels::gemm_lowp_seconds(p, g, t);
+                           });
 }
 
-bool bf16_gemm_available() { return cpu::bf16_gemm_is_fast(); }
+// fp16 always runs one way or the other (oneDNN's f16 matmul, or widened to
+// fp32), and what it costs is what an fp16 plan needs; bf16 without a real
+// kernel would be oneDNN's reference loops, minutes for the grid.
+bool lowp_gemm_available(Precision p) {
+  return p == Precision::Fp16 || cpu::bf16_gemm_is_fast();
+}
 
 double measure_triad_bandwidth(int64_t n) {
   Buffer a(n), b(n), c(n);

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -62,6 +63,8 @@ double machine_memory_bytes() {
 
 namespace {
 
+constexpr std::array<Precision, 2> kLowp{Precision::Bf16, Precision::Fp16};
+
 // Each rank's own measurement, averaged over the ranks (they ran at once).
 double rank_mean(comm::Communicator& world, double x) {
   return double(world.all_reduce_scalar(float(x))) / world.size();
@@ -70,10 +73,16 @@ double rank_mean(comm::Communicator& world, double x) {
 // Every pass's numbers, one entry per pass; medians are taken at the end.
 struct PassSamples {
   std::vector<std::vector<double>> gemm_flops;  // (shapes, passes)
-  std::vector<std::vector<double>> gemm_bf16_flops;  // (shapes, passes); empty: not measured
+  // The 16-bit GEMMs, kLowp[i]'s at [i]: (shapes, passes) each; empty: not measured.
+  std::array<std::vector<std::vector<double>>, 2> gemm_lowp_flops;
   std::vector<double> att_forward, att_backward;  // (passes,)
   std::vector<std::vector<double>> kernels{kKernelCount};  // (kKernelCount, passes)
-  std::vector<Profile> steps;  // (passes,)
+  std::vector<Profile> steps;  // (passes,) the fp32 in-situ step
+  // (passes,) each: kLowp[i]'s step, where its GEMMs are measured.
+  std::array<std::vector<Profile>, 2> lowp_steps;
+  // (passes,) the fp32 step again with dropout 0.1 at both sites, for the
+  // dropout factor of a model that has none (a layout may turn it on).
+  std::vector<Profile> dropout_steps;
 };
 
 // Rank 0's progress lines while a pass measures: one as each part of the
@@ -103,9 +112,11 @@ void measure_pass(comm::Communicator& world, const std::vector<CalibShape>& shap
   for (size_t i = 0; i < shapes.size(); ++i) {
     world.barrier();
     s.gemm_flops[i].push_back(rank_mean(world, measure_gemm(shapes[i], min_seconds)));
-    if (!s.gemm_bf16_flops.empty()) {
+    for (size_t l = 0; l < kLowp.size(); ++l) {
+      if (s.gemm_lowp_flops[l].empty()) continue;
       world.barrier();
-      s.gemm_bf16_flops[i].push_back(rank_mean(world, measure_gemm_bf16(shapes[i], min_seconds)));
+      s.gemm_lowp_flops[l][i].push_back(
+          rank_mean(world, measure_gemm_lowp(kLowp[l], shapes[i], min_seconds)));
     }
     if (progress.due() && i + 1 < shapes.size())
       progress.line(fmt::format("GEMM shape {}/{}", i + 1, shapes.size()));
@@ -126,10 +137,21 @@ void measure_pass(comm::Communicator& world, const std::vector<CalibShape>& shap
     s.kernels[i].push_back(rank_mean(world, k[i] * 1e9) * 1e-9);
   progress.line("memory-bound kernels measured");
   world.barrier();
-  Profile step = measure_training_step(m0, c.in_situ_batch, 2);
-  for (double& x : step.seconds) x = rank_mean(world, x * 1e3) * 1e-3;
-  s.steps.push_back(step);
-  progress.line("a training step measured");
+  auto step_of = [&](const GPTConfig& m, Precision p) {
+    world.barrier();
+    Profile step = measure_training_step(m, c.in_situ_batch, 2, p);
+    for (double& x : step.seconds) x = rank_mean(world, x * 1e3) * 1e-3;
+    return step;
+  };
+  s.steps.push_back(step_of(m0, Precision::Fp32));
+  for (size_t l = 0; l < kLowp.size(); ++l)
+    if (!s.gemm_lowp_flops[l].empty()) s.lowp_steps[l].push_back(step_of(m0, kLowp[l]));
+  if (m0.attention_dropout == 0 && m0.hidden_dropout == 0) {
+    GPTConfig dropping = m0;
+    dropping.attention_dropout = dropping.hidden_dropout = 0.1f;
+    s.dropout_steps.push_back(step_of(dropping, Precision::Fp32));
+  }
+  progress.line("training steps measured");
 }
 
 // The medians over the passes into `c`; rank 0 prints each GEMM.
@@ -140,15 +162,19 @@ void take_medians(const std::vector<CalibShape>& shapes, const PassSamples& s, b
     const double flops = upper_median(s.gemm_flops[i]);
     c.gemm.push_back({sh.m, sh.n, sh.k, flops});
     c.peak_gemm = std::max(c.peak_gemm, flops);
-    const double bf16 = s.gemm_bf16_flops.empty() ? 0 : upper_median(s.gemm_bf16_flops[i]);
-    if (bf16 > 0) {
-      c.gemm_bf16.push_back({sh.m, sh.n, sh.k, bf16});
-      c.peak_gemm_bf16 = std::max(c.peak_gemm_bf16, bf16);
+    std::string lowp;
+    for (size_t l = 0; l < kLowp.size(); ++l) {
+      if (s.gemm_lowp_flops[l].empty()) continue;
+      const double f = upper_median(s.gemm_lowp_flops[l][i]);
+      const bool bf16 = kLowp[l] == Precision::Bf16;
+      (bf16 ? c.gemm_bf16 : c.gemm_fp16).push_back({sh.m, sh.n, sh.k, f});
+      double& peak = bf16 ? c.peak_gemm_bf16 : c.peak_gemm_fp16;
+      peak = std::max(peak, f);
+      lowp += fmt::format(", {} {:7.1f}", precision_name(kLowp[l]), f / 1e9);
     }
     if (lead)
       fmt::print("  sgemm {}{} {:>5} x {:>5} x {:>5}  (plan m {} n {} k {}): {:7.1f} GFLOP/s{}\n",
-                 sh.ta, sh.tb, sh.M, sh.N, sh.K, sh.m, sh.n, sh.k, flops / 1e9,
-                 bf16 > 0 ? fmt::format(", bf16 {:7.1f}", bf16 / 1e9) : "");
+                 sh.ta, sh.tb, sh.M, sh.N, sh.K, sh.m, sh.n, sh.k, flops / 1e9, lowp);
   }
   c.attention.forward = upper_median(s.att_forward);
   c.attention.backward = upper_median(s.att_backward);
@@ -167,11 +193,16 @@ void print_attention_and_kernels(const Calibration& c, int64_t att_batch, const 
 }
 
 void print_in_situ(const Calibration& c) {
-  fmt::print("  in situ (a training step of micro-batch {} over the tables):", c.in_situ_batch);
-  for (Op op : {Op::Gemm, Op::Attention, Op::LayerNorm, Op::Gelu, Op::Residual, Op::Embedding,
-                Op::Loss})
-    fmt::print(" {} {:.2f}", op_name(op), c.in_situ[op]);
-  fmt::print("\n");
+  auto line = [&](Precision p, const Profile& f) {
+    fmt::print("  in situ ({} training step of micro-batch {} over the tables):",
+               precision_name(p), c.in_situ_batch);
+    for (Op op : {Op::Gemm, Op::Attention, Op::LayerNorm, Op::Gelu, Op::Residual, Op::Embedding,
+                  Op::Loss, Op::Dropout, Op::Cast})
+      if (f[op] != 1.0) fmt::print(" {} {:.2f}", op_name(op), f[op]);
+    fmt::print("\n");
+  };
+  line(Precision::Fp32, c.in_situ);
+  for (const auto& [p, f] : c.in_situ_lowp) line(p, f);
 }
 
 }  // namespace
@@ -212,7 +243,9 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
   PassSamples samples;
   samples.gemm_flops.resize(shapes.size());
   // Every rank decides the same (the same CPU), so the barriers match.
-  if (o.bf16 && bf16_gemm_available()) samples.gemm_bf16_flops.resize(shapes.size());
+  for (size_t l = 0; l < kLowp.size(); ++l)
+    if (std::count(o.lowp.begin(), o.lowp.end(), kLowp[l]) && lowp_gemm_available(kLowp[l]))
+      samples.gemm_lowp_flops[l].resize(shapes.size());
   for (int pass = 0; pass < passes; ++pass) {
     // A line per pass: a full calibration takes minutes, and silence looks hung.
     if (lead)
@@ -239,9 +272,21 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
   if (lead) print_attention_and_kernels(c, att_batch, m0);
   // How much slower the kernels ran in the engine's own step than the
   // tables say: every rank computes the same factors from the same numbers.
-  c.in_situ = in_situ_factors(upper_median(samples.steps),
-                              load_system_text(calibration_toml(c), "calibration"), m0,
-                              c.in_situ_batch);
+  const SystemSpec tables = load_system_text(calibration_toml(c), "calibration");
+  c.in_situ = in_situ_factors(upper_median(samples.steps), tables, m0, c.in_situ_batch);
+  for (size_t l = 0; l < kLowp.size(); ++l)
+    if (!samples.lowp_steps[l].empty())
+      c.in_situ_lowp[kLowp[l]] = in_situ_factors(upper_median(samples.lowp_steps[l]), tables, m0,
+                                                 c.in_situ_batch, kLowp[l]);
+  if (!samples.dropout_steps.empty()) {
+    // Dropout's own factor, for every precision (their steps had none).
+    GPTConfig dropping = m0;
+    dropping.attention_dropout = dropping.hidden_dropout = 0.1f;
+    const double f = in_situ_factors(upper_median(samples.dropout_steps), tables, dropping,
+                                     c.in_situ_batch)[Op::Dropout];
+    c.in_situ[Op::Dropout] = f;
+    for (auto& [p, factors] : c.in_situ_lowp) factors[Op::Dropout] = f;
+  }
   if (lead) print_in_situ(c);
   if (world.size() >= 2) {
     if (lead) {

@@ -10,10 +10,13 @@
 
 namespace tessera::plan {
 
-Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps) {
+Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps,
+                              Precision precision) {
   const ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
   GPT model(m, layout);
   model.init(1);
+  model.set_precision(precision);
+  model.refresh_working_copy();
   const int64_t N = micro_batch * m.seq_length;
   std::vector<int32_t> inputs(static_cast<size_t>(N)), targets(static_cast<size_t>(N));  // (B, T)
   for (int64_t i = 0; i < N; ++i) {
@@ -22,6 +25,8 @@ Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps)
   }
   Activations acts;
   activations_init(acts, model.act_shape(micro_batch, m.seq_length));
+  // Training mode: the model's dropout (if any) runs, as in a training step.
+  acts.dropout = DropoutContext{.training = true, .seed = 1};
   Profile profile;
   acts.profile = &profile;
   std::vector<Profile> runs;
@@ -35,18 +40,22 @@ Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps)
 }
 
 Profile in_situ_factors(const Profile& measured, const SystemSpec& tables, const GPTConfig& m,
-                        int64_t micro_batch) {
+                        int64_t micro_batch, Precision precision) {
   PlanLayout L;
   L.par.micro_batch = micro_batch;
   L.par.global_batch = micro_batch;
-  L.precision = Precision::FP32;
+  L.precision = precision;
+  L.engine = true;
   L.flash_attention = true;
   SystemSpec alone = tables;
   alone.in_situ = SystemSpec::unit_factors();
+  alone.in_situ_lowp.clear();
   const Profile predicted = evaluate_layout(m, alone, L).stages.front().ops;
   Profile f = SystemSpec::unit_factors();
+  // Dropout and casts: measured only where the step has them (a model with
+  // dropout; a bf16 / fp16 step).
   for (Op op : {Op::Gemm, Op::Attention, Op::LayerNorm, Op::Gelu, Op::Residual, Op::Embedding,
-                Op::Loss})
+                Op::Loss, Op::Dropout, Op::Cast})
     if (measured[op] > 0 && predicted[op] > 0) f[op] = measured[op] / predicted[op];
   return f;
 }

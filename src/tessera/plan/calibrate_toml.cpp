@@ -62,17 +62,21 @@ std::string calibration_toml(const Calibration& c) {
   add("compute_units = {}                # source: measured by tessera calibrate: OpenMP threads "
       "per rank\n",
       c.threads);
-  if (c.peak_gemm_bf16 > 0) {
-    add("# source: measured by tessera calibrate: fp32 peak = the best measured sgemm (oneDNN);\n"
-        "# bf16 = the best measured bf16 GEMM (oneDNN, fp32 accumulation; [[gemm.measured_bf16]]).\n");
-    add("peak_TFLOPs = {{ fp32 = {:.6f}, bf16 = {:.6f} }}\n\n", c.peak_gemm / 1e12,
-        c.peak_gemm_bf16 / 1e12);
-  } else {
-    add("# source: measured by tessera calibrate: fp32 peak = the best measured sgemm (oneDNN);\n"
-        "# no bf16 GEMMs measured (no real bf16 kernel here, or not asked), so mixed precision\n"
-        "# is planned at the fp32 rate.\n");
-    add("peak_TFLOPs = {{ fp32 = {:.6f} }}\n\n", c.peak_gemm / 1e12);
+  add("# source: measured by tessera calibrate: fp32 peak = the best measured sgemm (oneDNN);\n");
+  std::string peaks = fmt::format("fp32 = {:.6f}", c.peak_gemm / 1e12);
+  for (const auto& [name, peak] : {std::pair{"bf16", c.peak_gemm_bf16}, {"fp16", c.peak_gemm_fp16}}) {
+    if (peak > 0) {
+      add("# {0} = the best measured {0} GEMM of the engine (fp32 accumulation; "
+          "[[gemm.measured_{0}]]).\n",
+          name);
+      peaks += fmt::format(", {} = {:.6f}", name, peak / 1e12);
+    } else {
+      add("# no {0} GEMMs measured (not asked, or no real {0} kernel here): {0} plans take\n"
+          "# the fp32 rate.\n",
+          name);
+    }
   }
+  add("peak_TFLOPs = {{ {} }}\n\n", peaks);
   add("[node]\n");
   add("devices = {}                      # source: measured by tessera calibrate: ranks run at "
       "once\n",
@@ -98,13 +102,15 @@ std::string calibration_toml(const Calibration& c) {
   for (const auto& g : c.gemm)
     add("[[gemm.measured]]\nm = {}\nn = {}\nk = {}\nTFLOPs = {:.6f}\n", g.m, g.n, g.k, g.flops / 1e12);
   t += "\n";
-  if (!c.gemm_bf16.empty()) {
-    add("# source: measured by tessera calibrate: the engine's bf16 GEMMs (kernels/cpu/\n"
-        "# matmul_lowp.h: bf16 operands, fp32 accumulation) on the same shapes and roles,\n"
-        "# the bf16 weight gradient split as the engine splits it; mixed-precision plans\n"
-        "# take these.\n");
-    for (const auto& g : c.gemm_bf16)
-      add("[[gemm.measured_bf16]]\nm = {}\nn = {}\nk = {}\nTFLOPs = {:.6f}\n", g.m, g.n, g.k,
+  for (const auto& [name, samples] : {std::pair{"bf16", &c.gemm_bf16}, {"fp16", &c.gemm_fp16}}) {
+    if (samples->empty()) continue;
+    add("# source: measured by tessera calibrate: the engine's {0} GEMMs (kernels/cpu/\n"
+        "# matmul_lowp.h: {0} operands, fp32 accumulation; fp16 widened to fp32 first where\n"
+        "# oneDNN has no f16 matmul) on the same shapes and roles, the weight gradient split\n"
+        "# as the engine splits it; {0} plans take these.\n",
+        name);
+    for (const auto& g : *samples)
+      add("[[gemm.measured_{}]]\nm = {}\nn = {}\nk = {}\nTFLOPs = {:.6f}\n", name, g.m, g.n, g.k,
           g.flops / 1e12);
     t += "\n";
   }
@@ -116,16 +122,21 @@ std::string calibration_toml(const Calibration& c) {
   for (size_t i = 0; i < kKernelCount; ++i)
     if (c.kernels[i] > 0) add("{} = {:.6g}\n", kernel_name(Kernel(i)), c.kernels[i] * 1e9);
   t += "\n";
-  if (c.in_situ_batch > 0) {
-    add("# source: measured by tessera calibrate: one training micro-batch ({} sequences)\n"
+  auto in_situ = [&](Precision p, const Profile& f) {
+    add("# source: measured by tessera calibrate: one {} training micro-batch ({} sequences)\n"
         "# of the model above through the engine itself, by kind of work, over what the\n"
-        "# tables above predict for it: how much slower the kernels run inside a step.\n",
-        c.in_situ_batch);
-    add("[in_situ]\n");
+        "# tables above predict for it: how much slower the kernels run inside a step\n"
+        "# (dropout: the same step with dropout 0.1 where the model has none).\n",
+        precision_name(p), c.in_situ_batch);
+    add("[{}]\n", p == Precision::Fp32 ? "in_situ" : fmt::format("in_situ_{}", precision_name(p)));
     for (size_t k = 0; k < size_t(Op::kCount); ++k)
-      if (Op(k) != Op::Comm && c.in_situ.seconds[k] != 1.0)
-        add("{} = {:.4f}\n", quoted(std::string(op_name(Op(k)))), c.in_situ.seconds[k]);
+      if (Op(k) != Op::Comm && f.seconds[k] != 1.0)
+        add("{} = {:.4f}\n", quoted(std::string(op_name(Op(k)))), f.seconds[k]);
     t += "\n";
+  };
+  if (c.in_situ_batch > 0) {
+    in_situ(Precision::Fp32, c.in_situ);
+    for (const auto& [p, f] : c.in_situ_lowp) in_situ(p, f);
   }
   if (c.network) {
     add("# source: measured by tessera calibrate: ping-pong between ranks 0 and 1 through\n"

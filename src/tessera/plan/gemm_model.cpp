@@ -6,14 +6,6 @@
 
 namespace tessera::plan {
 
-// PlanLayout's Mixed16 stands for fp16 and bf16 alike and takes
-// peak_flops_16 (bf16's peak where the file gives one, else fp16's; every
-// shipped system gives both, equal). Distinct fp16/bf16 plan precisions
-// would map to sys.peak_flops(tessera::Precision::Fp16 / Bf16).
-double peak_flops(const SystemSpec& sys, Precision p) {
-  return p == Precision::FP32 ? sys.peak_flops(tessera::Precision::Fp32) : sys.peak_flops_16;
-}
-
 namespace {
 
 double ceil_div(int64_t a, int64_t b) { return double((a + b - 1) / b); }
@@ -33,7 +25,7 @@ double roofline_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) 
   // The k loop's prologue/epilogue: ~64 k-steps' worth of fixed cost per tile.
   const double k_fill = double(g.k) / (double(g.k) + 64.0);
   const double eff = sys.gemm_max_efficiency * edge * wave_fill * k_fill;
-  const double compute = g.flops() / (peak_flops(sys, p) * std::max(eff, 1e-3));
+  const double compute = g.flops() / (sys.peak_flops(p) * std::max(eff, 1e-3));
   const double bytes = elt * double(g.batch) *
                        (double(g.m) * g.k + double(g.k) * g.n + double(g.m) * g.n);
   const double memory = bytes / sys.achieved_memory_bandwidth();
@@ -57,14 +49,18 @@ double measured_seconds(const std::vector<GemmSample>& samples, const GemmShape&
 double gemm_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
   const GemmShape rows{g.m * g.batch, g.n, g.k};
-  if (p == Precision::Mixed16 && !sys.gemm_measured_16.empty())
-    return measured_seconds(sys.gemm_measured_16, rows);
+  // Each 16-bit precision its own measured kernels; without them the fp32
+  // table (a CPU without 16-bit units computes them at fp32's rate).
+  if (p == Precision::Bf16 && !sys.gemm_measured_bf16.empty())
+    return measured_seconds(sys.gemm_measured_bf16, rows);
+  if (p == Precision::Fp16 && !sys.gemm_measured_fp16.empty())
+    return measured_seconds(sys.gemm_measured_fp16, rows);
   if (!sys.gemm_measured.empty()) return measured_seconds(sys.gemm_measured, rows);
   return roofline_seconds(sys, p, g);
 }
 
 double gemm_efficiency(const SystemSpec& sys, Precision p, const GemmShape& g) {
-  return g.flops() / (gemm_seconds(sys, p, g) * peak_flops(sys, p));
+  return g.flops() / (gemm_seconds(sys, p, g) * sys.peak_flops(p));
 }
 
 }  // namespace tessera::plan

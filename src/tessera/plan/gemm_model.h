@@ -19,6 +19,5 @@ struct GemmShape {
 double gemm_seconds(const SystemSpec& sys, Precision p, const GemmShape& g);
 // Achieved fraction of peak for that GEMM (for reports).
 double gemm_efficiency(const SystemSpec& sys, Precision p, const GemmShape& g);
-double peak_flops(const SystemSpec& sys, Precision p);
 
 }  // namespace tessera::plan

@@ -45,13 +45,30 @@ std::optional<Measured> measured_kernel(std::string_view k) {
   return std::nullopt;  // dropout, casts, copies, softmax: bytes over bandwidth
 }
 
-double memory_seconds(const OpEntry& e, const SystemSpec& sys) {
+// Megatron-LM in 16 bits (a layout not marked `engine`) keeps the residual
+// stream, the LayerNorm inputs and outputs and their gradients in the
+// 16-bit type, where the engine keeps them in fp32 (model/activations.h):
+// a kernel the list prices in fp32 alone (dtype fp32: LayerNorm, residual
+// adds, hidden dropout, biases, embedding) moves half the bytes there, and
+// the engine's casts between the two do not exist. A kernel with a 16-bit
+// view already (GELU, softmax) keeps its bytes (its fp32 gradient part
+// makes that a little high); the loss stays fp32, as Megatron upcasts the
+// logits unless --fp16-lm-cross-entropy.
+double megatron16_bytes_factor(const OpEntry& e, const PlanLayout& L) {
+  if (L.engine || L.precision == Precision::Fp32) return 1.0;
+  if (e.op == Op::Cast) return 0.0;
+  if (e.op == Op::Loss || e.dtype != Precision::Fp32) return 1.0;
+  return 0.5;
+}
+
+double memory_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) {
   if (e.elements <= 0 && e.memory_bytes() <= 0) return 0;
   if (const auto m = measured_kernel(e.kernel)) {
     const double per_element = sys.kernel_seconds_per_element[size_t(m->kernel)];
     if (per_element > 0) return m->covered ? 0.0 : per_element * double(e.elements);
   }
-  return e.memory_bytes() / sys.achieved_memory_bandwidth();  // [device] memory_efficiency
+  // [device] memory_efficiency
+  return megatron16_bytes_factor(e, L) * e.memory_bytes() / sys.achieved_memory_bandwidth();
 }
 
 Collective plan_collective(CollectiveKind k) {
@@ -79,7 +96,7 @@ OpListConfig op_list_config(const GPTConfig& m, const PlanLayout& L) {
   c.tp = L.par.tp;
   c.sequence_parallel = L.par.sequence_parallel;
   c.recompute = L.par.recompute;
-  c.precision = L.precision == Precision::FP32 ? tessera::Precision::Fp32 : tessera::Precision::Bf16;
+  c.precision = L.precision;
   c.training = true;
   c.flash_attention = L.flash_attention;
   return c;
@@ -97,13 +114,13 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
     case OpClass::Attention:
       // The fused kernel's matmuls at the system's attention efficiency.
       return e.flops /
-             (peak_flops(sys, L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency);
-    case OpClass::Memory: return memory_seconds(e, sys);
+             (sys.peak_flops(L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency);
+    case OpClass::Memory: return memory_seconds(e, sys, L);
     case OpClass::Collective: {
       // The engine sends activations and their gradients in fp32 (its
       // gathered 16-bit LayerNorm outputs aside); Megatron-LM on GPUs (a
       // layout not marked `engine`) sends them in the 16-bit type.
-      const bool megatron16 = !L.engine && L.precision == Precision::Mixed16 && e.activation;
+      const bool megatron16 = !L.engine && L.precision != Precision::Fp32 && e.activation;
       const double bytes = megatron16 ? 2.0 * double(e.elements) : e.bytes;
       return collective_cost(sys, plan_collective(e.collective), bytes, e.group_size, 1, L.devices())
           .seconds;

@@ -4,9 +4,7 @@
 
 namespace tessera::plan {
 
-const char* precision_name(Precision p) { return p == Precision::FP32 ? "fp32" : "mixed16"; }
-
-int64_t activation_element_bytes(Precision p) { return p == Precision::FP32 ? 4 : 2; }
+int64_t activation_element_bytes(Precision p) { return p == Precision::Fp32 ? 4 : 2; }
 
 std::string PlanLayout::str() const {
   // Uneven stages: the first / last stage's layers (--decoder-first/last-

@@ -5,16 +5,31 @@
 #include <string>
 
 #include "tessera/config/parallel_config.h"
+#include "tessera/kernels/precision.h"
 
 namespace tessera::plan {
 
-// Mixed16: fp16/bf16 weights, grads and activations with fp32 master
-// weights and Adam moments (Micikevicius et al. 2018). FP32: everything fp32.
-enum class Precision { Mixed16, FP32 };
+// The engine's precisions (--bf16 / --fp16 / neither), one vocabulary for
+// train and plan. bf16 and fp16 are mixed precision: 16-bit weights, GEMM
+// inputs and activations with fp32 master weights and Adam moments
+// (Micikevicius et al. 2018); they differ in what the planner prices:
+// - peaks: the system file's `bf16` and `fp16` (equal on A100, H100,
+//   MI250X; on a CPU the measured kernels of each, [[gemm.measured_bf16]]
+//   and [[gemm.measured_fp16]]);
+// - Megatron-LM (a layout not marked `engine`) accumulates and all-reduces
+//   bf16 runs' gradients in fp32 (arguments.py forces
+//   accumulate_allreduce_grads_in_fp32 for bf16), fp16 runs' in fp16, and
+//   scales fp16's loss: each step copies the fp16 gradients into the fp32
+//   main gradients and unscales them with an inf/NaN check over the model-
+//   parallel group (memory_model.h, layout_cost.cpp);
+// - the engine keeps fp32 gradients in both and folds fp16's unscale and
+//   overflow check into the gradient norm it computes anyway (trainer.cpp),
+//   so only its GEMMs differ.
+using tessera::Precision;
 
 struct PlanLayout {
   ParallelConfig par;
-  Precision precision = Precision::Mixed16;
+  Precision precision = Precision::Bf16;
   bool flash_attention = true;
   // Model tessera's own engine (`tessera plan --validate` of a metrics
   // file, calibration) rather than Megatron-LM on GPUs: fp32 master weights
@@ -41,7 +56,6 @@ struct PlanLayout {
   std::string str() const;
 };
 
-const char* precision_name(Precision p);
-int64_t activation_element_bytes(Precision p);  // 2 for mixed, 4 for fp32
+int64_t activation_element_bytes(Precision p);  // 2 for bf16 / fp16, 4 for fp32
 
 }  // namespace tessera::plan

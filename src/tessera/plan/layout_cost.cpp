@@ -29,7 +29,7 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
   a.in_flight = in_flight_chunks(L.par.schedule, p, v, L.micro_batches(), stage);
   const double held_layers = double(a.in_flight * layers_per_chunk);
   const bool has_head = stage == p - 1;
-  if (L.precision == Precision::FP32 || L.engine) {
+  if (L.precision == Precision::Fp32 || L.engine) {
     // The engine's arena (fp32, or 16-bit GEMM activations under --bf16 /
     // --fp16), built from the same ActShape the engine builds
     // (GPT::stage_act_shape: recompute, sequence parallelism, precision,
@@ -99,7 +99,7 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     // next. The engine (fp32, or L.engine): the gathered layer is a
     // transient buffer that the trainer's memory header (params + grads +
     // optimizer + activations) does not count, so neither does the prediction.
-    if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::FP32 && !L.engine)
+    if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::Fp32 && !L.engine)
       sc.zero3_buffers =
           2.0 * double(par.chunk_layer_count(m.num_layers, s)) * layer_params * per_param.params;
     c.stages.push_back(sc);
@@ -155,11 +155,13 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   LayerOps lo = layer_ops(ol, sys, L);
   w.ends = end_ops(ol, sys, L);
   EndOps& eo = w.ends;
-  // Kernels run slower inside a step than alone (system in_situ factors).
+  // Kernels run slower inside a step than alone (system in_situ factors,
+  // measured on a step of the layout's precision where the system has one).
+  const Profile& in_situ = sys.in_situ_for(L.precision);
   for (Profile* p : {&lo.forward, &lo.backward, &lo.recompute, &eo.embed_forward,
                      &eo.embed_backward, &eo.head_forward, &eo.head_backward})
     for (size_t k = 0; k < size_t(Op::kCount); ++k)
-      if (Op(k) != Op::Comm) p->seconds[k] *= sys.in_situ.seconds[k];
+      if (Op(k) != Op::Comm) p->seconds[k] *= in_situ.seconds[k];
   w.layer_forward = lo.forward;
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
   for (int64_t s = 0; s < par.pp; ++s) {
@@ -268,10 +270,23 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
 // AdamW and the gradient norm over what this rank owns: its dp shard from
 // ZeRO-1 on (the norm: ZeRO-0 reads the whole reduced gradient).
 void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params, Profile& ops) {
-  const double shard = L.par.zero_stage >= 1 ? double(L.par.dp) : 1.0;
+  const auto& par = L.par;
+  const double shard = par.zero_stage >= 1 ? double(par.dp) : 1.0;
   const double elt = double(activation_element_bytes(L.precision));
   ops[Op::Optimizer] += kernel_seconds(sys, Kernel::AdamW, double(params) / shard, elt);
   ops[Op::GradNorm] += kernel_seconds(sys, Kernel::GradNorm, double(params) / shard, elt);
+  // Megatron-LM's fp16 loss scaling (layout.h), over the same shard: the
+  // fp16 gradients copied into the fp32 main gradients (read 2, write 4
+  // bytes) and unscaled with an inf/NaN check (read 4, write 4); then the
+  // found-inf flag all-reduced over the model-parallel group, which costs
+  // only latency (priced as tp's group, then pp's). The engine folds both
+  // into its gradient norm (trainer.cpp): nothing more.
+  if (!L.engine && L.precision == Precision::Fp16) {
+    ops[Op::Optimizer] += 14.0 * double(params) / shard / sys.achieved_memory_bandwidth();
+    ops[Op::Optimizer] +=
+        collective_cost(sys, Collective::AllReduce, 4, par.tp, 1, L.devices()).seconds +
+        collective_cost(sys, Collective::AllReduce, 4, par.pp, par.tp * par.dp, L.devices()).seconds;
+  }
 }
 
 // Throughput and utilisation from the step time, and what the step is
@@ -285,8 +300,8 @@ void add_throughput(LayoutCost& c, const GPTConfig& m, const SystemSpec& sys, co
   const double devices = double(L.devices());
   c.tokens_per_second = double(par.global_batch * m.seq_length) / b.step;
   c.tflops_per_device = fl.model / b.step / devices / 1e12;
-  c.mfu = fl.model / (b.step * devices * peak_flops(sys, L.precision));
-  c.hfu = fl.hardware / (b.step * devices * peak_flops(sys, L.precision));
+  c.mfu = fl.model / (b.step * devices * sys.peak_flops(L.precision));
+  c.hfu = fl.hardware / (b.step * devices * sys.peak_flops(L.precision));
 
   const std::pair<double, const char*> parts[] = {
       {b.bubble, "pipeline bubble"},       {b.tp_comm, "tensor-parallel communication"},

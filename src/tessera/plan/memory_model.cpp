@@ -7,12 +7,13 @@
 namespace tessera::plan {
 
 StateBytesPerParam state_bytes_per_param(Precision p) {
-  if (p == Precision::FP32) return kFp32AdamBytes;
-  return {2, 2, 12};
+  if (p == Precision::Fp32) return kFp32AdamBytes;
+  // bf16: Megatron-LM keeps the gradients in fp32 (4; layout.h).
+  return {2, p == Precision::Bf16 ? 4.0 : 2.0, 12};
 }
 
 StateBytesPerParam engine_state_bytes_per_param(Precision p) {
-  return p == Precision::FP32 ? kFp32AdamBytes : kMixed16AdamBytes;
+  return p == Precision::Fp32 ? kFp32AdamBytes : kMixed16AdamBytes;
 }
 
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
@@ -51,12 +52,9 @@ ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64
                       bool has_head, bool sequence_parallel, Recompute recompute,
                       Precision precision) {
   // GPT::act_shape's own builder. Only real vocabulary rows get logits; tp
-  // rank 0 (the largest slice) holds min(padded / tp, vocab) of them. bf16
-  // and fp16 store alike (2 bytes); the engine's shape names one.
+  // rank 0 (the largest slice) holds min(padded / tp, vocab) of them.
   return act_shape_of(m, micro_batch, tp, sequence_parallel, layers, has_head,
-                      std::min(m.padded_vocab(tp) / tp, m.vocab_size), recompute,
-                      precision == Precision::FP32 ? tessera::Precision::Fp32
-                                                   : tessera::Precision::Bf16);
+                      std::min(m.padded_vocab(tp) / tp, m.vocab_size), recompute, precision);
 }
 
 int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int64_t stage) {

@@ -10,14 +10,16 @@
 
 namespace tessera::plan {
 
-// Bytes per parameter of each kind of model state, before ZeRO sharding.
-// Mixed precision (Rajbhandari et al. 2020, ZeRO §3.1): 2 (fp16 weights)
-// + 2 (fp16 grads) + K = 12 (fp32 master weights, Adam m and v).
+// Bytes per parameter of each kind of model state, before ZeRO sharding,
+// as Megatron-LM holds it. fp16 (Rajbhandari et al. 2020, ZeRO §3.1): 2
+// (fp16 weights) + 2 (fp16 grads) + K = 12 (fp32 master weights, Adam m
+// and v). bf16: the same with fp32 gradients, 2 + 4 + 12 (Megatron
+// accumulates and all-reduces bf16 runs' gradients in fp32; layout.h).
 // fp32: the engine's kFp32AdamBytes, 4 + 4 + 8. The sharding itself is
 // zero_state_bytes (parallel/memory_bytes.h), the engine's formula.
 StateBytesPerParam state_bytes_per_param(Precision p);
 // What `tessera train` itself holds per parameter in a precision: fp32 the
-// same as above; Mixed16 (--bf16 / --fp16) the engine's recipe,
+// same as above; bf16 and fp16 (--bf16 / --fp16) the engine's recipe,
 // kMixed16AdamBytes (fp32 master weights kept beside the 16-bit copy, fp32
 // gradients): 18 bytes. The engine's DataParallel::memory() equals
 // zero_state_bytes of this exactly (tests/mpi/mpi_test_trainer.cpp).
@@ -40,13 +42,12 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
 
 // The engine's activation shape of one micro-batch on tp rank 0 of a stage
 // holding `layers` layers: what GPT::act_shape / stage_act_shape build
-// (recompute, sequence parallelism and precision included: Mixed16 is the
-// engine's --bf16 / --fp16, whose GEMM activations take 2 bytes either
-// way), so activations_bytes() of it is exactly what `tessera train`
+// (recompute, sequence parallelism and precision included: --bf16 and
+// --fp16 GEMM activations take 2 bytes), so activations_bytes() of it is exactly what `tessera train`
 // allocates per micro-batch slot.
 ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,
                       bool has_head, bool sequence_parallel, Recompute recompute,
-                      Precision precision = Precision::FP32);
+                      Precision precision = Precision::Fp32);
 
 // Micro-batch chunks whose activations pipeline rank `stage` holds at its
 // peak, for a schedule (one chunk = layers / (p v) layers). Closed forms of

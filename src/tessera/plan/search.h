@@ -25,7 +25,7 @@ struct SearchSpace {
   std::vector<bool> sequence_parallel{false, true};
   std::vector<ScheduleKind> schedules{ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
                                       ScheduleKind::GPipe};
-  Precision precision = Precision::Mixed16;
+  Precision precision = Precision::Bf16;
   bool flash_attention = true;
   bool overlap_grad_reduce = false;   // --overlap-grad-reduce of every candidate
   bool overlap_param_gather = false;  // --overlap-param-gather (where ZeRO is 1 or 2)

@@ -27,7 +27,7 @@ PlanLayout study_layout(int64_t tp, int64_t pp, int64_t dp, int64_t global_batch
   L.par.zero_stage = 1;
   L.par.recompute = Recompute::Full;
   L.par.schedule = ScheduleKind::OneFOneB;
-  L.precision = Precision::Mixed16;
+  L.precision = Precision::Fp16;
   L.flash_attention = true;
   return L;
 }
@@ -62,7 +62,7 @@ namespace {
 // 1. The published layouts' throughput beside the planner's, and which
 // reading of "% of peak" the measured run supports.
 std::string study_throughput(const SystemSpec& sys, const StudyData& st) {
-  const double peak_gcd = sys.peak_flops_16;
+  const double peak_gcd = sys.peak_flops(Precision::Fp16);
   std::string out =
       fmt::format(fmt::runtime(st.text.throughput_intro), st.peak_tflops_a, st.peak_tflops_b);
   out += fmt::format("   {:<14} {:<22} {:>5} {:>8} {:>7} {:>7} {:>8} {:>8} {:>7} {:>8} {:>8}\n", "model",

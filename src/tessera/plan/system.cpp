@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "tessera/core/error.h"
@@ -90,11 +91,9 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
                 "{}: 'device.peak_TFLOPs' needs at least one of bf16, fp16 or fp32", path);
   // A precision the file does not list runs at one it does; a CPU without
   // 16-bit units computes them at its fp32 rate.
-  const double half = bf16 > 0 ? bf16 : fp16;
   s.peak_flops_bf16 = (bf16 > 0 ? bf16 : fp16 > 0 ? fp16 : p32) * 1e12;
   s.peak_flops_fp16 = (fp16 > 0 ? fp16 : bf16 > 0 ? bf16 : p32) * 1e12;
-  s.peak_flops_16 = (half > 0 ? half : p32) * 1e12;
-  s.peak_flops_32 = (p32 > 0 ? p32 : half) * 1e12;
+  s.peak_flops_32 = (p32 > 0 ? p32 : bf16 > 0 ? bf16 : fp16) * 1e12;
 }
 
 // [node]: devices per node, overlap, synchronisation wait.
@@ -140,7 +139,8 @@ void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) 
   s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n)));
   s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency);
   s.gemm_measured = read_gemm_samples(*g, "measured", path);
-  s.gemm_measured_16 = read_gemm_samples(*g, "measured_bf16", path);
+  s.gemm_measured_bf16 = read_gemm_samples(*g, "measured_bf16", path);
+  s.gemm_measured_fp16 = read_gemm_samples(*g, "measured_fp16", path);
 }
 
 // [kernels] (optional): ns per element of each memory-bound kernel.
@@ -188,18 +188,26 @@ void read_network(SystemSpec& s, const toml::table& root, const std::string& pat
                 "{}: the last [[network]] tier must have ranks = 0 (it joins every node)", path);
 }
 
-// [in_situ] (optional): how much slower each kind of compute runs in a step.
+// [in_situ], [in_situ_bf16], [in_situ_fp16] (optional): how much slower
+// each kind of compute runs in a step of that precision.
 void read_in_situ(SystemSpec& s, const toml::table& root, const std::string& path) {
-  const toml::table* f = root["in_situ"].as_table();
-  if (f == nullptr) return;
-  for (const auto& [key, value] : *f) {
-    const size_t i =
-        index_of_name(key.str(), size_t(Op::kCount), [](size_t k) { return op_name(Op(k)); });
-    TESSERA_CHECK(i < size_t(Op::kCount) && Op(i) != Op::Comm,
-                  "{}: in_situ.{} is not a kind of compute work (core/profile.h)", path, key.str());
-    const auto x = value.value<double>();
-    TESSERA_CHECK(x && *x > 0, "{}: in_situ.{} must be a positive factor", path, key.str());
-    s.in_situ.seconds[i] = *x;
+  for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
+    const std::string table =
+        p == Precision::Fp32 ? "in_situ" : fmt::format("in_situ_{}", precision_name(p));
+    const toml::table* f = root[table].as_table();
+    if (f == nullptr) continue;
+    Profile& factors = p == Precision::Fp32 ? s.in_situ : s.in_situ_lowp[p];
+    factors = SystemSpec::unit_factors();
+    for (const auto& [key, value] : *f) {
+      const size_t i =
+          index_of_name(key.str(), size_t(Op::kCount), [](size_t k) { return op_name(Op(k)); });
+      TESSERA_CHECK(i < size_t(Op::kCount) && Op(i) != Op::Comm,
+                    "{}: {}.{} is not a kind of compute work (core/profile.h)", path, table,
+                    key.str());
+      const auto x = value.value<double>();
+      TESSERA_CHECK(x && *x > 0, "{}: {}.{} must be a positive factor", path, table, key.str());
+      factors.seconds[i] = *x;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // (configs/systems/*.toml); every missing field is an error naming the file.
 #pragma once
 #include <array>
+#include <map>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,7 +39,6 @@ struct SystemSpec {
   // the file does not list runs at one it does (bf16 <-> fp16, then fp32: a
   // CPU without 16-bit units computes them at its fp32 rate).
   double peak_flops_fp16 = 0, peak_flops_bf16 = 0;
-  double peak_flops_16 = 0;   // the planner's Mixed16 peak: bf16's, else fp16's (see peak_flops)
   double peak_flops_32 = 0;   // FLOP/s, fp32
   double memory_bytes = 0;    // per device
   double reserved_bytes = 0;  // runtime, communication buffers, fragmentation
@@ -67,18 +67,32 @@ struct SystemSpec {
   // inside a training step than alone (operands from memory rather than
   // cache, the other rank's traffic): `tessera calibrate` runs the engine's
   // own step and divides by what the tables above predict for it. Factors,
-  // 1 where not measured; not applied to Op::Comm.
+  // 1 where not measured; not applied to Op::Comm. [in_situ] comes from an
+  // fp32 step; [in_situ_bf16] / [in_situ_fp16] from a step of that precision
+  // (its 16-bit GEMMs and the casts between them), where calibrate measured
+  // one; a precision without its own takes [in_situ] (in_situ_for).
   Profile in_situ = unit_factors();
+  std::map<Precision, Profile> in_situ_lowp;
+  const Profile& in_situ_for(Precision p) const {
+    const auto it = in_situ_lowp.find(p);
+    return it == in_situ_lowp.end() ? in_situ : it->second;
+  }
+  Profile& in_situ_for(Precision p) {
+    const auto it = in_situ_lowp.find(p);
+    return it == in_situ_lowp.end() ? in_situ : it->second;
+  }
   static Profile unit_factors() {
     Profile p;
     p.seconds.fill(1.0);
     return p;
   }
   std::vector<GemmSample> gemm_measured;  // empty: the roofline/tiling model
-  // [[gemm.measured_bf16]]: the engine's bf16 GEMMs (oneDNN, fp32
-  // accumulation) on the same shapes, for Mixed16 layouts; empty: Mixed16
-  // takes gemm_measured (a CPU without 16-bit units runs them at fp32's rate).
-  std::vector<GemmSample> gemm_measured_16;
+  // [[gemm.measured_bf16]] / [[gemm.measured_fp16]]: the engine's bf16 and
+  // fp16 GEMMs (fp32 accumulation; on a CPU without an fp16 matmul the fp16
+  // operands widened to fp32 first) on the same shapes, for bf16 and fp16
+  // layouts; empty: that precision takes gemm_measured (a CPU without
+  // 16-bit units runs them at fp32's rate).
+  std::vector<GemmSample> gemm_measured_bf16, gemm_measured_fp16;
   // [kernels]: measured seconds per element of the engine's memory-bound
   // kernels (kernel_cost.h); 0 = not measured, use bytes / memory_bandwidth.
   std::array<double, kKernelCount> kernel_seconds_per_element{};
@@ -90,11 +104,7 @@ struct SystemSpec {
 
   double usable_memory() const { return memory_bytes - reserved_bytes; }
   double achieved_memory_bandwidth() const { return memory_bandwidth * memory_efficiency; }
-  // The dense peak of one precision (the engine's names: fp32, bf16, fp16).
-  // The planner's PlanLayout has one 16-bit precision, Mixed16, which
-  // gemm_model.cpp prices at peak_flops_16; when it gains fp16 and bf16 as
-  // distinct precisions (issue 13), each maps to its own peak here.
-  // (tessera::Precision, not plan::Precision of layout.h.)
+  // The dense peak of one precision.
   double peak_flops(tessera::Precision p) const {
     return p == tessera::Precision::Fp32   ? peak_flops_32
            : p == tessera::Precision::Bf16 ? peak_flops_bf16

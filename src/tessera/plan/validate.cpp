@@ -12,15 +12,15 @@ namespace tessera::plan {
 
 namespace {
 
-// The engine's layout as the planner names it: fp32, or under --bf16 /
-// --fp16 Mixed16 modelled as the engine (fp32 state, the engine's 16-bit
-// arena: PlanLayout::engine); its attention is blockwise
+// The engine's layout as the planner names it: its precision modelled as
+// the engine (fp32 state, the engine's 16-bit arena: PlanLayout::engine); its attention is blockwise
 // (kernels/cpu/attention.h), so it never stores the score matrices — the
 // planner's flash-attention case.
 PlanLayout engine_layout(const RunMetrics& r) {
   PlanLayout L;
   L.par = r.par;
-  L.precision = r.precision == "fp32" ? Precision::FP32 : Precision::Mixed16;
+  // read_run_metrics accepts only the three names.
+  TESSERA_CHECK(precision_parse(r.precision, L.precision), "precision '{}'", r.precision);
   L.engine = true;
   L.flash_attention = true;
   L.overlap_grad_reduce = r.overlap_grad_reduce;

@@ -216,6 +216,24 @@ void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_
                   accumulate_dinp, accumulate_dweight);
 }
 
+void matmul_dinp_fp16(float* dinp, const fp16_t* dout, const fp16_t* weight, int64_t N, int64_t C,
+                      int64_t OC, bool accumulate) {
+  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
+    return dinp_lowp(DType::F16, dinp, dout, weight, N, C, OC, accumulate);
+  // dinp (N, C) = dout (N, OC) @ weight (OC, C), as matmul_backward's
+  sgemm('N', 'N', N, C, OC, widen_fp16(dout, N * OC, t_dout), OC,
+        widen_fp16(weight, OC * C, t_weight), C, accumulate ? 1.0f : 0.0f, dinp, C);
+}
+
+void matmul_dweight_fp16(float* dweight, const fp16_t* dout, const fp16_t* inp, int64_t N,
+                         int64_t C, int64_t OC, bool accumulate) {
+  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
+    return dweight_lowp(DType::F16, dweight, dout, inp, N, C, OC, accumulate);
+  // dweight (OC, C) (+)= dout (N, OC)^T @ inp (N, C), as matmul_backward's
+  sgemm('T', 'N', OC, C, N, widen_fp16(dout, N * OC, t_dout), OC, widen_fp16(inp, N * C, t_inp),
+        C, accumulate ? 1.0f : 0.0f, dweight, C);
+}
+
 std::string bf16_gemm_impl(int64_t N, int64_t C, int64_t OC) {
   return gemm_lowp_impl({.in = DType::BF16, .out = DType::F32, .M = N, .N = OC, .K = C,
                          .b_trans = true});

@@ -68,6 +68,14 @@ void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weigh
 void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
                           const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
                           int64_t OC, bool accumulate_dinp, bool accumulate_dweight = true);
+// The backward's two GEMMs one at a time, for `tessera calibrate`. On the
+// fp32-compute path each widens the two operands it reads, so together they
+// widen dout twice where matmul_backward_fp16 widens it once (N x OC
+// conversions more per linear layer, a few per cent of its GEMM time).
+void matmul_dinp_fp16(float* dinp, const fp16_t* dout, const fp16_t* weight, int64_t N, int64_t C,
+                      int64_t OC, bool accumulate);
+void matmul_dweight_fp16(float* dweight, const fp16_t* dout, const fp16_t* inp, int64_t N,
+                         int64_t C, int64_t OC, bool accumulate);
 
 // The oneDNN implementation of the bf16 forward GEMM at this shape
 // ("brg:avx512_core_bf16", ...; "" if none), for the log.

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "tessera/plan/comm_model.h"
+#include "tessera/core/error.h"
 #include "tessera/plan/system.h"
 
 using namespace tessera::plan;
@@ -107,5 +108,54 @@ TEST(CommGroups, TheClosedRuleAgreesWithEveryRankChecked) {
           EXPECT_EQ(inter_node(s, Collective::SendRecv, 2, tp * dp, world),
                     brute(Collective::SendRecv, 2, tp * dp)) << what;
         }
+  }
+}
+
+// A tier's measured collective factors (calibrate on a CPU: an MPI
+// all-reduce also sums on the cores) scale each collective's bandwidth term
+// alone; the latency terms and point-to-point messages keep the ring model.
+TEST(CommFactors, EachCollectiveScalesItsOwnBandwidthTerm) {
+  SystemSpec s;
+  s.tiers = {NetworkTier{.name = "shm", .ranks = 0, .bandwidth = 10e9, .latency = 2e-6}};
+  const double bytes = 16e6;
+  auto cost = [&](Collective op) { return collective_cost(s, op, bytes, 2, 1, 2).seconds; };
+  const double ar = cost(Collective::AllReduce), rs = cost(Collective::ReduceScatter);
+  const double ag = cost(Collective::AllGather), p2p = cost(Collective::SendRecv);
+  EXPECT_DOUBLE_EQ(ar, 2 * 2e-6 + bytes / 10e9);  // 2 ranks: 2 (n-1)/n = 1
+  s.tiers[0].collective_factor = {3.0, 2.0, 1.5};
+  EXPECT_DOUBLE_EQ(cost(Collective::AllReduce), 2 * 2e-6 + 3.0 * bytes / 10e9);
+  EXPECT_DOUBLE_EQ(cost(Collective::ReduceScatter), 2e-6 + 2.0 * (rs - 2e-6));
+  EXPECT_DOUBLE_EQ(cost(Collective::AllGather), 2e-6 + 1.5 * (ag - 2e-6));
+  EXPECT_DOUBLE_EQ(cost(Collective::SendRecv), p2p);
+}
+
+TEST(CommFactors, SystemFilesReadThemAndRejectNonPositive) {
+  const std::string base = R"(
+name = "f"
+[device]
+memory_GB = 16.0
+memory_bandwidth_GBps = 10.0
+memory_efficiency = 1.0
+peak_TFLOPs = { fp32 = 0.1 }
+[node]
+devices = 2
+[[network]]
+ranks = 0
+bandwidth_GBps = 5.0
+latency_us = 1.0
+)";
+  EXPECT_EQ(load_system_text(base, "f").tiers[0].collective_factor[0], 1.0);
+  const SystemSpec s = load_system_text(
+      base + "all_reduce_factor = 2.5\nreduce_scatter_factor = 1.25\nall_gather_factor = 1.5\n", "f");
+  EXPECT_EQ(s.tiers[0].collective_factor[0], 2.5);
+  EXPECT_EQ(s.tiers[0].collective_factor[1], 1.25);
+  EXPECT_EQ(s.tiers[0].collective_factor[2], 1.5);
+  try {
+    load_system_text(base + "all_gather_factor = 0\n", "f");
+    FAIL() << "a zero factor was accepted";
+  } catch (const tessera::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("network[0].all_gather_factor must be > 0"),
+              std::string::npos)
+        << e.what();
   }
 }

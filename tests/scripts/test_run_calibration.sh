@@ -64,6 +64,12 @@ cmd=${cmd/ tessera / $bin }
 $cmd --quick > calib.out 2>&1 || { cat calib.out; fail "the advised calibrate failed: $cmd"; }
 "$bin" plan --config tp2.toml > tp2b.out 2> tp2b.err || fail "plan after calibrating failed"
 grep -q "this run's calibration" tp2b.err || { cat tp2b.err; fail "plan did not use the 2-rank calibration"; }
+# Two ranks measure the collectives against the ring model, and the cores.
+cal=$(ls "$XDG_CACHE_HOME"/tessera/systems/runs/local-2x*.toml 2>/dev/null | grep -v model | head -1)
+[ -n "$cal" ] || fail "no 2-rank calibration file under the cache"
+for key in all_reduce_factor reduce_scatter_factor all_gather_factor cores; do
+  grep -Eq "^$key = [0-9.]+$" "$cal" || fail "the 2-rank calibration has no $key: $cal"
+done
 
 [ $fails -eq 0 ] && echo "all run-calibration checks ok"
 exit $((fails > 0))

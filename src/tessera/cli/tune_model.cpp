@@ -21,7 +21,13 @@ Correction correct_system(const plan::SystemSpec& base, const std::vector<Trial>
   const plan::Validation v = plan::validate_runs(paths, base, size_t(warmup));
   Profile measured, predicted;
   for (const plan::RunCheck& r : v.runs) {
-    measured.add(r.measured_ops, 1.0);
+    // Ranks sharing a CPU core time each op by the wall clock, their core
+    // partners' turns included, where the planner prices it on a core of its
+    // own and adds the sharing to the step (layout_cost.cpp): compare the
+    // op times over the predicted share (the step / the step unshared).
+    const plan::StepBreakdown& t = r.predicted.time;
+    const double share = t.core_sharing > 0 ? t.step / (t.step - t.core_sharing) : 1.0;
+    measured.add(r.measured_ops, 1.0 / share);
     predicted.add(r.predicted_ops, 1.0);
   }
   c.trials = int64_t(paths.size());

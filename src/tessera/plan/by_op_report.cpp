@@ -57,9 +57,10 @@ ByOpReport by_op(const GPTConfig& m, const SystemSpec& sys, const LayoutCost& c)
     s.sync_wait = b.sync_wait;
     if (p > 1 && (sc.stage == 0 || sc.stage == p - 1)) s.embedding_sync = b.embedding_sync;
     s.optimizer = o[Op::Optimizer] + o[Op::GradNorm];
+    s.core_sharing = b.core_sharing;
     s.step = b.step;
     const double accounted = busy + s.bubble + s.dp_exposed + s.sync_wait + s.embedding_sync +
-                             s.optimizer;
+                             s.optimizer + s.core_sharing;
     s.idle_after = std::max(0.0, b.step - accounted);
     r.stages.push_back(s);
   }
@@ -105,6 +106,7 @@ std::string format_by_op(const GPTConfig& m, const SystemSpec& sys, const Layout
     if (c.layout.par.pp > 1) row("embedding sync", &StageByOp::embedding_sync);
     row("sync wait", &StageByOp::sync_wait);
     row("optimizer", &StageByOp::optimizer);
+    if (c.time.core_sharing > 0) row("core sharing", &StageByOp::core_sharing);
     row("idle (other stages)", &StageByOp::idle_after);
     row("step", &StageByOp::step);
   }

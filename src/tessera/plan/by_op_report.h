@@ -21,6 +21,7 @@ struct StageByOp {
   double zero3_gather = 0;
   double bubble = 0;          // idle in the pipeline: its time minus this stage's busy time
   double dp_exposed = 0, embedding_sync = 0, sync_wait = 0;
+  double core_sharing = 0;    // waiting for other ranks on this CPU core (layout_cost.h)
   double optimizer = 0;       // AdamW and the gradient norm
   double idle_after = 0;      // waiting for the slowest stage's optimizer / syncs
   double step = 0;

@@ -98,6 +98,11 @@ Profile in_situ_factors(const Profile& measured, const SystemSpec& tables, const
 struct NetworkMeasure {
   double latency = 0;    // seconds
   double bandwidth = 0;  // bytes/s, one direction
+  // The engine's all-reduce, reduce-scatter and all-gather of 16 MiB over
+  // every rank (medians, ranks aligned by a barrier), each less the
+  // planner's ring-model latency terms over its bandwidth term, with the
+  // ping-pong's latency and bandwidth: NetworkTier::collective_factor.
+  std::array<double, 3> collective_factor{1.0, 1.0, 1.0};
 };
 NetworkMeasure measure_network(comm::Communicator& comm);
 
@@ -113,6 +118,7 @@ double measure_comm_overlap(comm::Communicator& comm);
 struct Calibration {
   std::string cpu;                  // model name from /proc/cpuinfo
   int threads = 1, ranks = 1;
+  int64_t cores = 0;                // the machine's online CPU cores
   int64_t devices_per_node = 1;
   double memory_bytes = 0;          // per rank: the machine's memory / ranks
   double triad_bandwidth = 0;       // bytes/s, per rank (all ranks measured at once)

@@ -11,6 +11,7 @@
 #include "tessera/kernels/cpu/matmul.h"
 #include "tessera/core/timer.h"
 #include "tessera/plan/calibrate.h"
+#include "tessera/plan/comm_model.h"
 
 namespace tessera::plan {
 
@@ -98,6 +99,52 @@ double measure_comm_overlap(comm::Communicator& comm) {
   return std::clamp(group_mean(comm, hidden), -1.0, 1.0);
 }
 
+// The engine's three data-parallel collectives on a 16 MiB gradient-sized
+// buffer, each timed 9 times after a barrier (the wait for a late rank is
+// not the collective's; the planner prices it apart, as sync_wait), the
+// slowest rank's time, medians; over what the ring model gives on a tier
+// of the measured latency and bandwidth. On this kind of machine an MPI
+// all-reduce also sums on the cores and moves the whole buffer each way
+// for 2 ranks, which a ping-pong does not show.
+std::array<double, 3> collective_factors(comm::Communicator& comm, const NetworkMeasure& m) {
+  const size_t n = size_t(comm.size());
+  const size_t shard = (size_t(4) << 20) / n;  // floats per rank's part
+  std::vector<float> full(shard * n, 1.0f), part(shard, 1.0f);  // (n * shard), (shard)
+  auto median_time = [&](auto&& body) {
+    body();  // warm-up
+    std::vector<double> t;
+    for (int rep = 0; rep < 9; ++rep) {
+      comm.barrier();
+      Stopwatch sw;
+      body();
+      float mine = float(sw.elapsed());
+      comm.all_reduce(std::span<float>(&mine, 1), comm::ReduceOp::Max);
+      t.push_back(double(mine));
+    }
+    return upper_median(t);
+  };
+  const double measured[3] = {
+      median_time([&] { comm.all_reduce(std::span<float>(full)); }),
+      median_time([&] { comm.reduce_scatter(std::span<const float>(full), std::span<float>(part)); }),
+      median_time([&] { comm.all_gather(std::span<const float>(part), std::span<float>(full)); })};
+  SystemSpec model;
+  model.tiers = {NetworkTier{.name = "measured", .ranks = 0, .bandwidth = m.bandwidth,
+                             .latency = m.latency}};
+  const Collective ops[3] = {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather};
+  const double bytes = 4.0 * double(full.size());
+  std::array<double, 3> f{};
+  for (size_t k = 0; k < 3; ++k) {
+    // The model's latency and bandwidth terms apart: it is linear in bytes.
+    auto model_seconds = [&](double b) {
+      return collective_cost(model, ops[k], b, int64_t(n), 1, int64_t(n)).seconds;
+    };
+    const double bandwidth_term = model_seconds(2 * bytes) - model_seconds(bytes);
+    const double latency_term = model_seconds(bytes) - bandwidth_term;
+    f[k] = std::max(measured[k] - latency_term, 1e-9) / std::max(bandwidth_term, 1e-12);
+  }
+  return f;
+}
+
 NetworkMeasure measure_network(comm::Communicator& comm) {
   TESSERA_CHECK(comm.size() >= 2, "calibrate: the network needs at least 2 ranks");
   NetworkMeasure m;
@@ -106,6 +153,7 @@ NetworkMeasure measure_network(comm::Communicator& comm) {
   const size_t big = size_t(16) << 20;
   const double t = one_way_seconds(comm, big, 5);
   m.bandwidth = 4.0 * double(big) / std::max(t - m.latency, 1e-9);
+  m.collective_factor = collective_factors(comm, m);
   return m;
 }
 

@@ -10,6 +10,8 @@
 #include <map>
 #include <tuple>
 
+#include <unistd.h>
+
 #include "tessera/comm/communicator.h"
 #include "tessera/core/timer.h"
 #include "tessera/model/param_layout.h"
@@ -214,6 +216,7 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
   c.cpu = cpu_name();
   c.threads = omp_get_max_threads();
   c.ranks = world.size();
+  c.cores = int64_t(sysconf(_SC_NPROCESSORS_ONLN));
   c.devices_per_node = world.size();
   c.memory_bytes = machine_memory_bytes() / double(world.size());
   const auto shapes = calibration_shapes(o);
@@ -296,9 +299,12 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
     c.network = measure_network(world);
     c.comm_overlap = measure_comm_overlap(world);
     if (lead)
-      fmt::print("  network: {:.2f} us latency, {:.2f} GB/s (ranks 0 <-> 1)\n"
+      fmt::print("  network: {:.2f} us latency, {:.2f} GB/s (ranks 0 <-> 1); 16 MiB all-reduce,\n"
+                 "  reduce-scatter, all-gather: {:.2f}, {:.2f}, {:.2f} x the ring model\n"
                  "  overlap: {:.0f}% of an async all-reduce hidden by compute\n",
-                 c.network->latency * 1e6, c.network->bandwidth / 1e9, 100 * c.comm_overlap);
+                 c.network->latency * 1e6, c.network->bandwidth / 1e9,
+                 c.network->collective_factor[0], c.network->collective_factor[1],
+                 c.network->collective_factor[2], 100 * c.comm_overlap);
   }
   c.seconds = total.elapsed();
   return c;

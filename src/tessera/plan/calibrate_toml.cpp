@@ -45,8 +45,9 @@ std::string calibration_toml(const Calibration& c) {
                                                  c.cpu, c.ranks, c.threads)));
   add("# source: measured by tessera calibrate: the ranks x threads measured with;\n"
       "# `plan --validate` and `train --dry-run` warn when a run's differ (the numbers\n"
-      "# include this many ranks' contention).\n");
-  add("[calibration]\nranks = {}\nthreads = {}\n\n", c.ranks, c.threads);
+      "# include this many ranks' contention); cores: the machine's online CPUs, which\n"
+      "# a run of more ranks x threads shares.\n");
+  add("[calibration]\nranks = {}\nthreads = {}\ncores = {}\n\n", c.ranks, c.threads, c.cores);
   add("[device]\n");
   add("name = {}\n", quoted(c.cpu));
   add("memory_GB = {:.3f}                # source: measured by tessera calibrate: the machine's "
@@ -140,10 +141,16 @@ std::string calibration_toml(const Calibration& c) {
   }
   if (c.network) {
     add("# source: measured by tessera calibrate: ping-pong between ranks 0 and 1 through\n"
-        "# the engine's Communicator (MPI); efficiency 1: the bandwidth is itself measured.\n");
+        "# the engine's Communicator (MPI); efficiency 1: the bandwidth is itself measured.\n"
+        "# The factors: the engine's all-reduce, reduce-scatter and all-gather of 16 MiB\n"
+        "# over all ranks (medians of 9): measured time less the ring model's latency\n"
+        "# terms, over its bandwidth term.\n");
     add("[[network]]\nname = \"mpi-shared-memory\"\nranks = 0\n");
     add("bandwidth_GBps = {:.6f}\nlatency_us = {:.3f}\nefficiency = 1.0\n",
         c.network->bandwidth / 1e9, c.network->latency * 1e6);
+    const auto& f = c.network->collective_factor;
+    add("all_reduce_factor = {:.4f}\nreduce_scatter_factor = {:.4f}\nall_gather_factor = {:.4f}\n",
+        f[0], f[1], f[2]);
   } else {
     add("# source: none measured — NOT MEASURED: calibrated with one rank. A placeholder\n"
         "# so the file loads: half the triad bandwidth (a copy reads and writes) and 1 us.\n"

@@ -47,17 +47,19 @@ namespace {
 
 double ring(Collective op, double bytes, double n, const NetworkTier& t) {
   const double a = t.latency, b = t.effective_bandwidth();
+  const auto& f = t.collective_factor;  // measured / this model's bandwidth term (system.h)
   switch (op) {
-    case Collective::AllReduce: return 2 * (n - 1) * a + 2 * (n - 1) / n * bytes / b;
-    case Collective::ReduceScatter:
-    case Collective::AllGather: return (n - 1) * a + (n - 1) / n * bytes / b;
+    case Collective::AllReduce: return 2 * (n - 1) * a + f[0] * 2 * (n - 1) / n * bytes / b;
+    case Collective::ReduceScatter: return (n - 1) * a + f[1] * (n - 1) / n * bytes / b;
+    case Collective::AllGather: return (n - 1) * a + f[2] * (n - 1) / n * bytes / b;
     case Collective::SendRecv: return a + bytes / b;
   }
   return 0;
 }
 
 double tree_all_reduce(double bytes, double n, const NetworkTier& t) {
-  return 2 * std::ceil(std::log2(n)) * t.latency + 2 * bytes / t.effective_bandwidth();
+  return 2 * std::ceil(std::log2(n)) * t.latency +
+         t.collective_factor[0] * 2 * bytes / t.effective_bandwidth();
 }
 
 }  // namespace

@@ -267,6 +267,32 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   }
 }
 
+// A CPU system running more ranks x threads than it has cores: Open MPI's
+// --bind-to core places rank r on core slot r mod slots (bench/tune.sh binds
+// so; floating, the scheduler moves ranks and a step varies far more), and
+// the ranks of one core share its time. Whenever they are busy together the
+// core runs their work one after the other, so the step is at least the
+// busiest core's summed busy time: data- or tensor-parallel partners on one
+// core, busy at once, take twice as long. Ranks that take turns anyway (the
+// stages of a pipeline running one micro-batch) lose nothing: the schedule's
+// step is already longer than their sum. The seconds this adds to the step.
+double core_sharing(const SystemSpec& sys, const PlanLayout& L,
+                    const std::vector<Profile>& per_stage, const StepBreakdown& b) {
+  if (sys.cores <= 0) return 0;  // GPUs: one rank per device
+  const int64_t slots = std::max<int64_t>(1, sys.cores / std::max<int64_t>(1, sys.calibrated_threads));
+  const int64_t ranks = L.devices();
+  if (ranks <= slots) return 0;
+  const int64_t p = L.par.pp, stage_ranks = L.par.tp * L.par.dp;
+  std::vector<double> load(size_t(slots), 0.0);  // (slots): summed busy seconds per core
+  for (int64_t r = 0; r < ranks; ++r) {
+    const int64_t s = r / stage_ranks;  // Megatron's order (comm/grid_layout.h)
+    const bool end = p > 1 && (s == 0 || s == p - 1);
+    load[size_t(r % slots)] += per_stage[size_t(s)].total() + b.optimizer + b.dp_exposed +
+                               (end ? b.embedding_sync : 0.0);
+  }
+  return std::max(0.0, *std::max_element(load.begin(), load.end()) - b.step);
+}
+
 // AdamW and the gradient norm over what this rank owns: its dp shard from
 // ZeRO-1 on (the norm: ZeRO-0 reads the whole reduced gradient).
 void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params, Profile& ops) {
@@ -307,7 +333,7 @@ void add_throughput(LayoutCost& c, const GPTConfig& m, const SystemSpec& sys, co
       {b.bubble, "pipeline bubble"},       {b.tp_comm, "tensor-parallel communication"},
       {b.dp_exposed, "data-parallel reduction"}, {b.zero3_gather, "ZeRO-3 weight gathers"},
       {b.optimizer, "optimizer step"},     {b.embedding_sync, "embedding sync"},
-      {b.sync_wait, "waiting at synchronisations"}};
+      {b.sync_wait, "waiting at synchronisations"}, {b.core_sharing, "ranks sharing cores"}};
   auto worst = *std::max_element(std::begin(parts), std::end(parts));
   c.limiter = fmt::format("compute {:.0f}% of step; largest overhead: {} {:.0f}%",
                           100 * b.compute / b.step, worst.second, 100 * worst.first / b.step);
@@ -365,6 +391,8 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   b.sync_wait =
       sys.sync_wait * syncs_per_step(ol, L, w.chunk_layers[size_t(bs)], !m.untie_embeddings);
   b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
+  b.core_sharing = core_sharing(sys, L, per_stage, b);
+  b.step += b.core_sharing;
   for (auto& sc : c.stages) {
     sc.ops = per_stage[size_t(sc.stage)];
     add_step_kernels(sys, L, sc.params, sc.ops);

@@ -43,6 +43,7 @@ struct StepBreakdown {
   double embedding_sync = 0;   // tied-embedding gradient sum, first <-> last stage
   double optimizer = 0;        // the optimizer step and gradient norm (memory bound)
   double sync_wait = 0;        // waiting for late ranks: system sync_wait x blocking syncs
+  double core_sharing = 0;     // CPU: ranks sharing a core run in turn (core_sharing())
   bool simulated = false;      // pipeline from the engine's schedule, not the closed form
 };
 

@@ -174,6 +174,12 @@ void read_network(SystemSpec& s, const toml::table& root, const std::string& pat
     tier.bandwidth = need_number(*t, "bandwidth_GBps", where, path) * 1e9;
     tier.latency = need_number(*t, "latency_us", where, path) * 1e-6;
     tier.efficiency = get_number(*t, "efficiency", 1.0);
+    const char* factor_keys[] = {"all_reduce_factor", "reduce_scatter_factor", "all_gather_factor"};
+    for (size_t k = 0; k < 3; ++k) {
+      tier.collective_factor[k] = get_number(*t, factor_keys[k], 1.0);
+      TESSERA_CHECK(tier.collective_factor[k] > 0, "{}: {}{} must be > 0", path, where,
+                    factor_keys[k]);
+    }
     if ((*t)["per_node"].value<bool>().value_or(false))
       tier.bandwidth /= double(s.devices_per_node);  // the node's NICs, shared by its devices
     TESSERA_CHECK(tier.bandwidth > 0, "{}: {}bandwidth_GBps must be > 0", path, where);
@@ -226,8 +232,10 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
   if (const toml::table* cal = root["calibration"].as_table()) {
     s.calibrated_ranks = int64_t(get_number(*cal, "ranks", 0));
     s.calibrated_threads = int64_t(get_number(*cal, "threads", 0));
-    TESSERA_CHECK(s.calibrated_ranks >= 0 && s.calibrated_threads >= 0,
-                  "{}: calibration.ranks and calibration.threads must be >= 0", path);
+    s.cores = int64_t(get_number(*cal, "cores", 0));
+    TESSERA_CHECK(s.calibrated_ranks >= 0 && s.calibrated_threads >= 0 && s.cores >= 0,
+                  "{}: calibration.ranks, calibration.threads and calibration.cores must be >= 0",
+                  path);
   }
   return s;
 }

@@ -22,6 +22,13 @@ struct NetworkTier {
   double bandwidth = 0;      // bytes/s, one direction, per device (already divided per node)
   double latency = 0;        // seconds per message (alpha)
   double efficiency = 1.0;   // achieved fraction of `bandwidth`
+  // Measured bandwidth time of each collective over the ring model's on
+  // this tier (comm_model.cpp; the latency terms stay), [all-reduce,
+  // reduce-scatter, all-gather]: an MPI
+  // collective on a CPU also reduces on the cores and picks its own
+  // algorithm, so it is not the ping-pong's bandwidth. 1 where not measured
+  // (GPU systems: NCCL's bus bandwidth is `efficiency`, alike for the three).
+  std::array<double, 3> collective_factor{1.0, 1.0, 1.0};
   double effective_bandwidth() const { return bandwidth * efficiency; }
 };
 
@@ -101,6 +108,10 @@ struct SystemSpec {
   // (0: not a calibration, or an older one); its numbers hold for runs of
   // the same ranks x threads (contention), so a run that differs is warned.
   int64_t calibrated_ranks = 0, calibrated_threads = 0;
+  // [calibration] cores: the CPU cores of the machine calibrated (0: a GPU
+  // system, or an older calibration). A run with more ranks x threads than
+  // cores shares them (layout_cost.cpp, core_sharing).
+  int64_t cores = 0;
 
   double usable_memory() const { return memory_bytes - reserved_bytes; }
   double achieved_memory_bandwidth() const { return memory_bandwidth * memory_efficiency; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Closes the planner's loop on this machine: trains 18 different 2-rank
+# Closes the planner's loop on this machine: trains 19 different 2-rank
 # layouts of the default model (dp with ZeRO 0-3, micro-batch 4/8, tp, tp+SP,
-# pp 1F1B/GPipe, recompute full/selective, --bf16, dropout, the overlap
+# pp 1F1B/GPipe, recompute full/selective, --bf16, --fp16, dropout, the overlap
 # flags, an uneven 3 | 1 pipeline split) for a few steps with metrics
 # files, and runs `tessera plan --validate` on them: error per layout and
 # the mean absolute percentage error of step time and memory.
@@ -44,6 +44,7 @@ layouts=(
   "--tensor-model-parallel-size 2 --micro-batch-size 4 --recompute-granularity full"
   "--zero-stage 1 --bf16"
   "--tensor-model-parallel-size 2 --sequence-parallel --bf16"
+  "--zero-stage 1 --fp16"
   "--zero-stage 1 --attention-dropout 0.1 --hidden-dropout 0.1"
   "--zero-stage 1 --overlap-grad-reduce --overlap-param-gather"
   "--zero-stage 0 --overlap-grad-reduce"
@@ -53,7 +54,7 @@ systems=()
 for ((r = 1; r <= rounds; r++)); do
   "$mpirun" -n 2 "$build/tessera" calibrate --threads 1 --passes "${PASSES:-2}" \
     --output "$out/local.r$r.toml" --model "$root/configs/models/default-small.toml" \
-    --micro-batch 4 8 > "$out/calibrate.r$r.log" 2>&1 || { cat "$out/calibrate.r$r.log"; exit 1; }
+    --micro-batch 4 8 --precisions bf16 fp16 > "$out/calibrate.r$r.log" 2>&1 || { cat "$out/calibrate.r$r.log"; exit 1; }
   systems+=("$out/local.r$r.toml")
   for i in "${!layouts[@]}"; do
     name=$(printf "layout%02d.r%d" $((i + 1)) "$r")

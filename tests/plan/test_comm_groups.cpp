@@ -8,6 +8,7 @@
 #include "tessera/plan/comm_model.h"
 #include "tessera/core/error.h"
 #include "tessera/plan/system.h"
+#include "tiny_system_toml.h"
 
 using namespace tessera::plan;
 
@@ -130,28 +131,15 @@ TEST(CommFactors, EachCollectiveScalesItsOwnBandwidthTerm) {
 }
 
 TEST(CommFactors, SystemFilesReadThemAndRejectNonPositive) {
-  const std::string base = R"(
-name = "f"
-[device]
-memory_GB = 16.0
-memory_bandwidth_GBps = 10.0
-memory_efficiency = 1.0
-peak_TFLOPs = { fp32 = 0.1 }
-[node]
-devices = 2
-[[network]]
-ranks = 0
-bandwidth_GBps = 5.0
-latency_us = 1.0
-)";
-  EXPECT_EQ(load_system_text(base, "f").tiers[0].collective_factor[0], 1.0);
+  const std::string& base = kTinySystemToml;
+  EXPECT_EQ(load_system_text(base, "k").tiers[0].collective_factor[0], 1.0);
   const SystemSpec s = load_system_text(
-      base + "all_reduce_factor = 2.5\nreduce_scatter_factor = 1.25\nall_gather_factor = 1.5\n", "f");
+      base + "all_reduce_factor = 2.5\nreduce_scatter_factor = 1.25\nall_gather_factor = 1.5\n", "k");
   EXPECT_EQ(s.tiers[0].collective_factor[0], 2.5);
   EXPECT_EQ(s.tiers[0].collective_factor[1], 1.25);
   EXPECT_EQ(s.tiers[0].collective_factor[2], 1.5);
   try {
-    load_system_text(base + "all_gather_factor = 0\n", "f");
+    load_system_text(base + "all_gather_factor = 0\n", "k");
     FAIL() << "a zero factor was accepted";
   } catch (const tessera::Error& e) {
     EXPECT_NE(std::string(e.what()).find("network[0].all_gather_factor must be > 0"),

@@ -16,26 +16,14 @@
 #include "tessera/plan/kernel_cost.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/system.h"
+#include "tiny_system_toml.h"
 
 using namespace tessera;
 using namespace tessera::plan;
 
 namespace {
 
-const std::string kBase = R"(
-name = "k"
-[device]
-memory_GB = 16.0
-memory_bandwidth_GBps = 10.0
-memory_efficiency = 1.0
-peak_TFLOPs = { fp32 = 0.2 }
-[node]
-devices = 2
-[[network]]
-ranks = 0
-bandwidth_GBps = 5.0
-latency_us = 1.0
-)";
+const std::string& kBase = kTinySystemToml;
 
 GPTConfig small_model() {
   return GPTConfig{

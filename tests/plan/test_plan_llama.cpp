@@ -14,6 +14,7 @@
 #include "tessera/plan/memory_model.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/system.h"
+#include "tiny_system_toml.h"
 
 using namespace tessera;
 using namespace tessera::plan;
@@ -267,20 +268,7 @@ TEST(LlamaFlops, MegatronCount) {
 // (the [kernels] table's rmsnorm_* and swiglu_*), else by the bytes the op
 // list says they move over the bandwidth.
 TEST(LlamaKernels, MeasuredRmsnormAndSwigluMoveThePrediction) {
-  const std::string base = R"(
-name = "k"
-[device]
-memory_GB = 16.0
-memory_bandwidth_GBps = 10.0
-memory_efficiency = 1.0
-peak_TFLOPs = { fp32 = 0.2 }
-[node]
-devices = 2
-[[network]]
-ranks = 0
-bandwidth_GBps = 5.0
-latency_us = 1.0
-)";
+  const std::string& base = kTinySystemToml;
   const SystemSpec plain = load_system_file(write_temp("llama_k1.toml", base));
   const SystemSpec measured = load_system_file(write_temp(
       "llama_k2.toml", base + "[kernels]\nrmsnorm_forward = 2.5\nswiglu_forward = 4.0\n"));

@@ -127,20 +127,13 @@ std::array<double, 3> collective_factors(comm::Communicator& comm, const Network
       median_time([&] { comm.all_reduce(std::span<float>(full)); }),
       median_time([&] { comm.reduce_scatter(std::span<const float>(full), std::span<float>(part)); }),
       median_time([&] { comm.all_gather(std::span<const float>(part), std::span<float>(full)); })};
-  SystemSpec model;
-  model.tiers = {NetworkTier{.name = "measured", .ranks = 0, .bandwidth = m.bandwidth,
-                             .latency = m.latency}};
+  const NetworkTier tier{.name = "measured", .ranks = 0, .bandwidth = m.bandwidth, .latency = m.latency};
   const Collective ops[3] = {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather};
   const double bytes = 4.0 * double(full.size());
   std::array<double, 3> f{};
   for (size_t k = 0; k < 3; ++k) {
-    // The model's latency and bandwidth terms apart: it is linear in bytes.
-    auto model_seconds = [&](double b) {
-      return collective_cost(model, ops[k], b, int64_t(n), 1, int64_t(n)).seconds;
-    };
-    const double bandwidth_term = model_seconds(2 * bytes) - model_seconds(bytes);
-    const double latency_term = model_seconds(bytes) - bandwidth_term;
-    f[k] = std::max(measured[k] - latency_term, 1e-9) / std::max(bandwidth_term, 1e-12);
+    const RingTerms model = ring_terms(ops[k], bytes, double(n), tier);
+    f[k] = std::max(measured[k] - model.latency, 1e-9) / std::max(model.bandwidth, 1e-12);
   }
   return f;
 }

@@ -43,16 +43,27 @@ const NetworkTier& group_tier(const SystemSpec& sys, Collective op, int64_t size
   return sys.tiers.back();
 }
 
+RingTerms ring_terms(Collective op, double bytes, double n, const NetworkTier& t) {
+  const double a = t.latency, b = t.effective_bandwidth();
+  switch (op) {
+    case Collective::AllReduce: return {2 * (n - 1) * a, 2 * (n - 1) / n * bytes / b};
+    case Collective::ReduceScatter:
+    case Collective::AllGather: return {(n - 1) * a, (n - 1) / n * bytes / b};
+    case Collective::SendRecv: return {a, bytes / b};
+  }
+  return {};
+}
+
 namespace {
 
 double ring(Collective op, double bytes, double n, const NetworkTier& t) {
-  const double a = t.latency, b = t.effective_bandwidth();
+  const RingTerms r = ring_terms(op, bytes, n, t);
   const auto& f = t.collective_factor;  // measured / this model's bandwidth term (system.h)
   switch (op) {
-    case Collective::AllReduce: return 2 * (n - 1) * a + f[0] * 2 * (n - 1) / n * bytes / b;
-    case Collective::ReduceScatter: return (n - 1) * a + f[1] * (n - 1) / n * bytes / b;
-    case Collective::AllGather: return (n - 1) * a + f[2] * (n - 1) / n * bytes / b;
-    case Collective::SendRecv: return a + bytes / b;
+    case Collective::AllReduce: return r.latency + f[0] * r.bandwidth;
+    case Collective::ReduceScatter: return r.latency + f[1] * r.bandwidth;
+    case Collective::AllGather: return r.latency + f[2] * r.bandwidth;
+    case Collective::SendRecv: return r.latency + r.bandwidth;
   }
   return 0;
 }

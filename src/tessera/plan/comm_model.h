@@ -31,6 +31,17 @@ struct CommCost {
 const NetworkTier& group_tier(const SystemSpec& sys, Collective op, int64_t size, int64_t stride,
                               int64_t world = 0);
 
+// The ring algorithm's two terms over `n` ranks of tier `t`, before the
+// tier's measured collective factor scales the bandwidth term (system.h):
+//   all-reduce 2(n-1) a and 2 (n-1)/n S/b; reduce-scatter, all-gather
+//   (n-1) a and (n-1)/n S/b; send/recv a and S/b.
+// `tessera calibrate` divides a measured collective by them to get the factor.
+struct RingTerms {
+  double latency = 0;    // seconds
+  double bandwidth = 0;  // seconds
+};
+RingTerms ring_terms(Collective op, double bytes, double n, const NetworkTier& t);
+
 // Time of one collective over `bytes` (the full buffer: each rank's input
 // for all-reduce and reduce-scatter, each rank's output for all-gather, the
 // message for send/recv). Picks the fastest algorithm, as NCCL/RCCL's tuner does:

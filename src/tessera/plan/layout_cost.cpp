@@ -4,6 +4,7 @@
 #include <vector>
 #include <fmt/format.h>
 
+#include "tessera/comm/grid_layout.h"
 #include "tessera/core/error.h"
 #include "tessera/model/flops.h"
 #include "tessera/plan/comm_model.h"
@@ -282,10 +283,11 @@ double core_sharing(const SystemSpec& sys, const PlanLayout& L,
   const int64_t slots = std::max<int64_t>(1, sys.cores / std::max<int64_t>(1, sys.calibrated_threads));
   const int64_t ranks = L.devices();
   if (ranks <= slots) return 0;
-  const int64_t p = L.par.pp, stage_ranks = L.par.tp * L.par.dp;
+  const int64_t p = L.par.pp;
+  const comm::GridLayout grid{.world = int(ranks), .tp = int(L.par.tp), .pp = int(p), .dp = int(L.par.dp)};
   std::vector<double> load(size_t(slots), 0.0);  // (slots): summed busy seconds per core
   for (int64_t r = 0; r < ranks; ++r) {
-    const int64_t s = r / stage_ranks;  // Megatron's order (comm/grid_layout.h)
+    const int64_t s = grid.coord_of(int(r)).pp;
     const bool end = p > 1 && (s == 0 || s == p - 1);
     load[size_t(r % slots)] += per_stage[size_t(s)].total() + b.optimizer + b.dp_exposed +
                                (end ? b.embedding_sync : 0.0);

@@ -167,9 +167,10 @@ void bench_layer(const Layer& l, int samples) {
 int main(int argc, char** argv) {
   const int samples = argc > 1 ? std::atoi(argv[1]) : 21;
   const std::string only = argc > 2 ? std::string(",") + argv[2] + "," : "";
-  std::printf("threads %d, oneDNN isa %s, bf16 impl %s\n%s\n", omp_get_max_threads(),
+  std::printf("threads %d, oneDNN isa %s, bf16 impl %s\n%s\n%s\n", omp_get_max_threads(),
               onednn_cpu_isa().c_str(), bf16_gemm_impl(kRows, 768, 2304).c_str(),
-              fp16_gemm_path_description().c_str());
+              lowp_gemm_path_description(DType::BF16).c_str(),
+              lowp_gemm_path_description(DType::F16).c_str());
   std::printf("GFLOP/s: wall (median / best of %d calls), cpu (median call, GFLOP per "
               "CPU-second); M = %ld rows\n", samples, long(kRows));
   for (const Layer& l : kLayers)

@@ -460,19 +460,17 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
       const std::string impl =
           cpu::bf16_gemm_impl(c.par.micro_batch * c.model.seq_length, c.model.hidden_size,
                               3 * c.model.hidden_size);
-      fmt::print("precision: bf16 GEMMs, fp32 accumulation (oneDNN isa {}, matmul {}); fp32 "
-                 "master weights, optimizer, activations, attention, layernorm, softmax, loss\n",
-                 cpu::onednn_cpu_isa(), impl.empty() ? "none" : impl);
-      if (impl.empty() || impl.starts_with("ref"))
-        fmt::print("warning: no fast bf16 GEMM on this CPU ({}): bf16 will be slow\n",
-                   impl.empty() ? "none" : impl);
+      fmt::print("precision: {}{}; fp32 accumulation, master weights, optimizer, activations, "
+                 "attention, layernorm, softmax, loss\n",
+                 cpu::lowp_gemm_path_description(DType::BF16),
+                 impl.empty() ? "" : fmt::format(", matmul {}", impl));
       fmt::print("gradients: accumulated in fp32, data-parallel reductions in {}{}\n",
                  c.grad_reduce_bf16 ? "bf16 (--grad-reduce-in-bf16)" : "fp32",
                  c.par.zero_stage == 3 ? "; ZeRO-3 gathers parameters in bf16" : "");
     } else if (c.precision() == Precision::Fp16) {
       fmt::print("precision: fp16 GEMM inputs, fp32 accumulation: {}; dynamic loss scaling; fp32 "
                  "master weights, optimizer, activations and everything else\n",
-                 cpu::fp16_gemm_path_description());
+                 cpu::lowp_gemm_path_description(DType::F16));
     }
   }
   std::unique_ptr<Trainer> trainer;

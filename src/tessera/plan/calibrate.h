@@ -58,9 +58,6 @@ double measure_gemm(const CalibShape& s, double min_seconds);
 // The same with the engine's bf16 or fp16 GEMM in the shape's role
 // (kernels/gemm_peak.h).
 double measure_gemm_lowp(Precision p, const CalibShape& s, double min_seconds);
-// Whether the engine's GEMMs of p (bf16, fp16) are worth measuring here:
-// fp16 always; bf16 where oneDNN has a real bf16 kernel on this CPU.
-bool lowp_gemm_available(Precision p);
 // STREAM triad a = b + q c, bytes/s (3 arrays of `elements` floats, 12 bytes each).
 double measure_triad_bandwidth(int64_t elements);
 // Seconds of the engine's attention forward and backward for one micro-batch.

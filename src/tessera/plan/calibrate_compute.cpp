@@ -123,13 +123,6 @@ double measure_gemm_lowp(Precision p, const CalibShape& s, double min_seconds) {
                            });
 }
 
-// fp16 always runs one way or the other (oneDNN's f16 matmul, or widened to
-// fp32), and what it costs is what an fp16 plan needs; bf16 without a real
-// kernel would be oneDNN's reference loops, minutes for the grid.
-bool lowp_gemm_available(Precision p) {
-  return p == Precision::Fp16 || cpu::bf16_gemm_is_fast();
-}
-
 double measure_triad_bandwidth(int64_t n) {
   Buffer a(n), b(n), c(n);
   fill(b.f32(), n, 1.0f);  // first touch by the same threads that run the triad

@@ -22,8 +22,9 @@ struct CalibrateOptions {
   bool grid = true;      // the coarse grid beside the models' shapes (off: a run's own)
   int passes = 5;        // interleaved passes, each measurement the median over them
   // Also the engine's GEMMs of these 16-bit precisions on the same shapes
-  // ([[gemm.measured_bf16]] / [[gemm.measured_fp16]] and their peaks), where
-  // lowp_gemm_available. bf16 by default: plans are bf16 unless asked.
+  // ([[gemm.measured_bf16]] / [[gemm.measured_fp16]] and their peaks), on
+  // whichever path the engine runs them here (kernels/cpu/matmul_lowp.h).
+  // bf16 by default: plans are bf16 unless asked.
   // Each also gets its own in-situ step ([in_situ_bf16] / [in_situ_fp16]).
   std::vector<Precision> lowp{Precision::Bf16};
 };

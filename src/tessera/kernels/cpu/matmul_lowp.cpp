@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tessera/core/error.h"
 #include "tessera/kernels/cpu/cast.h"
 #include "tessera/kernels/cpu/matmul.h"
 #include "tessera/kernels/cpu/matmul_lowp_primitive.h"
@@ -120,118 +121,141 @@ void backward_lowp(DType in, float* dinp, float* dweight, float* dbias, const ui
   if (dbias) bias_backward_lowp<widen>(dbias, dout, N, OC);
 }
 
-// The fp32-compute fallback widens fp16 operands into these per-thread
-// scratch buffers (grown to the largest layer, then reused).
-const float* widen_fp16(const fp16_t* x, int64_t n, std::vector<float>& scratch) {
+// The fp32-compute path widens 16-bit operands into these per-thread
+// scratch buffers (grown to the largest layer, then reused). Widening is
+// exact, and a product of two bf16 or fp16 values is exact in fp32, so the
+// fp32 sgemm accumulates the same products as a 16-bit kernel would (in its
+// own order).
+const float* widen(DType in, const uint16_t* x, int64_t n, std::vector<float>& scratch) {
   if (int64_t(scratch.size()) < n) scratch.resize(size_t(n));
-  cast_fp16_to_fp32(scratch.data(), x, n);
+  if (in == DType::BF16) cast_bf16_to_fp32(scratch.data(), x, n);
+  else cast_fp16_to_fp32(scratch.data(), x, n);
   return scratch.data();
 }
 thread_local std::vector<float> t_inp, t_weight, t_dout, t_out;
 
-bool onednn_has_fp16_matmul() {
-  const GemmSpec probe{.in = DType::F16, .out = DType::F32, .M = 64, .N = 64, .K = 64,
-                       .b_trans = true};
-  const std::string impl = gemm_lowp_impl(probe);
-  // oneDNN's reference kernels are plain loops, far slower than widening to
-  // fp32: treat them as "no f16 matmul".
-  return !impl.empty() && impl.rfind("ref", 0) != 0;
+// Whether oneDNN has a real (non-reference) matmul for `in`: its reference
+// kernels are plain loops, far slower than widening to fp32, so they count
+// as none.
+bool onednn_has_matmul(DType in) {
+  return fast_impl({.in = in, .out = DType::F32, .M = 64, .N = 64, .K = 64, .b_trans = true});
+}
+
+void forward_any(DType in, float* out, const uint16_t* inp, const uint16_t* weight,
+                 const float* bias, int64_t N, int64_t C, int64_t OC) {
+  if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
+    return forward_lowp(in, DType::F32, out, inp, weight, bias, N, C, OC);
+  matmul_forward(out, widen(in, inp, N * C, t_inp), widen(in, weight, OC * C, t_weight), bias, N,
+                 C, OC);
+}
+
+void forward_out_any(DType in, uint16_t* out, const uint16_t* inp, const uint16_t* weight,
+                     const float* bias, int64_t N, int64_t C, int64_t OC) {
+  if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
+    return forward_lowp(in, in, out, inp, weight, bias, N, C, OC);
+  if (int64_t(t_out.size()) < N * OC) t_out.resize(size_t(N * OC));
+  float* out32 = t_out.data();  // (N, OC) fp32 result before rounding
+  forward_any(in, out32, inp, weight, bias, N, C, OC);
+  if (in == DType::BF16) cast_fp32_to_bf16(out, out32, N * OC);
+  else cast_fp32_to_fp16(out, out32, N * OC);
+}
+
+template <float (*widen_one)(uint16_t)>
+void backward_any(DType in, float* dinp, float* dweight, float* dbias, const uint16_t* dout,
+                  const uint16_t* inp, const uint16_t* weight, int64_t N, int64_t C, int64_t OC,
+                  bool accumulate_dinp, bool accumulate_dweight) {
+  if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
+    return backward_lowp<widen_one>(in, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+                                    accumulate_dinp, accumulate_dweight);
+  matmul_backward(dinp, dweight, dbias, widen(in, dout, N * OC, t_dout),
+                  widen(in, inp, N * C, t_inp), widen(in, weight, OC * C, t_weight), N, C, OC,
+                  accumulate_dinp, accumulate_dweight);
+}
+
+void dinp_any(DType in, float* dinp, const uint16_t* dout, const uint16_t* weight, int64_t N,
+              int64_t C, int64_t OC, bool accumulate) {
+  if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
+    return dinp_lowp(in, dinp, dout, weight, N, C, OC, accumulate);
+  // dinp (N, C) = dout (N, OC) @ weight (OC, C), as matmul_backward's
+  sgemm('N', 'N', N, C, OC, widen(in, dout, N * OC, t_dout), OC,
+        widen(in, weight, OC * C, t_weight), C, accumulate ? 1.0f : 0.0f, dinp, C);
+}
+
+void dweight_any(DType in, float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t N,
+                 int64_t C, int64_t OC, bool accumulate) {
+  if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
+    return dweight_lowp(in, dweight, dout, inp, N, C, OC, accumulate);
+  // dweight (OC, C) (+)= dout (N, OC)^T @ inp (N, C), as matmul_backward's
+  sgemm('T', 'N', OC, C, N, widen(in, dout, N * OC, t_dout), OC, widen(in, inp, N * C, t_inp), C,
+        accumulate ? 1.0f : 0.0f, dweight, C);
 }
 
 }  // namespace
 
+LowpGemmPath lowp_gemm_path(DType in) {
+  TESSERA_CHECK(in == DType::BF16 || in == DType::F16, "lowp_gemm_path: {} is not a 16-bit type",
+                dtype_name(in));
+  static const LowpGemmPath bf16 =
+      onednn_has_matmul(DType::BF16) ? LowpGemmPath::OneDnn : LowpGemmPath::Fp32Compute;
+  static const LowpGemmPath fp16 =
+      onednn_has_matmul(DType::F16) ? LowpGemmPath::OneDnn : LowpGemmPath::Fp32Compute;
+  return in == DType::BF16 ? bf16 : fp16;
+}
+
+std::string lowp_gemm_path_description(DType in) {
+  const char* name = in == DType::BF16 ? "bf16" : "fp16";
+  if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
+    return fmt::format("{} GEMMs on oneDNN's {} matmul (isa {})", name, dtype_name(in),
+                       onednn_cpu_isa());
+  return fmt::format(
+      "{} storage and rounding, GEMMs computed in fp32 (oneDNN has no {} matmul for isa {})", name,
+      dtype_name(in), onednn_cpu_isa());
+}
+
 void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC) {
-  forward_lowp(DType::BF16, DType::F32, out, inp, weight, bias, N, C, OC);
+  forward_any(DType::BF16, out, inp, weight, bias, N, C, OC);
 }
-
 void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,
                              const float* bias, int64_t N, int64_t C, int64_t OC) {
-  forward_lowp(DType::BF16, DType::BF16, out, inp, weight, bias, N, C, OC);
+  forward_out_any(DType::BF16, out, inp, weight, bias, N, C, OC);
 }
-
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
                           const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
                           int64_t OC, bool accumulate_dinp, bool accumulate_dweight) {
-  backward_lowp<bf16_to_fp32>(DType::BF16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
-                              accumulate_dinp, accumulate_dweight);
+  backward_any<bf16_to_fp32>(DType::BF16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+                             accumulate_dinp, accumulate_dweight);
 }
-
 void matmul_dinp_bf16(float* dinp, const bf16_t* dout, const bf16_t* weight, int64_t N, int64_t C,
                       int64_t OC, bool accumulate) {
-  dinp_lowp(DType::BF16, dinp, dout, weight, N, C, OC, accumulate);
+  dinp_any(DType::BF16, dinp, dout, weight, N, C, OC, accumulate);
 }
-
 void matmul_dweight_bf16(float* dweight, const bf16_t* dout, const bf16_t* inp, int64_t N,
                          int64_t C, int64_t OC, bool accumulate) {
-  dweight_lowp(DType::BF16, dweight, dout, inp, N, C, OC, accumulate);
-}
-
-bool bf16_gemm_is_fast() {
-  static const bool fast = fast_impl(
-      {.in = DType::BF16, .out = DType::F32, .M = 64, .N = 64, .K = 64, .b_trans = true});
-  return fast;
-}
-
-Fp16GemmPath fp16_gemm_path() {
-  static const Fp16GemmPath path =
-      onednn_has_fp16_matmul() ? Fp16GemmPath::OneDnnF16 : Fp16GemmPath::Fp32Compute;
-  return path;
-}
-
-std::string fp16_gemm_path_description() {
-  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
-    return fmt::format("fp16 GEMMs on oneDNN's f16 matmul (isa {})", onednn_cpu_isa());
-  return fmt::format(
-      "fp16 storage and rounding, GEMMs computed in fp32 (oneDNN has no f16 matmul for isa {})",
-      onednn_cpu_isa());
+  dweight_any(DType::BF16, dweight, dout, inp, N, C, OC, accumulate);
 }
 
 void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC) {
-  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
-    return forward_lowp(DType::F16, DType::F32, out, inp, weight, bias, N, C, OC);
-  matmul_forward(out, widen_fp16(inp, N * C, t_inp), widen_fp16(weight, OC * C, t_weight), bias,
-                 N, C, OC);
+  forward_any(DType::F16, out, inp, weight, bias, N, C, OC);
 }
-
 void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weight,
                              const float* bias, int64_t N, int64_t C, int64_t OC) {
-  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
-    return forward_lowp(DType::F16, DType::F16, out, inp, weight, bias, N, C, OC);
-  if (int64_t(t_out.size()) < N * OC) t_out.resize(size_t(N * OC));
-  float* out32 = t_out.data();  // (N, OC) fp32 result before rounding
-  matmul_forward_fp16(out32, inp, weight, bias, N, C, OC);
-  cast_fp32_to_fp16(out, out32, N * OC);
+  forward_out_any(DType::F16, out, inp, weight, bias, N, C, OC);
 }
-
 void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
                           const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
                           int64_t OC, bool accumulate_dinp, bool accumulate_dweight) {
-  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
-    return backward_lowp<fp16_to_fp32>(DType::F16, dinp, dweight, dbias, dout, inp, weight, N, C,
-                                       OC, accumulate_dinp, accumulate_dweight);
-  matmul_backward(dinp, dweight, dbias, widen_fp16(dout, N * OC, t_dout),
-                  widen_fp16(inp, N * C, t_inp), widen_fp16(weight, OC * C, t_weight), N, C, OC,
-                  accumulate_dinp, accumulate_dweight);
+  backward_any<fp16_to_fp32>(DType::F16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+                             accumulate_dinp, accumulate_dweight);
 }
-
 void matmul_dinp_fp16(float* dinp, const fp16_t* dout, const fp16_t* weight, int64_t N, int64_t C,
                       int64_t OC, bool accumulate) {
-  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
-    return dinp_lowp(DType::F16, dinp, dout, weight, N, C, OC, accumulate);
-  // dinp (N, C) = dout (N, OC) @ weight (OC, C), as matmul_backward's
-  sgemm('N', 'N', N, C, OC, widen_fp16(dout, N * OC, t_dout), OC,
-        widen_fp16(weight, OC * C, t_weight), C, accumulate ? 1.0f : 0.0f, dinp, C);
+  dinp_any(DType::F16, dinp, dout, weight, N, C, OC, accumulate);
 }
-
 void matmul_dweight_fp16(float* dweight, const fp16_t* dout, const fp16_t* inp, int64_t N,
                          int64_t C, int64_t OC, bool accumulate) {
-  if (fp16_gemm_path() == Fp16GemmPath::OneDnnF16)
-    return dweight_lowp(DType::F16, dweight, dout, inp, N, C, OC, accumulate);
-  // dweight (OC, C) (+)= dout (N, OC)^T @ inp (N, C), as matmul_backward's
-  sgemm('T', 'N', OC, C, N, widen_fp16(dout, N * OC, t_dout), OC, widen_fp16(inp, N * C, t_inp),
-        C, accumulate ? 1.0f : 0.0f, dweight, C);
+  dweight_any(DType::F16, dweight, dout, inp, N, C, OC, accumulate);
 }
 
 std::string bf16_gemm_impl(int64_t N, int64_t C, int64_t OC) {

@@ -3,11 +3,12 @@
 // Weights are stored (out, in) as nn.Linear; bf16 / fp16 buffers hold bit
 // patterns (core/dtype.h), made with kernels/cpu/cast.h.
 //
-// bf16: oneDNN's matmul, fp32 accumulation (AVX512_BF16 dot products on this
-// machine, AMX where a CPU has it; docs/mixed_precision.md). fp16: oneDNN's
-// f16 matmul where this CPU and oneDNN have one; otherwise the inputs are
-// widened to fp32 (exactly) and the fp32 sgemm runs: fp16 storage and
-// rounding, fp32 compute. fp16_gemm_path() says which, for the log.
+// Each type runs on oneDNN's matmul with fp32 accumulation where this CPU
+// and oneDNN have a real kernel for it (bf16: AVX512_BF16 dot products or
+// AMX; fp16: AVX512_FP16 or AMX-FP16; docs/mixed_precision.md); otherwise
+// the inputs are widened to fp32 (exactly) and the fp32 sgemm runs: 16-bit
+// storage and rounding, fp32 compute (bf16 on an AVX2-only CPU, where
+// oneDNN 2.6 has no bf16 matmul at all). lowp_gemm_path() says which.
 //
 // Gradients (dinp, dweight, dbias) are fp32: they are accumulated over
 // micro-batches and reduced across ranks in fp32.
@@ -46,19 +47,16 @@ void matmul_dinp_bf16(float* dinp, const bf16_t* dout, const bf16_t* weight, int
 void matmul_dweight_bf16(float* dweight, const bf16_t* dout, const bf16_t* inp, int64_t N,
                          int64_t C, int64_t OC, bool accumulate);
 
-// Whether the bf16 GEMMs run on a real oneDNN kernel on this CPU (not its
-// reference loops, which are far slower than the fp32 sgemm).
-bool bf16_gemm_is_fast();
-
-// Which way the fp16 GEMMs run on this machine (decided once, on first call).
-enum class Fp16GemmPath {
-  OneDnnF16,    // oneDNN's f16 matmul (a CPU with AVX512_FP16 / AMX-FP16)
-  Fp32Compute,  // fp16 storage, inputs widened to fp32, fp32 sgemm
+// Which way the GEMMs of a 16-bit type (BF16 or F16) run on this machine,
+// decided once per type on first call.
+enum class LowpGemmPath {
+  OneDnn,       // oneDNN's bf16 / f16 matmul (AVX512_BF16, AMX, AVX512_FP16, ...)
+  Fp32Compute,  // 16-bit storage, inputs widened to fp32 (exactly), fp32 sgemm
 };
-Fp16GemmPath fp16_gemm_path();
-// One line for the log, e.g. "fp16 storage, GEMMs computed in fp32 (oneDNN
-// 2.6 has no f16 matmul for isa avx512_core_bf16)".
-std::string fp16_gemm_path_description();
+LowpGemmPath lowp_gemm_path(DType in);
+// One line for the log, e.g. "f16 storage and rounding, GEMMs computed in
+// fp32 (oneDNN has no f16 matmul for isa avx512_core_bf16)".
+std::string lowp_gemm_path_description(DType in);
 
 // The fp16 twins of the bf16 functions above, same shapes and semantics.
 void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,

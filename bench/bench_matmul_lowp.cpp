@@ -136,11 +136,14 @@ void bench_layer(const Layer& l, int samples) {
       {"fp32", [&] { matmul_backward(dinp.data(), dw.data(), dbp, dout.data(), inp.data(),
                                      w.data(), N, C, OC, false); }},
       {"bf16", [&] { matmul_backward_bf16(dinp.data(), dw.data(), dbp, dout16.data(),
-                                          inp16.data(), w16.data(), N, C, OC, false); }},
-      {"bf16 unsplit", [&] {
-         gemm_lowp(dinp_whole, dout16.data(), w16.data(), nullptr, dinp.data());
-         gemm_lowp(dw_whole, dout16.data(), inp16.data(), nullptr, dw.data());
-       }}};
+                                          inp16.data(), w16.data(), N, C, OC, false); }}};
+  // The unsplit oneDNN calls exist only where oneDNN has a bf16 matmul.
+  const bool onednn_bf16 = lowp_gemm_path(DType::BF16) == LowpGemmPath::OneDnn;
+  if (onednn_bf16)
+    bwd.push_back({"bf16 unsplit", [&] {
+                     gemm_lowp(dinp_whole, dout16.data(), w16.data(), nullptr, dinp.data());
+                     gemm_lowp(dw_whole, dout16.data(), inp16.data(), nullptr, dw.data());
+                   }});
   if (!head) {
     fwd.push_back({"fp16", [&] { matmul_forward_fp16(out.data(), inph.data(), wh.data(), b, N, C,
                                                      OC); }});
@@ -148,13 +151,15 @@ void bench_layer(const Layer& l, int samples) {
                                                       inph.data(), wh.data(), N, C, OC, false); }});
   }
   // dweight alone (dinp null, no bias): the GEMM that reads dout transposed.
-  const std::vector<Variant> dweight = {
+  std::vector<Variant> dweight = {
       {"fp32", [&] { matmul_backward(nullptr, dw.data(), nullptr, dout.data(), inp.data(),
                                      w.data(), N, C, OC, false); }},
       {"bf16", [&] { matmul_backward_bf16(nullptr, dw.data(), nullptr, dout16.data(),
-                                          inp16.data(), w16.data(), N, C, OC, false); }},
-      {"bf16 unsplit",
-       [&] { gemm_lowp(dw_whole, dout16.data(), inp16.data(), nullptr, dw.data()); }}};
+                                          inp16.data(), w16.data(), N, C, OC, false); }}};
+  if (onednn_bf16)
+    dweight.push_back({"bf16 unsplit", [&] {
+                         gemm_lowp(dw_whole, dout16.data(), inp16.data(), nullptr, dw.data());
+                       }});
   const double gflop = 2.0 * N * C * OC / 1e9;
   const int n = head ? std::max(3, samples / 4) : samples;  // a head call is ~20x a block's
   print_pass(l.name, "fwd", gflop, fwd, n);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessera/kernels/cpu/cast.h"
+#include "tessera/kernels/cpu/storage.h"
 
 using namespace tessera;
 using namespace tessera::cpu;
@@ -161,6 +162,17 @@ TEST(Cast, BuffersMatchScalar) {
     ASSERT_EQ(std::bit_cast<uint32_t>(dec[i]), std::bit_cast<uint32_t>(fp16_to_fp32(all[i]))) << i;
     ASSERT_EQ(again[i], fp32_to_fp16(dec[i])) << i;
   }
+}
+
+// The kernels' per-element fp16 policy (storage.h: the F16C instructions
+// where the CPU has them) gives the scalar forms' bits on every half and on
+// the spread of floats, NaNs included.
+TEST(Cast, StorageFp16MatchesScalar) {
+  for (uint32_t i = 0; i < 65536; i++) {
+    const float f = StoreFp16::load(uint16_t(i));
+    ASSERT_EQ(std::bit_cast<uint32_t>(f), std::bit_cast<uint32_t>(fp16_to_fp32(uint16_t(i)))) << i;
+  }
+  for (float x : spread_fp32()) ASSERT_EQ(StoreFp16::store(x), fp32_to_fp16(x)) << x;
 }
 
 TEST(Cast, AnyNonfiniteFindsEachKindAnywhere) {

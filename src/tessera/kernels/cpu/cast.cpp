@@ -1,11 +1,15 @@
 // Buffer casts. bf16 is a few integer operations per element, which the
 // compiler vectorises from the inline scalar form. fp16 has branches
-// (subnormals, overflow), so on AVX-512 it uses the hardware conversion
-// (VCVTPS2PH / VCVTPH2PS, round-to-nearest-even from the immediate, not from
-// MXCSR), which gives the same bits as the scalar form (tests/kernels/test_cast).
+// (subnormals, overflow), so where the CPU has it the hardware conversion
+// runs (VCVTPS2PH / VCVTPH2PS: 16 lanes on AVX-512, 8 with F16C on AVX2;
+// round-to-nearest-even from the immediate, not from MXCSR), which gives the
+// same bits as the scalar form (tests/kernels/test_cast). The scalar form
+// is the fallback: on an AVX2 host (2026-12-01) it made an fp16 step's casts
+// and 16-bit kernels up to ~2x slower where values straddle fp16's
+// subnormal range (the branches mispredict), as unscaled gradients do.
 #include "tessera/kernels/cpu/cast.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 
@@ -14,8 +18,35 @@ namespace tessera::cpu {
 namespace {
 // Threading a short vector costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
+
 #if defined(__AVX512F__)
 constexpr int64_t kLanes = 16;  // fp32 lanes of a zmm register
+// kLanes floats from `in` rounded to halves at `out`, and back.
+inline void to_fp16_block(fp16_t* out, const float* in) {
+  // The all-lanes mask form: the unmasked intrinsic trips GCC 12's
+  // -Wmaybe-uninitialized inside its own header.
+  const __m256i h = _mm512_maskz_cvtps_ph(0xffff, _mm512_loadu_ps(in),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), h);
+}
+inline void from_fp16_block(float* out, const fp16_t* in) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  _mm512_storeu_ps(out, _mm512_maskz_cvtph_ps(0xffff, h));
+}
+#elif defined(__F16C__)
+constexpr int64_t kLanes = 8;  // fp32 lanes of a ymm register
+inline void to_fp16_block(fp16_t* out, const float* in) {
+  const __m128i h =
+      _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), h);
+}
+inline void from_fp16_block(float* out, const fp16_t* in) {
+  _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))));
+}
+#else
+constexpr int64_t kLanes = 1;  // no hardware conversion: the scalar form
+inline void to_fp16_block(fp16_t* out, const float* in) { *out = fp32_to_fp16(*in); }
+inline void from_fp16_block(float* out, const fp16_t* in) { *out = fp16_to_fp32(*in); }
 #endif
 }  // namespace
 
@@ -30,37 +61,17 @@ void cast_bf16_to_fp32(float* out, const bf16_t* in, int64_t n) {
 }
 
 void cast_fp32_to_fp16(fp16_t* out, const float* in, int64_t n) {
-#if defined(__AVX512F__)
   const int64_t blocks = n / kLanes;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t b = 0; b < blocks; b++) {
-    const __m512 v = _mm512_loadu_ps(in + b * kLanes);
-    // The all-lanes mask form: the unmasked intrinsic trips GCC 12's
-    // -Wmaybe-uninitialized inside its own header.
-    const __m256i h =
-        _mm512_maskz_cvtps_ph(0xffff, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * kLanes), h);
-  }
+  for (int64_t b = 0; b < blocks; b++) to_fp16_block(out + b * kLanes, in + b * kLanes);
   for (int64_t i = blocks * kLanes; i < n; i++) out[i] = fp32_to_fp16(in[i]);
-#else
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; i++) out[i] = fp32_to_fp16(in[i]);
-#endif
 }
 
 void cast_fp16_to_fp32(float* out, const fp16_t* in, int64_t n) {
-#if defined(__AVX512F__)
   const int64_t blocks = n / kLanes;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t b = 0; b < blocks; b++) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + b * kLanes));
-    _mm512_storeu_ps(out + b * kLanes, _mm512_maskz_cvtph_ps(0xffff, h));
-  }
+  for (int64_t b = 0; b < blocks; b++) from_fp16_block(out + b * kLanes, in + b * kLanes);
   for (int64_t i = blocks * kLanes; i < n; i++) out[i] = fp16_to_fp32(in[i]);
-#else
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; i++) out[i] = fp16_to_fp32(in[i]);
-#endif
 }
 
 bool any_nonfinite(const float* x, int64_t n) {

@@ -164,4 +164,21 @@ TEST(AttentionDropout, HeadAndSampleSplitsGiveTheWholeResult) {
   EXPECT_EQ(second.dqkv, std::vector<float>(whole.dqkv.begin() + n3, whole.dqkv.end()));
 }
 
+// The draws the planner prices the mask by (model/op_list.cpp): whole
+// (4-row group, 64-key tile) blocks on and under the diagonal. By hand:
+// T = 64 is one query block against one key tile, 16 groups of 4 rows x 64
+// keys; T = 100 adds a 36-row block against two tiles (forward: 4096 + 2 x
+// 36 x 64) or, backward, a second key tile seen by its 36 queries (6400 +
+// 2304); T = 5 and T = 1 draw whole groups of 4 rows (8 and 4 rows).
+TEST(AttentionDropout, MaskDrawsPerSequenceAndHead) {
+  for (bool forward : {true, false}) {
+    EXPECT_EQ(cpu::attention_dropout_draws(64, forward), 4096) << forward;
+    EXPECT_EQ(cpu::attention_dropout_draws(100, forward), 8704) << forward;
+    EXPECT_EQ(cpu::attention_dropout_draws(5, forward), 512) << forward;
+    EXPECT_EQ(cpu::attention_dropout_draws(1, forward), 256) << forward;
+    // Long sequences approach the triangle: T (T + 64) / 2 for T a multiple of 64.
+    EXPECT_EQ(cpu::attention_dropout_draws(1024, forward), 1024 * (1024 + 64) / 2) << forward;
+  }
+}
+
 }  // namespace

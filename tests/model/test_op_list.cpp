@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessera/core/rng.h"
+#include "tessera/kernels/cpu/attention.h"
 #include "tessera/model/flops.h"
 #include "tessera/model/gpt.h"
 
@@ -193,6 +194,29 @@ TEST(OpList, FlopsAndOptionalKernels) {
   EXPECT_EQ(count(on, "cast"), 2);
   oc.training = false;
   EXPECT_EQ(count(op_list(oc), "dropout_rows"), 0);
+  // The probability dropout's mask is drawn inside the flash kernel: its
+  // draws ride on the attention entries (forward, selective recompute's
+  // forward again, backward), one kernel tiling's worth per sequence and
+  // local head; none without that dropout or outside training.
+  auto draws = [](const OpList& l, OpPhase phase) {
+    int64_t n = 0;
+    for (const OpEntry& e : l.layer)
+      if (e.cls == OpClass::Attention && e.phase == phase) n += e.mask_draws;
+    return n;
+  };
+  oc.training = true;
+  EXPECT_EQ(draws(op_list(oc), OpPhase::Forward), 0);
+  oc.model.attention_dropout = 0.1f;
+  oc.micro_batch = 3;
+  oc.tp = 2;
+  oc.recompute = Recompute::Selective;
+  const OpList probs = op_list(oc);
+  const int64_t per = 3 * (m.num_heads / 2);  // sequences x local heads
+  EXPECT_EQ(draws(probs, OpPhase::Forward), per * cpu::attention_dropout_draws(m.seq_length, true));
+  EXPECT_EQ(draws(probs, OpPhase::Recompute), draws(probs, OpPhase::Forward));
+  EXPECT_EQ(draws(probs, OpPhase::Backward), per * cpu::attention_dropout_draws(m.seq_length, false));
+  oc.training = false;
+  EXPECT_EQ(draws(op_list(oc), OpPhase::Forward), 0);
 }
 
 // The family's entries by hand (no engine): the qkv GEMM's qkv_width

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/cpu/attention.h"
 
 namespace tessera {
 
@@ -116,7 +117,7 @@ class Builder {
   // element (a pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) is 6) over the
   // NH + KVH heads of each token; backward rotates them again for its
   // recomputed scores and rotates dq, dk back: twice that.
-  void attention(bool forward) {
+  void attention(bool forward, bool probs_dropout) {
     const double qkv = double(d_.B * d_.T * d_.Q), o = double(d_.B * d_.T * d_.Cl);
     const double lse = double(d_.B * d_.NH * d_.T);
     OpEntry e;
@@ -133,6 +134,9 @@ class Builder {
     const double fw = 4.0 * double(d_.B) * double(d_.T) * double(d_.T) * double(d_.Cl);
     e.flops = forward ? fw : 2.5 * fw;
     if (d_.rope) e.flops += (forward ? 1.0 : 2.0) * rope_flops(d_);
+    // Its probability dropout draws the mask inside the kernel, forward and
+    // again in backward (kernels/cpu/attention.h), for each local head.
+    if (probs_dropout) e.mask_draws = d_.B * d_.NH * cpu::attention_dropout_draws(d_.T, forward);
     if (forward) {
       e.bytes_read = qkv * d_.a;
       e.bytes_written = o * d_.a + lse * kF32;
@@ -301,7 +305,7 @@ void leave_backward(Builder& b, const Dims& d, const char* what) {
 
 void attention_core(Builder& b, const OpListConfig& c, const Sites& s, bool forward) {
   if (c.flash_attention)
-    b.attention(forward);
+    b.attention(forward, s.probs);
   else
     b.unfused_attention(forward, s.probs);
 }

@@ -62,6 +62,7 @@ struct OpEntry {
   int64_t elements = 0;          // memory: elements applied to; attention: B*T*Cl; collective: payload
   double bytes_read = 0, bytes_written = 0;  // device memory traffic
   double flops = 0;              // GEMM 2 m n k batch; attention its matmuls' FLOPs
+  int64_t mask_draws = 0;        // attention: Philox draws of its probability-dropout mask
   CollectiveKind collective = CollectiveKind::AllReduce;
   int64_t group_size = 1;        // collective: ranks in the (tp) group
   double bytes = 0;              // collective: data size S

@@ -13,6 +13,7 @@
 #include "tessera/kernels/cpu/attention.h"
 #include "tessera/kernels/cpu/bias.h"
 #include "tessera/kernels/cpu/cross_entropy.h"
+#include "tessera/kernels/cpu/dropout.h"
 #include "tessera/kernels/cpu/elementwise.h"
 #include "tessera/kernels/cpu/embedding.h"
 #include "tessera/kernels/cpu/gelu.h"
@@ -224,6 +225,27 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64
   // values drift between repeats, the memory traffic does not.
   per(Kernel::CrossEntropyBackward, rv, [&] {
     cross_entropy_backward(logits.f32(), logits.f32(), lse.f32(), tokens.data(), 1e-6f, rows, V);
+  });
+  // Dropout at Megatron's default 0.1: a hidden site in place over (rows, C);
+  // the attention mask as the flash kernel draws it, a (kRows, kBlock)
+  // tile of keep bits at a time turned into mask / (1 - p) (attention.cpp).
+  DropoutSite site{.p = 0.1f, .seed = 1, .step = 1, .layer = 1, .site = DropoutSiteKind::MlpOut};
+  per(Kernel::Dropout, rc, [&] { dropout_rows(y.f32(), rows, C, 0, T, site); });
+  site.site = DropoutSiteKind::AttentionProbs;
+  const DropoutStream stream(site);
+  constexpr int64_t kTile = 64;  // attention.cpp's key tile
+  const int64_t draws = rows * C / kTile * kTile;
+  float* z = y.f32();  // (draws) the mask, tile after tile
+  per(Kernel::AttentionDropout, double(draws), [&] {
+    // Across the threads, as the kernel spreads its tiles.
+#pragma omp parallel for schedule(static)
+    for (int64_t e = 0; e < draws; e += kTile) {
+      uint32_t bits[kTile];
+      dropout_bits(stream, 0, e, kTile, bits);
+#pragma omp simd
+      for (int64_t j = 0; j < kTile; j++)
+        z[e + j] = bits[j] >= stream.threshold ? site.keep_scale() : 0.0f;
+    }
   });
   // The optimizer and the norm over the model's parameters.
   const int64_t n = params;

@@ -116,8 +116,9 @@ std::string calibration_toml(const Calibration& c) {
     t += "\n";
   }
   add("# source: measured by tessera calibrate: the engine's memory-bound kernels\n"
-      "# (kernels/cpu), ns per element, timed at {} tokens of the model above; the\n"
-      "# planner scales them by element count.\n",
+      "# (kernels/cpu), ns per element (attention_dropout: per draw of the flash\n"
+      "# kernel's mask), timed at {} tokens of the model above; the planner scales\n"
+      "# them by element count.\n",
       c.kernel_rows);
   add("[kernels]\n");
   for (size_t i = 0; i < kKernelCount; ++i)

@@ -23,6 +23,8 @@ double kernel_bytes_per_element(Kernel k, double e) {
     case Kernel::RMSNormBackward: return 4 * e;
     case Kernel::SwigluForward: return 3 * e;      // read gate and up, write their product
     case Kernel::SwigluBackward: return 5 * e;     // read gate, up, dy; write d(gate, up)
+    case Kernel::Dropout: return 8;                // fp32 read-modify-write; the mask is drawn, not stored
+    case Kernel::AttentionDropout: return 0;       // drawn in registers: no traffic, unpriced unmeasured
     case Kernel::kCount: break;
   }
   return 0;

@@ -1,6 +1,6 @@
 // Seconds of the engine's memory-bound (non-GEMM, non-attention) kernels:
-// LayerNorm, GELU, the Llama family's RMSNorm and SwiGLU, residual adds, biases, embedding, cross-entropy, AdamW
-// and the gradient norm. Pluggable like gemm_model.h: a system file with a
+// LayerNorm, GELU, the Llama family's RMSNorm and SwiGLU, residual adds, biases, embedding, cross-entropy, AdamW,
+// the gradient norm and dropout's masks. Pluggable like gemm_model.h: a system file with a
 // [kernels] table (written by `tessera calibrate` from the engine's own
 // kernels) gives seconds per element; otherwise the bytes each kernel moves
 // per element over the device's memory bandwidth.
@@ -25,6 +25,13 @@ enum class Kernel {
   GradNorm,                             // per gradient element this rank reads
   RMSNormForward, RMSNormBackward,      // per (row, feature), as LayerNorm's
   SwigluForward, SwigluBackward,        // per output element (N F; the input is 2 N F)
+  // A hidden dropout (dropout_rows), drawn from Philox and applied in place:
+  // per element. Counter-based generation is arithmetic, ~10x the cost of
+  // moving the element on a CPU, so bytes over bandwidth undercount it.
+  Dropout,
+  // The attention-probability mask inside the flash kernel: per Philox draw
+  // (kernels/cpu/attention.h: attention_dropout_draws), forward or backward.
+  AttentionDropout,
   kCount
 };
 constexpr size_t kKernelCount = size_t(Kernel::kCount);
@@ -36,7 +43,7 @@ constexpr std::string_view kernel_name(Kernel k) {
       "residual",          "bias_add",           "bias_grad",           "embedding_forward",
       "embedding_backward", "cross_entropy_forward", "cross_entropy_backward", "adamw",
       "grad_norm",         "rmsnorm_forward",    "rmsnorm_backward",    "swiglu_forward",
-      "swiglu_backward"};
+      "swiglu_backward",   "dropout",            "attention_dropout"};
   return names[size_t(k)];
 }
 

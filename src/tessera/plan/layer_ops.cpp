@@ -30,6 +30,7 @@ std::optional<Measured> measured_kernel(std::string_view k) {
   if (k == "rmsnorm_backward") return Measured{Kernel::RMSNormBackward};
   if (k == "swiglu_forward") return Measured{Kernel::SwigluForward};
   if (k == "swiglu_backward") return Measured{Kernel::SwigluBackward};
+  if (k == "dropout_rows") return Measured{Kernel::Dropout};
   if (k == "add" || k == "accumulate") return Measured{Kernel::Residual};
   if (k == "bias_add" || k == "matmul_forward.bias") return Measured{Kernel::BiasAdd};
   if (k == "matmul_backward.dbias") return Measured{Kernel::BiasGrad};
@@ -42,7 +43,7 @@ std::optional<Measured> measured_kernel(std::string_view k) {
   if (k == "vp_xent_local_sums") return Measured{Kernel::CrossEntropyForward, true};
   if (k == "cross_entropy_backward" || k == "vp_xent_backward")
     return Measured{Kernel::CrossEntropyBackward};
-  return std::nullopt;  // dropout, casts, copies, softmax: bytes over bandwidth
+  return std::nullopt;  // casts, copies, softmax, unfused dropout: bytes over bandwidth
 }
 
 // Megatron-LM in 16 bits (a layout not marked `engine`) keeps the residual
@@ -112,9 +113,13 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
         return gemm_seconds(sys, L.precision, {e.n, e.m, e.k, e.batch});
       return gemm_seconds(sys, L.precision, {e.m, e.n, e.k, e.batch});
     case OpClass::Attention:
-      // The fused kernel's matmuls at the system's attention efficiency.
+      // The fused kernel's matmuls at the system's attention efficiency, and
+      // its dropout mask where this machine's draw was measured (a datasheet
+      // system has no such figure: its mask stays unpriced).
       return e.flops /
-             (sys.peak_flops(L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency);
+                 (sys.peak_flops(L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency) +
+             double(e.mask_draws) *
+                 sys.kernel_seconds_per_element[size_t(Kernel::AttentionDropout)];
     case OpClass::Memory: return memory_seconds(e, sys, L);
     case OpClass::Collective: {
       // The engine sends activations and their gradients in fp32 (its

@@ -501,6 +501,19 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
 
 }  // namespace
 
+int64_t attention_dropout_draws(int64_t T, bool forward) {
+  // Rows of a group past the end repeat the last row, and draw with it.
+  auto groups_of = [](int64_t rows) { return (rows + kRows - 1) / kRows * kRows; };
+  int64_t draws = 0;
+  for (int64_t t = 0; t * kBlock < T; t++) {
+    if (forward)  // query block t: kBlock rows at most, against key tiles 0..t
+      draws += (t + 1) * groups_of(std::min(kBlock, T - t * kBlock)) * kBlock;
+    else  // key tile t: every query from its first key on
+      draws += groups_of(T - t * kBlock) * kBlock;
+  }
+  return draws;
+}
+
 // GPT-2's heads: C / NH each, the old (C, NH) entry points.
 void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
                        int64_t C, int64_t NH, const DropoutSite* drop) {

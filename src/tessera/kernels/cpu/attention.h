@@ -72,6 +72,13 @@ void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
                              const fp16_t* out, const float* lse, int64_t B, int64_t T,
                              const AttentionHeads& heads, const DropoutSite* drop = nullptr);
 
+// The Philox draws of the attention-probability dropout mask per sequence
+// and query head in one forward or one backward call: the kernels draw a
+// whole (row group, key tile) of bits for every tile they visit on and
+// under the causal diagonal, not one per kept probability, so the planner
+// prices the mask by these draws (model/op_list.cpp) rather than by T^2/2.
+int64_t attention_dropout_draws(int64_t T, bool forward);
+
 // One decoding step with a KV cache: q (NH*HS) attends over positions 0..len-1
 // of k_cache and v_cache, each (max_T, C) with row t the key/value of position t.
 // out (C).

@@ -167,6 +167,27 @@ TEST(Calibration, WarnsWhenRanksTimesThreadsDiffer) {
   EXPECT_EQ(calibration_mismatch(frontier(), 4, 7), "");  // not a calibration
 }
 
+// The shipped local.toml is one machine's calibration: planning on it on
+// another CPU says so (its lines within 100 columns after "warning: ").
+TEST(Calibration, WarnsWhenTheCalibrationIsAnotherCpus) {
+  const SystemSpec sys = load_system_text(
+      "name = \"local\"\n[calibration]\nranks = 2\nthreads = 1\n"
+      "[device]\nname = \"Intel(R) Xeon(R) Processor\"\nmemory_GB = 10\n"
+      "memory_bandwidth_GBps = 10\nmemory_efficiency = 1\npeak_TFLOPs = { fp32 = 0.1 }\n"
+      "[node]\ndevices = 2\n"
+      "[[network]]\nname = \"n\"\nranks = 0\nbandwidth_GBps = 1\nlatency_us = 1\n",
+      "local.toml");
+  EXPECT_EQ(foreign_calibration(sys, "Intel(R) Xeon(R) Processor"), "");
+  const std::string w = foreign_calibration(sys, "AMD EPYC");
+  EXPECT_NE(w.find("calibrated on another CPU: Intel(R) Xeon(R) Processor\n"
+                   "  this machine's: AMD EPYC"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("tessera calibrate"), std::string::npos) << w;
+  for (const std::string& l : lines_of(w)) EXPECT_LE(l.size() + 9, 100u) << l;
+  EXPECT_EQ(foreign_calibration(frontier(), "AMD EPYC"), "");  // a datasheet system
+}
+
 TEST(Charts, LongTitlesStayInsideTheFrame) {
   const std::string title(140, 'x');
   HeatMap h;

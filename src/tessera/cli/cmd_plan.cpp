@@ -20,6 +20,7 @@
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/plots.h"
 #include "tessera/plan/by_op_report.h"
+#include "tessera/plan/calibrate_run.h"
 #include "tessera/plan/report.h"
 #include "tessera/plan/search.h"
 #include "tessera/plan/study.h"
@@ -335,6 +336,10 @@ void run_plan(const PlanArgs& args) {
   if (const std::string file = plan::find_system_file(system_name);
       !file.empty() && file.starts_with(plan::user_systems_dir()))
     fmt::print(stderr, "system '{}': {} (this machine's calibration)\n", system_name, file);
+  // A run config without --system gets its own calibration below.
+  if (!args.system.empty() || args.config.empty())
+    if (const std::string w = plan::foreign_calibration(sys, plan::cpu_name()); !w.empty())
+      fmt::print(stderr, "warning: {}\n", w);
   if (!args.validate.empty()) {
     run_validate(args, sys);
     return;

@@ -23,6 +23,8 @@
 #include "tessera/cli/tune_trial.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
+#include "tessera/plan/calibrate_run.h"
+#include "tessera/plan/report.h"
 
 namespace tessera::cli {
 
@@ -134,6 +136,10 @@ void run_tune(const TuneArgs& a) {
 
   const TrainConfig base = read_planned_run(a.config);
   plan::SystemSpec sys = plan::load_system(a.system);
+  // The trials correct the scale of another machine's numbers, not their
+  // shape: say so before the first, uncorrected, proposal.
+  if (const std::string w = plan::foreign_calibration(sys, plan::cpu_name()); !w.empty())
+    fmt::print(stderr, "warning: {}\n", w);
   if (a.max_memory_gb > 0) sys.memory_bytes = a.max_memory_gb * 1e9 + sys.reserved_bytes;
   plan::SearchSpace space;
   space.devices = ranks;

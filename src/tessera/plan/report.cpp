@@ -103,6 +103,15 @@ std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t t
       sys.name, sys.calibrated_ranks, sys.calibrated_threads, ranks, threads, ranks, threads);
 }
 
+std::string foreign_calibration(const SystemSpec& sys, const std::string& this_cpu) {
+  if (sys.calibrated_ranks <= 0 || sys.device_name == this_cpu) return "";
+  return fmt::format(
+      "system '{}' was calibrated on another CPU: {}\n"
+      "  this machine's: {} (the file's numbers describe the other; measure\n"
+      "  this one with scripts/mpirun.sh -n RANKS build/tessera calibrate --threads THREADS)",
+      sys.name, sys.device_name, this_cpu);
+}
+
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
   const StepBreakdown& t = c.time;
   std::string out = fmt::format("{} on {} x {}\n", c.layout.str(), c.layout.devices(), sys.device_name);

@@ -20,6 +20,12 @@ std::string over_memory_text(const LayoutCost& c);
 // taken with another ranks x threads ("" when they agree or are unknown);
 // three lines, each within 100 columns after "warning: ".
 std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t threads);
+// A warning when a calibrated system (one `tessera calibrate` wrote: it
+// names the ranks x threads it measured) describes another CPU than
+// `this_cpu` (/proc/cpuinfo's model name): the shipped local.toml is one
+// machine's, and a plan priced on it elsewhere is off by the two machines'
+// ratio. "" when they agree, or for a datasheet system.
+std::string foreign_calibration(const SystemSpec& sys, const std::string& this_cpu);
 // The breakdown of one layout: time parts, memory per stage, the limiter.
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys);
 nlohmann::json layout_json(const LayoutCost& c);

@@ -118,8 +118,7 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
       // system has no such figure: its mask stays unpriced).
       return e.flops /
                  (sys.peak_flops(L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency) +
-             double(e.mask_draws) *
-                 sys.kernel_seconds_per_element[size_t(Kernel::AttentionDropout)];
+             kernel_seconds(sys, Kernel::AttentionDropout, double(e.mask_draws), 0.0);
     case OpClass::Memory: return memory_seconds(e, sys, L);
     case OpClass::Collective: {
       // The engine sends activations and their gradients in fp32 (its

@@ -70,10 +70,12 @@ AttentionTime measure_attention(int64_t batch, int64_t seq, int64_t hidden, int6
 
 // Seconds per element of each memory-bound kernel of the engine
 // (kernel_cost.h), timed at a training step's shapes: `rows` tokens of width
-// C, MLP width F, vocabulary V, sequence T; the optimizer and norm over
-// `params` parameters. Medians of repeats, each from cold private caches.
+// C in NH heads, MLP width F, vocabulary V, sequence T; the optimizer and
+// norm over `params` parameters. Medians of repeats, each from cold private
+// caches. attention_dropout is per Philox draw of the mask: what the mask
+// adds to the flash kernel's forward and backward, over their draws.
 using KernelTimes = std::array<double, kKernelCount>;
-KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64_t T,
+KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int64_t V, int64_t T,
                             int64_t params, double min_seconds);
 
 // One training micro-batch of `model` through the engine itself (GPT

@@ -162,7 +162,7 @@ AttentionTime measure_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
   return r;
 }
 
-KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64_t T,
+KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int64_t V, int64_t T,
                             int64_t params, double min_seconds) {
   using namespace cpu;
   const int64_t B = rows / T;
@@ -226,27 +226,39 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t F, int64_t V, int64
   per(Kernel::CrossEntropyBackward, rv, [&] {
     cross_entropy_backward(logits.f32(), logits.f32(), lse.f32(), tokens.data(), 1e-6f, rows, V);
   });
-  // Dropout at Megatron's default 0.1: a hidden site in place over (rows, C);
-  // the attention mask as the flash kernel draws it, a (kRows, kBlock)
-  // tile of keep bits at a time turned into mask / (1 - p) (attention.cpp).
+  // Dropout at Megatron's default 0.1, a hidden site in place over (rows, C).
   DropoutSite site{.p = 0.1f, .seed = 1, .step = 1, .layer = 1, .site = DropoutSiteKind::MlpOut};
   per(Kernel::Dropout, rc, [&] { dropout_rows(y.f32(), rows, C, 0, T, site); });
+  // The attention-probability mask is drawn and applied inside the flash
+  // kernel, tile by tile: its price is what it adds to the kernel, forward
+  // and backward with the mask less the same without, per Philox draw
+  // (attention_dropout_draws). A loop of the draws alone priced it at ~1/1.6
+  // of what it added to a training step's attention (bench/planner_
+  // validation.sh): the products with the mask in forward and backward and
+  // the tiles' extra passes are the rest. With and without alternate, and
+  // the median of the differences is taken, so that a drift of the
+  // machine's speed does not land in the difference.
   site.site = DropoutSiteKind::AttentionProbs;
-  const DropoutStream stream(site);
-  constexpr int64_t kTile = 64;  // attention.cpp's key tile
-  const int64_t draws = rows * C / kTile * kTile;
-  float* z = y.f32();  // (draws) the mask, tile after tile
-  per(Kernel::AttentionDropout, double(draws), [&] {
-    // Across the threads, as the kernel spreads its tiles.
-#pragma omp parallel for schedule(static)
-    for (int64_t e = 0; e < draws; e += kTile) {
-      uint32_t bits[kTile];
-      dropout_bits(stream, 0, e, kTile, bits);
-#pragma omp simd
-      for (int64_t j = 0; j < kTile; j++)
-        z[e + j] = bits[j] >= stream.threshold ? site.keep_scale() : 0.0f;
+  {
+    Buffer qkv(rows * 3 * C), out(rows * C), dout(rows * C), dqkv(rows * 3 * C),
+        att_lse(B * NH * T);  // (B, T, 3C), (B, T, C) x2, (B, T, 3C), (B, NH, T)
+    fill(qkv.f32(), rows * 3 * C, 1.0f);
+    fill(dout.f32(), rows * C, 0.01f);
+    auto pass = [&](const DropoutSite* drop) {
+      attention_forward(out.f32(), att_lse.f32(), qkv.f32(), B, T, C, NH, drop);
+      attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), att_lse.f32(), B, T, C, NH,
+                         drop);
+    };
+    std::vector<double> extra;
+    for (int round = 0; round < 5; ++round) {
+      const double with = median_seconds([&] { pass(&site); }, 3, min_seconds / 5);
+      const double without = median_seconds([&] { pass(nullptr); }, 3, min_seconds / 5);
+      extra.push_back(with - without);
     }
-  });
+    const double draws = double(B * NH) * double(attention_dropout_draws(T, true) +
+                                                 attention_dropout_draws(T, false));
+    k[size_t(Kernel::AttentionDropout)] = std::max(0.0, upper_median(extra)) / draws;
+  }
   // The optimizer and the norm over the model's parameters.
   const int64_t n = params;
   Buffer p(n), g(n), m(n), v(n);

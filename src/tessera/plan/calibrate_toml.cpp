@@ -117,8 +117,8 @@ std::string calibration_toml(const Calibration& c) {
   }
   add("# source: measured by tessera calibrate: the engine's memory-bound kernels\n"
       "# (kernels/cpu), ns per element (attention_dropout: per draw of the flash\n"
-      "# kernel's mask), timed at {} tokens of the model above; the planner scales\n"
-      "# them by element count.\n",
+      "# kernel's mask, what the mask adds to the kernel over its draws), timed at\n"
+      "# {} tokens of the model above; the planner scales them by element count.\n",
       c.kernel_rows);
   add("[kernels]\n");
   for (size_t i = 0; i < kKernelCount; ++i)

@@ -2,36 +2,41 @@
 # `tessera tune` against the exhaustive truth and against random search
 # (issue 14). For each rank count (default 2 and 4; on this 2-core machine
 # 4 ranks run oversubscribed, which makes communication and waiting costly):
+#   0. calibrate: `tessera calibrate` on these ranks over the model's shapes,
+#      the system every `tessera tune` below plans on (the shipped local.toml
+#      is another machine's; the tuner would spend its first trials learning
+#      the scale of this one);
 #   1. exhaustive: every layout the tuner's search space holds that fits, run
-#      once as a real trial (`tessera tune` with a budget above the space's
-#      size: it runs every layout, then stops);
-#   2. noise: the fastest TOP layouts of pass 1 measured REMEASURE more times;
-#      the spread of the repeats is printed;
-#   3. tuner: REPEATS fresh `tessera tune --budget-trials 8` runs. A budget-3
+#      as a real trial in PASSES passes (`tessera tune` with a budget above
+#      the space's size runs every layout, then stops; the later passes run
+#      pass 1's layouts again, each pass in its own shuffled order). This
+#      host's speed drifts in phases of tens of seconds, longer than a trial:
+#      a layout's passes fall in different phases, and no layout is "best"
+#      on one lucky measurement;
+#   2. tuner: REPEATS fresh `tessera tune --budget-trials 8` runs. A budget-3
 #      or -5 run is the first 3 or 5 trials of a budget-8 run (each choice
 #      depends only on the trials before it), so one run answers all three;
-#   4. random search with the same budgets over SEEDS seeds, drawn from the
-#      exhaustive pass: each drawn layout's measurement is its pass-1 trial,
-#      as if it had been run then.
+#   3. random search with the same budgets over SEEDS seeds, drawn from the
+#      exhaustive pass 1: each drawn layout's measurement is its pass-1
+#      trial, as if it had been run then.
 # The truth of a layout is the median of every measurement of it in the
-# bench (pass 1, the repeats and the tuner runs' trials of it): one run is
-# noisy, and a layout the tuner tries ten times is known best from those ten.
-# A search "finds" the best when the layout it would return (its fastest
-# trial by its own measurement) is within 5 % of the truth's best, judged on
-# the truth; the verdict with the truth of pass 1 and the repeats alone (the
-# mean, as before) is printed beside it. Printed: how often, the mean trials until the first such
-# layout, and the planner's error on the tuner's trials before and after
-# the correction from the trials before each.
-# Usage: bench/tune.sh [BUILD_DIR]   env: RANKS="2 4" REPEATS=10 SEEDS=10 TOP=12
-#        REMEASURE=2 STEPS=20 WARMUP=3 OUT=dir (kept; default a temporary one)
+# bench (the passes and the tuner runs' trials of it). A search "finds" the
+# best when the layout it would return (its fastest trial by its own
+# measurement) is within 5 % of the truth's best, judged on the truth; the
+# verdict with the truth of the passes alone is printed beside it. Printed:
+# how often, the mean trials until the first such layout, and the planner's
+# error on the tuner's trials before and after the correction from the
+# trials before each.
+# Usage: bench/tune.sh [BUILD_DIR]   env: RANKS="2 4" REPEATS=10 SEEDS=10
+#        PASSES=3 STEPS=20 WARMUP=3 SYSTEM=file (skip the calibration)
+#        OUT=dir (kept; default a temporary one)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath "${1:-$root/build}")
 ranks_list=${RANKS:-2 4}
 repeats=${REPEATS:-10}
 seeds=${SEEDS:-10}
-top=${TOP:-12}
-remeasure=${REMEASURE:-2}
+passes=${PASSES:-3}
 steps=${STEPS:-20}
 warmup=${WARMUP:-3}
 if [ -n "${OUT:-}" ]; then out=$OUT; mkdir -p "$out"; else
@@ -50,6 +55,15 @@ global-batch-size = 16
 train-iters = 100
 lr = 1e-3
 EOF
+# The same model for `tessera calibrate --model` (model keys only; the
+# embedded corpus's vocabulary, which the runs take from their data).
+cat > "$out/shape.toml" <<'EOF'
+num-layers = 4
+hidden-size = 128
+num-attention-heads = 4
+seq-length = 64
+vocab-size = 4096
+EOF
 
 # More ranks than cores: each rank is bound to a core (two to a core on 4
 # ranks here). Floating, the scheduler pairs ranks differently in each trial
@@ -60,31 +74,46 @@ tune() {  # tune RANKS WORK_DIR [tune flags...]
   mkdir -p "$(dirname "$dir")"
   [ "$n" -le "$(nproc)" ] || extra="--bind-to core:overload-allowed"
   TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $extra" "$build/tessera" tune --config "$out/model.toml" --launcher "$root/scripts/mpirun.sh -n $n" \
-    --steps "$steps" --warmup "$warmup" --trial-timeout 120 --work-dir "$dir" "$@" \
+    --system "$system" --steps "$steps" --warmup "$warmup" --trial-timeout 120 --work-dir "$dir" "$@" \
     > "$dir.out" 2>&1 || { tail -5 "$dir.out"; echo "tune failed: $dir.out"; exit 1; }
 }
 
 for n in $ranks_list; do
   start=$SECONDS
+  mkdir -p "$out/n$n"
+  system=${SYSTEM:-$out/n$n/local.toml}
+  if [ -z "${SYSTEM:-}" ]; then
+    extra=
+    [ "$n" -le "$(nproc)" ] || extra="--bind-to core:overload-allowed"
+    # Every micro-batch and tp degree the space holds (global batch 16).
+    tps=$(for t in $(seq 1 "$n"); do [ $((n % t)) -ne 0 ] || echo "$t"; done)
+    # shellcheck disable=SC2086  # one argument per degree
+    TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $extra" "$root/scripts/mpirun.sh" -n "$n" \
+      "$build/tessera" calibrate --threads 1 --output "$system" --model "$out/shape.toml" \
+      --micro-batch 1 2 4 8 16 --tp $tps > "$out/n$n/calibrate.log" 2>&1 ||
+      { tail -5 "$out/n$n/calibrate.log"; exit 1; }
+    echo "ranks $n: calibrated in $((SECONDS - start)) s: $system"
+  fi
   # A warm-up first: the first trial of a pass ran cold (53 ms against
   # 38-42 ms in ten later runs of the same layout), and a pass-1 outlier
   # would stand as that layout's truth.
   tune "$n" "$out/n$n/warmup" --budget-trials 2
-  tune "$n" "$out/n$n/exhaustive" --budget-trials 100000
-  echo "ranks $n: exhaustive pass, $(grep -c . "$out/n$n/exhaustive/tune.jsonl") trials," \
+  tune "$n" "$out/n$n/pass1" --budget-trials 100000
+  echo "ranks $n: exhaustive pass 1, $(grep -c . "$out/n$n/pass1/tune.jsonl") trials," \
        "$((SECONDS - start)) s"
-  # The fastest TOP layouts, measured again: their flags from the log.
-  mapfile -t again < <(python3 - "$out/n$n/exhaustive/tune.jsonl" "$top" <<'PY'
-import json, sys
-ok = [json.loads(l) for l in open(sys.argv[1]) if '"status":"ok"' in l]
-for t in sorted(ok, key=lambda t: t["measured"])[: int(sys.argv[2])]:
-    print(t["flags"])
+  for p in $(seq 2 "$passes"); do
+    # Pass 1's layouts that ran, by their flags, in this pass's own order.
+    mapfile -t again < <(python3 - "$out/n$n/pass1/tune.jsonl" "$p" <<'PY'
+import json, random, sys
+ok = [json.loads(l)["flags"] for l in open(sys.argv[1]) if '"status":"ok"' in l]
+random.Random(int(sys.argv[2])).shuffle(ok)
+print("\n".join(ok))
 PY
-  )
-  for r in $(seq 1 "$remeasure"); do
+    )
     inc=()
     for f in "${again[@]}"; do inc+=(--include "$f"); done
-    tune "$n" "$out/n$n/remeasure$r" --budget-trials "${#again[@]}" "${inc[@]}"
+    tune "$n" "$out/n$n/pass$p" --budget-trials "${#again[@]}" "${inc[@]}"
+    echo "ranks $n: exhaustive pass $p, $((SECONDS - start)) s"
   done
   for r in $(seq 1 "$repeats"); do tune "$n" "$out/n$n/tune$r" --budget-trials 8; done
   echo "ranks $n: done in $((SECONDS - start)) s"

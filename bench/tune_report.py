@@ -64,16 +64,16 @@ def verdicts(tuner_seqs, rand_seqs, truth):
 
 def report(out, n, seeds):
     base = f"{out}/n{n}"
-    exhaustive = trials(f"{base}/exhaustive/tune.jsonl")
-    repeats = sorted(glob.glob(f"{base}/remeasure*/tune.jsonl"))
+    exhaustive = trials(f"{base}/pass1/tune.jsonl")
+    passes = sorted(glob.glob(f"{base}/pass*/tune.jsonl"))
     tuner_paths = sorted(glob.glob(f"{base}/tune*/tune.jsonl"))
     tuner_seqs = [trials(p) for p in tuner_paths]
-    # The truth: the median of every measurement of a layout (module doc).
-    runs = measurements([f"{base}/exhaustive/tune.jsonl"] + repeats + tuner_paths)
+    # The truth: the median of every measurement of a layout (tune.sh).
+    runs = measurements(passes + tuner_paths)
     truth = {layout: statistics.median(ms) for layout, ms in runs.items()}
-    # As the bench judged before: pass 1 and the repeats, their mean.
-    runs_before = measurements([f"{base}/exhaustive/tune.jsonl"] + repeats)
-    truth_before = {layout: statistics.mean(ms) for layout, ms in runs_before.items()}
+    # The exhaustive passes alone, each layout measured as often as any.
+    runs_before = measurements(passes)
+    truth_before = {layout: statistics.median(ms) for layout, ms in runs_before.items()}
     best_layout = min(truth, key=truth.get)
     best = truth[best_layout]
     near = sorted(l for l, v in truth.items() if v <= WITHIN * best)
@@ -83,8 +83,8 @@ def report(out, n, seeds):
           f"{len(exhaustive)} layouts in the search space, {len(failed)} failed")
     print(f"truth's best: {best_layout} at {best * 1e3:.1f} ms/step (median of "
           f"{len(runs[best_layout])}); {len(near)} layout(s) within 5 %: " + "; ".join(near))
-    # Noise: the repeated layouts' spread, and how often pass 1 alone would
-    # have ranked a layout outside the 5 % band as the best.
+    # Noise: the spread of each layout over the passes, and what pass 1
+    # alone would have ranked the best.
     spreads = [(max(ms) - min(ms)) / statistics.mean(ms) for ms in runs_before.values() if len(ms) > 1]
     if spreads:
         print(f"noise: {len(spreads)} layouts measured {max(len(m) for m in runs_before.values())} "
@@ -115,7 +115,7 @@ def report(out, n, seeds):
         return 1 - math.comb(N - K, b) / math.comb(N, b) if b <= N else 1.0
 
     print(f"{'budget':>6}  {'tuner finds':>12}  {'random finds':>13}  {'random, exact odds':>19}"
-          f"  {'(truth of pass 1 + repeats: tuner, random)':>44}")
+          f"  {'(truth of the passes alone: tuner, random)':>44}")
     for b in BUDGETS:
         tf, rf = share[b]
         print(f"{b:>6}  {pct(tf):>12}  {pct(rf):>13}  {pct(any_odds(b)):>19}"

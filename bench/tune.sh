@@ -55,15 +55,10 @@ global-batch-size = 16
 train-iters = 100
 lr = 1e-3
 EOF
-# The same model for `tessera calibrate --model` (model keys only; the
-# embedded corpus's vocabulary, which the runs take from their data).
-cat > "$out/shape.toml" <<'EOF'
-num-layers = 4
-hidden-size = 128
-num-attention-heads = 4
-seq-length = 64
-vocab-size = 4096
-EOF
+# Its model keys for `tessera calibrate --model`, with the embedded corpus's
+# vocabulary, which the runs take from their data.
+{ grep -E '^(num-layers|hidden-size|num-attention-heads|seq-length) ' "$out/model.toml"
+  echo "vocab-size = 4096"; } > "$out/shape.toml"
 
 # More ranks than cores: each rank is bound to a core (two to a core on 4
 # ranks here). Floating, the scheduler pairs ranks differently in each trial

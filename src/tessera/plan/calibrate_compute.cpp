@@ -232,12 +232,11 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int6
   // The attention-probability mask is drawn and applied inside the flash
   // kernel, tile by tile: its price is what it adds to the kernel, forward
   // and backward with the mask less the same without, per Philox draw
-  // (attention_dropout_draws). A loop of the draws alone priced it at ~1/1.6
-  // of what it added to a training step's attention (bench/planner_
-  // validation.sh): the products with the mask in forward and backward and
-  // the tiles' extra passes are the rest. With and without alternate, and
-  // the median of the differences is taken, so that a drift of the
-  // machine's speed does not land in the difference.
+  // (attention_dropout_draws): the draws, the products with the mask in
+  // forward and backward, and whatever of them the kernel's other work hides,
+  // timed where they run rather than as a loop of draws beside the kernel.
+  // With and without alternate, and the median of the differences is taken,
+  // so that a drift of the machine's speed does not land in the difference.
   site.site = DropoutSiteKind::AttentionProbs;
   {
     Buffer qkv(rows * 3 * C), out(rows * C), dout(rows * C), dqkv(rows * 3 * C),

@@ -232,8 +232,8 @@ TEST(InSitu, FactorsAreMeasuredOverPredicted) {
 }
 
 TEST(KernelCost, CalibrateMeasuresTheEnginesKernels) {
-  const KernelTimes k = measure_kernels(/*rows=*/128, /*C=*/64, /*NH=*/2, /*F=*/256, /*V=*/512, /*T=*/64,
-                                        /*params=*/100000, /*min_seconds=*/0.001);
+  const KernelTimes k = measure_kernels(/*rows=*/128, /*C=*/64, /*NH=*/2, /*F=*/256, /*V=*/512,
+                                        /*T=*/64, /*params=*/100000, /*min_seconds=*/0.001);
   for (size_t i = 0; i < kKernelCount; ++i) {
     EXPECT_GT(k[i], 0.0) << kernel_name(Kernel(i));
     // Per element, not per call: a few ns here; under 10 us even on a loaded

@@ -144,19 +144,36 @@ double measure_triad_bandwidth(int64_t n) {
   return 12.0 * double(n) / best;  // STREAM counts read b, read c, write a
 }
 
+namespace {
+
+// One micro-batch's operands of the engine's attention, as both of its
+// measurements below time it: all-ones q, k, v (the kernel's cost does not
+// depend on the values) and a small upstream gradient.
+struct AttentionOperands {
+  int64_t B, T, C, NH;
+  Buffer qkv, out, lse, dout, dqkv;  // (B, T, 3C), (B, T, C), (B, NH, T), (B, T, C), (B, T, 3C)
+  AttentionOperands(int64_t b, int64_t t, int64_t c, int64_t nh)
+      : B(b), T(t), C(c), NH(nh), qkv(B * T * 3 * C), out(B * T * C), lse(B * NH * T),
+        dout(B * T * C), dqkv(B * T * 3 * C) {
+    fill(qkv.f32(), B * T * 3 * C, 1.0f);
+    fill(dout.f32(), B * T * C, 0.01f);
+  }
+  void forward(const DropoutSite* drop) {
+    cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, C, NH, drop);
+  }
+  void backward(const DropoutSite* drop) {
+    cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), B, T, C, NH,
+                            drop);
+  }
+};
+
+}  // namespace
+
 AttentionTime measure_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
-  Buffer qkv(B * T * 3 * C), out(B * T * C), lse(B * NH * T), dout(B * T * C), dqkv(B * T * 3 * C);
-  fill(qkv.f32(), B * T * 3 * C, 1.0f);
-  fill(dout.f32(), B * T * C, 0.01f);
+  AttentionOperands a(B, T, C, NH);
   AttentionTime r;
-  r.forward = median_seconds(
-      [&] { cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, C, NH); }, 3, 0.01);
-  r.backward = median_seconds(
-      [&] {
-        cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), B, T, C,
-                                NH);
-      },
-      3, 0.01);
+  r.forward = median_seconds([&] { a.forward(nullptr); }, 3, 0.01);
+  r.backward = median_seconds([&] { a.backward(nullptr); }, 3, 0.01);
   r.batch = B, r.seq = T, r.hidden = C, r.heads = NH;
   r.planner_flops = 4.0 * double(B) * double(T) * double(T) * double(C);
   return r;
@@ -239,14 +256,10 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int6
   // so that a drift of the machine's speed does not land in the difference.
   site.site = DropoutSiteKind::AttentionProbs;
   {
-    Buffer qkv(rows * 3 * C), out(rows * C), dout(rows * C), dqkv(rows * 3 * C),
-        att_lse(B * NH * T);  // (B, T, 3C), (B, T, C) x2, (B, T, 3C), (B, NH, T)
-    fill(qkv.f32(), rows * 3 * C, 1.0f);
-    fill(dout.f32(), rows * C, 0.01f);
+    AttentionOperands a(B, T, C, NH);
     auto pass = [&](const DropoutSite* drop) {
-      attention_forward(out.f32(), att_lse.f32(), qkv.f32(), B, T, C, NH, drop);
-      attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), att_lse.f32(), B, T, C, NH,
-                         drop);
+      a.forward(drop);
+      a.backward(drop);
     };
     std::vector<double> extra;
     for (int round = 0; round < 5; ++round) {

@@ -132,9 +132,9 @@ void measure_pass(comm::Communicator& world, const std::vector<CalibShape>& shap
   c.attention = at;
   progress.line("attention measured");
   world.barrier();
-  const KernelTimes k = measure_kernels(c.kernel_rows, m0.hidden_size, m0.num_heads, m0.ffn(), m0.padded_vocab(1),
-                                        m0.seq_length, ParamLayout::count_model_params(m0),
-                                        min_seconds);
+  const KernelTimes k = measure_kernels(c.kernel_rows, m0.hidden_size, m0.num_heads, m0.ffn(),
+                                        m0.padded_vocab(1), m0.seq_length,
+                                        ParamLayout::count_model_params(m0), min_seconds);
   for (size_t i = 0; i < kKernelCount; ++i)
     s.kernels[i].push_back(rank_mean(world, k[i] * 1e9) * 1e-9);
   progress.line("memory-bound kernels measured");

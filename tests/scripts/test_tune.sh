@@ -3,7 +3,8 @@
 # real trials under scripts/mpirun.sh, records an injected invalid layout as
 # a failed trial with train's own error line and goes on, writes the best
 # layout as a config that `tessera train --config` runs, and --resume
-# extends the log without repeating a layout. Bad input: one line, exit 2.
+# extends the log without repeating a layout; a trial's launcher can receive
+# SIGTERM. Bad input: one line, exit 2.
 # Usage: test_tune.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$(realpath "$1")
@@ -62,6 +63,24 @@ grep -q '^resumed 3 trial(s)' resume.out || fail "--resume did not read the 3 tr
 [ "$(wc -l < $log)" -eq 4 ] || fail "--resume did not append trial 4"
 [ "$(python3 -c "import json,sys; print(len({json.loads(l)['layout'] for l in open('$log')}))")" -eq 4 ] ||
   fail "--resume repeated a layout"
+
+# A trial's launcher gets SIGTERM and SIGINT unblocked (the tuner kills a
+# hung trial with TERM; scripts/mpirun.sh passes TERM on to the ranks), though
+# tessera's main() blocks both in its own threads (train/exit_signals.h).
+cat > show_mask.sh <<EOF
+#!/usr/bin/env bash
+grep '^SigBlk:' /proc/self/status > $tmp/launcher_mask
+exit 3
+EOF
+chmod +x show_mask.sh
+"$bin" tune --config tiny.toml --launcher "$tmp/show_mask.sh" --budget-trials 1 --steps 4 \
+  --warmup 1 --work-dir masked > mask.out 2>&1
+blocked=$(awk '{print $2}' launcher_mask 2> /dev/null)
+if [ -z "$blocked" ]; then
+  fail "the launcher did not run: $(cat mask.out)"
+elif (( 16#$blocked & 0x4002 )); then  # bit 14: SIGTERM (15), bit 1: SIGINT (2)
+  fail "the trial's launcher started with SIGTERM or SIGINT blocked (SigBlk $blocked)"
+fi
 
 # Bad input: one line, exit 2.
 expect_error() {

@@ -10,8 +10,12 @@
 #include "tessera/cli/config_file.h"
 #include "tessera/cli/flag_suggestion.h"
 #include "tessera/core/error.h"
+#include "tessera/train/exit_signals.h"
 
 int main(int argc, char** argv) {
+  // First, while this is the only thread: SIGTERM and SIGINT must never be
+  // handled on a thread inside a oneDNN GEMM (why: train/exit_signals.h).
+  tessera::route_exit_signals_to_own_thread();
   CLI::App app{
       "tessera: train GPT-style language models (tensor, pipeline and sharded data parallelism)\n"
       "and plan their layout. Run `tessera <command> --help` for each command's options."};

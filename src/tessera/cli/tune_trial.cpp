@@ -18,6 +18,7 @@
 #include "tessera/cli/run_plan.h"
 #include "tessera/core/error.h"
 #include "tessera/plan/run_metrics.h"
+#include "tessera/train/exit_signals.h"
 
 namespace tessera::cli {
 
@@ -32,6 +33,7 @@ int run_with_timeout(const std::vector<std::string>& argv, const std::string& lo
   const pid_t pid = fork();
   TESSERA_CHECK(pid >= 0, "tune: cannot start a trial: {}", std::strerror(errno));
   if (pid == 0) {
+    unblock_exit_signals();  // tessera's main() blocked them in this thread; a launcher needs them
     setpgid(0, 0);
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {

@@ -41,8 +41,11 @@
 # Usage: bench/tune.sh [BUILD_DIR]   env: RANKS="2 4" REPEATS=10 SEEDS=10
 #        PASSES=3 REFINE_TOP=12 REFINE_ROUNDS=4 STEPS=20 WARMUP=3
 #        SYSTEM=file (skip the calibration) OUT=dir (kept; default a
-#        temporary one; a stage whose DIR.done is there is not run again,
-#        so an interrupted bench goes on where it stopped)
+#        temporary one). Run again on the same OUT, an interrupted bench
+#        goes on where it stopped: a stage whose DIR.done is there is not
+#        run again, one cut short resumes its log (`tessera tune
+#        --resume`); OUT/host names the machine, and a bench on another
+#        refuses to add to it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath "${1:-$root/build}")
@@ -57,6 +60,14 @@ warmup=${WARMUP:-3}
 if [ -n "${OUT:-}" ]; then out=$OUT; mkdir -p "$out"; else
   out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
 echo "bench/tune.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), out $out"
+# Measurements of two machines do not mix: the first run names the host.
+host="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) cores"
+if [ -e "$out/host" ] && [ "$(cat "$out/host")" != "$host" ]; then
+  echo "bench/tune.sh: OUT=$out holds measurements of another machine ($(cat "$out/host"));" \
+       "this one is $host: use a new OUT" >&2
+  exit 2
+fi
+echo "$host" > "$out/host"
 
 # The small model: 4 layers, so pp 1, 2, 4 and interleaving all exist; a
 # global batch of 16, so dp x micro-batch has room on 4 ranks.
@@ -78,16 +89,29 @@ EOF
 # More ranks than cores: each rank is bound to a core (two to a core on 4
 # ranks here). Floating, the scheduler pairs ranks differently in each trial
 # and one layout's 17-step median spread 17 % over five repeats; bound, 6 %.
-tune() {  # tune RANKS WORK_DIR [tune flags...]
-  local n=$1 dir=$2 extra=
-  shift 2
+tune() {  # tune RANKS WORK_DIR BUDGET [tune flags...]
+  local n=$1 dir=$2 budget=$3 extra='' done_trials
+  local -a resume=()
+  shift 3
   [ ! -e "$dir.done" ] || return 0
-  rm -rf "$dir"
-  mkdir -p "$(dirname "$dir")"
-  [ "$n" -le "$(nproc)" ] || extra="--bind-to core:overload-allowed"
-  TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $extra" "$build/tessera" tune --config "$out/model.toml" --launcher "$root/scripts/mpirun.sh -n $n" \
-    --system "$system" --steps "$steps" --warmup "$warmup" --trial-timeout 120 --work-dir "$dir" "$@" \
-    > "$dir.out" 2>&1 || { tail -5 "$dir.out"; echo "tune failed: $dir.out"; exit 1; }
+  # A stage cut short goes on from its log: the trials it ran count
+  # against its budget, and a layout it ran is not run again.
+  done_trials=$(grep -c . "$dir/tune.jsonl" 2> /dev/null || true)
+  if [ "${done_trials:-0}" -gt 0 ]; then
+    resume=(--resume "$dir/tune.jsonl")
+    budget=$((budget - done_trials))
+    mv -f "$dir.out" "$dir.out.$done_trials" 2> /dev/null || true
+  else
+    rm -rf "$dir"
+  fi
+  if [ "$budget" -gt 0 ]; then
+    mkdir -p "$(dirname "$dir")"
+    [ "$n" -le "$(nproc)" ] || extra="--bind-to core:overload-allowed"
+    TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $extra" "$build/tessera" tune --config "$out/model.toml" --launcher "$root/scripts/mpirun.sh -n $n" \
+      --system "$system" --steps "$steps" --warmup "$warmup" --trial-timeout 120 --work-dir "$dir" \
+      --budget-trials "$budget" "${resume[@]}" "$@" \
+      > "$dir.out" 2>&1 || { tail -5 "$dir.out"; echo "tune failed: $dir.out"; exit 1; }
+  fi
   touch "$dir.done"
 }
 
@@ -101,7 +125,7 @@ lines = [l.rstrip("\n") for l in sys.stdin if l.strip()]
 random.Random(int(sys.argv[1])).shuffle(lines)
 print("\n".join(lines))' "$seed")
   for f in "${again[@]}"; do inc+=(--include "$f"); done
-  tune "$n" "$dir" --budget-trials "${#again[@]}" "${inc[@]}"
+  tune "$n" "$dir" "${#again[@]}" "${inc[@]}"
 }
 
 for n in $ranks_list; do
@@ -123,9 +147,9 @@ for n in $ranks_list; do
   # A warm-up first: the first trial of a pass ran cold (53 ms against
   # 38-42 ms in ten later runs of the same layout), and a pass-1 outlier
   # would stand as that layout's truth.
-  rm -f "$out/n$n/warmup.done"  # a resumed bench warms up too
-  tune "$n" "$out/n$n/warmup" --budget-trials 2
-  tune "$n" "$out/n$n/pass1" --budget-trials 100000
+  rm -rf "$out/n$n/warmup" "$out/n$n/warmup.done"  # a resumed bench warms up too
+  tune "$n" "$out/n$n/warmup" 2
+  tune "$n" "$out/n$n/pass1" 100000
   echo "ranks $n: exhaustive pass 1, $(grep -c . "$out/n$n/pass1/tune.jsonl") trials," \
        "$((SECONDS - start)) s"
   for p in $(seq 2 "$passes"); do
@@ -135,13 +159,16 @@ print("\n".join(t["flags"] for t in map(json.loads, open(sys.argv[1])) if t["sta
       "$out/n$n/pass1/tune.jsonl" | rerun "$n" "$out/n$n/pass$p" "$p"
     echo "ranks $n: exhaustive pass $p, $((SECONDS - start)) s"
   done
-  for r in $(seq 1 "$repeats"); do tune "$n" "$out/n$n/tune$r" --budget-trials 8; done
+  for r in $(seq 1 "$repeats"); do tune "$n" "$out/n$n/tune$r" 8; done
   echo "ranks $n: tuner runs, $((SECONDS - start)) s"
   for r in $(seq 1 "$refine_rounds"); do
     set_file=$out/n$n/refine$r.flags
-    [ -e "$out/n$n/refine$r.done" ] ||
+    # Chosen once per round (a round cut short keeps its set).
+    if [ ! -e "$set_file" ]; then
       python3 "$root/bench/tune_report.py" --refine-set "$out" "$seeds" "$n" "$refine_top" \
-        > "$set_file"
+        > "$set_file.tmp"
+      mv "$set_file.tmp" "$set_file"
+    fi
     rerun "$n" "$out/n$n/refine$r" "$((100 + r))" < "$set_file"
     echo "ranks $n: refinement round $r, $(grep -c . "$set_file") layouts, $((SECONDS - start)) s"
   done

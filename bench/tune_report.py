@@ -143,11 +143,23 @@ def report(out, n, seeds):
                   f"{len(refine_paths)} rounds only (it came near the top as others rose)")
     # Noise: the spread of each layout over the passes, and what pass 1
     # alone would have ranked the best.
-    spreads = [(max(ms) - min(ms)) / statistics.mean(ms) for ms in runs_before.values() if len(ms) > 1]
-    if spreads:
-        print(f"noise: {len(spreads)} layouts measured {max(len(m) for m in runs_before.values())} "
-              f"times; (max - min) / mean: median {pct(statistics.median(spreads))}, "
-              f"max {pct(max(spreads))}")
+    def noise(runs, what):
+        # (max - min) / mean grows with the measurements of a layout; the
+        # standard deviation over the mean does not.
+        many = [ms for ms in runs.values() if len(ms) > 1]
+        if many:
+            spreads = [(max(ms) - min(ms)) / statistics.mean(ms) for ms in many]
+            cv = [statistics.stdev(ms) / statistics.mean(ms) for ms in many]
+            counts = sorted({len(ms) for ms in many})
+            times = f"{counts[0]}" + (f"-{counts[-1]}" if len(counts) > 1 else "")
+            print(f"noise, {what}: {len(many)} layouts measured {times} times; (max - min) / "
+                  f"mean: median {pct(statistics.median(spreads))}, max {pct(max(spreads))}; "
+                  f"sd / mean: median {pct(statistics.median(cv))}")
+
+    noise(runs_before, "the passes")
+    if refine_paths:  # the refined layouts over the passes and the rounds
+        refined_runs = measurements(passes + refine_paths)
+        noise({l: refined_runs[l] for l in measurements(refine_paths)}, "refined layouts")
     pass1 = {t["layout"]: t["measured"] for t in exhaustive if t["status"] == "ok"}
     p1_best = min(pass1, key=pass1.get)
     print(f"pass 1 alone would pick {p1_best} (truth {truth[p1_best] * 1e3:.1f} ms, "

@@ -57,7 +57,11 @@ grep -q 'measuring this machine' other.err || fail "another micro-batch reused t
 # Two ranks: the command that calibrates them, which plan then uses.
 sed 's/^threads = 1/tensor-model-parallel-size = 2\nthreads = 1/' run.toml > tp2.toml
 "$bin" plan --config tp2.toml > tp2.out 2> tp2.err || fail "plan of a 2-rank run failed"
-advice=$(sed -nE 's/.*make it with: (.*)$/\1/p' tp2.err)
+# The command follows "make it with:", wrapped over lines ending in " \".
+advice=$(awk '/make it with:$/ { on = 1; next }
+              on { sub(/^ +/, ""); if (sub(/ \\$/, "")) printf "%s ", $0; else { print; exit } }' tp2.err)
+# Every line of the note fits 100 columns (the cache paths made it 250).
+awk 'length($0) > 100' tp2.err | grep -q . && fail "the note has lines over 100 columns"
 [ -n "$advice" ] || { cat tp2.err; fail "no calibrate command for the 2-rank run"; }
 cmd=${advice/scripts\/mpirun.sh/$src/scripts/mpirun.sh}
 cmd=${cmd/ tessera / $bin }

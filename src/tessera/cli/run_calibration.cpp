@@ -104,11 +104,15 @@ std::optional<plan::SystemSpec> run_calibration(const RunShape& r, std::string* 
                     "run calibration");
   if (r.ranks > 1) {
     if (advice)
-      *advice = fmt::format(
-          "no calibration of this run ({} rank(s) x {} thread(s), its shapes) on this machine; "
-          "make it with: scripts/mpirun.sh -n {} tessera calibrate --threads {} --model {} "
-          "--micro-batch {} --tp {} --output {}",
-          r.ranks, threads, r.ranks, threads, model_file, r.micro_batch, r.tp, file);
+      // Wrapped: the cache paths alone take most of a 100-column line.
+      *advice = fmt::format("no calibration of this run ({} rank(s) x {} thread(s), its shapes) "
+                            "here; make it with:\n",
+                            r.ranks, threads) +
+                wrapped_command(fmt::format("scripts/mpirun.sh -n {} tessera calibrate", r.ranks),
+                                {"--threads " + std::to_string(threads),
+                                 "--model " + shell_word(model_file),
+                                 "--micro-batch " + std::to_string(r.micro_batch),
+                                 "--tp " + std::to_string(r.tp), "--output " + shell_word(file)});
     return std::nullopt;
   }
   plan::CalibrateOptions o;
@@ -148,9 +152,10 @@ void use_run_calibration(plan::SystemSpec& sys, const RunShape& run) {
   }
   if (s) {
     sys = *s;
-    fmt::print(stderr, "system 'local': this run's calibration, {}\n", run_calibration_file(run));
+    fmt::print(stderr, "system 'local': this run's calibration,\n  {}\n", run_calibration_file(run));
   } else {
-    fmt::print(stderr, "note: {}\n", advice);
+    // The advice may end in a newline already (a wrapped command).
+    fmt::print(stderr, "note: {}{}", advice, advice.ends_with('\n') ? "" : "\n");
   }
 }
 

@@ -53,18 +53,6 @@ std::string toml_string(const std::string& s) {
   return out + "\"";
 }
 
-// A command-line word, quoted for a POSIX shell when it needs it.
-std::string shell_word(const std::string& s) {
-  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || std::string_view("-_./,:=+@%").find(ch) !=
-                                                               std::string_view::npos;
-  });
-  if (plain) return s;
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
 }  // namespace
 
 TrainConfig read_planned_run(const std::string& path) {
@@ -186,6 +174,30 @@ TrainKeys non_layout_keys_of_file(const std::string& path) {
   return out;
 }
 
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::string_view("-_./,:=+@%").find(ch) !=
+                                                               std::string_view::npos;
+  });
+  if (plain) return s;
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::string wrapped_command(const std::string& head, const std::vector<std::string>& words) {
+  std::string out = "  " + head, line = out;
+  for (const std::string& w : words) {
+    if (line.size() + 1 + w.size() + 2 > 100) {
+      out += " \\\n   ";
+      line = "   ";
+    }
+    out += " " + w;
+    line += " " + w;
+  }
+  return out + "\n";
+}
+
 std::string train_command(const TrainKeys& keys) {
   std::vector<std::string> words;
   for (const TrainKey& k : keys) {
@@ -196,17 +208,7 @@ std::string train_command(const TrainKeys& keys) {
     const std::string& v = k.kind == TrainKey::Kind::Toml ? k.flag_value : k.value;
     words.push_back("--" + k.key + " " + shell_word(v));
   }
-  // Lines of at most 100 columns: "  tessera train" then words, " \" at each break.
-  std::string out = "  tessera train", line = out;
-  for (const std::string& w : words) {
-    if (line.size() + 1 + w.size() + 2 > 100) {
-      out += " \\\n   ";
-      line = "   ";
-    }
-    out += " " + w;
-    line += " " + w;
-  }
-  return out + "\n";
+  return wrapped_command("tessera train", words);
 }
 
 std::string train_config_toml(const TrainKeys& keys, const std::string& header) {

@@ -53,8 +53,14 @@ bool is_layout_key(const std::string& key);
 // in key order (toml++ keeps a table sorted).
 TrainKeys non_layout_keys_of_file(const std::string& path);
 
+// "  HEAD WORD WORD ..." wrapped to lines of at most 100 columns (a word
+// wider than a line still gets one), " \\" at each break, continuation lines
+// indented by 4; ends in a newline. `words` are shell words, quoted already.
+std::string wrapped_command(const std::string& head, const std::vector<std::string>& words);
 // `tessera train --a 1 --b 2 ...` wrapped to lines of at most 100 columns.
 std::string train_command(const TrainKeys& keys);
+// A command-line word, quoted for a POSIX shell when it needs it.
+std::string shell_word(const std::string& s);
 // A TOML file for `tessera train --config`, `header` as leading comments.
 std::string train_config_toml(const TrainKeys& keys, const std::string& header);
 

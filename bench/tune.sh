@@ -89,8 +89,12 @@ EOF
 # More ranks than cores: each rank is bound to a core (two to a core on 4
 # ranks here). Floating, the scheduler pairs ranks differently in each trial
 # and one layout's 17-step median spread 17 % over five repeats; bound, 6 %.
+bind_flags() {  # bind_flags RANKS: mpirun's binding for that many ranks here
+  [ "$1" -le "$(nproc)" ] || echo "--bind-to core:overload-allowed"
+}
+
 tune() {  # tune RANKS WORK_DIR BUDGET [tune flags...]
-  local n=$1 dir=$2 budget=$3 extra='' done_trials
+  local n=$1 dir=$2 budget=$3 done_trials
   local -a resume=()
   shift 3
   [ ! -e "$dir.done" ] || return 0
@@ -106,8 +110,7 @@ tune() {  # tune RANKS WORK_DIR BUDGET [tune flags...]
   fi
   if [ "$budget" -gt 0 ]; then
     mkdir -p "$(dirname "$dir")"
-    [ "$n" -le "$(nproc)" ] || extra="--bind-to core:overload-allowed"
-    TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $extra" "$build/tessera" tune --config "$out/model.toml" --launcher "$root/scripts/mpirun.sh -n $n" \
+    TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $(bind_flags "$n")" "$build/tessera" tune --config "$out/model.toml" --launcher "$root/scripts/mpirun.sh -n $n" \
       --system "$system" --steps "$steps" --warmup "$warmup" --trial-timeout 120 --work-dir "$dir" \
       --budget-trials "$budget" "${resume[@]}" "$@" \
       > "$dir.out" 2>&1 || { tail -5 "$dir.out"; echo "tune failed: $dir.out"; exit 1; }
@@ -133,12 +136,10 @@ for n in $ranks_list; do
   mkdir -p "$out/n$n"
   system=${SYSTEM:-$out/n$n/local.toml}
   if [ -z "${SYSTEM:-}" ] && [ ! -e "$system" ]; then
-    extra=
-    [ "$n" -le "$(nproc)" ] || extra="--bind-to core:overload-allowed"
     # Every micro-batch and tp degree the space holds (global batch 16).
     tps=$(for t in $(seq 1 "$n"); do [ $((n % t)) -ne 0 ] || echo "$t"; done)
     # shellcheck disable=SC2086  # one argument per degree
-    TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $extra" "$root/scripts/mpirun.sh" -n "$n" \
+    TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $(bind_flags "$n")" "$root/scripts/mpirun.sh" -n "$n" \
       "$build/tessera" calibrate --threads 1 --output "$system" --model "$out/shape.toml" \
       --micro-batch 1 2 4 8 16 --tp $tps > "$out/n$n/calibrate.log" 2>&1 ||
       { tail -5 "$out/n$n/calibrate.log"; exit 1; }

@@ -112,6 +112,23 @@ def refine_set(out, n, seeds, top):
     return [flags[layout] for layout in chosen if layout in flags]
 
 
+def print_noise(runs, what):
+    """The spread of each layout's measurements in `runs` (layout -> list),
+    over the layouts measured more than once. (max - min) / mean grows with
+    the measurements of a layout; the standard deviation over the mean does
+    not."""
+    many = [ms for ms in runs.values() if len(ms) > 1]
+    if not many:
+        return
+    spreads = [(max(ms) - min(ms)) / statistics.mean(ms) for ms in many]
+    cv = [statistics.stdev(ms) / statistics.mean(ms) for ms in many]
+    counts = sorted({len(ms) for ms in many})
+    times = f"{counts[0]}" + (f"-{counts[-1]}" if len(counts) > 1 else "")
+    print(f"noise, {what}: {len(many)} layouts measured {times} times; (max - min) / "
+          f"mean: median {pct(statistics.median(spreads))}, max {pct(max(spreads))}; "
+          f"sd / mean: median {pct(statistics.median(cv))}")
+
+
 def report(out, n, seeds):
     exhaustive, passes, tuner_paths, refine_paths = logs(out, n)
     tuner_seqs = [trials(p) for p in tuner_paths]
@@ -121,6 +138,7 @@ def report(out, n, seeds):
     # The exhaustive passes alone, each layout measured as often as any.
     runs_before = measurements(passes)
     truth_before = medians(runs_before)
+    refined = measurements(refine_paths)
     best_layout = min(truth, key=truth.get)
     best = truth[best_layout]
     near = sorted(l for l, v in truth.items() if v <= WITHIN * best)
@@ -131,7 +149,6 @@ def report(out, n, seeds):
     print(f"truth's best: {best_layout} at {best * 1e3:.1f} ms/step (median of "
           f"{len(runs[best_layout])}); {len(near)} layout(s) within 5 %: " + "; ".join(near))
     if refine_paths:
-        refined = measurements(refine_paths)
         unrefined = medians(measurements(passes + tuner_paths))
         first = min(unrefined, key=unrefined.get)
         print(f"refinement: {len(refined)} layouts measured again in {len(refine_paths)} rounds; "
@@ -141,25 +158,12 @@ def report(out, n, seeds):
         if again < len(refine_paths):
             print(f"WARNING: the truth's best was measured again in {again} of the "
                   f"{len(refine_paths)} rounds only (it came near the top as others rose)")
-    # Noise: the spread of each layout over the passes, and what pass 1
-    # alone would have ranked the best.
-    def noise(runs, what):
-        # (max - min) / mean grows with the measurements of a layout; the
-        # standard deviation over the mean does not.
-        many = [ms for ms in runs.values() if len(ms) > 1]
-        if many:
-            spreads = [(max(ms) - min(ms)) / statistics.mean(ms) for ms in many]
-            cv = [statistics.stdev(ms) / statistics.mean(ms) for ms in many]
-            counts = sorted({len(ms) for ms in many})
-            times = f"{counts[0]}" + (f"-{counts[-1]}" if len(counts) > 1 else "")
-            print(f"noise, {what}: {len(many)} layouts measured {times} times; (max - min) / "
-                  f"mean: median {pct(statistics.median(spreads))}, max {pct(max(spreads))}; "
-                  f"sd / mean: median {pct(statistics.median(cv))}")
-
-    noise(runs_before, "the passes")
-    if refine_paths:  # the refined layouts over the passes and the rounds
-        refined_runs = measurements(passes + refine_paths)
-        noise({l: refined_runs[l] for l in measurements(refine_paths)}, "refined layouts")
+    # Noise: the spread of each layout over the passes, and of the refined
+    # layouts over the passes and the rounds; then what pass 1 alone would
+    # have ranked the best.
+    print_noise(runs_before, "the passes")
+    if refined:
+        print_noise({l: runs_before.get(l, []) + ms for l, ms in refined.items()}, "refined layouts")
     pass1 = {t["layout"]: t["measured"] for t in exhaustive if t["status"] == "ok"}
     p1_best = min(pass1, key=pass1.get)
     print(f"pass 1 alone would pick {p1_best} (truth {truth[p1_best] * 1e3:.1f} ms, "

@@ -103,8 +103,9 @@ std::optional<plan::SystemSpec> run_calibration(const RunShape& r, std::string* 
   write_output_file(model_file, train_config_toml(model_keys(r.model), "a run's model shape"),
                     "run calibration");
   if (r.ranks > 1) {
-    if (advice)
-      // Wrapped: the cache paths alone take most of a 100-column line.
+    if (advice) {
+      // Wrapped: the cache paths alone take most of a 100-column line. The
+      // wrapped command's final newline is dropped: advice is a message.
       *advice = fmt::format("no calibration of this run ({} rank(s) x {} thread(s), its shapes) "
                             "here; make it with:\n",
                             r.ranks, threads) +
@@ -113,6 +114,8 @@ std::optional<plan::SystemSpec> run_calibration(const RunShape& r, std::string* 
                                  "--model " + shell_word(model_file),
                                  "--micro-batch " + std::to_string(r.micro_batch),
                                  "--tp " + std::to_string(r.tp), "--output " + shell_word(file)});
+      advice->pop_back();
+    }
     return std::nullopt;
   }
   plan::CalibrateOptions o;
@@ -154,8 +157,7 @@ void use_run_calibration(plan::SystemSpec& sys, const RunShape& run) {
     sys = *s;
     fmt::print(stderr, "system 'local': this run's calibration,\n  {}\n", run_calibration_file(run));
   } else {
-    // The advice may end in a newline already (a wrapped command).
-    fmt::print(stderr, "note: {}{}", advice, advice.ends_with('\n') ? "" : "\n");
+    fmt::print(stderr, "note: {}\n", advice);
   }
 }
 

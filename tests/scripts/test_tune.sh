@@ -63,6 +63,14 @@ grep -q '^resumed 3 trial(s)' resume.out || fail "--resume did not read the 3 tr
 [ "$(wc -l < $log)" -eq 4 ] || fail "--resume did not append trial 4"
 [ "$(python3 -c "import json,sys; print(len({json.loads(l)['layout'] for l in open('$log')}))")" -eq 4 ] ||
   fail "--resume repeated a layout"
+grep -q '^trial 4 of 4:' resume.out || fail "the resumed trial is not numbered 4 of 4"
+# A budget beyond the space (as an exhaustive pass gives): the progress line
+# counts the layouts left, not the budget (one trial, then --budget-seconds).
+"$bin" tune --config tiny.toml --launcher "$launcher" --budget-trials 100000 --budget-seconds 1 \
+  --steps 4 --warmup 1 --resume $log --work-dir runs > wide.out 2>&1 || { cat wide.out; fail "tune --resume (wide budget) failed"; }
+left=$(sed -n 's/^trial 5 of \([0-9]*\):.*/\1/p' wide.out)
+[[ -n "$left" && $left -gt 5 && $left -lt 1000 ]] ||
+  fail "a budget of 100000 over a small space: progress 'trial 5 of ${left:-?}', wanted the layouts left"
 
 # A trial's launcher gets SIGTERM and SIGINT unblocked (the tuner kills a
 # hung trial with TERM; scripts/mpirun.sh passes TERM on to the ranks), though

@@ -9,6 +9,7 @@
 // the spread.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -150,7 +151,8 @@ void run_tune(const TuneArgs& a) {
   const plan::PlanLayout base_layout = layout_of_run(base);
   std::vector<plan::PlanLayout> includes;
   for (const std::string& f : a.include) includes.push_back(parse_layout_flags(f, ranks, base_layout));
-  if (includes.empty() && rank_layouts(base.model, sys, space).empty())
+  const std::vector<plan::LayoutCost> fitting = rank_layouts(base.model, sys, space);
+  if (includes.empty() && fitting.empty())
     fail("tune: no layout of this model fits {} rank(s) on system '{}'{}", ranks, sys.name,
          a.max_memory_gb > 0 ? fmt::format(" within --max-memory-gb {}", a.max_memory_gb) : "");
 
@@ -178,6 +180,16 @@ void run_tune(const TuneArgs& a) {
   s.timeout = a.trial_timeout;
   s.max_memory = a.max_memory_gb * 1e9;
   s.dir = a.work_dir;
+
+  // The trials this run will take: the budget, or fewer when fewer
+  // layouts are left untried (an exhaustive pass gives a budget no space
+  // reaches); the progress line's "of N" and its ETA count these.
+  std::set<std::string> untried;
+  for (const plan::LayoutCost& c : fitting)
+    if (!tried.count(c.layout.str())) untried.insert(c.layout.str());
+  for (const plan::PlanLayout& L : includes)
+    if (!tried.count(L.str())) untried.insert(L.str());
+  const int64_t planned = std::min(a.budget_trials, int64_t(untried.size()));
 
   const auto start = Clock::now();
   const size_t first_new = trials.size();
@@ -221,15 +233,16 @@ void run_tune(const TuneArgs& a) {
                       "--work-dir");
     t.predicted_before = predicted_step(base.model, sys, t.layout);
     t.predicted_after = predicted_step(base.model, corr.system, t.layout);
-    fmt::print("trial {} of {}: {} (planned {} ms, corrected {} ms)\n", k + 1, a.budget_trials,
-               t.layout.str(), ms(t.predicted_before), ms(t.predicted_after));
+    fmt::print("trial {} of {}: {} (planned {} ms, corrected {} ms)\n", t.index,
+               int64_t(first_new) + planned, t.layout.str(), ms(t.predicted_before),
+               ms(t.predicted_after));
     std::fflush(stdout);
     run_trial(s, t);
     trials.push_back(t);
     append_log(log, t);
     const Trial* best = best_trial(trials);
     const double done = std::chrono::duration<double>(Clock::now() - start).count();
-    const double eta = done / double(k + 1) * double(a.budget_trials - k - 1);
+    const double eta = done / double(k + 1) * double(std::max<int64_t>(planned - k - 1, 0));
     fmt::print("  {} {}; best so far {} ms (trial {}); {:.0f} s, ETA {:.0f} s\n", t.status,
                t.ok() ? fmt::format("{} ms/step", ms(t.measured)) : t.reason,
                best ? ms(best->measured) : "-", best ? best->index : 0, done, eta);

@@ -118,9 +118,10 @@ struct Calibration {
   std::string cpu;                  // model name from /proc/cpuinfo
   int threads = 1, ranks = 1;
   int64_t cores = 0;                // the machine's online CPU cores
+  int kernel_ranks = 1;             // ranks that measured the kernels at once (one per core)
   int64_t devices_per_node = 1;
   double memory_bytes = 0;          // per rank: the machine's memory / ranks
-  double triad_bandwidth = 0;       // bytes/s, per rank (all ranks measured at once)
+  double triad_bandwidth = 0;       // bytes/s, per rank (kernel_ranks measured at once)
   double peak_gemm = 0;             // best measured FLOP/s
   double attention_efficiency = 0;  // relative to peak_gemm, for the planner's formula
   AttentionTime attention;

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <thread>
 #include <tuple>
 
 #include <unistd.h>
@@ -207,24 +210,11 @@ void print_in_situ(const Calibration& c) {
   for (const auto& [p, f] : c.in_situ_lowp) line(p, f);
 }
 
-}  // namespace
-
-Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions& o) {
-  const bool lead = world.rank() == 0;
-  Stopwatch total;
-  Calibration c;
-  c.cpu = cpu_name();
-  c.threads = omp_get_max_threads();
-  c.ranks = world.size();
-  c.cores = int64_t(sysconf(_SC_NPROCESSORS_ONLN));
-  c.devices_per_node = world.size();
-  c.memory_bytes = machine_memory_bytes() / double(world.size());
-  const auto shapes = calibration_shapes(o);
-  if (lead)
-    fmt::print("calibrate: {} rank(s) x {} thread(s); {} GEMM shapes, memory bandwidth, "
-               "attention{}\n",
-               c.ranks, c.threads, shapes.size(),
-               c.ranks >= 2 ? ", network (ranks 0 and 1)" : "; one rank: network not measured");
+// The GEMM tables, attention, the memory-bound kernels, the triad and the
+// in-situ step, measured by the ranks of `ranks` at once.
+void measure_compute(comm::Communicator& ranks, const CalibrateOptions& o,
+                     const std::vector<CalibShape>& shapes, bool lead, const Stopwatch& total,
+                     Calibration& c) {
   // Attention and the memory-bound kernels at the first model's shape and
   // the largest micro-batch up to 8 (one sequence is too little work to time
   // on a shared machine), no tp.
@@ -255,16 +245,16 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
                  pass + 1, passes, shapes.size(), total.elapsed());
     std::fflush(stdout);
     Progress progress{lead, fmt::format("pass {}/{}", pass + 1, passes), &total, total.elapsed()};
-    measure_pass(world, shapes, m0, att_batch, min_seconds, c, samples, progress);
+    measure_pass(ranks, shapes, m0, att_batch, min_seconds, c, samples, progress);
   }
   take_medians(shapes, samples, lead, c);
 
-  world.barrier();
+  ranks.barrier();
   if (lead) {
     fmt::print("  memory bandwidth (STREAM triad) ...\n");
     std::fflush(stdout);
   }
-  c.triad_bandwidth = rank_mean(world, measure_triad_bandwidth(o.quick ? (int64_t(1) << 22)
+  c.triad_bandwidth = rank_mean(ranks, measure_triad_bandwidth(o.quick ? (int64_t(1) << 22)
                                                                        : (int64_t(1) << 25)));
   if (lead) fmt::print("  triad: {:.2f} GB/s per rank\n", c.triad_bandwidth / 1e9);
   // The planner charges flops / (peak * efficiency) forward and 2.5 x that
@@ -290,6 +280,54 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
     for (auto& [p, factors] : c.in_situ_lowp) factors[Op::Dropout] = f;
   }
   if (lead) print_in_situ(c);
+}
+
+}  // namespace
+
+Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions& o) {
+  const bool lead = world.rank() == 0;
+  Stopwatch total;
+  Calibration c;
+  c.cpu = cpu_name();
+  c.threads = omp_get_max_threads();
+  c.ranks = world.size();
+  c.cores = int64_t(sysconf(_SC_NPROCESSORS_ONLN));
+  c.devices_per_node = world.size();
+  c.memory_bytes = machine_memory_bytes() / double(world.size());
+  // More ranks than the cores hold (bench/tune.sh's 4 ranks on 2 cores):
+  // one rank per core slot measures the kernels and the others sleep, so the
+  // tables hold a rank's speed alone on its core. The planner adds what
+  // sharing a core costs a layout (layout_cost.cpp, core_sharing); tables
+  // measured with every rank busy held a share of it already, which the
+  // sharing then counted again (every 4-rank layout planned at 2.1x its
+  // measured step), and a share that depended on the kernel's length
+  // against the scheduler's slice (GEMMs of microseconds 1.3x slower than
+  // alone, attention of milliseconds 2.0x).
+  const int64_t slots = std::max<int64_t>(1, c.cores / std::max(1, c.threads));
+  c.kernel_ranks = int(std::min<int64_t>(world.size(), slots));
+  const auto shapes = calibration_shapes(o);
+  if (lead)
+    fmt::print("calibrate: {} rank(s) x {} thread(s); {} GEMM shapes, memory bandwidth, "
+               "attention{}{}\n",
+               c.ranks, c.threads, shapes.size(),
+               c.ranks >= 2 ? ", network (ranks 0 and 1)" : "; one rank: network not measured",
+               c.kernel_ranks < c.ranks
+                   ? fmt::format("; kernels on {} rank(s) at once, one per core", c.kernel_ranks)
+                   : "");
+  const std::unique_ptr<comm::Communicator> measuring =
+      world.split(world.rank() < c.kernel_ranks ? 0 : -1, world.rank(), "calibrate");
+  float wake = 0;  // a message from rank 0 when the kernels are measured
+  constexpr int kWakeTag = 7;
+  if (measuring) {
+    measure_compute(*measuring, o, shapes, lead, total, c);
+    for (int r = c.kernel_ranks; lead && r < world.size(); ++r)
+      world.send(&wake, 1, DType::F32, r, kWakeTag);
+  } else {
+    // Asleep, not in a blocking call: MPI's wait polls, and would take the
+    // core from the rank that measures on it.
+    comm::Work w = world.recv_async(&wake, 1, DType::F32, 0, kWakeTag);
+    while (!w.test()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   if (world.size() >= 2) {
     if (lead) {
       fmt::print("  network and overlap (ranks 0 <-> 1) ...\n");

@@ -39,7 +39,11 @@ std::string calibration_toml(const Calibration& c) {
   add("# One device = one rank running {} OpenMP thread(s); {} rank(s) measured at once, so\n"
       "# the numbers include their contention. Calibrate again with the ranks x threads\n"
       "# of the runs you plan or validate.\n",
-      c.threads, c.ranks);
+      c.threads, c.kernel_ranks);
+  if (c.kernel_ranks < c.ranks)
+    add("# {} ranks on {} core(s): the kernels were measured by {} rank(s), one per core,\n"
+        "# the others asleep; the planner adds what sharing a core costs a layout.\n",
+        c.ranks, c.cores, c.kernel_ranks);
   add("name = \"local\"\n");
   add("description = {}\n\n", quoted(fmt::format("{} ({} rank(s) x {} thread(s)), calibrated",
                                                  c.cpu, c.ranks, c.threads)));
@@ -57,7 +61,7 @@ std::string calibration_toml(const Calibration& c) {
       "# the allocator.\n");
   add("reserved_GB = {:.3f}\n", 0.1 * c.memory_bytes / 1e9);
   add("memory_bandwidth_GBps = {:.3f}    # source: measured by tessera calibrate: STREAM triad, "
-      "all ranks at once\n",
+      "the ranks measuring at once\n",
       c.triad_bandwidth / 1e9);
   add("memory_efficiency = 1.0          # source: the bandwidth above is itself a measured triad\n");
   add("compute_units = {}                # source: measured by tessera calibrate: OpenMP threads "

@@ -9,7 +9,8 @@
 # This shared 2-core machine drifts in speed by 20-30 % within a minute or
 # two (a calibration predicts the run right after it to a few percent, one
 # two minutes later by 30 %; docs/planner.md). So the bench samples both
-# sides across the same period: ROUNDS rounds (default 3), each a
+# sides across the same period: ROUNDS rounds (default 7: with 3, one slow
+# phase in a layout's three runs set its median; ~3 min a round here), each a
 # calibration of `local` under the runs' 2 ranks x 1 thread (GEMMs of the
 # default model, the engine's other kernels, memory bandwidth, attention,
 # MPI, overlap, sync waits) followed by every layout once. The validation
@@ -25,7 +26,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 if [[ -n "${KEEP:-}" ]]; then out=$KEEP; mkdir -p "$out"; else
   out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-7}
 mpirun="$root/scripts/mpirun.sh"
 common=(--config "$root/configs/default.toml" --train-iters 8 --eval-interval 0
         --log-interval 100 --no-progress --peak-tflops 1 --threads 1)

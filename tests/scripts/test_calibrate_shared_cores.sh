@@ -30,17 +30,9 @@ grep -q "^devices = 4 " four.toml || fail "four.toml's node is not the 4 ranks"
 
 # dp 4 on those cores: every rank busy at once, so two share each core and
 # the planner adds their turns (one rank's compute again, or near it).
-cat > dp4.toml <<'TOML'
-num-layers = 2
-hidden-size = 64
-num-attention-heads = 4
-seq-length = 32
-micro-batch-size = 2
-global-batch-size = 8
-threads = 1
-TOML
-TESSERA_RUN_CALIBRATION=0 "$bin" plan --config dp4.toml --system four.toml --devices 4 \
-  --json plan.json > plan.out 2>&1 || { cat plan.out; fail "plan on four.toml failed"; }
+TESSERA_RUN_CALIBRATION=0 "$bin" plan --model "$src/configs/models/tiny-local.toml" \
+  --system four.toml --devices 4 --tp 1 --pp 1 --micro-batch 2 --global-batch-size 8 \
+  --precision fp32 --json plan.json > plan.out 2>&1 || { cat plan.out; fail "plan on four.toml failed"; }
 python3 - plan.json <<'PY' || fail "the dp 4 plan on 4 ranks x $cores cores adds no core sharing"
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -13,22 +13,13 @@ are within 5 and 10 % of the measured best. A planner that the tuner can
 follow puts the fast layouts first; its absolute error the tuner corrects.
 """
 import glob
-import json
 import os
 import re
 import statistics
 import subprocess
 import sys
 
-
-def truth_of(bench):
-    runs = {}
-    for log in glob.glob(os.path.join(bench, "*", "tune.jsonl")):
-        for line in open(log):
-            t = json.loads(line)
-            if t["status"] == "ok":
-                runs.setdefault(t["layout"], []).append(t["measured"])
-    return {layout: statistics.median(v) for layout, v in runs.items()}
+from tune_report import WITHIN, measurements, medians
 
 
 def predictions(tessera, bench, system):
@@ -53,7 +44,8 @@ def main():
         sys.exit(__doc__)
     tessera, bench = sys.argv[1], sys.argv[2]
     system = sys.argv[3] if len(sys.argv) == 4 else os.path.join(bench, "local.toml")
-    truth = truth_of(bench)
+    # Every measurement the bench took: its passes, tuner runs and rounds.
+    truth = medians(measurements(glob.glob(os.path.join(bench, "*", "tune.jsonl"))))
     pred = predictions(tessera, bench, system)
     layouts = [layout for layout in truth if layout in pred]
     if len(layouts) < 2:
@@ -71,7 +63,7 @@ def main():
         top = order[:k]
         near = min(truth[layout] for layout in top) / best - 1
         print(f"  planner's first {k:2d}: the fastest of them {100 * near:5.1f} % above the best; "
-              f"within 5 %: {sum(truth[layout] <= 1.05 * best for layout in top):2d}, "
+              f"within 5 %: {sum(truth[layout] <= WITHIN * best for layout in top):2d}, "
               f"within 10 %: {sum(truth[layout] <= 1.10 * best for layout in top):2d}")
 
 

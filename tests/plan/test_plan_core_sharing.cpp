@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/plan/layout_cost.h"
+#include "tessera/plan/report.h"
 #include "tessera/plan/system.h"
 
 using namespace tessera;
@@ -20,6 +21,7 @@ SystemSpec local_with_cores(int64_t cores) {
   SystemSpec s = load_system(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/local.toml");
   s.cores = cores;
   s.calibrated_threads = 1;
+  s.kernel_ranks = 1;  // its kernels measured by one rank per core (calibrate_run.cpp)
   return s;
 }
 
@@ -96,4 +98,58 @@ TEST(CoreSharing, CalibrationRecordsTheCores) {
   const SystemSpec s = load_system(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/local.toml");
   EXPECT_GT(s.cores, 0);
   EXPECT_EQ(load_system("h100").cores, 0);
+}
+
+// A calibration of 4 ranks on 2 cores from before 2026-12-02 (no
+// kernel_ranks): all four measured at once, so its kernel times hold the
+// sharing already; the planner adds none and says to calibrate again. The
+// 4-rank tune bench planned every layout at 2.1x its measured step when the
+// sharing was added twice.
+TEST(CoreSharing, NoneAddedOnACalibrationWhoseRanksAllMeasured) {
+  SystemSpec old = local_with_cores(2);
+  old.calibrated_ranks = 4;
+  old.kernel_ranks = 0;
+  EXPECT_TRUE(old.kernels_include_sharing());
+  const LayoutCost dp4 = evaluate_layout(small(), old, layout(1, 1, 4, 4));
+  EXPECT_EQ(dp4.time.core_sharing, 0.0);
+  const std::string w = shared_core_calibration(old);
+  EXPECT_NE(w.find("calibrated by 4 rank(s) x 1 thread(s) on 2 core(s)"), std::string::npos) << w;
+  EXPECT_NE(w.find("scripts/mpirun.sh -n 4 build/tessera calibrate --threads 1"), std::string::npos)
+      << w;
+  for (size_t a = 0, b; a < w.size(); a = b + 1) {
+    b = w.find('\n', a);
+    if (b == std::string::npos) b = w.size();
+    EXPECT_LE(b - a + 9, 100u) << w.substr(a, b - a);
+  }
+  // The same file written since (kernel_ranks = 2, one per core): priced.
+  SystemSpec fresh = old;
+  fresh.kernel_ranks = 2;
+  EXPECT_FALSE(fresh.kernels_include_sharing());
+  EXPECT_EQ(shared_core_calibration(fresh), "");
+  EXPECT_GT(evaluate_layout(small(), fresh, layout(1, 1, 4, 4)).time.core_sharing,
+            0.4 * dp4.time.step);
+  // Ranks within the cores: nothing to share, nothing to say.
+  SystemSpec two = old;
+  two.calibrated_ranks = 2;
+  EXPECT_FALSE(two.kernels_include_sharing());
+  EXPECT_EQ(shared_core_calibration(two), "");
+}
+
+TEST(CoreSharing, KernelRanksIsReadAndChecked) {
+  const std::string head = "name = \"x\"\n[calibration]\nranks = 4\nthreads = 1\ncores = 2\n";
+  const std::string rest =
+      "[device]\nname = \"cpu\"\nmemory_GB = 10\nmemory_bandwidth_GBps = 10\n"
+      "memory_efficiency = 1\npeak_TFLOPs = { fp32 = 0.1 }\n[node]\ndevices = 4\n"
+      "[[network]]\nname = \"n\"\nranks = 0\nbandwidth_GBps = 1\nlatency_us = 1\n";
+  EXPECT_EQ(load_system_text(head + "kernel_ranks = 2\n" + rest, "x.toml").kernel_ranks, 2);
+  EXPECT_TRUE(load_system_text(head + rest, "x.toml").kernels_include_sharing());
+  try {
+    load_system_text(head + "kernel_ranks = 5\n" + rest, "x.toml");
+    FAIL() << "kernel_ranks above ranks was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("x.toml: calibration.kernel_ranks must be in [0, "
+                                         "calibration.ranks = 4] (got 5)"),
+              std::string::npos)
+        << e.what();
+  }
 }

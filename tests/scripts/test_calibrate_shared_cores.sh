@@ -26,6 +26,7 @@ grep -q "kernels on $cores rank(s) at once, one per core" calib.out ||
 grep -q "^# 4 ranks on $cores core(s): the kernels were measured by $cores rank(s), one per core" four.toml ||
   fail "four.toml does not say its kernels were measured one rank per core"
 grep -q "^ranks = 4$" four.toml || fail "four.toml does not record the 4 ranks"
+grep -q "^kernel_ranks = $cores$" four.toml || fail "four.toml does not record its $cores kernel ranks"
 grep -q "^devices = 4 " four.toml || fail "four.toml's node is not the 4 ranks"
 
 # dp 4 on those cores: every rank busy at once, so two share each core and
@@ -39,6 +40,21 @@ d = json.load(open(sys.argv[1]))
 best = d["top"][0]
 assert best["layout"]["dp"] == 4, best["layout"]
 assert best["time"]["core_sharing"] > 0.3 * best["step_seconds"], best["time"]
+PY
+! grep -q "measuring its kernels at once" plan.out || fail "a fresh calibration warned as an old one"
+
+# The same file as a calibration from before kernel_ranks was written, when
+# all four ranks measured at once: the planner warns and adds no sharing.
+grep -v "^kernel_ranks = " four.toml > old.toml
+TESSERA_RUN_CALIBRATION=0 "$bin" plan --model "$src/configs/models/tiny-local.toml" \
+  --system old.toml --devices 4 --tp 1 --pp 1 --micro-batch 2 --global-batch-size 8 \
+  --precision fp32 --json old.json > old.out 2>&1 || { cat old.out; fail "plan on old.toml failed"; }
+grep -q "calibrated by 4 rank(s) x 1 thread(s) on $cores core(s), every rank" old.out ||
+  { cat old.out; fail "no warning for a calibration whose ranks all measured at once"; }
+python3 - old.json <<'PY' || fail "the plan on an old shared calibration adds core sharing"
+import json, sys
+best = json.load(open(sys.argv[1]))["top"][0]
+assert best["time"]["core_sharing"] == 0, best["time"]
 PY
 
 [ $fails -eq 0 ] && echo "test_calibrate_shared_cores: ok"

@@ -340,6 +340,8 @@ void run_plan(const PlanArgs& args) {
   if (!args.system.empty() || args.config.empty())
     if (const std::string w = plan::foreign_calibration(sys, plan::cpu_name()); !w.empty())
       fmt::print(stderr, "warning: {}\n", w);
+  if (const std::string w = plan::shared_core_calibration(sys); !w.empty())
+    fmt::print(stderr, "warning: {}\n", w);
   if (!args.validate.empty()) {
     run_validate(args, sys);
     return;

@@ -247,6 +247,8 @@ void print_dry_run(const TrainConfig& c, int64_t ranks, int64_t threads,
   fmt::print("predicted step: {:.4f} s, {:.0f} tokens/s\n", cost.time.step, cost.tokens_per_second);
   const std::string warning = plan::calibration_mismatch(sys, ranks, threads);
   if (!warning.empty()) fmt::print("warning: {}\n", warning);
+  if (const std::string w = plan::shared_core_calibration(sys); !w.empty())
+    fmt::print("warning: {}\n", w);
 }
 
 }  // namespace tessera::cli

@@ -50,8 +50,10 @@ std::string calibration_toml(const Calibration& c) {
   add("# source: measured by tessera calibrate: the ranks x threads measured with;\n"
       "# `plan --validate` and `train --dry-run` warn when a run's differ (the numbers\n"
       "# include this many ranks' contention); cores: the machine's online CPUs, which\n"
-      "# a run of more ranks x threads shares.\n");
-  add("[calibration]\nranks = {}\nthreads = {}\ncores = {}\n\n", c.ranks, c.threads, c.cores);
+      "# a run of more ranks x threads shares; kernel_ranks: the ranks that measured\n"
+      "# the kernels at once (one per core when the ranks outnumber the cores).\n");
+  add("[calibration]\nranks = {}\nthreads = {}\ncores = {}\nkernel_ranks = {}\n\n", c.ranks,
+      c.threads, c.cores, c.kernel_ranks);
   add("[device]\n");
   add("name = {}\n", quoted(c.cpu));
   add("memory_GB = {:.3f}                # source: measured by tessera calibrate: the machine's "

@@ -112,6 +112,17 @@ std::string foreign_calibration(const SystemSpec& sys, const std::string& this_c
       sys.name, sys.device_name, this_cpu);
 }
 
+std::string shared_core_calibration(const SystemSpec& sys) {
+  if (!sys.kernels_include_sharing()) return "";
+  const int64_t threads = std::max<int64_t>(1, sys.calibrated_threads);
+  return fmt::format(
+      "system '{}' was calibrated by {} rank(s) x {} thread(s) on {} core(s), every rank\n"
+      "  measuring its kernels at once: their times include the sharing of cores, so the\n"
+      "  planner adds none, whatever the layout (calibrate again to price it per layout:\n"
+      "  scripts/mpirun.sh -n {} build/tessera calibrate --threads {})",
+      sys.name, sys.calibrated_ranks, threads, sys.cores, sys.calibrated_ranks, threads);
+}
+
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
   const StepBreakdown& t = c.time;
   std::string out = fmt::format("{} on {} x {}\n", c.layout.str(), c.layout.devices(), sys.device_name);

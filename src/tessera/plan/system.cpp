@@ -233,9 +233,13 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
     s.calibrated_ranks = int64_t(get_number(*cal, "ranks", 0));
     s.calibrated_threads = int64_t(get_number(*cal, "threads", 0));
     s.cores = int64_t(get_number(*cal, "cores", 0));
+    s.kernel_ranks = int64_t(get_number(*cal, "kernel_ranks", 0));
     TESSERA_CHECK(s.calibrated_ranks >= 0 && s.calibrated_threads >= 0 && s.cores >= 0,
                   "{}: calibration.ranks, calibration.threads and calibration.cores must be >= 0",
                   path);
+    TESSERA_CHECK(s.kernel_ranks >= 0 && s.kernel_ranks <= s.calibrated_ranks,
+                  "{}: calibration.kernel_ranks must be in [0, calibration.ranks = {}] (got {})",
+                  path, s.calibrated_ranks, s.kernel_ranks);
   }
   return s;
 }

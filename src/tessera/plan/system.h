@@ -2,6 +2,7 @@
 // per node, and the network as tiers of consecutive ranks. Loaded from TOML
 // (configs/systems/*.toml); every missing field is an error naming the file.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <map>
 #include <cstdint>
@@ -112,6 +113,19 @@ struct SystemSpec {
   // system, or an older calibration). A run with more ranks x threads than
   // cores shares them (layout_cost.cpp, core_sharing).
   int64_t cores = 0;
+  // [calibration] kernel_ranks: the ranks that measured the kernels at once,
+  // one per core slot when ranks x threads exceed the cores (the others
+  // slept). 0: not written, a calibration from before 2026-12-02, in which
+  // every rank measured at once.
+  int64_t kernel_ranks = 0;
+  // A calibration of more ranks x threads than cores whose every rank
+  // measured at once: its kernel times already hold a share of the cores'
+  // sharing (a GEMM of microseconds 1.3x slower than alone, attention of
+  // milliseconds 2.0x, on the AMD host), so core_sharing adds none.
+  bool kernels_include_sharing() const {
+    return cores > 0 && kernel_ranks == 0 &&
+           calibrated_ranks * std::max<int64_t>(1, calibrated_threads) > cores;
+  }
 
   double usable_memory() const { return memory_bytes - reserved_bytes; }
   double achieved_memory_bandwidth() const { return memory_bandwidth * memory_efficiency; }

@@ -28,8 +28,13 @@
 #      measurements, biased low: on the 2-rank AMD host one layout stood
 #      alone at 152.8 ms on three measurements and rose to 181 ms on
 #      seven, while the best settled at 174.5 ms with 16 layouts within 5 %
-#      of it. The verdicts rest on the layouts they compare, so those are
-#      the ones measured again.
+#      of it; on 4 ranks the best after four rounds, pp 2 dp 2 at 165.3 ms
+#      on six measurements, stood at 167.0 on eight (a run of fast phases)
+#      and at 186.9 on fourteen, twelve rounds in, in a plateau of 25
+#      layouts within 5 % of 178.5 ms. The verdicts rest on the layouts
+#      they compare, so those are the ones measured again; the report warns
+#      when the best rests on fewer than 12 measurements and gives the
+#      verdicts beside it with the best of the layouts that do.
 # The truth of a layout is the median of every measurement of it in the
 # bench (the passes, the tuner runs' trials and the refinement's). A search "finds" the
 # best when the layout it would return (its fastest trial by its own
@@ -39,7 +44,7 @@
 # error on the tuner's trials before and after the correction from the
 # trials before each.
 # Usage: bench/tune.sh [BUILD_DIR]   env: RANKS="2 4" REPEATS=10 SEEDS=10
-#        PASSES=3 REFINE_TOP=12 REFINE_ROUNDS=4 STEPS=20 WARMUP=3
+#        PASSES=3 REFINE_TOP=12 REFINE_ROUNDS=12 STEPS=20 WARMUP=3
 #        SYSTEM=file (skip the calibration) OUT=dir (kept; default a
 #        temporary one). Run again on the same OUT, an interrupted bench
 #        goes on where it stopped: a stage whose DIR.done is there is not
@@ -54,7 +59,7 @@ repeats=${REPEATS:-10}
 seeds=${SEEDS:-10}
 passes=${PASSES:-3}
 refine_top=${REFINE_TOP:-12}
-refine_rounds=${REFINE_ROUNDS:-4}
+refine_rounds=${REFINE_ROUNDS:-12}
 steps=${STEPS:-20}
 warmup=${WARMUP:-3}
 if [ -n "${OUT:-}" ]; then out=$OUT; mkdir -p "$out"; else

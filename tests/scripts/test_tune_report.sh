@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/tune_report.py on made-up trial logs whose answers are known: the
 # refinement set (the truth's top, every layout within 10 % of its best,
-# every search's pick) and a report that pools the refinement into the
-# truth, so a best that rose on more measurements loses its place.
+# every search's pick), a report that pools the refinement into the truth,
+# so a best that rose on more measurements loses its place, and the
+# warning, with verdicts beside, for a best on few measurements.
 # Usage: test_tune_report.sh TESSERA_BINARY SOURCE_DIR (the binary unused)
 set -euo pipefail
 src=$2
@@ -84,6 +85,28 @@ rows = [line.split() for line in report.splitlines() if line.split()[:1] in (["3
 check([r[1] for r in rows] == ["50.0", "50.0", "50.0"], f"tuner finds {[r[1] for r in rows]}")
 check("tuner 4.5 trials (2 of 2 within 8)" in report, "the trials until the first within 5 %")
 check("NOT met ( 50.0 % of 2 repeats)" in report, "the target's verdict")
+# L02's median rests on 5 measurements, fewer than SETTLED (12): warned,
+# and no layout has 12 to judge by instead.
+check("WARNING: the truth's best rests on 5 measurement(s), fewer than 12" in report,
+      "the warning for a best on few measurements")
+check("measured 12+ times instead" not in report, "a settled best where none is")
+# Seven more rounds of L02 at 105 ms (12 measurements, median 105.0) and a
+# new layout L11 at 95 ms on three: L11 is the truth's best, warned; by
+# L02 as the best (band 110.25 ms) run 1's picks L05 (120) and L09 (115)
+# miss and run 2's L02 is found: 50 % at every budget.
+for r in range(2, 9):
+    write(f"refine{r}", [("L02", 0.105)] + ([("L11", 0.095)] if r <= 4 else []))
+text = io.StringIO()
+with contextlib.redirect_stdout(text):
+    tune_report.report(out, 2, 1)
+report = text.getvalue()
+print(report)
+check("truth's best: L11 at 95.0 ms/step (median of 3)" in report, "the lucky best")
+check("WARNING: the truth's best rests on 3 measurement(s), fewer than 12" in report,
+      "the warning for the lucky best")
+check("  with the best of the layouts measured 12+ times instead (L02 at 105.0 ms), tuner / "
+      "random finds at budgets 3 / 5 / 8: 50.0 % / 50.0 % / 50.0 %; " in report,
+      "the verdicts by the best of the settled layouts")
 sys.exit(1 if fails else 0)
 PYEOF
 echo "tune_report checks ok"

@@ -276,12 +276,16 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
 // busiest core's summed busy time: data- or tensor-parallel partners on one
 // core, busy at once, take twice as long. Ranks that take turns anyway (the
 // stages of a pipeline running one micro-batch) lose nothing: the schedule's
-// step is already longer than their sum. The seconds this adds to the step
-// (none on a calibration whose tables already hold the sharing: system.h).
+// step is already longer than their sum. The seconds this adds to the step.
+// Added on an older calibration whose tables hold a share of the sharing too
+// (SystemSpec::kernels_include_sharing; warned of): counted twice, the plans
+// run long (2.1x on bench/tune.sh's 672 4-rank layouts) but rank the layouts
+// well (rank correlation with the measured steps 0.74), and without it they
+// ran 1.34x and ranked nothing (0.06): the share in the tables is the same
+// for every layout, the sharing is not.
 double core_sharing(const SystemSpec& sys, const PlanLayout& L,
                     const std::vector<Profile>& per_stage, const StepBreakdown& b) {
   if (sys.cores <= 0) return 0;  // GPUs: one rank per device
-  if (sys.kernels_include_sharing()) return 0;
   const int64_t slots = std::max<int64_t>(1, sys.cores / std::max<int64_t>(1, sys.calibrated_threads));
   const int64_t ranks = L.devices();
   if (ranks <= slots) return 0;

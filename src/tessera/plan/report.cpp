@@ -117,9 +117,9 @@ std::string shared_core_calibration(const SystemSpec& sys) {
   const int64_t threads = std::max<int64_t>(1, sys.calibrated_threads);
   return fmt::format(
       "system '{}' was calibrated by {} rank(s) x {} thread(s) on {} core(s), every rank\n"
-      "  measuring its kernels at once: their times include the sharing of cores, so the\n"
-      "  planner adds none, whatever the layout (calibrate again to price it per layout:\n"
-      "  scripts/mpirun.sh -n {} build/tessera calibrate --threads {})",
+      "  measuring its kernels at once: their times hold a share of the cores' sharing,\n"
+      "  which the planner adds per layout again, so steps are planned long (calibrate\n"
+      "  again: scripts/mpirun.sh -n {} build/tessera calibrate --threads {})",
       sys.name, sys.calibrated_ranks, threads, sys.cores, sys.calibrated_ranks, threads);
 }
 

@@ -28,9 +28,9 @@ std::string calibration_mismatch(const SystemSpec& sys, int64_t ranks, int64_t t
 std::string foreign_calibration(const SystemSpec& sys, const std::string& this_cpu);
 // A warning when a calibration of more ranks x threads than cores had every
 // rank measure at once (SystemSpec::kernels_include_sharing: one from before
-// 2026-12-02): its tables hold the sharing, priced as measured, and a fresh
-// calibration prices it per layout. "" otherwise; lines within 100 columns
-// after "warning: ".
+// 2026-12-02): its tables hold a share of the sharing that the planner adds
+// again (layout_cost.cpp, core_sharing), and a fresh calibration holds
+// none. "" otherwise; lines within 100 columns after "warning: ".
 std::string shared_core_calibration(const SystemSpec& sys);
 // The breakdown of one layout: time parts, memory per stage, the limiter.
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys);

@@ -121,7 +121,7 @@ struct SystemSpec {
   // A calibration of more ranks x threads than cores whose every rank
   // measured at once: its kernel times already hold a share of the cores'
   // sharing (a GEMM of microseconds 1.3x slower than alone, attention of
-  // milliseconds 2.0x, on the AMD host), so core_sharing adds none.
+  // milliseconds 2.0x, on the AMD host), which core_sharing adds again.
   bool kernels_include_sharing() const {
     return cores > 0 && kernel_ranks == 0 &&
            calibrated_ranks * std::max<int64_t>(1, calibrated_threads) > cores;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/report.h"
@@ -122,12 +123,16 @@ TEST(CoreSharing, WarnsOfACalibrationWhoseRanksAllMeasured) {
     if (b == std::string::npos) b = w.size();
     EXPECT_LE(b - a + 9, 100u) << w.substr(a, b - a);
   }
+  // Planning on the file warns of it (with another CPU's, of that too).
+  EXPECT_EQ(calibration_file_warnings(old, old.device_name), std::vector<std::string>{w});
+  EXPECT_EQ(calibration_file_warnings(old, "another CPU").size(), 2u);
   // The same file written since (kernel_ranks = 2, one per core): the same
   // plan, no warning.
   SystemSpec fresh = old;
   fresh.kernel_ranks = 2;
   EXPECT_FALSE(fresh.kernels_include_sharing());
   EXPECT_EQ(shared_core_calibration(fresh), "");
+  EXPECT_TRUE(calibration_file_warnings(fresh, fresh.device_name).empty());
   EXPECT_EQ(evaluate_layout(small(), fresh, layout(1, 1, 4, 4)).time.step, dp4.time.step);
   // Ranks within the cores: nothing to share, nothing to say.
   SystemSpec two = old;

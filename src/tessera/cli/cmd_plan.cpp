@@ -336,12 +336,11 @@ void run_plan(const PlanArgs& args) {
   if (const std::string file = plan::find_system_file(system_name);
       !file.empty() && file.starts_with(plan::user_systems_dir()))
     fmt::print(stderr, "system '{}': {} (this machine's calibration)\n", system_name, file);
-  // A run config without --system gets its own calibration below.
+  // A run config without --system gets its own calibration below, not this
+  // file: nothing to say about the file then.
   if (!args.system.empty() || args.config.empty())
-    if (const std::string w = plan::foreign_calibration(sys, plan::cpu_name()); !w.empty())
+    for (const std::string& w : plan::calibration_file_warnings(sys, plan::cpu_name()))
       fmt::print(stderr, "warning: {}\n", w);
-  if (const std::string w = plan::shared_core_calibration(sys); !w.empty())
-    fmt::print(stderr, "warning: {}\n", w);
   if (!args.validate.empty()) {
     run_validate(args, sys);
     return;

@@ -139,9 +139,7 @@ void run_tune(const TuneArgs& a) {
   plan::SystemSpec sys = plan::load_system(a.system);
   // The trials correct the scale of another machine's numbers, not their
   // shape: say so before the first, uncorrected, proposal.
-  if (const std::string w = plan::foreign_calibration(sys, plan::cpu_name()); !w.empty())
-    fmt::print(stderr, "warning: {}\n", w);
-  if (const std::string w = plan::shared_core_calibration(sys); !w.empty())
+  for (const std::string& w : plan::calibration_file_warnings(sys, plan::cpu_name()))
     fmt::print(stderr, "warning: {}\n", w);
   if (a.max_memory_gb > 0) sys.memory_bytes = a.max_memory_gb * 1e9 + sys.reserved_bytes;
   plan::SearchSpace space;

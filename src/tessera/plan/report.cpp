@@ -123,6 +123,14 @@ std::string shared_core_calibration(const SystemSpec& sys) {
       sys.name, sys.calibrated_ranks, threads, sys.cores, sys.calibrated_ranks, threads);
 }
 
+std::vector<std::string> calibration_file_warnings(const SystemSpec& sys,
+                                                   const std::string& this_cpu) {
+  std::vector<std::string> out;
+  for (std::string w : {foreign_calibration(sys, this_cpu), shared_core_calibration(sys)})
+    if (!w.empty()) out.push_back(std::move(w));
+  return out;
+}
+
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
   const StepBreakdown& t = c.time;
   std::string out = fmt::format("{} on {} x {}\n", c.layout.str(), c.layout.devices(), sys.device_name);

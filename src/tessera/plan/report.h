@@ -2,6 +2,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tessera/plan/search.h"
 
@@ -32,6 +33,10 @@ std::string foreign_calibration(const SystemSpec& sys, const std::string& this_c
 // again (layout_cost.cpp, core_sharing), and a fresh calibration holds
 // none. "" otherwise; lines within 100 columns after "warning: ".
 std::string shared_core_calibration(const SystemSpec& sys);
+// What a system file itself warrants warning of before planning on it: the
+// two above that apply (none for a datasheet system).
+std::vector<std::string> calibration_file_warnings(const SystemSpec& sys,
+                                                   const std::string& this_cpu);
 // The breakdown of one layout: time parts, memory per stage, the limiter.
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys);
 nlohmann::json layout_json(const LayoutCost& c);

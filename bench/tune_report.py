@@ -218,10 +218,10 @@ def report(out, n, seeds):
               f"each: {pct(statistics.mean(err_after)) if err_after else '-'} (trials 2-8)")
     # A best on few measurements is the likeliest to be a lucky one: the
     # verdicts again with the best of the layouts measured SETTLED times.
-    settled = {l: v for l, v in truth.items() if len(runs[l]) >= SETTLED}
     if len(runs[best_layout]) < SETTLED:
         print(f"WARNING: the truth's best rests on {len(runs[best_layout])} measurement(s), "
               f"fewer than {SETTLED}: a minimum of many noisy medians is biased low")
+        settled = {l: v for l, v in truth.items() if len(runs[l]) >= SETTLED}
         if settled:
             s_layout = min(settled, key=settled.get)
             s_share, _, _ = verdicts(tuner_seqs, rand_seqs, truth, settled[s_layout])

@@ -19,6 +19,7 @@
 #include "tessera/core/timer.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
+#include "tessera/plan/system.h"
 
 namespace tessera::plan {
 
@@ -303,8 +304,7 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
   // measured step), and a share that depended on the kernel's length
   // against the scheduler's slice (GEMMs of microseconds 1.3x slower than
   // alone, attention of milliseconds 2.0x).
-  const int64_t slots = std::max<int64_t>(1, c.cores / std::max(1, c.threads));
-  c.kernel_ranks = int(std::min<int64_t>(world.size(), slots));
+  c.kernel_ranks = int(std::min<int64_t>(world.size(), core_slots(c.cores, c.threads)));
   const auto shapes = calibration_shapes(o);
   if (lead)
     fmt::print("calibrate: {} rank(s) x {} thread(s); {} GEMM shapes, memory bandwidth, "

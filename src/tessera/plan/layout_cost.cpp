@@ -286,7 +286,7 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
 double core_sharing(const SystemSpec& sys, const PlanLayout& L,
                     const std::vector<Profile>& per_stage, const StepBreakdown& b) {
   if (sys.cores <= 0) return 0;  // GPUs: one rank per device
-  const int64_t slots = std::max<int64_t>(1, sys.cores / std::max<int64_t>(1, sys.calibrated_threads));
+  const int64_t slots = core_slots(sys.cores, sys.calibrated_threads);
   const int64_t ranks = L.devices();
   if (ranks <= slots) return 0;
   const int64_t p = L.par.pp;

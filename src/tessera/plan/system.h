@@ -39,6 +39,14 @@ struct GemmSample {
   double flops = 0;  // FLOP/s achieved
 };
 
+// The core slots of a CPU machine for ranks of `threads` threads each: the
+// ranks it runs without two sharing a core (at least one). `calibrate`
+// measures its kernels on this many ranks; the planner's core_sharing binds
+// rank r to slot r mod slots.
+inline int64_t core_slots(int64_t cores, int64_t threads) {
+  return std::max<int64_t>(1, cores / std::max<int64_t>(1, threads));
+}
+
 struct SystemSpec {
   std::string name, description, source;  // source: the file it came from
   std::string device_name;
@@ -124,7 +132,7 @@ struct SystemSpec {
   // milliseconds 2.0x, on the AMD host), which core_sharing adds again.
   bool kernels_include_sharing() const {
     return cores > 0 && kernel_ranks == 0 &&
-           calibrated_ranks * std::max<int64_t>(1, calibrated_threads) > cores;
+           calibrated_ranks > core_slots(cores, calibrated_threads);
   }
 
   double usable_memory() const { return memory_bytes - reserved_bytes; }

@@ -19,6 +19,20 @@ namespace {
 
 std::string gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
 
+// ZeRO-3 as FSDP (FULL_SHARD) and DeepSpeed run it on GPUs: per unit (a
+// layer), gathers prefetched behind compute and gradients reduce-scattered
+// as each unit's backward ends, every micro-batch. The engine (fp32, or
+// L.engine) gathers each unit when it needs it and reduces once a step.
+bool zero3_framework(const PlanLayout& L) {
+  return L.par.zero_stage == 3 && L.par.dp > 1 && !L.engine && L.precision != Precision::Fp32;
+}
+
+// The parameters of ZeRO-3's largest unit on one tp rank: a transformer
+// layer, or the (vocab-parallel) embedding / output layer when larger.
+double zero3_unit_params(const GPTConfig& m, int64_t tp, double layer_params) {
+  return std::max(layer_params, double(m.padded_vocab(tp) / tp) * double(m.hidden_size));
+}
+
 }  // namespace
 
 StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int64_t stage) {
@@ -92,17 +106,24 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     sc.stage = s;
     sc.params = params.stage_params(par, s);
     sc.state = zero_state_bytes(double(sc.params), per_param, par.zero_stage, dp);
+    // FP8 (Transformer Engine): each weight's FP8 copy and its transpose
+    // beside the 16-bit one, 2 bytes a parameter, sharded only with it.
+    if (L.fp8) sc.state.params += 2.0 * double(sc.params) / (par.zero_stage == 3 ? double(dp) : 1.0);
     StageActivations a = stage_activations(m, L, s);
     sc.activations = a.total;
     sc.layer_activations = a.layers;
     sc.in_flight = a.in_flight;
-    // ZeRO-3 gathers a chunk's weights before using it, and prefetches the
-    // next. The engine (fp32, or L.engine): the gathered layer is a
-    // transient buffer that the trainer's memory header (params + grads +
-    // optimizer + activations) does not count, so neither does the prediction.
-    if (par.zero_stage == 3 && dp > 1 && L.precision != Precision::Fp32 && !L.engine)
-      sc.zero3_buffers =
-          2.0 * double(par.chunk_layer_count(m.num_layers, s)) * layer_params * per_param.params;
+    // ZeRO-3 gathers weights before using them. The engine (fp32, or
+    // L.engine): the gathered layer is a transient buffer that the trainer's
+    // memory header (params + grads + optimizer + activations) does not
+    // count, so neither does the prediction. FSDP and DeepSpeed gather one
+    // unit (a layer, or the embedding / output layer) at a time and prefetch
+    // the next, and reduce-scatter each unit's gradients as its backward
+    // ends: at most two units' full weights and two units' full gradients
+    // in flight (zero3_unit_bytes), never the whole chunk.
+    if (zero3_framework(L))
+      sc.zero3_buffers = 2.0 * zero3_unit_params(m, par.tp, layer_params) *
+                         (per_param.params + per_param.grads);
     c.stages.push_back(sc);
     if (sc.memory() > c.peak_memory) c.peak_memory = sc.memory(), c.peak_stage = s;
   }
@@ -131,18 +152,42 @@ struct ChunkWork {
   Profile layer_forward, layer_backward;  // backward: with the layer's recompute
   EndOps ends;
   std::vector<int64_t> chunk_layers;  // (pp) layers per chunk of each stage
-  std::vector<double> zero3_chunk;    // (pp) one chunk's weight gather (0 without ZeRO-3)
+  // ZeRO-3 (0 without), per micro-batch through one chunk of stage s: its
+  // weights' all-gather (in forward, and again in backward) and, in a GPU
+  // framework (FSDP, DeepSpeed), its gradients' reduce-scatter in backward.
+  std::vector<double> zero3_gather, zero3_reduce;  // (pp) seconds
+  // FSDP and DeepSpeed prefetch the next unit's gather while a unit
+  // computes and reduce-scatter a unit's gradients while the next computes:
+  // only the first unit's gather of a pass waits, and what the compute
+  // (the system's comm_overlap of it) cannot cover. The engine gathers each
+  // unit when it needs it: all of it waits.
+  bool zero3_overlapped = false;
+  double comm_overlap = 1.0;
 
-  // One micro-batch through one chunk of stage s: its layers and, under
-  // ZeRO-3, the chunk's weight gather (forward, and again in backward).
-  Profile forward(int64_t s) const { return chunk(layer_forward, s); }
-  Profile backward(int64_t s) const { return chunk(layer_backward, s); }
+  // One micro-batch through one chunk of stage s: its layers and the
+  // ZeRO-3 communication it waits for.
+  Profile forward(int64_t s) const { return chunk(layer_forward, s, zero3_gather[size_t(s)]); }
+  Profile backward(int64_t s) const {
+    return chunk(layer_backward, s, zero3_gather[size_t(s)] + zero3_reduce[size_t(s)]);
+  }
+  // The ZeRO-3 seconds one micro-batch through a chunk of stage s waits for.
+  double zero3_exposed(int64_t s) const {
+    return forward(s)[Op::Comm] + backward(s)[Op::Comm] -
+           double(chunk_layers[size_t(s)]) * (layer_forward[Op::Comm] + layer_backward[Op::Comm]);
+  }
 
  private:
-  Profile chunk(const Profile& layer, int64_t s) const {
+  Profile chunk(const Profile& layer, int64_t s, double zero3) const {
     Profile c;
-    c.add(layer, double(chunk_layers[size_t(s)]));
-    c[Op::Comm] += zero3_chunk[size_t(s)];
+    const double layers = double(chunk_layers[size_t(s)]);
+    c.add(layer, layers);
+    if (!zero3_overlapped || zero3 <= 0) {
+      c[Op::Comm] += zero3;
+      return c;
+    }
+    const double first_unit = zero3_gather[size_t(s)] / layers;
+    const double compute = c.total() - c[Op::Comm];
+    c[Op::Comm] += first_unit + std::max(0.0, zero3 - first_unit - comm_overlap * compute);
     return c;
   }
 };
@@ -165,16 +210,26 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
       if (Op(k) != Op::Comm) p->seconds[k] *= in_situ.seconds[k];
   w.layer_forward = lo.forward;
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
+  // ZeRO-3 units (a layer each) are gathered in 16 bits from the dp shards
+  // (per_param.params bytes a parameter) and, in a GPU framework, their
+  // gradients reduce-scattered every micro-batch (per_param.grads).
+  w.zero3_overlapped = zero3_framework(L);
+  w.comm_overlap = sys.comm_overlap;
   for (int64_t s = 0; s < par.pp; ++s) {
     const int64_t lc = par.chunk_layer_count(m.num_layers, s);
     w.chunk_layers.push_back(lc);
-    w.zero3_chunk.push_back(
-        par.zero_stage == 3 && dp > 1
-            ? collective_cost(sys, Collective::AllGather,
-                              double(lc) * layer_params * per_param.params * double(dp), dp, t,
-                              L.devices())
-                  .seconds
-            : 0.0);
+    const bool zero3 = par.zero_stage == 3 && dp > 1;
+    // A gather's size is what each rank ends up holding: the chunk's
+    // parameters on this tp rank, every dp shard of them (each rank receives
+    // (dp - 1) / dp of it: comm_model.cpp). Not times dp.
+    const double chunk_params = double(lc) * layer_params;
+    auto cost = [&](Collective op, double bytes_per_param) {
+      return collective_cost(sys, op, chunk_params * bytes_per_param, dp, t, L.devices()).seconds;
+    };
+    w.zero3_gather.push_back(zero3 ? cost(Collective::AllGather, per_param.params) : 0.0);
+    w.zero3_reduce.push_back(zero3 && w.zero3_overlapped
+                                 ? cost(Collective::ReduceScatter, per_param.grads)
+                                 : 0.0);
   }
   return w;
 }
@@ -243,8 +298,10 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   // backward. ZeRO-1 and 2 then all-gather the updated weights after the
   // optimizer: exposed, or with --overlap-param-gather hidden (comm_overlap
   // of it) behind the next step's first forward. ZeRO-3 gathers weights
-  // per use instead (zero3_chunk).
-  if (dp > 1) {
+  // per use instead (ChunkWork::zero3_gather), and a GPU framework's
+  // ZeRO-3 reduce-scatters per micro-batch there too: nothing is left for
+  // the step's end.
+  if (dp > 1 && !zero3_framework(L)) {
     const double grads = double(max_params) * per_param.grads;
     const double weights = double(max_params) * per_param.params;
     const double reduce =
@@ -309,6 +366,9 @@ void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params
   const double elt = double(activation_element_bytes(L.precision));
   ops[Op::Optimizer] += kernel_seconds(sys, Kernel::AdamW, double(params) / shard, elt);
   ops[Op::GradNorm] += kernel_seconds(sys, Kernel::GradNorm, double(params) / shard, elt);
+  // FP8: the updated weights cast to FP8 and transposed once a step (read 2,
+  // write 1 + 1 bytes a parameter), each rank over the weights it computes with.
+  if (L.fp8) ops[Op::Cast] += 4.0 * double(params) / sys.achieved_memory_bandwidth();
   // Megatron-LM's fp16 loss scaling (layout.h), over the same shard: the
   // fp16 gradients copied into the fp32 main gradients (read 2, write 4
   // bytes) and unscaled with an inf/NaN check (read 4, write 4); then the
@@ -385,7 +445,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   for (int64_t s = 0; s < p; ++s) per_stage.push_back(stage_ops(w, L, s));
   const int64_t bs = busiest_stage(per_stage);
   const Profile& busiest = per_stage[size_t(bs)];
-  b.zero3_gather = double(mb * v) * 2 * w.zero3_chunk[size_t(bs)];
+  b.zero3_gather = double(mb * v) * w.zero3_exposed(bs);
   b.tp_comm = busiest[Op::Comm] - b.zero3_gather;
   b.compute = busiest.total() - busiest[Op::Comm];
 
@@ -394,7 +454,7 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   step_comm(b, m, sys, L, opt, per_param, max_params, pc);
   Profile largest;
   add_step_kernels(sys, L, max_params, largest);
-  b.optimizer = largest[Op::Optimizer] + largest[Op::GradNorm];
+  b.optimizer = largest.total();  // AdamW, the norm (and FP8's weight casts)
   // Ranks that synchronise wait for the late one at every collective.
   b.sync_wait =
       sys.sync_wait * syncs_per_step(ol, L, w.chunk_layers[size_t(bs)], !m.untie_embeddings);

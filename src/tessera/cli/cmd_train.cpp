@@ -518,7 +518,16 @@ void register_train(CLI::App& app) {
   add_config_file_option(sub);
   add_train_options(sub, *cfg);
   add_launch_options(sub, *flags);
-  sub->callback([cfg, flags, sub] {
+  // FP8 is a plan, not a run: the engine's kernels have no FP8 GEMM on
+  // CPUs. Named, so the refusal says so instead of "unknown flag".
+  auto fp8 = std::make_shared<bool>(false);
+  sub->add_flag("--fp8", *fp8,
+                "refused: tessera train does not train in FP8 (`tessera plan --precision fp8` "
+                "plans FP8 runs of GPUs)");
+  sub->callback([cfg, flags, sub, fp8] {
+    TESSERA_CHECK(!*fp8, "--fp8: tessera train does not train in FP8 (its CPU kernels have no "
+                  "FP8 GEMM); train with --bf16, and plan FP8 runs of GPUs with `tessera plan "
+                  "--precision fp8`");
     for (const char* f : kModelShapeFlags)
       if (sub->get_option(f)->count() > 0) flags->given_shape_flags.insert(f);
     try {

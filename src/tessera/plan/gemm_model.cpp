@@ -13,8 +13,9 @@ double ceil_div(int64_t a, int64_t b) { return double((a + b - 1) / b); }
 // Roofline with tiling: the device computes output tiles of tile_m x tile_n
 // in waves over its compute units. Partial edge tiles, a last partial wave
 // and a short k loop all waste issue slots; memory traffic bounds small k.
-double roofline_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) {
-  const double elt = double(activation_element_bytes(p));
+// peak, max_efficiency: the precision's (FP8 its own); elt: operand bytes.
+double roofline_seconds(const SystemSpec& sys, double peak, double max_efficiency, double elt,
+                        const GemmShape& g) {
   const double tiles_m = ceil_div(g.m, sys.tile_m), tiles_n = ceil_div(g.n, sys.tile_n);
   const double edge = (double(g.m) / (tiles_m * double(sys.tile_m))) *
                       (double(g.n) / (tiles_n * double(sys.tile_n)));
@@ -24,8 +25,8 @@ double roofline_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) 
   const double wave_fill = tiles / (waves * units);
   // The k loop's prologue/epilogue: ~64 k-steps' worth of fixed cost per tile.
   const double k_fill = double(g.k) / (double(g.k) + 64.0);
-  const double eff = sys.gemm_max_efficiency * edge * wave_fill * k_fill;
-  const double compute = g.flops() / (sys.peak_flops(p) * std::max(eff, 1e-3));
+  const double eff = max_efficiency * edge * wave_fill * k_fill;
+  const double compute = g.flops() / (peak * std::max(eff, 1e-3));
   const double bytes = elt * double(g.batch) *
                        (double(g.m) * g.k + double(g.k) * g.n + double(g.m) * g.n);
   const double memory = bytes / sys.achieved_memory_bandwidth();
@@ -56,7 +57,15 @@ double gemm_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) {
   if (p == Precision::Fp16 && !sys.gemm_measured_fp16.empty())
     return measured_seconds(sys.gemm_measured_fp16, rows);
   if (!sys.gemm_measured.empty()) return measured_seconds(sys.gemm_measured, rows);
-  return roofline_seconds(sys, p, g);
+  return roofline_seconds(sys, sys.peak_flops(p), sys.gemm_max_efficiency,
+                          double(activation_element_bytes(p)), g);
+}
+
+double gemm_seconds_fp8(const SystemSpec& sys, const GemmShape& g) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
+  const double eff =
+      sys.gemm_max_efficiency_fp8 > 0 ? sys.gemm_max_efficiency_fp8 : sys.gemm_max_efficiency;
+  return roofline_seconds(sys, sys.peak_flops_fp8, eff, 1.0, g);
 }
 
 double gemm_efficiency(const SystemSpec& sys, Precision p, const GemmShape& g) {

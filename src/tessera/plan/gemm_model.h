@@ -17,6 +17,9 @@ struct GemmShape {
 
 // Seconds for one GEMM.
 double gemm_seconds(const SystemSpec& sys, Precision p, const GemmShape& g);
+// The same GEMM with FP8 operands (1 byte each) at the device's FP8 peak and
+// efficiency (SystemSpec::peak_flops_fp8; the device must have FP8 units).
+double gemm_seconds_fp8(const SystemSpec& sys, const GemmShape& g);
 // Achieved fraction of peak for that GEMM (for reports).
 double gemm_efficiency(const SystemSpec& sys, Precision p, const GemmShape& g);
 

@@ -81,11 +81,34 @@ Collective plan_collective(CollectiveKind k) {
   return Collective::AllReduce;
 }
 
-// Sums the entries of `phase` in `list` into `p` by profile kind.
+// A transformer layer's linear GEMM under --precision fp8 (Transformer
+// Engine): the GEMM on FP8 operands, and the memory-bound pass that casts
+// its activation operand (X in forward, dY for the input gradient) to FP8
+// with its amax and writes it transposed too, for the weight gradient:
+// read 2 bytes, write 1 + 1 per element, m x k elements. The weight
+// gradient reuses both transposes. Batched GEMMs (attention's) stay 16-bit.
+double fp8_linear_seconds(const OpEntry& e, const SystemSpec& sys) {
+  const std::string_view k = e.kernel;
+  const bool cast = k == "matmul_forward" || k == "matmul_backward.dinp";
+  const GemmShape shape = k == "matmul_backward.dweight" ? GemmShape{e.n, e.m, e.k, e.batch}
+                                                          : GemmShape{e.m, e.n, e.k, e.batch};
+  const double cast_bytes = cast ? 4.0 * double(e.m) * double(e.k) * double(e.batch) : 0.0;
+  return gemm_seconds_fp8(sys, shape) + cast_bytes / sys.achieved_memory_bandwidth();
+}
+
+bool fp8_linear(const OpEntry& e) {
+  const std::string_view k = e.kernel;
+  return e.cls == OpClass::Gemm && k.starts_with("matmul_") && !k.starts_with("matmul_forward.") &&
+         !k.starts_with("matmul_backward.dbias");
+}
+
+// Sums the entries of `phase` in `list` into `p` by profile kind. `fp8`:
+// the list's linear GEMMs run in FP8 (a transformer layer's, --precision fp8).
 void price(Profile& p, const std::vector<OpEntry>& list, OpPhase phase, const SystemSpec& sys,
-           const PlanLayout& L) {
+           const PlanLayout& L, bool fp8 = false) {
   for (const OpEntry& e : list)
-    if (e.phase == phase) p[e.op] += op_seconds(e, sys, L);
+    if (e.phase == phase)
+      p[e.op] += fp8 && fp8_linear(e) ? fp8_linear_seconds(e, sys) : op_seconds(e, sys, L);
 }
 
 }  // namespace
@@ -135,9 +158,9 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
 
 LayerOps layer_ops(const OpList& ol, const SystemSpec& sys, const PlanLayout& L) {
   LayerOps r;
-  price(r.forward, ol.layer, OpPhase::Forward, sys, L);
-  price(r.recompute, ol.layer, OpPhase::Recompute, sys, L);
-  price(r.backward, ol.layer, OpPhase::Backward, sys, L);
+  price(r.forward, ol.layer, OpPhase::Forward, sys, L, L.fp8);
+  price(r.recompute, ol.layer, OpPhase::Recompute, sys, L, L.fp8);
+  price(r.backward, ol.layer, OpPhase::Backward, sys, L, L.fp8);
   return r;
 }
 

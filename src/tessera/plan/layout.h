@@ -49,6 +49,14 @@ struct PlanLayout {
   // compute hides is the system's comm_overlap.
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
+  // `--precision fp8` (planner only; the engine does not train in FP8):
+  // Transformer Engine's recipe on top of `precision` (bf16): the
+  // transformer layers' linear GEMMs take FP8 inputs at the device's FP8
+  // peak, each input cast (with its amax) and transposed by a memory-bound
+  // pass, and the weights' FP8 copies (and their transposes) cast once a
+  // step beside the bf16 ones; attention, the LM head, the loss and the
+  // optimizer stay as in bf16 (layer_ops.cpp, layout_cost.cpp).
+  bool fp8 = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

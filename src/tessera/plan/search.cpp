@@ -206,6 +206,7 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   L.par.recompute = rc;
                   L.par.sequence_parallel = seq_par;
                   L.precision = sp.precision;
+                  L.fp8 = sp.fp8;
                   L.flash_attention = sp.flash_attention;
                   L.overlap_grad_reduce = sp.overlap_grad_reduce;
                   L.overlap_param_gather = sp.overlap_param_gather && (zero == 1 || zero == 2);

@@ -26,6 +26,7 @@ struct SearchSpace {
   std::vector<ScheduleKind> schedules{ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
                                       ScheduleKind::GPipe};
   Precision precision = Precision::Bf16;
+  bool fp8 = false;  // --precision fp8: bf16 with FP8 linear GEMMs (PlanLayout::fp8)
   bool flash_attention = true;
   bool overlap_grad_reduce = false;   // --overlap-grad-reduce of every candidate
   bool overlap_param_gather = false;  // --overlap-param-gather (where ZeRO is 1 or 2)

@@ -94,6 +94,9 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
   s.peak_flops_bf16 = (bf16 > 0 ? bf16 : fp16 > 0 ? fp16 : p32) * 1e12;
   s.peak_flops_fp16 = (fp16 > 0 ? fp16 : bf16 > 0 ? bf16 : p32) * 1e12;
   s.peak_flops_32 = (p32 > 0 ? p32 : bf16 > 0 ? bf16 : fp16) * 1e12;
+  // FP8 only where the file lists it: a device without FP8 units has no FP8 plan.
+  s.peak_flops_fp8 = get_number(*peak, "fp8", 0) * 1e12;
+  TESSERA_CHECK(s.peak_flops_fp8 >= 0, "{}: 'device.peak_TFLOPs.fp8' must be >= 0", path);
 }
 
 // [node]: devices per node, overlap, synchronisation wait.
@@ -135,6 +138,7 @@ void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) 
   const toml::table* g = root["gemm"].as_table();
   if (g == nullptr) return;
   s.gemm_max_efficiency = get_number(*g, "max_efficiency", s.gemm_max_efficiency);
+  s.gemm_max_efficiency_fp8 = get_number(*g, "max_efficiency_fp8", s.gemm_max_efficiency);
   s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m)));
   s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n)));
   s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency);

@@ -138,6 +138,11 @@ struct SystemSpec {
   double usable_memory() const { return memory_bytes - reserved_bytes; }
   double achieved_memory_bandwidth() const { return memory_bandwidth * memory_efficiency; }
   // The dense peak of one precision.
+  // FP8 (E4M3/E5M2) dense peak, FLOP/s, the file's peak_TFLOPs `fp8` (0:
+  // the device has no FP8 units), and the largest fraction of it a GEMM
+  // reaches, [gemm] max_efficiency_fp8 (default max_efficiency).
+  double peak_flops_fp8 = 0;
+  double gemm_max_efficiency_fp8 = 0;
   double peak_flops(tessera::Precision p) const {
     return p == tessera::Precision::Fp32   ? peak_flops_32
            : p == tessera::Precision::Bf16 ? peak_flops_bf16

@@ -118,7 +118,7 @@ expect_error "--config and --model: give one" \
 expect_error "--search: only with --config" "$bin" plan --search --devices 2 --global-batch-size 2
 expect_error "--dry-run-ranks: only with --dry-run" "$bin" train --dry-run-ranks 2
 expect_error "--emit-config" "$bin" plan --config configs/default.toml --emit-config /proc/nope/x.toml
-expect_error "--precision: bf16, fp16 or fp32 (got 'mixed16')" \
+expect_error "--precision: bf16, fp16, fp32 or fp8 (got 'mixed16')" \
   "$bin" plan --model gpt2-small --devices 8 --global-batch-size 8 --precision mixed16
 
 # 5b. bf16 and fp16 are the planner's precisions too: an fp16 plan runs as --fp16.

@@ -19,6 +19,7 @@
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/plots.h"
+#include "tessera/plan/published.h"
 #include "tessera/plan/by_op_report.h"
 #include "tessera/plan/calibrate_run.h"
 #include "tessera/plan/report.h"
@@ -45,6 +46,7 @@ struct PlanArgs {
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
   bool overlap_grad_reduce = false, overlap_param_gather = false;
   std::vector<std::string> validate;  // metrics files of `tessera train` runs
+  std::string validate_published;     // bench/published files (a file or a directory)
   bool by_op = false;                 // the best layout by op; --validate: each run by kind of work
   std::string svg_dir;                // --svg: write the charts here
   // --config: a `tessera train --config` file; plans that run (model, layout,
@@ -127,8 +129,12 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   else if (a.sequence_parallel == "off") sp.sequence_parallel = {false};
   else TESSERA_CHECK(a.sequence_parallel == "both", "--sequence-parallel: on, off or both (got '{}')",
                      a.sequence_parallel);
-  TESSERA_CHECK(precision_parse(a.precision, sp.precision),
-                "--precision: bf16, fp16 or fp32 (got '{}')", a.precision);
+  // fp8: Transformer Engine's recipe, bf16 around FP8 linear GEMMs (layout.h).
+  sp.fp8 = a.precision == "fp8";
+  TESSERA_CHECK(sp.fp8 || precision_parse(a.precision, sp.precision),
+                "--precision: bf16, fp16, fp32 or fp8 (got '{}')", a.precision);
+  TESSERA_CHECK(!sp.fp8 || !run, "--precision fp8: tessera train does not train in FP8; plan "
+                "--config plans the engine's own run (bf16, fp16 or fp32)");
   sp.flash_attention = !a.no_flash;
   sp.overlap_grad_reduce = a.overlap_grad_reduce;
   sp.overlap_param_gather = a.overlap_param_gather;
@@ -240,6 +246,7 @@ void print_search(const PlanArgs& a, const GPTConfig& model, const plan::SystemS
              r.seconds, r.ranked.size(), r.too_big);
   fmt::print("{}\n", plan::format_table(r.ranked, size_t(a.top)));
   fmt::print("best: {}", plan::format_breakdown(r.ranked.front(), sys));
+  fmt::print("{}", plan::interval_text(r.ranked.front(), sys));
   if (!r.closest_misses.empty() && r.too_big > 0) {
     // Layouts that do not fit still get their time, and how far over they are.
     fmt::print("\nclosest that do not fit ({} of {}), predicted as if they did:\n{}",
@@ -316,6 +323,11 @@ void run_plan(const PlanArgs& args) {
     print_list();
     return;
   }
+  if (!args.validate_published.empty()) {
+    fmt::print("{}", plan::format_published(
+                         plan::validate_published(plan::load_published(args.validate_published))));
+    return;
+  }
   TESSERA_CHECK(args.config.empty() || !args.given_model,
                 "--config and --model: give one (--config names a whole `tessera train` run)");
   TESSERA_CHECK(!args.search || !args.config.empty(),
@@ -378,6 +390,9 @@ void run_plan(const PlanArgs& args) {
                               : std::string("required: this model's source gives no batch"));
   TESSERA_CHECK(a.top >= 1, "--top must be >= 1 (got {})", a.top);
   const plan::SearchSpace space = make_space(a, run ? &*run : nullptr);
+  TESSERA_CHECK(!space.fp8 || sys.peak_flops_fp8 > 0,
+                "--precision fp8: system '{}' ({}) lists no fp8 peak (device.peak_TFLOPs.fp8): "
+                "its device has no FP8 units", sys.name, sys.source);
   plan::SearchResult r = plan::search_layouts(model, sys, space);
   if (!a.json.empty() && r.ranked.empty()) write_json(a, sys, r);  // the misses, with times
   check_found(a, a.model, model, sys, space, r);
@@ -443,7 +458,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--sequence-parallel", a->sequence_parallel, "on, off or both")
       ->capture_default_str();
   cmd->add_option("--precision", a->precision, "bf16 or fp16 (16-bit with fp32 master weights; fp16 with loss "
-                  "scaling) or fp32")
+                  "scaling), fp32, or fp8 (bf16 with Transformer Engine's FP8 linear GEMMs; "
+                  "devices with an fp8 peak)")
       ->capture_default_str();
   cmd->add_flag("--no-flash-attention", a->no_flash, "store the attention scores");
   cmd->add_flag("--allow-tp-across-nodes", a->tp_across_nodes, "let tp exceed one node");
@@ -463,6 +479,10 @@ void register_plan(CLI::App& app) {
                   "metrics files of `tessera train --metrics-file` runs: predict each run's layout "
                   "and print the errors")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--validate-published", a->validate_published,
+                  "a published-runs file or directory (bench/published): plan every run at its "
+                  "layout on its system and print predicted vs published step, the error, the "
+                  "step's terms, and MAPE / max / mean signed error by source, kind and system");
   cmd->add_flag("--by-op", a->by_op,
                 "the best layout's step per pipeline stage by op (gemm, attention, memory-bound, "
                 "each tp collective, bubble, exposed dp, optimizer) and model / hardware "

@@ -224,6 +224,11 @@ GPTConfig load_model_file(const std::string& path, const KeyFilter& other_known_
   } catch (const toml::parse_error& e) {
     fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
   }
+  return model_from_table(root, path, other_known_key);
+}
+
+GPTConfig model_from_table(const toml::table& root, const std::string& path,
+                           const KeyFilter& other_known_key) {
   // Older model files hold snake_case keys in a [model] table; today's use
   // `tessera train`'s key names at the top level (a train --config file is
   // a model file too).

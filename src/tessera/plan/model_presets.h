@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <toml++/toml.h>
+
 #include "tessera/config/gpt_config.h"
 
 namespace tessera::plan {
@@ -45,5 +47,9 @@ GPTConfig load_model(const std::string& name_or_path, const KeyFilter& other_kno
 // disable-bias-linear), or older files' snake_case keys in a [model] table. Any other key is an error naming the file and the key,
 // unless other_known_key accepts it.
 GPTConfig load_model_file(const std::string& path, const KeyFilter& other_known_key = {});
+// The same keys read from a table already parsed (a published run's
+// [run.model], bench/published/); `path` names it in errors.
+GPTConfig model_from_table(const toml::table& table, const std::string& path,
+                           const KeyFilter& other_known_key = {});
 
 }  // namespace tessera::plan

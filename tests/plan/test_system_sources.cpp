@@ -166,7 +166,9 @@ TEST(SystemSources, EveryShippedParameterHasASource) {
     const std::vector<std::string> missing = unsourced(read_text(e.path()));
     EXPECT_TRUE(missing.empty()) << "parameters without a '# source:' comment:" << join(missing);
   }
-  EXPECT_GE(files, 4);  // dgx-a100-80gb, frontier, h100, local
+  // dgx-a100-80gb, dgx-a100-80gb-2021, dgx-a100-40gb, h100, h200, frontier,
+  // mi300x, local
+  EXPECT_GE(files, 8);
 }
 
 TEST(SystemSources, RemovingASourceIsCaught) {
@@ -225,6 +227,11 @@ TEST(SystemSources, GemmCeilingReproducesTheCitedMicrobenchmarks) {
       {"h100", {2048, 2048, 13312}, 794.5 / 989},
       {"h100", {6144, 17920, 2816}, 792.1 / 989},
       {"frontier", {1024, 14080, 19968}, 147.0 / 191.5},
+      // The A100 row is the SXM part's compute, the same for 40 and 80 GB.
+      {"dgx-a100-40gb", {1024, 10240, 5120}, 271.2 / 312},
+      // Bekman's H100 SXM row, noted "H200 is the same".
+      {"h200", {2048, 2048, 13312}, 794.5 / 989},
+      {"mi300x", {10240, 15360, 8192}, 668.4 / 1307.4},
   };
   for (const Case& c : cases) {
     const SystemSpec s = load_system_file((systems_dir() / (std::string(c.system) + ".toml")).string());
@@ -275,4 +282,70 @@ TEST(PlanSystem, Fp16AndBf16PeaksStayDistinct) {
       load_system_text(small_system("memory_efficiency = 1.0\n", "{ fp32 = 2.0 }"), "c");
   EXPECT_DOUBLE_EQ(cpu.peak_flops(tessera::Precision::Fp16), 2e12);
   EXPECT_DOUBLE_EQ(cpu.peak_flops(tessera::Precision::Bf16), 2e12);
+}
+
+// Each datasheet system names the software its measurements come from;
+// calibrate's files (this machine, measured now) need none.
+TEST(SystemSources, EveryDatasheetSystemNamesItsStack) {
+  for (const char* name : {"dgx-a100-80gb", "dgx-a100-80gb-2021", "dgx-a100-40gb", "h100", "h200",
+                           "frontier", "mi300x"}) {
+    const SystemSpec s = load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
+    EXPECT_FALSE(s.stack.empty()) << name;
+  }
+  EXPECT_EQ(load_system_file((systems_dir() / "dgx-a100-80gb-2021.toml").string()).stack,
+            "CUDA 11.x, cuBLAS 11, NCCL 2.8, Megatron-LM fused softmax, no flash attention (2021)");
+  // Read as given; optional.
+  const std::string base = small_system("memory_efficiency = 1.0\n", "{ fp32 = 1.0 }");
+  EXPECT_EQ(load_system_text("stack = \"ROCm 6.3, RCCL\"\n" + base, "s").stack, "ROCm 6.3, RCCL");
+  EXPECT_EQ(load_system_text(base, "s").stack, "");
+}
+
+// One machine in two software eras: the 2021 file may differ from the 2023+
+// one only in what software decides (GEMM and attention rates, collective
+// efficiency and latency), never in the hardware.
+TEST(SystemSources, EraFilesShareTheirHardware) {
+  const SystemSpec now = load_system_file((systems_dir() / "dgx-a100-80gb.toml").string());
+  const SystemSpec then = load_system_file((systems_dir() / "dgx-a100-80gb-2021.toml").string());
+  EXPECT_DOUBLE_EQ(then.memory_bytes, now.memory_bytes);
+  EXPECT_DOUBLE_EQ(then.memory_bandwidth, now.memory_bandwidth);
+  EXPECT_DOUBLE_EQ(then.peak_flops(Precision::Bf16), now.peak_flops(Precision::Bf16));
+  EXPECT_DOUBLE_EQ(then.peak_flops(Precision::Fp32), now.peak_flops(Precision::Fp32));
+  EXPECT_EQ(then.compute_units, now.compute_units);
+  EXPECT_EQ(then.devices_per_node, now.devices_per_node);
+  ASSERT_EQ(then.tiers.size(), now.tiers.size());
+  for (size_t i = 0; i < now.tiers.size(); ++i) {
+    EXPECT_EQ(then.tiers[i].ranks, now.tiers[i].ranks) << i;
+    EXPECT_DOUBLE_EQ(then.tiers[i].bandwidth, now.tiers[i].bandwidth) << i;
+  }
+  // 2021's unfused softmax path is well below FlashAttention-2's rate.
+  EXPECT_LT(then.attention_efficiency, 0.5 * now.attention_efficiency);
+}
+
+// peak_TFLOPs.fp8 is stored as given (dense); absent means no fp8 units, and
+// fp8 never stands in for another precision.
+TEST(PlanSystem, Fp8PeakIsStoredAndOptional) {
+  const auto load = [](const char* name) {
+    return load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
+  };
+  EXPECT_DOUBLE_EQ(load("h100").peak_flops_fp8, 1979e12);
+  EXPECT_DOUBLE_EQ(load("h200").peak_flops_fp8, 1979e12);
+  EXPECT_DOUBLE_EQ(load("mi300x").peak_flops_fp8, 2614.9e12);
+  EXPECT_DOUBLE_EQ(load("dgx-a100-80gb").peak_flops_fp8, 0.0);  // Ampere has no fp8
+  EXPECT_DOUBLE_EQ(load("frontier").peak_flops_fp8, 0.0);
+  const SystemSpec s = load_system_text(
+      small_system("memory_efficiency = 1.0\n", "{ fp32 = 10.0, fp8 = 80.0 }"), "s");
+  EXPECT_DOUBLE_EQ(s.peak_flops_fp8, 80e12);
+  EXPECT_DOUBLE_EQ(s.peak_flops(Precision::Bf16), 10e12);  // falls to fp32, not fp8
+  // fp8 alone is no peak the planner can run at.
+  EXPECT_TRUE(test::throws_error_with(
+      [] {
+        load_system_text(small_system("memory_efficiency = 1.0\n", "{ fp8 = 80.0 }"), "only8");
+      },
+      {"only8", "needs at least one of bf16, fp16 or fp32"}));
+  EXPECT_TRUE(test::throws_error_with(
+      [] {
+        load_system_text(small_system("memory_efficiency = 1.0\n", "{ fp32 = 1.0, fp8 = -1.0 }"),
+                         "neg8");
+      },
+      {"neg8", "peak_TFLOPs.fp8' must be >= 0"}));
 }

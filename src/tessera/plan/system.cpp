@@ -94,9 +94,10 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
   s.peak_flops_bf16 = (bf16 > 0 ? bf16 : fp16 > 0 ? fp16 : p32) * 1e12;
   s.peak_flops_fp16 = (fp16 > 0 ? fp16 : bf16 > 0 ? bf16 : p32) * 1e12;
   s.peak_flops_32 = (p32 > 0 ? p32 : bf16 > 0 ? bf16 : fp16) * 1e12;
-  // FP8 only where the file lists it: a device without FP8 units has no FP8 plan.
-  s.peak_flops_fp8 = get_number(*peak, "fp8", 0) * 1e12;
-  TESSERA_CHECK(s.peak_flops_fp8 >= 0, "{}: 'device.peak_TFLOPs.fp8' must be >= 0", path);
+  // fp8 never stands in for another precision, nor they for it.
+  const double fp8 = get_number(*peak, "fp8", 0);
+  TESSERA_CHECK(fp8 >= 0, "{}: 'device.peak_TFLOPs.fp8' must be >= 0 (0: no fp8 units)", path);
+  s.peak_flops_fp8 = fp8 * 1e12;
 }
 
 // [node]: devices per node, overlap, synchronisation wait.
@@ -226,6 +227,7 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
   s.source = path;
   s.name = root["name"].value<std::string>().value_or(fs::path(path).stem().string());
   s.description = root["description"].value<std::string>().value_or("");
+  s.stack = root["stack"].value<std::string>().value_or("");
   read_device(s, root, path);
   read_node(s, root, path);
   read_gemm(s, root, path);

@@ -49,6 +49,9 @@ inline int64_t core_slots(int64_t cores, int64_t threads) {
 
 struct SystemSpec {
   std::string name, description, source;  // source: the file it came from
+  // Top-level `stack` (optional): the software its numbers were measured on
+  // (e.g. "CUDA 11.x, cuBLAS 11, NCCL 2.8 (2021)"); "" when the file names none.
+  std::string stack;
   std::string device_name;
   int64_t devices_per_node = 1;
   // Dense peaks, FLOP/s, as the file's peak_TFLOPs gives them. A precision
@@ -56,6 +59,9 @@ struct SystemSpec {
   // CPU without 16-bit units computes them at its fp32 rate).
   double peak_flops_fp16 = 0, peak_flops_bf16 = 0;
   double peak_flops_32 = 0;   // FLOP/s, fp32
+  // peak_TFLOPs.fp8 (dense), FLOP/s; 0: the device has no fp8 units. Stored
+  // only: no precision of the planner runs at it yet.
+  double peak_flops_fp8 = 0;
   double memory_bytes = 0;    // per device
   double reserved_bytes = 0;  // runtime, communication buffers, fragmentation
   double memory_bandwidth = 0;   // bytes/s, [device] memory_bandwidth_GBps (datasheet or measured)
@@ -138,10 +144,8 @@ struct SystemSpec {
   double usable_memory() const { return memory_bytes - reserved_bytes; }
   double achieved_memory_bandwidth() const { return memory_bandwidth * memory_efficiency; }
   // The dense peak of one precision.
-  // FP8 (E4M3/E5M2) dense peak, FLOP/s, the file's peak_TFLOPs `fp8` (0:
-  // the device has no FP8 units), and the largest fraction of it a GEMM
-  // reaches, [gemm] max_efficiency_fp8 (default max_efficiency).
-  double peak_flops_fp8 = 0;
+  // The largest fraction of peak_flops_fp8 an FP8 GEMM reaches, [gemm]
+  // max_efficiency_fp8 (default max_efficiency).
   double gemm_max_efficiency_fp8 = 0;
   double peak_flops(tessera::Precision p) const {
     return p == tessera::Precision::Fp32   ? peak_flops_32

@@ -420,8 +420,8 @@ std::string interval_text(const LayoutCost& c, const SystemSpec& sys) {
   const PredictionInterval p = prediction_interval(*v, layout_kind(c.layout));
   const double step = c.time.step;
   return fmt::format(
-      "  80 % interval: step {:.3f}-{:.3f} s, {:.0f}-{:.0f} tokens/s (published / predicted of "
-      "the suite's {} {} runs: {:.2f}-{:.2f}, bench/published)\n",
+      "  80 % interval: step {:.3f}-{:.3f} s, {:.0f}-{:.0f} tokens/s\n"
+      "    (published / predicted step of the suite's {} {} runs: {:.2f}-{:.2f}, bench/published)\n",
       step * p.low, step * p.high, c.tokens_per_second / p.high, c.tokens_per_second / p.low,
       p.runs, p.kind == "all" ? "published" : p.kind, p.low, p.high);
 }

@@ -59,8 +59,8 @@ struct SystemSpec {
   // CPU without 16-bit units computes them at its fp32 rate).
   double peak_flops_fp16 = 0, peak_flops_bf16 = 0;
   double peak_flops_32 = 0;   // FLOP/s, fp32
-  // peak_TFLOPs.fp8 (dense), FLOP/s; 0: the device has no fp8 units. Stored
-  // only: no precision of the planner runs at it yet.
+  // peak_TFLOPs.fp8 (dense), FLOP/s; 0: the device has no fp8 units.
+  // `--precision fp8` plans run their linear GEMMs at it (PlanLayout::fp8).
   double peak_flops_fp8 = 0;
   double memory_bytes = 0;    // per device
   double reserved_bytes = 0;  // runtime, communication buffers, fragmentation

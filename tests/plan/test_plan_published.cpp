@@ -1,0 +1,178 @@
+// Planner v3 (issue 33): the published-runs suite's reader and its
+// conversions of a source's figure into a step, ZeRO-3 as FSDP runs it on
+// GPUs (memory with two units in flight, gathers overlapped with compute),
+// and FP8 plans.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "expect_error.h"
+#include "temp_file.h"
+#include "tessera/model/param_layout.h"
+#include "tessera/plan/layout_cost.h"
+#include "tessera/plan/model_presets.h"
+#include "tessera/plan/published.h"
+#include "tessera/plan/system.h"
+
+using namespace tessera;
+using namespace tessera::plan;
+using tessera::test::throws_error_with;
+
+namespace {
+
+// One run of GPT-3 6.7B on 8 A100s, its figure given `measure` (a line).
+std::string one_run(const std::string& measure, const std::string& extra = "") {
+  return R"([source]
+key = "test"
+citation = "made up for a test"
+flops = "megatron-2021"
+[[run]]
+name = "gpt 6.7b"
+system = "dgx-a100-80gb"
+model = "gpt3-6.7b"
+devices = 8
+tensor-model-parallel-size = 2
+micro-batch-size = 2
+global-batch-size = 64
+recompute = "full"
+precision = "fp16"
+)" + extra + measure + "\n";
+}
+
+TEST(PublishedRuns, EachFigureBecomesTheStepItImplies) {
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  const double tokens = 64.0 * 2048;
+  auto step_of = [](const std::string& measure) {
+    return load_published(write_temp("published_" + std::to_string(std::hash<std::string>{}(measure)) +
+                                         ".toml",
+                                     one_run(measure)))
+        .front()
+        .published_step;
+  };
+  EXPECT_DOUBLE_EQ(step_of("step-seconds = 12.5"), 12.5);
+  EXPECT_DOUBLE_EQ(step_of("tokens-per-second = 65536"), tokens / 65536);
+  EXPECT_DOUBLE_EQ(step_of("tokens-per-second-per-device = 4096"), tokens / (8 * 4096.0));
+  // Narayanan et al.'s eq. 3 by hand: 96 B s l h^2 (1 + s/6h + V/16lh).
+  const double s = 2048, l = 32, h = 4096, V = double(m.vocab_size);
+  const double eq3 = 96 * 64 * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_NEAR(step_of("tflops-per-device = 150.0"), eq3 / (8 * 150e12), 1e-9);
+  // MFU of a stated peak, in a convention of the run's own (6 N T).
+  const double N = double(ParamLayout::count_model_params(m));
+  EXPECT_NEAR(step_of("mfu = 0.5\npeak-tflops = 312.0\nflops = \"6nd\""),
+              6 * N * tokens / (8 * 0.5 * 312e12), 1e-9);
+  EXPECT_NEAR(convention_flops(FlopConvention::SixNDAttn, m, 64),
+              6 * N * tokens + 12 * l * h * s * tokens, 1e3);
+}
+
+TEST(PublishedRuns, ReadsTheLayoutAndItsKind) {
+  const auto runs = load_published(write_temp(
+      "published_layout.toml",
+      one_run("step-seconds = 1.0", "zero-stage = 3\nsequence-parallel = true\ninferred = "
+                                    "[\"micro-batch-size\"]\nmemory-gb = 40.5\n")));
+  ASSERT_EQ(runs.size(), 1u);
+  const PublishedRun& r = runs.front();
+  EXPECT_EQ(r.layout.par.tp, 2);
+  EXPECT_EQ(r.layout.par.dp, 4);
+  EXPECT_EQ(r.layout.par.zero_stage, 3);
+  EXPECT_EQ(r.layout.par.recompute, Recompute::Full);
+  EXPECT_EQ(r.layout.precision, Precision::Fp16);
+  EXPECT_TRUE(r.layout.par.sequence_parallel);
+  EXPECT_EQ(r.inferred, std::vector<std::string>{"micro-batch-size"});
+  EXPECT_DOUBLE_EQ(r.memory_gb, 40.5);
+  EXPECT_EQ(r.kind(), "fsdp");
+  EXPECT_EQ(r.source, "test");
+}
+
+TEST(PublishedRuns, BadRowsNameTheFileTheRunAndTheKey) {
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_two.toml",
+                                             one_run("step-seconds = 1.0\ntokens-per-second = 5"))); }, {"run 'gpt 6.7b': give exactly one measured figure"}));
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_typo.toml",
+                                             one_run("step-seconds = 1.0", "zero_stage = 1\n"))); }, {"run 'gpt 6.7b': unknown key 'zero_stage'"}));
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_mfu.toml", one_run("mfu = 0.4"))); }, {"'mfu' needs 'peak-tflops'"}));
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_conv.toml",
+                                             one_run("tflops-per-device = 100.0\nflops = \"7nd\""))); }, {"flops = \"7nd\" is none of"}));
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_div.toml",
+                                             one_run("step-seconds = 1.0", "pipeline-model-parallel-size = 3\n"))); }, {"devices 8 is not a multiple of tp x pp = 6"}));
+}
+
+TEST(PublishedRuns, SummariesAreTheErrorsMeanAbsoluteMaxAndSigned) {
+  const ErrorSummary s = summarize({-0.2, 0.1, 0.05});
+  EXPECT_EQ(s.n, 3u);
+  EXPECT_NEAR(s.mape, 0.35 / 3, 1e-12);
+  EXPECT_NEAR(s.max_abs, 0.2, 1e-12);
+  EXPECT_NEAR(s.mean_signed, -0.05 / 3, 1e-12);
+}
+
+TEST(PublishedRuns, TheTermsSumToTheStep) {
+  const auto runs = load_published(write_temp("published_terms.toml", one_run("step-seconds = 20.0")));
+  const PublishedValidation v = validate_published(runs);
+  ASSERT_EQ(v.rows.size(), 1u);
+  const StepTerms& t = v.rows[0].terms;
+  const double sum = t.gemm + t.attention + t.memory_bound + t.tp_comm + t.pp_bubble +
+                     t.dp_exposed + t.optimizer + t.other;
+  EXPECT_NEAR(sum, v.rows[0].cost.time.step, 1e-9);
+  EXPECT_GT(t.gemm, 0.5 * sum);
+  EXPECT_GT(t.tp_comm, 0);
+  EXPECT_NEAR(v.rows[0].error, v.rows[0].cost.time.step / 20.0 - 1, 1e-12);
+}
+
+// Issue 33: a 6.7B GPT on 8 A100-80GB at micro-batch 6 without recompute
+// ran under FSDP; it was planned at 100.5 GB (25.8 GB "in flight": the whole
+// model's gathered weights twice), and its gathers at 9.4 s of a 14.3 s step.
+TEST(Zero3AsFsdp, HoldsTwoUnitsAndHidesItsGathersInsideANode) {
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  const SystemSpec sys = load_system("dgx-a100-80gb");
+  PlanLayout L;
+  L.par.dp = 8;
+  L.par.micro_batch = 6;
+  L.par.global_batch = 48;
+  L.par.zero_stage = 3;
+  L.precision = Precision::Bf16;
+  const LayoutCost c = evaluate_layout(m, sys, L);
+  EXPECT_TRUE(c.fits) << c.why_not;
+  // Two units in flight, each the larger of a layer and the embedding, in
+  // bf16 weights (2 bytes) and fp32 gradients (4).
+  ParamCounter params(m);
+  const double layer = double(params.layer_params(1));
+  const double embedding = double(m.padded_vocab(1)) * double(m.hidden_size);
+  EXPECT_NEAR(c.stages[0].zero3_buffers, 2 * std::max(layer, embedding) * 6, 1.0);
+  EXPECT_LT(c.stages[0].zero3_buffers, 3e9);
+  // All-gathering 13 GB of bf16 weights over NVSwitch takes ~0.1 s; behind
+  // the compute only the first layer's gather of each pass waits.
+  EXPECT_LT(c.time.zero3_gather, 0.05 * c.time.step);
+  EXPECT_GT(c.time.zero3_gather, 0.0);
+  // Across nodes on a slow network the gathers outgrow the compute and wait.
+  PlanLayout wide = L;
+  wide.par.dp = 64;
+  wide.par.global_batch = 64 * 6;
+  SystemSpec slow = sys;
+  slow.tiers.back().bandwidth /= 100;
+  const LayoutCost w = evaluate_layout(m, slow, wide);
+  EXPECT_GT(w.time.zero3_gather, 0.5 * w.time.step);
+}
+
+TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {
+  const GPTConfig m = find_preset("llama-3-8b")->config;
+  const SystemSpec sys = load_system("h100");
+  ASSERT_GT(sys.peak_flops_fp8, sys.peak_flops_bf16);
+  PlanLayout bf16;
+  bf16.par.tp = 8;
+  bf16.par.micro_batch = 1;
+  bf16.par.global_batch = 8;
+  bf16.par.sequence_parallel = true;
+  PlanLayout fp8 = bf16;
+  fp8.fp8 = true;
+  const LayoutCost a = evaluate_layout(m, sys, bf16), b = evaluate_layout(m, sys, fp8);
+  const Profile& pa = a.stages[0].ops;
+  const Profile& pb = b.stages[0].ops;
+  EXPECT_LT(pb[Op::Gemm], 0.75 * pa[Op::Gemm]);  // the head stays bf16
+  EXPECT_DOUBLE_EQ(pb[Op::Attention], pa[Op::Attention]);
+  EXPECT_GT(pb[Op::Cast], pa[Op::Cast]);          // the weights' FP8 copies, once a step
+  EXPECT_LT(b.time.step, a.time.step);
+  // FP8 copies of the weights and their transposes: 2 bytes a parameter.
+  EXPECT_NEAR(b.stages[0].state.params - a.stages[0].state.params,
+              2.0 * double(a.stages[0].params), 1.0);
+}
+
+}  // namespace

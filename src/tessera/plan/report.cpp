@@ -139,15 +139,16 @@ std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
                      100 * c.mfu, 100 * c.hfu, c.tflops_per_device);
   out += fmt::format("  time: compute {:.3f} s ({:.1f}%), tp comm {:.3f} s ({:.1f}%), bubble {:.3f} s "
                      "({:.1f}%, fraction {:.3f}),\n        dp exposed {:.3f} of {:.3f} s, embedding "
-                     "sync {:.4f} s, optimizer {:.4f} s{}{}{}\n",
+                     "sync {:.4f} s, optimizer {:.4f} s\n",
                      t.compute, pct(t.compute, t.step), t.tp_comm, pct(t.tp_comm, t.step), t.bubble,
                      pct(t.bubble, t.step), t.bubble_fraction, t.dp_exposed, t.dp_reduce,
-                     t.embedding_sync, t.optimizer,
-                     t.zero3_gather > 0 ? fmt::format(", zero-3 gathers {:.3f} s", t.zero3_gather) : "",
-                     t.sync_wait > 0 ? fmt::format(", sync waits {:.3f} s", t.sync_wait) : "",
-                     t.core_sharing > 0
-                         ? fmt::format(", core sharing {:.3f} s (ranks > cores)", t.core_sharing)
-                         : "");
+                     t.embedding_sync, t.optimizer);
+  // The terms only some layouts have, on a line of their own (100 columns).
+  std::string more;
+  if (t.zero3_gather > 0) more += fmt::format(", zero-3 gathers {:.3f} s", t.zero3_gather);
+  if (t.sync_wait > 0) more += fmt::format(", sync waits {:.3f} s", t.sync_wait);
+  if (t.core_sharing > 0) more += fmt::format(", core sharing {:.3f} s (ranks > cores)", t.core_sharing);
+  if (!more.empty()) out += "        " + more.substr(2) + "\n";
   out += "  memory per stage (GB): stage: weights + grads + optimizer + activations = total (in flight)\n";
   const size_t n = c.stages.size();
   for (size_t i = 0; i < n; ++i) {

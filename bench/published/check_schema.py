@@ -19,7 +19,8 @@ REQUIRED_INT = ["devices", "tensor-model-parallel-size", "pipeline-model-paralle
 REQUIRED = REQUIRED_INT + ["name", "system", "recompute", "precision", "flash-attention",
                            "sequence-parallel", "inferred", "note"]
 OPTIONAL = {"pipeline-schedule", "virtual-stages", "overlap-grad-reduce", "overlap-param-gather",
-            "model", "peak-tflops", "flops", "memory-gb"}
+            "model", "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
+            "decoder-last-pipeline-num-layers"}
 MODEL_INT = {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "vocab-size",
              "ffn-hidden-size", "max-position-embeddings", "make-vocab-size-divisible-by",
              "num-query-groups"}

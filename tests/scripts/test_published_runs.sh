@@ -9,6 +9,9 @@ set -uo pipefail
 bin=$1
 src=$2
 fail() { echo "FAIL: $*"; exit 1; }
+# The files' own format check first (Debian's python3 has tomllib).
+/usr/bin/python3 "$src/bench/published/check_schema.py" >/dev/null ||
+  fail "$(/usr/bin/python3 "$src/bench/published/check_schema.py" | tail -5)"
 out=$(cd "$src" && "$bin" plan --validate-published bench/published 2>&1) || fail "plan --validate-published: $out"
 echo "$out" | tail -3
 line=$(grep -E '^  all +[0-9]+ runs' <<<"$out") || fail "no summary line 'all N runs' in the output"

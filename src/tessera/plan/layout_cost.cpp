@@ -120,7 +120,7 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     // unit (a layer, or the embedding / output layer) at a time and prefetch
     // the next, and reduce-scatter each unit's gradients as its backward
     // ends: at most two units' full weights and two units' full gradients
-    // in flight (zero3_unit_bytes), never the whole chunk.
+    // in flight (zero3_unit_params), never the whole chunk.
     if (zero3_framework(L))
       sc.zero3_buffers = 2.0 * zero3_unit_params(m, par.tp, layer_params) *
                          (per_param.params + per_param.grads);
@@ -158,17 +158,18 @@ struct ChunkWork {
   std::vector<double> zero3_gather, zero3_reduce;  // (pp) seconds
   // FSDP and DeepSpeed prefetch the next unit's gather while a unit
   // computes and reduce-scatter a unit's gradients while the next computes:
-  // only the first unit's gather of a pass waits, and what the compute
-  // (the system's comm_overlap of it) cannot cover. The engine gathers each
-  // unit when it needs it: all of it waits.
+  // only the first unit's gather of a pass and the last unit's
+  // reduce-scatter wait, and what the compute (the system's comm_overlap of
+  // it) cannot cover. The engine gathers each unit when it needs it: all of
+  // it waits.
   bool zero3_overlapped = false;
   double comm_overlap = 1.0;
 
   // One micro-batch through one chunk of stage s: its layers and the
   // ZeRO-3 communication it waits for.
-  Profile forward(int64_t s) const { return chunk(layer_forward, s, zero3_gather[size_t(s)]); }
+  Profile forward(int64_t s) const { return chunk(layer_forward, s, zero3_gather[size_t(s)], 0.0); }
   Profile backward(int64_t s) const {
-    return chunk(layer_backward, s, zero3_gather[size_t(s)] + zero3_reduce[size_t(s)]);
+    return chunk(layer_backward, s, zero3_gather[size_t(s)], zero3_reduce[size_t(s)]);
   }
   // The ZeRO-3 seconds one micro-batch through a chunk of stage s waits for.
   double zero3_exposed(int64_t s) const {
@@ -177,17 +178,18 @@ struct ChunkWork {
   }
 
  private:
-  Profile chunk(const Profile& layer, int64_t s, double zero3) const {
+  // gather, reduce: the chunk's ZeRO-3 all-gather and reduce-scatter in this pass.
+  Profile chunk(const Profile& layer, int64_t s, double gather, double reduce) const {
     Profile c;
     const double layers = double(chunk_layers[size_t(s)]);
     c.add(layer, layers);
-    if (!zero3_overlapped || zero3 <= 0) {
-      c[Op::Comm] += zero3;
+    if (!zero3_overlapped) {
+      c[Op::Comm] += gather + reduce;
       return c;
     }
-    const double first_unit = zero3_gather[size_t(s)] / layers;
+    const double ends = (gather + reduce) / layers;  // the first unit's gather, the last's reduce
     const double compute = c.total() - c[Op::Comm];
-    c[Op::Comm] += first_unit + std::max(0.0, zero3 - first_unit - comm_overlap * compute);
+    c[Op::Comm] += ends + std::max(0.0, gather + reduce - ends - comm_overlap * compute);
     return c;
   }
 };

@@ -34,7 +34,10 @@ struct StepBreakdown {
   double pipeline = 0;         // first forward to last backward (with bubble)
   double compute = 0;          // the busiest rank's forward + backward compute
   double tp_comm = 0;          // its tensor-parallel collectives (not overlapped)
-  double zero3_gather = 0;     // its ZeRO-3 weight gathers (not overlapped)
+  // its ZeRO-3 weight gathers that wait (all of them in the engine; in a GPU
+  // framework what compute does not hide, its per-micro-batch gradient
+  // reduce-scatters included)
+  double zero3_gather = 0;
   double bubble = 0;           // pipeline - busiest rank's busy time
   double bubble_fraction = 0;  // Narayanan et al.'s (p - 1)/(v m) in the uniform case
   double p2p = 0;              // one activation message between stages

@@ -11,6 +11,7 @@
 #include "temp_file.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/layout_cost.h"
+#include "tessera/plan/memory_model.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/published.h"
 #include "tessera/plan/system.h"
@@ -170,6 +171,19 @@ TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {
   EXPECT_DOUBLE_EQ(pb[Op::Attention], pa[Op::Attention]);
   EXPECT_GT(pb[Op::Cast], pa[Op::Cast]);          // the weights' FP8 copies, once a step
   EXPECT_LT(b.time.step, a.time.step);
+  // Transformer Engine keeps the linears' inputs in FP8: on a GPT layer
+  // (Korthikanti's 34 sbh with flash attention) the qkv and fc inputs lose 2
+  // of the replicated 10, the projection's input 1 and the second MLP GEMM's
+  // input 4 of the split 24: 8 + 19.
+  const GPTConfig gpt = find_preset("gpt3-6.7b")->config;
+  const double sbh = 2048.0 * 4096;
+  EXPECT_DOUBLE_EQ(korthikanti_layer_bytes(gpt, 1, 8, true, Recompute::None, true, true),
+                   sbh / 8 * (8 + 19));
+  EXPECT_DOUBLE_EQ(korthikanti_layer_bytes(gpt, 1, 8, false, Recompute::None, true, true),
+                   sbh * (8 + 19.0 / 8));
+  // Full recompute keeps the layer's 16-bit input alone, FP8 or not.
+  EXPECT_DOUBLE_EQ(korthikanti_layer_bytes(gpt, 1, 8, false, Recompute::Full, true, true), 2 * sbh);
+  EXPECT_LT(b.stages[0].layer_activations, a.stages[0].layer_activations);
   // FP8 copies of the weights and their transposes: 2 bytes a parameter.
   EXPECT_NEAR(b.stages[0].state.params - a.stages[0].state.params,
               2.0 * double(a.stages[0].params), 1.0);

@@ -63,12 +63,12 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
     return a;
   }
   a.layers = held_layers * korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
-                                                   par.recompute, L.flash_attention);
+                                                   par.recompute, L.flash_attention, L.fp8);
   a.total = a.layers;
   // Recomputing a layer in backward materialises its full activations once.
   if (par.recompute != Recompute::None)
     a.total += korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
-                                       Recompute::None, L.flash_attention);
+                                       Recompute::None, L.flash_attention, L.fp8);
   const double sbh = double(m.seq_length * par.micro_batch * m.hidden_size);
   // First stage: the embedding dropout's 1-byte mask of each in-flight
   // micro-batch, Korthikanti §4.3: sbh, /t with SP. (The embedding output

@@ -17,7 +17,7 @@ StateBytesPerParam engine_state_bytes_per_param(Precision p) {
 }
 
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
-                               bool sp, Recompute rc, bool flash) {
+                               bool sp, Recompute rc, bool flash, bool fp8) {
   const double s = double(m.seq_length), b = double(micro_batch), h = double(m.hidden_size);
   const double a = double(m.num_heads), t = double(tp);
   const double sbh = s * b * h;
@@ -37,13 +37,23 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
   const double qkv = 6 * double(m.qkv_width()) / (3 * h);
   const double mlp = 16 * (double(m.ffn()) / (4 * h)) *
                      (double(m.fc_width() + m.ffn()) / (2 * double(m.ffn())));
-  const double split = qkv + 2 + mlp;  // = 24 for GPT with a 4h MLP
   // The dropout masks: Korthikanti's GPT trains with Megatron's default 0.1;
   // the Llama family is trained without dropout (Meta's recipe, Megatron's
   // Llama examples), and a dropout of 0 stores no mask (PyTorch returns
   // its input), so the family counts them only when its config has dropout.
   const bool masks = !m.llama_family() || m.hidden_dropout > 0;
-  const double replicated = 8 + (masks ? 2 : 0);
+  double replicated = 8 + (masks ? 2 : 0);
+  double split = qkv + 2 + mlp;  // = 24 for GPT with a 4h MLP
+  // FP8 (Transformer Engine): a linear layer keeps its input for the weight
+  // gradient as the FP8 cast it made (transformer_engine/pytorch/module/
+  // linear.py saves inputmat / inputmat_t, 1 byte, when the recipe runs
+  // wgrad in FP8; LayerNormLinear likewise its norm output): the qkv and fc
+  // GEMMs' inputs (2 + 2 of the replicated), the projection's (2) and the
+  // MLP's second GEMM's (2 F / h) take half.
+  if (fp8) {
+    replicated -= 2;
+    split -= 1 + double(m.ffn()) / h;
+  }
   if (sp) return sbh / t * (replicated + split + scores);
   return sbh * (replicated + split / t + scores / t);
 }

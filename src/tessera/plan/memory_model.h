@@ -37,8 +37,10 @@ StateBytesPerParam engine_state_bytes_per_param(Precision p);
 // The Llama family (memory_model.cpp): q, k, v take 2 qkv_width / h of the
 // 24 (GQA's fewer k / v heads), SwiGLU's MLP 6 F / h instead of 4 F / h, and
 // the two dropout masks (2 of the 10) only with dropout on.
+// fp8: Transformer Engine's FP8 linears keep their inputs in FP8 (1 byte).
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
-                               bool sequence_parallel, Recompute recompute, bool flash_attention);
+                               bool sequence_parallel, Recompute recompute, bool flash_attention,
+                               bool fp8 = false);
 
 // The engine's activation shape of one micro-batch on tp rank 0 of a stage
 // holding `layers` layers: what GPT::act_shape / stage_act_shape build

@@ -13,7 +13,7 @@
 # 1.8 at C = 192, where moving one layer off the last stage can even the stages
 # out (5 | 3), but 0.9 at C = 384, where no whole layer can (the even split
 # idles ~20 % whatever m, and the planner rightly keeps it).
-# TINY=1 (CI, tests/bench): 2 layers of hidden 64, m = 2, 3 steps: seconds,
+# TINY=1 (CI, tests/bench): 2 layers of hidden 96, m = 2, 3 steps: seconds,
 # so a change that breaks the bench fails the suite.
 # Usage: bench/pipeline_bubble.sh [BUILD_DIR]   env: LAYERS=8 HIDDEN=192 SYSTEM=local MS="2 4 8 16 32" TINY=0
 set -euo pipefail
@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 if [ "${TINY:-0}" = 1 ]; then tiny=1; else tiny=0; fi
 layers=${LAYERS:-$([ $tiny = 1 ] && echo 2 || echo 8)}
-hidden=${HIDDEN:-$([ $tiny = 1 ] && echo 64 || echo 192)}
+hidden=${HIDDEN:-$([ $tiny = 1 ] && echo 96 || echo 192)}
 system=${SYSTEM:-local}
 ms=${MS:-$([ $tiny = 1 ] && echo 2 || echo 2 4 8 16 32)}
 iters=$([ $tiny = 1 ] && echo 3 || echo 6)

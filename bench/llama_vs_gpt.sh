@@ -7,18 +7,26 @@
 # output layer, no linear biases. The two alternate ROUNDS times (default
 # 3) so that the machine's drift falls on both alike.
 # Target: the Llama model within 10 % of the GPT model's tokens/s.
-# Usage: bench/llama_vs_gpt.sh [BUILD_DIR]   env: ROUNDS=3 STEPS=12 PRECISION=fp32|bf16
+# TINY=1 (CI, tests/bench): 2 layers of hidden 64, seq 32, one round of 4
+# steps: seconds, so a change that breaks the bench fails the suite.
+# Usage: bench/llama_vs_gpt.sh [BUILD_DIR]   env: ROUNDS=3 STEPS=12 PRECISION=fp32|bf16 TINY=0
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
-rounds=${ROUNDS:-3}
-steps=${STEPS:-12}
+if [ "${TINY:-0}" = 1 ]; then tiny=1; else tiny=0; fi
+rounds=${ROUNDS:-$([ $tiny = 1 ] && echo 1 || echo 3)}
+steps=${STEPS:-$([ $tiny = 1 ] && echo 4 || echo 12)}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "bench/llama_vs_gpt.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-shape=(--num-layers 6 --hidden-size 384 --num-attention-heads 6 --seq-length 256
-       --micro-batch-size 8 --global-batch-size 8 --train-iters "$steps" --eval-interval 0
-       --log-interval 1000 --no-progress --save "")
+if [ $tiny = 1 ]; then
+  shape=(--num-layers 2 --hidden-size 64 --num-attention-heads 2 --seq-length 32
+         --micro-batch-size 2 --global-batch-size 2)
+else
+  shape=(--num-layers 6 --hidden-size 384 --num-attention-heads 6 --seq-length 256
+         --micro-batch-size 8 --global-batch-size 8)
+fi
+shape+=(--train-iters "$steps" --eval-interval 0 --log-interval 1000 --no-progress --save "")
 [ "${PRECISION:-fp32}" = bf16 ] && shape+=(--bf16)
 llama=(--normalization RMSNorm --swiglu --position-embedding-type rope
        --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights

@@ -13,19 +13,24 @@
 # 1.8 at C = 192, where moving one layer off the last stage can even the stages
 # out (5 | 3), but 0.9 at C = 384, where no whole layer can (the even split
 # idles ~20 % whatever m, and the planner rightly keeps it).
-# Usage: bench/pipeline_bubble.sh [BUILD_DIR]   env: LAYERS=8 HIDDEN=192 SYSTEM=local MS="2 4 8 16 32"
+# TINY=1 (CI, tests/bench): 2 layers of hidden 96, m = 2, 3 steps: seconds,
+# so a change that breaks the bench fails the suite.
+# Usage: bench/pipeline_bubble.sh [BUILD_DIR]   env: LAYERS=8 HIDDEN=192 SYSTEM=local MS="2 4 8 16 32" TINY=0
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
-layers=${LAYERS:-8}
-hidden=${HIDDEN:-192}
+if [ "${TINY:-0}" = 1 ]; then tiny=1; else tiny=0; fi
+layers=${LAYERS:-$([ $tiny = 1 ] && echo 2 || echo 8)}
+hidden=${HIDDEN:-$([ $tiny = 1 ] && echo 96 || echo 192)}
 system=${SYSTEM:-local}
-ms=${MS:-2 4 8 16 32}
+ms=${MS:-$([ $tiny = 1 ] && echo 2 || echo 2 4 8 16 32)}
+iters=$([ $tiny = 1 ] && echo 3 || echo 6)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 echo "bench/pipeline_bubble.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 shape=(--num-layers "$layers" --hidden-size "$hidden" --num-attention-heads 6 --seq-length 64
-       --micro-batch-size 2 --train-iters 6 --log-interval 100 --no-progress --peak-tflops 1)
+       --micro-batch-size 2 --train-iters $iters --log-interval 100 --no-progress --peak-tflops 1
+       --eval-interval 0 --save "")
 cat > "$out/shape.toml" <<EOF
 num-layers = $layers
 hidden-size = $hidden
@@ -33,16 +38,16 @@ num-attention-heads = 6
 seq-length = 64
 micro-batch-size = 2
 global-batch-size = 4
-train-iters = 6
+train-iters = $iters
 EOF
 for m in $ms; do
   gb=$((2 * m))
   "$build/tessera" train "${shape[@]}" --global-batch-size $gb --threads 2 \
-    --metrics-file "$out/one-$m.jsonl" > /dev/null 2>&1
+    --metrics-file "$out/one-$m.jsonl" > "$out/run.log" 2>&1 || { cat "$out/run.log"; exit 1; }
   for kind in 1f1b gpipe; do
     "$root/scripts/mpirun.sh" -n 2 "$build/tessera" train "${shape[@]}" --global-batch-size $gb \
       --pipeline-model-parallel-size 2 --pipeline-schedule $kind \
-      --metrics-file "$out/$kind-$m.jsonl" > /dev/null 2>&1
+      --metrics-file "$out/$kind-$m.jsonl" > "$out/run.log" 2>&1 || { cat "$out/run.log"; exit 1; }
   done
   # The planner's split for this shape, m and system (even when no uneven
   # split beats it by 0.5 %).
@@ -62,7 +67,7 @@ PY
   # shellcheck disable=SC2086  # $split is flags, split on purpose
   "$root/scripts/mpirun.sh" -n 2 "$build/tessera" train "${shape[@]}" --global-batch-size $gb \
     --pipeline-model-parallel-size 2 --pipeline-schedule 1f1b $split \
-    --metrics-file "$out/split-$m.jsonl" > /dev/null 2>&1
+    --metrics-file "$out/split-$m.jsonl" > "$out/run.log" 2>&1 || { cat "$out/run.log"; exit 1; }
 done
 /usr/bin/python3 - "$out" "$layers" $ms <<'PY'
 import json, statistics, sys, pathlib

@@ -21,15 +21,33 @@
 #   KEEP=DIR keeps the calibrations and the runs' logs and metrics there;
 #   BY_OP=1 also prints each layout's time by kind of work;
 #   ROUNDS=N rounds; PASSES=N calibration passes (default 2).
+#   TINY=1 (CI, tests/bench): one round of four layouts (ZeRO-1, ZeRO-3,
+#   tp 2, pp 2) of a 2-layer, hidden-64 model, 3 steps each, validated on
+#   the shipped configs/systems/local.toml instead of a calibration (minutes
+#   on the loaded host): seconds, so a change that breaks the bench fails
+#   the suite. Its errors mean nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 if [[ -n "${KEEP:-}" ]]; then out=$KEEP; mkdir -p "$out"; else
   out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
-rounds=${ROUNDS:-7}
+tiny=${TINY:-0}
+rounds=${ROUNDS:-$([ "$tiny" = 1 ] && echo 1 || echo 7)}
+passes=${PASSES:-$([ "$tiny" = 1 ] && echo 1 || echo 2)}
 mpirun="$root/scripts/mpirun.sh"
+model=$root/configs/models/default-small.toml
 common=(--config "$root/configs/default.toml" --train-iters 8 --eval-interval 0
         --log-interval 100 --no-progress --peak-tflops 1 --threads 1)
+calib=(--micro-batch 4 8 --precisions bf16 fp16)
+if [ "$tiny" = 1 ]; then
+  model=$out/tiny-model.toml
+  printf 'num-layers = 2\nhidden-size = 64\nnum-attention-heads = 4\nseq-length = 32\nvocab-size = 4096\n' \
+    > "$model"
+  common=(--config "$root/configs/default.toml" --num-layers 2 --hidden-size 64 --seq-length 32
+          --train-iters 3 --eval-interval 0 --log-interval 100 --no-progress --peak-tflops 1
+          --threads 1 --save "")
+  calib=(--micro-batch 8)
+fi
 layouts=(
   "--zero-stage 0"
   "--zero-stage 1"
@@ -51,12 +69,17 @@ layouts=(
   "--zero-stage 0 --overlap-grad-reduce"
   "--pipeline-model-parallel-size 2 --micro-batch-size 4 --decoder-last-pipeline-num-layers 1"
 )
+[ "$tiny" = 1 ] && layouts=("--zero-stage 1" "--zero-stage 3" "--tensor-model-parallel-size 2"
+                            "--pipeline-model-parallel-size 2 --micro-batch-size 4")
 systems=()
 for ((r = 1; r <= rounds; r++)); do
-  "$mpirun" -n 2 "$build/tessera" calibrate --threads 1 --passes "${PASSES:-2}" \
-    --output "$out/local.r$r.toml" --model "$root/configs/models/default-small.toml" \
-    --micro-batch 4 8 --precisions bf16 fp16 > "$out/calibrate.r$r.log" 2>&1 || { cat "$out/calibrate.r$r.log"; exit 1; }
+  if [ "$tiny" = 1 ]; then
+    systems=("$root/configs/systems/local.toml")
+  else
+  "$mpirun" -n 2 "$build/tessera" calibrate --threads 1 --passes "$passes" \
+    --output "$out/local.r$r.toml" --model "$model" "${calib[@]}" > "$out/calibrate.r$r.log" 2>&1 || { cat "$out/calibrate.r$r.log"; exit 1; }
   systems+=("$out/local.r$r.toml")
+  fi
   for i in "${!layouts[@]}"; do
     name=$(printf "layout%02d.r%d" $((i + 1)) "$r")
     # shellcheck disable=SC2086  # each layout is a list of flags
@@ -65,5 +88,5 @@ for ((r = 1; r <= rounds; r++)); do
       echo "run failed: ${layouts[$i]}"; cat "$out/$name.log"; exit 1; }
   done
 done
-grep -h "peak sgemm\|overlap" "$out"/calibrate.r*.log
+[ "$tiny" = 1 ] || grep -h "peak sgemm\|overlap" "$out"/calibrate.r*.log
 "$build/tessera" plan --system "${systems[@]}" --validate "$out"/layout*.jsonl ${BY_OP:+--by-op}

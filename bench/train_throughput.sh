@@ -6,9 +6,14 @@
 # autocast (--bf16), on the same shapes, one after the other, then the ratios
 # against issue 12's targets: tessera bf16 >= 2.5x PyTorch's bf16 autocast
 # and >= 1.6x tessera's own fp32.
-# Usage: [PAIRS=5] bench/train_throughput.sh [BUILD_DIR] [SHAPES]
+# Usage: [PAIRS=5] [TINY=1] bench/train_throughput.sh [BUILD_DIR] [SHAPES]
 #   BUILD_DIR: default build; SHAPES: all (default) or a comma list of
 #   gpt2-124M, small.
+#   TINY=1 (CI, tests/bench): one tiny shape (2 layers of 64, B 1, T 16, 2
+#   steps), one pair, no PyTorch peer: seconds, so a change that breaks the
+#   bench fails the suite. The peer is left out there because its LM head is
+#   GPT-2's (V 50257) whatever the shape, ~20 s a run on Debian's reference
+#   BLAS, and it lives outside the repository (../shared/peers).
 # The machine load (uptime) is printed before and after: on a shared
 # machine the figures are only as good as the load was steady.
 set -euo pipefail
@@ -16,6 +21,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 want=${2:-all}
 peer=$root/../shared/peers/torch_gpt2_bench.py
+tiny=${TINY:-0}
+[ "$tiny" = 1 ] && peer=/nonexistent/peer  # left out in tiny mode (see above)
+B=4 T=64 steps=8
+[ "$tiny" = 1 ] && { B=1; T=16; steps=2; }
 # Debian's torch runs its fp32 GEMMs on the system BLAS; with only the
 # reference BLAS it is ~25x slower and the ratio means nothing. OpenBLAS
 # (pthread build) replaces it through the alternatives system.
@@ -26,7 +35,9 @@ if [ -f "$peer" ] && ! dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/
     libopenblas0-pthread >/dev/null
 fi
 shapes=()
-for shape in "12 768 12 gpt2-124M" "6 384 6 small"; do
+all_shapes=("12 768 12 gpt2-124M" "6 384 6 small")
+[ "$tiny" = 1 ] && all_shapes=("2 64 2 tiny")
+for shape in "${all_shapes[@]}"; do
   read -r _ _ _ name <<<"$shape"
   if [ "$want" = all ] || [[ ",$want," == *",$name,"* ]]; then shapes+=("$shape"); fi
 done
@@ -38,7 +49,7 @@ declare -A tok  # tok[name/run]: tokens/s; run is fp32, bf16, fp16, torch-fp32, 
 # tessera NAME PRECISION L C NH
 tessera() {
   echo "--- tessera $2"
-  "$build/bench/bench_train_step" --L "$3" --C "$4" --NH "$5" --B 4 --T 64 --steps 8 \
+  "$build/bench/bench_train_step" --L "$3" --C "$4" --NH "$5" --B $B --T $T --steps $steps \
     --precision "$2" | tee "$out"
   tok[$1/$2]=$(grep '^RESULT' "$out" | sed 's/.*tok_per_s=//')
 }
@@ -48,7 +59,7 @@ torch() {
   echo "--- pytorch $2"
   local flag=()
   [ "$2" = bf16 ] && flag=(--bf16)
-  /usr/bin/python3 "$peer" --L "$3" --C "$4" --NH "$5" --B 4 --T 64 --steps 8 "${flag[@]}" | tee "$out"
+  /usr/bin/python3 "$peer" --L "$3" --C "$4" --NH "$5" --B $B --T $T --steps $steps "${flag[@]}" | tee "$out"
   if grep '^RESULT' "$out" | grep -q 'blas=openblas'; then
     tok[$1/torch-$2]=$(grep '^RESULT' "$out" | grep -o 'tok_per_s=[0-9.]*' | cut -d= -f2)
   else
@@ -59,7 +70,7 @@ torch() {
 echo "load before: $(uptime)"
 for shape in "${shapes[@]}"; do
   read -r L C NH name <<<"$shape"
-  echo "=== $name (L $L, C $C, NH $NH, B 4, T 64, 2 threads)"
+  echo "=== $name (L $L, C $C, NH $NH, B $B, T $T, 2 threads)"
   # Interleaved, so that a change in the machine's load hits both engines.
   tessera "$name" fp32 "$L" "$C" "$NH"
   torch "$name" fp32 "$L" "$C" "$NH"
@@ -98,7 +109,7 @@ done
 # bf16 pairs per shape: one pair's ratio moves by +-10 % on this shared
 # machine (the same code measured 1.56x and 1.83x in two runs of this
 # script), so the median of the pairs is the figure to quote.
-pairs=${PAIRS:-5}
+pairs=${PAIRS:-$([ "$tiny" = 1 ] && echo 1 || echo 5)}
 if [ "$pairs" -gt 0 ]; then
   echo
   echo "bf16 / own fp32 over $pairs back-to-back pairs (median is the figure)"
@@ -106,9 +117,9 @@ if [ "$pairs" -gt 0 ]; then
     read -r L C NH name <<<"$shape"
     ratios=()
     for ((i = 1; i <= pairs; i++)); do
-      r32=$("$build/bench/bench_train_step" --L "$L" --C "$C" --NH "$NH" --B 4 --T 64 --steps 8 \
+      r32=$("$build/bench/bench_train_step" --L "$L" --C "$C" --NH "$NH" --B $B --T $T --steps $steps \
         --precision fp32 | grep '^RESULT' | sed 's/.*tok_per_s=//')
-      r16=$("$build/bench/bench_train_step" --L "$L" --C "$C" --NH "$NH" --B 4 --T 64 --steps 8 \
+      r16=$("$build/bench/bench_train_step" --L "$L" --C "$C" --NH "$NH" --B $B --T $T --steps $steps \
         --precision bf16 | grep '^RESULT' | sed 's/.*tok_per_s=//')
       ratios+=("$(echo "$r16 / $r32" | bc -l)")
       printf "%-11s pair %d: fp32 %s, bf16 %s tokens/s -> %s\n" "$name" "$i" "$r32" "$r16" \

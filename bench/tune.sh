@@ -51,17 +51,29 @@
 #        run again, one cut short resumes its log (`tessera tune
 #        --resume`); OUT/host names the machine, and a bench on another
 #        refuses to add to it.
+#        TINY=1 (CI, tests/bench): every stage once on 2 ranks and a
+#        narrower model (hidden 64, seq 32), pass 1 cut to PASS1_TRIALS
+#        (default 4 there) trials and the tuner runs to TUNE_TRIALS (4), 3
+#        steps each, planned on the shipped configs/systems/local.toml (a
+#        calibration alone took over 5 min on the loaded host): about a
+#        minute, so a change that breaks the bench fails the suite. Its
+#        figures mean nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath "${1:-$root/build}")
-ranks_list=${RANKS:-2 4}
-repeats=${REPEATS:-10}
-seeds=${SEEDS:-10}
-passes=${PASSES:-3}
-refine_top=${REFINE_TOP:-12}
-refine_rounds=${REFINE_ROUNDS:-12}
-steps=${STEPS:-20}
-warmup=${WARMUP:-3}
+if [ "${TINY:-0}" = 1 ]; then tiny=1; else tiny=0; fi
+pick() { if [ $tiny = 1 ]; then echo "$1"; else echo "$2"; fi; }  # pick TINY_VALUE VALUE
+ranks_list=${RANKS:-$(pick 2 "2 4")}
+repeats=${REPEATS:-$(pick 1 10)}
+seeds=${SEEDS:-$(pick 2 10)}
+passes=${PASSES:-$(pick 2 3)}
+refine_top=${REFINE_TOP:-$(pick 2 12)}
+refine_rounds=${REFINE_ROUNDS:-$(pick 1 12)}
+steps=${STEPS:-$(pick 3 20)}
+warmup=${WARMUP:-$(pick 1 3)}
+pass1_trials=${PASS1_TRIALS:-$(pick 4 100000)}  # above the space's size: every layout
+tune_trials=${TUNE_TRIALS:-$(pick 4 8)}
+[ $tiny = 0 ] || SYSTEM=${SYSTEM:-$root/configs/systems/local.toml}
 if [ -n "${OUT:-}" ]; then out=$OUT; mkdir -p "$out"; else
   out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
 echo "bench/tune.sh: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), out $out"
@@ -76,11 +88,11 @@ echo "$host" > "$out/host"
 
 # The small model: 4 layers, so pp 1, 2, 4 and interleaving all exist; a
 # global batch of 16, so dp x micro-batch has room on 4 ranks.
-cat > "$out/model.toml" <<'EOF'
+cat > "$out/model.toml" <<EOF
 num-layers = 4
-hidden-size = 128
+hidden-size = $(pick 64 128)
 num-attention-heads = 4
-seq-length = 64
+seq-length = $(pick 32 64)
 micro-batch-size = 2
 global-batch-size = 16
 train-iters = 100
@@ -146,7 +158,7 @@ for n in $ranks_list; do
     # shellcheck disable=SC2086  # one argument per degree
     TESSERA_MPIRUN_EXTRA="${TESSERA_MPIRUN_EXTRA:-} $(bind_flags "$n")" "$root/scripts/mpirun.sh" -n "$n" \
       "$build/tessera" calibrate --threads 1 --output "$system" --model "$out/shape.toml" \
-      --micro-batch 1 2 4 8 16 --tp $tps > "$out/n$n/calibrate.log" 2>&1 ||
+      --micro-batch $(pick "1 2" "1 2 4 8 16") --tp $tps > "$out/n$n/calibrate.log" 2>&1 ||
       { tail -5 "$out/n$n/calibrate.log"; exit 1; }
     echo "ranks $n: calibrated in $((SECONDS - start)) s: $system"
   fi
@@ -155,7 +167,7 @@ for n in $ranks_list; do
   # would stand as that layout's truth.
   rm -rf "$out/n$n/warmup" "$out/n$n/warmup.done"  # a resumed bench warms up too
   tune "$n" "$out/n$n/warmup" 2
-  tune "$n" "$out/n$n/pass1" 100000
+  tune "$n" "$out/n$n/pass1" "$pass1_trials"
   echo "ranks $n: exhaustive pass 1, $(grep -c . "$out/n$n/pass1/tune.jsonl") trials," \
        "$((SECONDS - start)) s"
   for p in $(seq 2 "$passes"); do
@@ -165,7 +177,7 @@ print("\n".join(t["flags"] for t in map(json.loads, open(sys.argv[1])) if t["sta
       "$out/n$n/pass1/tune.jsonl" | rerun "$n" "$out/n$n/pass$p" "$p"
     echo "ranks $n: exhaustive pass $p, $((SECONDS - start)) s"
   done
-  for r in $(seq 1 "$repeats"); do tune "$n" "$out/n$n/tune$r" 8; done
+  for r in $(seq 1 "$repeats"); do tune "$n" "$out/n$n/tune$r" "$tune_trials"; done
   echo "ranks $n: tuner runs, $((SECONDS - start)) s"
   for r in $(seq 1 "$refine_rounds"); do
     set_file=$out/n$n/refine$r.flags

@@ -367,6 +367,88 @@ INSTANTIATE_TEST_SUITE_P(Stages, Overlap,
                                   std::to_string(std::get<2>(info.param));
                          });
 
+// Per-chunk gradient reduction under pipelines (issue 37): with
+// --overlap-grad-reduce, ZeRO-0/1 start a chunk's layer reductions as the
+// chunk's last Backward of the step ends, in every schedule, instead of after
+// the flush; the numbers stay those of the run without overlap, bit for bit.
+// Where they start is read from the rank's collective log (issue order): on
+// the last stage each Backward sends its input gradient back over pp after
+// it, so a dp reduction issued before the step's last pp send or receive was
+// issued during the pipeline, not at ReduceGrads. Without the flag none is.
+struct ChunkCase {
+  const char* name;
+  ScheduleKind kind;
+  int64_t v;
+};
+
+class PipelineChunkReduction
+    : public ::testing::TestWithParam<std::tuple<ChunkCase, int>> {};
+
+// Of one step's records on this rank: how many dp reductions were issued
+// before the step's last pp send/receive.
+int reductions_before_last_p2p(const std::vector<comm::CollectiveRecord>& step) {
+  size_t last_p2p = 0;
+  for (size_t i = 0; i < step.size(); ++i)
+    if (step[i].group == "pp" && (step[i].op == comm::CommOp::Send || step[i].op == comm::CommOp::Recv))
+      last_p2p = i;
+  int n = 0;
+  for (size_t i = 0; i < last_p2p; ++i)
+    if (step[i].group == "dp" &&
+        (step[i].op == comm::CommOp::AllReduce || step[i].op == comm::CommOp::ReduceScatter))
+      ++n;
+  return n;
+}
+
+TEST_P(PipelineChunkReduction, StartsAtTheChunksLastBackwardWithTheSameNumbers) {
+  const auto [c, stage] = GetParam();
+  if (world().size() != 4) GTEST_SKIP() << "pp 2 x dp 2 runs at 4 ranks";
+  comm::Grid& grid = grid_of(1, 2);
+  auto config = [&](bool overlap) {
+    TrainConfig t = tiny_train_config(stage, 2, 4);
+    t.par.pp = 2;
+    t.par.schedule = c.kind;
+    t.par.virtual_stages = c.v;
+    t.overlap_grad_reduce = overlap;
+    t.eval_interval = 0;
+    t.validate(world().size());
+    return t;
+  };
+  const TrainConfig plain = config(false), overlapped = config(true);
+  auto d0 = tiny_train_data(plain), d1 = tiny_train_data(overlapped);
+  Trainer a(plain, *d0, &world(), &grid), b(overlapped, *d1, &world(), &grid);
+  comm::CollectiveLog& log = world().log();
+  // The records of one step (the log keeps the newest 1024; a step here has
+  // a few dozen).
+  auto step_records = [&](Trainer& t, int64_t s, StepStats& out) {
+    const uint64_t before = log.recorded();
+    out = t.train_step(s);
+    return log.last(size_t(log.recorded() - before));
+  };
+  const bool last_stage = grid.coord().pp == 1;
+  for (int64_t s = 1; s <= 4; ++s) {
+    StepStats x, y;
+    const auto rx = step_records(a, s, x);
+    const auto ry = step_records(b, s, y);
+    EXPECT_EQ(x.loss, y.loss) << c.name << " zero " << stage << " step " << s;
+    EXPECT_EQ(x.grad_norm, y.grad_norm) << c.name << " zero " << stage << " step " << s;
+    if (!last_stage) continue;
+    EXPECT_EQ(reductions_before_last_p2p(rx), 0) << c.name << ": reduced before the flush";
+    // Before the fix the overlapped run reduced after the flush too (0).
+    EXPECT_GE(reductions_before_last_p2p(ry), 1) << c.name << ": no reduction during the pipeline";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, PipelineChunkReduction,
+    ::testing::Combine(::testing::Values(ChunkCase{"gpipe", ScheduleKind::GPipe, 1},
+                                         ChunkCase{"1f1b", ScheduleKind::OneFOneB, 1},
+                                         ChunkCase{"interleaved_v2", ScheduleKind::Interleaved, 2}),
+                       ::testing::Values(0, 1)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param).name) + "_zero" +
+             std::to_string(std::get<1>(info.param));
+    });
+
 INSTANTIATE_TEST_SUITE_P(Stages, Zero, ::testing::Values(0, 1, 2, 3),
                          [](const auto& info) { return "stage" + std::to_string(info.param); });
 

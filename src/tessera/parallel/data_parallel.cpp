@@ -58,6 +58,7 @@ DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
     }
   }
   gathered_.resize(units.size());
+  reduction_started_.assign(units.size(), 0);
   gathered_lowp_.resize(units.size());
   unit_grads_.resize(units.size());
 }
@@ -195,16 +196,27 @@ void DataParallel::begin_micro_batch(bool last) {
   // The root units' gradients build up over the whole backward (the tied
   // head at its start, the embedding at its end).
   for (size_t u : root_units_) {
-    unit_grads_[u].allocate(model_.layout().units()[u].numel());
+    unit_grads_[u] = take_zeroed_grads(model_.layout().units()[u].numel());
     model_.bind_unit(model_.layout().units()[u], nullptr, unit_grads_[u].f32());
   }
+}
+
+Buffer DataParallel::take_zeroed_grads(int64_t n) {
+  Buffer b = take_spare(spare_grads_, n);
+  std::memset(b.f32(), 0, size_t(n) * sizeof(float));  // backward accumulates into it
+  return b;
+}
+
+void DataParallel::give_back(Buffer&& b) {
+  if (b.numel() > 0) spare_grads_.push_back(std::move(b));
+  b = Buffer();
 }
 
 void DataParallel::before_backward(size_t layer) {
   const size_t u = layer_unit_[layer];
   if (stage_ >= 3) gather_unit(u);
   if (stage_ >= 2) {
-    unit_grads_[u].allocate(model_.layout().units()[u].numel());
+    unit_grads_[u] = take_zeroed_grads(model_.layout().units()[u].numel());
     model_.bind_unit(model_.layout().units()[u], nullptr, unit_grads_[u].f32());
   }
 }
@@ -219,15 +231,23 @@ void DataParallel::after_backward(size_t layer) {
     return;
   }
   start_grad_reduction(u);
-  // Without --overlap-grad-reduce, ZeRO-2/3 wait for each unit's reduction
-  // here: its gradient buffer is freed once reduced, so deferring all of
-  // them would hold the whole gradient.
-  retire(/*wait_all=*/!overlap_grad_reduce_);  // else free what has finished, keep backward going
+  // Without --overlap-grad-reduce, ZeRO-2/3 bound the gradient held: a
+  // unit's buffer is freed once reduced, so deferring all of them would hold
+  // the whole gradient. They wait for the reduction issued one layer before,
+  // not this one (at most two units' gradients live): waiting for a unit's
+  // own reduction right after its backward made every layer a rendezvous
+  // of the dp ranks, each layer's skew between them waited out on its own,
+  // where ZeRO-1 waits once for the net skew of the whole backward.
+  retire(/*keep=*/overlap_grad_reduce_ ? kKeepAll : 1);  // else free what has finished
 }
 
 void DataParallel::start_grad_reduction(size_t u) {
   if (dp_.size() == 1 && stage_ < 2) return;  // nothing to reduce
   if (stage_ < 2 && !last_micro_batch_) return;  // accumulate locally first
+  if (stage_ < 2) {
+    if (reduction_started_[u]) return;  // once a step
+    reduction_started_[u] = 1;
+  }
   const ParamUnit& unit = model_.layout().units()[u];
   const FlatSegment& s = part_.segment(u);
   ProfileScope t(profile_, Op::Comm);
@@ -236,7 +256,7 @@ void DataParallel::start_grad_reduction(size_t u) {
   if (grad_reduce_bf16_ && dp_.size() > 1) {
     const float* g = stage_ < 2 ? model_.grads().f32() + unit.begin : unit_grads_[u].f32();
     start_bf16_reduction(p, u, g);
-    if (stage_ >= 2) unit_grads_[u] = Buffer();  // the bf16 copy is what travels
+    if (stage_ >= 2) give_back(std::move(unit_grads_[u]));  // the bf16 copy is what travels
   } else if (stage_ == 0) {
     float* g = model_.grads().f32() + unit.begin;
     p.work = dp_.all_reduce_async(g, size_t(unit.numel()), DType::F32, ReduceOp::Sum);
@@ -246,7 +266,8 @@ void DataParallel::start_grad_reduction(size_t u) {
     p.work = dp_.reduce_scatter_async(g + unit.begin, g + s.global_begin, size_t(s.size()),
                                       DType::F32, ReduceOp::Sum);
   } else {
-    p.recv.allocate(s.size());
+    p.recv = take_spare(spare_grads_, s.size());  // the reduce-scatter writes all it uses
+    p.recv_n = s.size();
     p.unit_grads = std::move(unit_grads_[u]);
     p.work = dp_.reduce_scatter_async(p.unit_grads.f32(), p.recv.f32(), size_t(s.size()),
                                       DType::F32, ReduceOp::Sum);
@@ -287,11 +308,11 @@ void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
   p.work = dp_.reduce_scatter_async(x, x + p.lowp_at, size_t(s.size()), DType::BF16, ReduceOp::Sum);
 }
 
-void DataParallel::retire(bool wait_all) {
+void DataParallel::retire(size_t keep) {
   // Reductions complete in issue order (one stream per group).
   while (!pending_.empty()) {
     Pending& p = pending_.front();
-    if (wait_all) {
+    if (pending_.size() > keep) {
       ProfileScope t(profile_, Op::Comm);
       p.work.wait();
     } else if (!p.work.test()) {
@@ -306,8 +327,10 @@ void DataParallel::retire(bool wait_all) {
         for (int64_t i = 0; i < p.lowp_n; ++i) g[i] += bf16_to_fp32(x[i]);
       }
     } else if (stage_ >= 2) {
-      cpu::accumulate(grad_shard_.f32() + p.shard_offset, p.recv.f32(), p.recv.numel());
+      cpu::accumulate(grad_shard_.f32() + p.shard_offset, p.recv.f32(), p.recv_n);
     }
+    give_back(std::move(p.recv));
+    give_back(std::move(p.unit_grads));
     pending_.pop_front();
   }
 }
@@ -316,16 +339,30 @@ void DataParallel::end_micro_batch() {
   for (size_t u : deferred_reductions_) start_grad_reduction(u);
   deferred_reductions_.clear();
   for (size_t u : root_units_) start_grad_reduction(u);
-  retire(/*wait_all=*/true);
+  retire(/*keep=*/0);
+  if (last_micro_batch_) std::fill(reduction_started_.begin(), reduction_started_.end(), 0);
 }
 
 void DataParallel::reduce_all() {
   TESSERA_CHECK(stage_ < 2, "reduce_all: ZeRO-{} reduces during backward", stage_);
   const bool saved = last_micro_batch_;
   last_micro_batch_ = true;
+  // In unit order, skipping those a chunk's last backward already started.
   for (size_t u = 0; u < model_.layout().units().size(); ++u) start_grad_reduction(u);
-  retire(/*wait_all=*/true);
+  retire(/*keep=*/0);
+  std::fill(reduction_started_.begin(), reduction_started_.end(), 0);
   last_micro_batch_ = saved;
+}
+
+void DataParallel::begin_chunk_backward(bool last) {
+  TESSERA_CHECK(stage_ < 2, "begin_chunk_backward: ZeRO-{} reduces every backward", stage_);
+  // after_backward starts a layer's reduction only on its last micro-batch.
+  last_micro_batch_ = last && overlap_grad_reduce_;
+}
+
+void DataParallel::end_chunk_backward() {
+  last_micro_batch_ = false;
+  retire(/*keep=*/kKeepAll);  // free what has finished; backward goes on
 }
 
 double DataParallel::grad_norm_squared() {

@@ -16,7 +16,12 @@ std::string format_step_line(const StepStats& s) {
     line += fmt::format(" (HFU {:.1f}%)",
                         100.0 * s.hardware_flops / s.seconds / 1e12 / double(s.ranks) / s.peak_tflops);
   if (s.gemm_peak_tflops > 0)
-    line += fmt::format(" | {:.1f}% of measured GEMM peak", 100.0 * s.of_gemm_peak());
+    // fp32's wording is the one older logs and readers know; a 16-bit run
+    // names its precision (its ceiling is `bench peak --bf16`'s / --fp16's).
+    line += s.precision == "fp32"
+                ? fmt::format(" | {:.1f}% of measured GEMM peak", 100.0 * s.of_gemm_peak())
+                : fmt::format(" | {:.1f}% of measured {} GEMM peak", 100.0 * s.of_gemm_peak(),
+                              s.precision);
   if (s.idle_fraction >= 0) line += fmt::format(" | pipeline idle {:.1f}%", 100.0 * s.idle_fraction);
   if (s.comm_total_bytes() > 0) line += fmt::format(" | comm {:.2f} MB", s.comm_total_bytes() / 1e6);
   if (s.valid_loss >= 0) line += fmt::format(" | valid loss {:.4f}", s.valid_loss);

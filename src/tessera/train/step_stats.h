@@ -21,7 +21,8 @@ struct StepStats {
   double model_flops = 0;       // FLOPs of the step (model)
   double hardware_flops = 0;    // with recomputation
   double peak_tflops = 0;       // MFU's peak per rank (stated or theoretical); 0 when unknown
-  double gemm_peak_tflops = 0;  // the measured GEMM peak per rank (`bench peak`); 0 when none
+  double gemm_peak_tflops = 0;  // the measured GEMM peak per rank at `precision` (`bench peak
+                                // [--bf16|--fp16]`); 0 when none
   int64_t ranks = 1;
   float valid_loss = -1;        // < 0: no evaluation this step
   double wall_time = 0;         // seconds since the Unix epoch when the step ended (evaluation included)

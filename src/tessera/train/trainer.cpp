@@ -224,6 +224,14 @@ void Trainer::pipelined_step(int64_t step, StepStats& s) {
     else
       dp_->reduce_all();
   };
+  // --overlap-grad-reduce, stages 0-1: each chunk's layers start their
+  // reductions as the chunk's last Backward of the step finishes them (every
+  // schedule: the executor says which Backward is a chunk's last); the
+  // reduction at ReduceGrads then starts only what is left.
+  if (!sharded_grads && cfg_.overlap_grad_reduce && dp_group_->size() > 1) {
+    cb.before_backward = [&](int64_t, int64_t, bool last) { dp_->begin_chunk_backward(last); };
+    cb.after_backward = [&](int64_t, int64_t) { dp_->end_chunk_backward(); };
+  }
   dp_->begin_micro_batch(/*last=*/false);  // stages 0-1: no per-layer reductions mid-step
   cb.optimizer_step = [&] { finish_step(step, pipe_->loss(), s); };
   float dloss = 1.0f / float(cfg_.par.global_batch * cfg_.model.seq_length);

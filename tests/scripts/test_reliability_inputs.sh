@@ -131,6 +131,13 @@ bytes=$(wc -c <<<"$out")
 [ "$status" -eq 2 ] && [ "$bytes" -lt 3000 ] && grep -q "bytes cut" <<<"$out" &&
   echo "ok: a 10 MB value gives a $bytes-byte error" || fail "huge value: exit $status, $bytes bytes"
 
+# Numbers that overflow: shares summing to inf, a count beyond int64.
+small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
+       --micro-batch-size 2 --global-batch-size 2 --train-iters 1 --no-progress)
+expect2 "--split: the shares of '1e308,1e308,1' sum past the largest number" train "${small[@]}" --split 1e308,1e308,1
+expect2 "--max-new-tokens: does not fit a 64-bit integer" \
+  generate --checkpoint nowhere --prompt hi --max-new-tokens 99999999999999999999
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"
   exit 1

@@ -112,7 +112,7 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
   s.device_name = dev["name"].value<std::string>().value_or("device");
   s.memory_bytes = need_number(dev, "memory_GB", "device.", path) * 1e9;
   s.memory_bandwidth = need_number(dev, "memory_bandwidth_GBps", "device.", path) * 1e9;
-  s.memory_efficiency = need_number(dev, "memory_efficiency", "device.", path, Range::fraction);
+  s.memory_efficiency = need_number(dev, "memory_efficiency", "device.", path);  // <= 1 below
   TESSERA_CHECK(s.memory_efficiency > 0 && s.memory_efficiency <= 1,
                 "{}: device.memory_efficiency must be in (0, 1] (the fraction of "
                 "memory_bandwidth_GBps a STREAM-like kernel reaches; 1 when the bandwidth is "
@@ -218,8 +218,6 @@ void read_network(SystemSpec& s, const toml::table& root, const std::string& pat
     const char* factor_keys[] = {"all_reduce_factor", "reduce_scatter_factor", "all_gather_factor"};
     for (size_t k = 0; k < 3; ++k) {
       tier.collective_factor[k] = get_number(*t, factor_keys[k], 1.0, where, path);
-      TESSERA_CHECK(tier.collective_factor[k] > 0, "{}: {}{} must be > 0", path, where,
-                    factor_keys[k]);
     }
     if ((*t)["per_node"].value<bool>().value_or(false))
       tier.bandwidth /= double(s.devices_per_node);  // the node's NICs, shared by its devices

@@ -12,7 +12,6 @@
 
 #include "tessera/cli/commands.h"
 #include "tessera/core/error.h"
-#include "tessera/core/output_file.h"
 #include "tessera/plan/line_chart.h"
 #include "tessera/plan/run_metrics.h"
 
@@ -40,7 +39,10 @@ std::vector<std::pair<double, double>> curve(const plan::RunMetrics& r,
 
 void write_chart(const std::string& dir, const std::string& name, const plan::LineChart& c) {
   const std::string path = dir + "/" + name;
-  write_output_file(path, plan::svg_line_chart(c), "--output");
+  std::ofstream out(path);
+  out << plan::svg_line_chart(c);
+  out.close();
+  TESSERA_CHECK(bool(out), "--output {}: cannot write {}", dir, path);
   fmt::print("wrote {}\n", path);
 }
 

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "tessera/core/error.h"
-#include "tessera/core/toml_text.h"
 #include "tessera/plan/report.h"
 #include "tessera/train/data_setup.h"
 
@@ -144,8 +143,7 @@ bool is_layout_key(const std::string& key) {
 TrainKeys non_layout_keys_of_file(const std::string& path) {
   toml::table table;
   try {
-    const std::string text = read_toml_text(path, "--config");
-    table = toml::parse(text, path);
+    table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     fail("config {}: {} (line {})", path, e.description(), e.source().begin.line);
   }

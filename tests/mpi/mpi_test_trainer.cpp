@@ -401,6 +401,7 @@ int reductions_before_last_p2p(const std::vector<comm::CollectiveRecord>& step) 
 
 TEST_P(PipelineChunkReduction, StartsAtTheChunksLastBackwardWithTheSameNumbers) {
   const auto [c, stage] = GetParam();
+  // Its layout needs exactly 4 ranks; the np2 and singleton runs skip it.
   if (world().size() != 4) GTEST_SKIP() << "pp 2 x dp 2 runs at 4 ranks";
   comm::Grid& grid = grid_of(1, 2);
   auto config = [&](bool overlap) {

@@ -120,6 +120,12 @@ expect_error "--dry-run-ranks: only with --dry-run" "$bin" train --dry-run-ranks
 expect_error "--emit-config" "$bin" plan --config configs/default.toml --emit-config /proc/nope/x.toml
 expect_error "--precision: bf16, fp16, fp32 or fp8 (got 'mixed16')" \
   "$bin" plan --model gpt2-small --devices 8 --global-batch-size 8 --precision mixed16
+# Planner-only settings with --config: refused before the run's calibration
+# (which takes minutes on a cold cache); the engine runs neither.
+expect_error "--tp-comm-overlap: tessera train does not overlap" \
+  "$bin" plan --config configs/default.toml --tp-comm-overlap
+expect_error "--precision fp8: tessera train does not train in FP8" \
+  "$bin" plan --config configs/default.toml --precision fp8
 
 # 5b. bf16 and fp16 are the planner's precisions too: an fp16 plan runs as --fp16.
 out=$("$bin" plan --model gpt2-small --system h100 --devices 8 --global-batch-size 8 \

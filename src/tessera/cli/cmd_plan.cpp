@@ -44,7 +44,7 @@ struct PlanArgs {
   std::vector<int> zero;
   std::vector<std::string> recompute, schedule;
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
-  bool overlap_grad_reduce = false, overlap_param_gather = false;
+  bool overlap_grad_reduce = false, overlap_param_gather = false, tp_comm_overlap = false;
   std::vector<std::string> validate;  // metrics files of `tessera train` runs
   std::string validate_published;     // bench/published files (a file or a directory)
   bool by_op = false;                 // the best layout by op; --validate: each run by kind of work
@@ -140,6 +140,9 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   sp.overlap_param_gather = a.overlap_param_gather;
   TESSERA_CHECK(!a.overlap_param_gather || a.overlap_grad_reduce,
                 "--overlap-param-gather needs --overlap-grad-reduce (as in tessera train)");
+  sp.tp_comm_overlap = a.tp_comm_overlap;
+  TESSERA_CHECK(!a.tp_comm_overlap || !run, "--tp-comm-overlap: tessera train does not overlap "
+                "its tensor-parallel collectives; plan --config plans the engine's own run");
   sp.tp_within_node = !a.tp_across_nodes;
   if (run) fix_to_run(sp, a, run->train);
   return sp;
@@ -332,6 +335,14 @@ void run_plan(const PlanArgs& args) {
                 "--config and --model: give one (--config names a whole `tessera train` run)");
   TESSERA_CHECK(!args.search || !args.config.empty(),
                 "--search: only with --config (a --model plan always searches)");
+  // Planner-only settings the engine cannot run: refused before --config's
+  // calibration (make_space repeats these for the layouts it builds).
+  TESSERA_CHECK(args.config.empty() || args.precision != "fp8",
+                "--precision fp8: tessera train does not train in FP8; plan --config plans the "
+                "engine's own run (bf16, fp16 or fp32)");
+  TESSERA_CHECK(args.config.empty() || !args.tp_comm_overlap,
+                "--tp-comm-overlap: tessera train does not overlap its tensor-parallel "
+                "collectives; plan --config plans the engine's own run");
   // Outputs are checked before the search (or the study) that fills them.
   if (!args.json.empty() && args.json != "-") check_output_file(args.json, "--json");
   if (!args.emit_config.empty()) check_output_file(args.emit_config, "--emit-config");
@@ -469,6 +480,9 @@ void register_plan(CLI::App& app) {
   cmd->add_flag("--overlap-param-gather", a->overlap_param_gather,
                 "plan ZeRO-1/2 runs whose parameter all-gather runs behind the next forward "
                 "(needs --overlap-grad-reduce)");
+  cmd->add_flag("--tp-comm-overlap", a->tp_comm_overlap,
+                "plan Megatron-LM runs with --tp-comm-overlap: sequence-parallel layouts' "
+                "tensor-parallel gathers and reduce-scatters run behind their GEMMs (planner only)");
   cmd->add_flag("--list", a->list, "list the systems and model presets");
   cmd->add_flag("--study", a->study,
                 "reproduce Dash et al. 2024 (Frontier): the study's figures beside the planner's");

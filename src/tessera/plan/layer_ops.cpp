@@ -1,5 +1,6 @@
 #include "tessera/plan/layer_ops.h"
 
+#include <algorithm>
 #include <optional>
 #include <string_view>
 
@@ -102,13 +103,59 @@ bool fp8_linear(const OpEntry& e) {
          !k.starts_with("matmul_backward.dbias");
 }
 
+double entry_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L, bool fp8) {
+  return fp8 && fp8_linear(e) ? fp8_linear_seconds(e, sys) : op_seconds(e, sys, L);
+}
+
+// --tp-comm-overlap: the GEMM that list[i], a tensor-parallel collective of
+// activations, runs beside in Transformer Engine's userbuffers overlap, or
+// none. An all-gather feeds the GEMM after it (a forward GEMM, or the input
+// gradient's in backward); a reduce-scatter drains the GEMM before it (the
+// forward GEMM that produced its partial sums; in backward the weight
+// gradient, which runs while the input gradient is reduce-scattered). Only
+// the adjacent GEMM of the same phase: another collective or the attention
+// in between means nothing to hide behind.
+const OpEntry* overlap_partner(const std::vector<OpEntry>& list, size_t i) {
+  const OpEntry& c = list[i];
+  // Memory-bound entries (a bias) between the two are walked over.
+  auto stop = [&](const OpEntry& e) {
+    return e.phase != c.phase || e.cls == OpClass::Collective || e.cls == OpClass::Attention;
+  };
+  if (c.collective == CollectiveKind::AllGather) {
+    for (size_t j = i + 1; j < list.size() && !stop(list[j]); ++j)
+      if (list[j].cls == OpClass::Gemm) return &list[j];
+  } else {
+    for (size_t j = i; j-- > 0 && !stop(list[j]);)
+      if (list[j].cls == OpClass::Gemm) return &list[j];
+  }
+  return nullptr;
+}
+
+// The seconds a collective of `comm` seconds still waits for when it is cut
+// into tp chunks that move while a GEMM of `gemm` seconds computes on the
+// chunk already there: the GEMM's first (all-gather) or last (reduce-scatter)
+// chunk runs alone, the other tp - 1 chunks of the GEMM cover the
+// transfers. The GEMM's chunks are priced as the whole GEMM (their smaller
+// tiles' wave losses and the SMs the transfers use are not counted).
+double tp_overlapped_seconds(double comm, double gemm, int64_t tp) {
+  return std::max(0.0, comm - gemm * double(tp - 1) / double(tp));
+}
+
 // Sums the entries of `phase` in `list` into `p` by profile kind. `fp8`:
 // the list's linear GEMMs run in FP8 (a transformer layer's, --precision fp8).
 void price(Profile& p, const std::vector<OpEntry>& list, OpPhase phase, const SystemSpec& sys,
            const PlanLayout& L, bool fp8 = false) {
-  for (const OpEntry& e : list)
-    if (e.phase == phase)
-      p[e.op] += fp8 && fp8_linear(e) ? fp8_linear_seconds(e, sys) : op_seconds(e, sys, L);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const OpEntry& e = list[i];
+    if (e.phase != phase) continue;
+    double seconds = entry_seconds(e, sys, L, fp8);
+    const bool overlapped = L.tp_comm_overlap && e.cls == OpClass::Collective && e.activation &&
+                            e.collective != CollectiveKind::AllReduce && e.group_size > 1;
+    if (overlapped)
+      if (const OpEntry* g = overlap_partner(list, i))
+        seconds = tp_overlapped_seconds(seconds, entry_seconds(*g, sys, L, fp8), e.group_size);
+    p[e.op] += seconds;
+  }
 }
 
 }  // namespace

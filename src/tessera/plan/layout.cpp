@@ -16,7 +16,8 @@ std::string PlanLayout::str() const {
                      par.dp, par.micro_batch, par.virtual_stages, par.zero_stage,
                      recompute_name(par.recompute), par.sequence_parallel ? " sp" : "",
                      schedule_kind_name(par.schedule), split, overlap_grad_reduce ? " ogr" : "",
-                     overlap_param_gather ? " opg" : "") + (fp8 ? " fp8" : "");
+                     overlap_param_gather ? " opg" : "") + (fp8 ? " fp8" : "") +
+         (tp_comm_overlap ? " tpo" : "");
 }
 
 }  // namespace tessera::plan

@@ -57,6 +57,12 @@ struct PlanLayout {
   // step beside the bf16 ones; attention, the LM head, the loss and the
   // optimizer stay as in bf16 (layer_ops.cpp, layout_cost.cpp).
   bool fp8 = false;
+  // Megatron-LM's --tp-comm-overlap (planner only; Transformer Engine's
+  // userbuffers, which need sequence parallelism): each tensor-parallel
+  // all-gather and reduce-scatter of activations is split into tp chunks
+  // that move while the GEMM beside it computes on the chunk already there
+  // (layer_ops.cpp: tp_overlapped_seconds).
+  bool tp_comm_overlap = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

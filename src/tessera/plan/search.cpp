@@ -210,6 +210,7 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   L.flash_attention = sp.flash_attention;
                   L.overlap_grad_reduce = sp.overlap_grad_reduce;
                   L.overlap_param_gather = sp.overlap_param_gather && (zero == 1 || zero == 2);
+                  L.tp_comm_overlap = sp.tp_comm_overlap && seq_par;
                   L.engine = sp.engine;
                   out.push_back(L);
                 }

@@ -30,6 +30,7 @@ struct SearchSpace {
   bool flash_attention = true;
   bool overlap_grad_reduce = false;   // --overlap-grad-reduce of every candidate
   bool overlap_param_gather = false;  // --overlap-param-gather (where ZeRO is 1 or 2)
+  bool tp_comm_overlap = false;  // --tp-comm-overlap (where tp > 1 with sequence parallelism)
   bool engine = false;         // price tessera's own engine (PlanLayout::engine): plan --config
   bool tp_within_node = true;  // TP stays on the fast intra-node links (DESIGN.md)
   int64_t max_micro_batch = 16;

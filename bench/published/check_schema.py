@@ -10,7 +10,9 @@ import re
 import sys
 import tomllib
 
-SYSTEMS = {"dgx-a100-80gb-2021", "dgx-a100-80gb", "dgx-a100-40gb", "h100", "h200", "frontier", "mi300x"}
+# The shipped datasheet systems (configs/systems, this machine's `local` aside).
+_SYSTEMS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "configs", "systems")
+SYSTEMS = {os.path.basename(f)[:-5] for f in glob.glob(os.path.join(_SYSTEMS_DIR, "*.toml"))} - {"local"}
 FLOPS = {"megatron-2021", "megatron-model", "6nd", "6nd-attn", "6nd-noembed-attn"}
 # The measured figure: exactly one of these per run.
 FIGURES = ["step-seconds", "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu"]
@@ -19,6 +21,7 @@ REQUIRED_INT = ["devices", "tensor-model-parallel-size", "pipeline-model-paralle
 REQUIRED = REQUIRED_INT + ["name", "system", "recompute", "precision", "flash-attention",
                            "sequence-parallel", "inferred", "note"]
 OPTIONAL = {"pipeline-schedule", "virtual-stages", "overlap-grad-reduce", "overlap-param-gather",
+            "tp-comm-overlap",
             "model", "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
             "decoder-last-pipeline-num-layers"}
 MODEL_INT = {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "vocab-size",
@@ -64,7 +67,8 @@ def check_run(r, src, where, problems):
         bad("recompute must be none|selective|full")
     if r.get("precision") not in ("fp16", "bf16", "fp8"):
         bad("precision must be fp16|bf16|fp8")
-    for k in ("flash-attention", "sequence-parallel", "overlap-grad-reduce", "overlap-param-gather"):
+    for k in ("flash-attention", "sequence-parallel", "overlap-grad-reduce", "overlap-param-gather",
+              "tp-comm-overlap"):
         if k in r and not isinstance(r[k], bool):
             bad(f"'{k}' must be true or false")
     sched = r.get("pipeline-schedule", "1f1b")

@@ -166,9 +166,9 @@ TEST(SystemSources, EveryShippedParameterHasASource) {
     const std::vector<std::string> missing = unsourced(read_text(e.path()));
     EXPECT_TRUE(missing.empty()) << "parameters without a '# source:' comment:" << join(missing);
   }
-  // dgx-a100-80gb, dgx-a100-80gb-2021, dgx-a100-40gb, h100, h200, frontier,
-  // mi300x, local
-  EXPECT_GE(files, 8);
+  // dgx-a100-80gb, dgx-a100-80gb-2021, dgx-a100-40gb, h100, h100-2025, h200,
+  // frontier, mi300x, local
+  EXPECT_GE(files, 9);
 }
 
 TEST(SystemSources, RemovingASourceIsCaught) {
@@ -287,8 +287,8 @@ TEST(PlanSystem, Fp16AndBf16PeaksStayDistinct) {
 // Each datasheet system names the software its measurements come from;
 // calibrate's files (this machine, measured now) need none.
 TEST(SystemSources, EveryDatasheetSystemNamesItsStack) {
-  for (const char* name : {"dgx-a100-80gb", "dgx-a100-80gb-2021", "dgx-a100-40gb", "h100", "h200",
-                           "frontier", "mi300x"}) {
+  for (const char* name : {"dgx-a100-80gb", "dgx-a100-80gb-2021", "dgx-a100-40gb", "h100",
+                           "h100-2025", "h200", "frontier", "mi300x"}) {
     const SystemSpec s = load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
     EXPECT_FALSE(s.stack.empty()) << name;
   }
@@ -304,21 +304,33 @@ TEST(SystemSources, EveryDatasheetSystemNamesItsStack) {
 // one only in what software decides (GEMM and attention rates, collective
 // efficiency and latency), never in the hardware.
 TEST(SystemSources, EraFilesShareTheirHardware) {
-  const SystemSpec now = load_system_file((systems_dir() / "dgx-a100-80gb.toml").string());
-  const SystemSpec then = load_system_file((systems_dir() / "dgx-a100-80gb-2021.toml").string());
-  EXPECT_DOUBLE_EQ(then.memory_bytes, now.memory_bytes);
-  EXPECT_DOUBLE_EQ(then.memory_bandwidth, now.memory_bandwidth);
-  EXPECT_DOUBLE_EQ(then.peak_flops(Precision::Bf16), now.peak_flops(Precision::Bf16));
-  EXPECT_DOUBLE_EQ(then.peak_flops(Precision::Fp32), now.peak_flops(Precision::Fp32));
-  EXPECT_EQ(then.compute_units, now.compute_units);
-  EXPECT_EQ(then.devices_per_node, now.devices_per_node);
-  ASSERT_EQ(then.tiers.size(), now.tiers.size());
-  for (size_t i = 0; i < now.tiers.size(); ++i) {
-    EXPECT_EQ(then.tiers[i].ranks, now.tiers[i].ranks) << i;
-    EXPECT_DOUBLE_EQ(then.tiers[i].bandwidth, now.tiers[i].bandwidth) << i;
+  const auto load = [](const char* name) {
+    return load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
+  };
+  for (auto [later, earlier] : {std::pair{"dgx-a100-80gb", "dgx-a100-80gb-2021"},
+                                std::pair{"h100-2025", "h100"}}) {
+    SCOPED_TRACE(std::string(later) + " / " + earlier);
+    const SystemSpec now = load(later), then = load(earlier);
+    EXPECT_DOUBLE_EQ(then.memory_bytes, now.memory_bytes);
+    EXPECT_DOUBLE_EQ(then.memory_bandwidth, now.memory_bandwidth);
+    EXPECT_DOUBLE_EQ(then.peak_flops(Precision::Bf16), now.peak_flops(Precision::Bf16));
+    EXPECT_DOUBLE_EQ(then.peak_flops(Precision::Fp32), now.peak_flops(Precision::Fp32));
+    EXPECT_EQ(then.compute_units, now.compute_units);
+    EXPECT_EQ(then.devices_per_node, now.devices_per_node);
+    ASSERT_EQ(then.tiers.size(), now.tiers.size());
+    for (size_t i = 0; i < now.tiers.size(); ++i) {
+      EXPECT_EQ(then.tiers[i].ranks, now.tiers[i].ranks) << i;
+      EXPECT_DOUBLE_EQ(then.tiers[i].bandwidth, now.tiers[i].bandwidth) << i;
+    }
   }
   // 2021's unfused softmax path is well below FlashAttention-2's rate.
-  EXPECT_LT(then.attention_efficiency, 0.5 * now.attention_efficiency);
+  EXPECT_LT(load("dgx-a100-80gb-2021").attention_efficiency,
+            0.5 * load("dgx-a100-80gb").attention_efficiency);
+  // Transformer Engine's cuDNN attention: FlashAttention-3's 1.5x (low end)
+  // over FlashAttention-2; the GEMM ceiling is the same MAMF measurement.
+  EXPECT_NEAR(load("h100-2025").attention_efficiency, 1.5 * load("h100").attention_efficiency,
+              0.005);
+  EXPECT_DOUBLE_EQ(load("h100-2025").gemm_max_efficiency, load("h100").gemm_max_efficiency);
 }
 
 // peak_TFLOPs.fp8 is stored as given (dense); absent means no fp8 units, and

@@ -84,6 +84,16 @@ read_to_eof() {
   exec 3<&-
 }
 
+# check_eof CASE CONDITION WANT: the reader saw EOF, after `took` seconds
+# that meet CONDITION (awk, on t).
+check_eof() {
+  if [ "$eof" -eq 1 ] && [ "$(awk -v t="$took" "BEGIN { print ($2) }")" = 1 ]; then
+    echo "ok: $1: EOF $took s after the signal"
+  else
+    fail "$1: the reader saw EOF: $eof after $took s (want $3)"
+  fi
+}
+
 # no_leftovers NAME WITHIN: the launcher's session is empty within WITHIN s.
 no_leftovers() {
   local i left
@@ -100,12 +110,7 @@ start_job sleep 30
 kill -TERM "$launcher"
 read_to_eof 10
 wait "$launcher"
-status=$?
-if [ "$eof" -ne 1 ] || [ "$(awk -v t="$took" 'BEGIN { print (t < 5) }')" != 1 ]; then
-  fail "1: the reader saw EOF: $eof after $took s (want EOF within 5 s)"
-else
-  echo "ok: 1: EOF $took s after SIGTERM (launcher exit $status)"
-fi
+check_eof 1 't < 5' "EOF within 5 s"
 no_leftovers 1 2
 
 # ---- 2. ranks ignore SIGTERM: the grace timer ends the job --------------------------
@@ -114,11 +119,7 @@ start_job bash -c 'trap "" TERM; sleep 30 & wait $!; wait $!'
 kill -TERM "$launcher"
 read_to_eof 15
 wait "$launcher"
-if [ "$eof" -ne 1 ] || [ "$(awk -v t="$took" 'BEGIN { print (t >= 2.5 && t < 10) }')" != 1 ]; then
-  fail "2: EOF $eof after $took s (want EOF after the 3 s grace, within 10 s)"
-else
-  echo "ok: 2: the grace timer ended the job; EOF after $took s"
-fi
+check_eof 2 't >= 2.5 && t < 10' "EOF after the 3 s grace, within 10 s"
 no_leftovers 2 3
 
 # ---- 3. the launcher SIGKILLed while its timer runs ---------------------------------
@@ -132,11 +133,7 @@ done
 kill -KILL "$launcher"
 wait "$launcher" 2> /dev/null
 read_to_eof 15
-if [ "$eof" -ne 1 ] || [ "$(awk -v t="$took" 'BEGIN { print (t < 8) }')" != 1 ]; then
-  fail "3: EOF $eof after $took s (want EOF within 8 s of the SIGKILL)"
-else
-  echo "ok: 3: EOF $took s after the launcher's SIGKILL"
-fi
+check_eof 3 't < 8' "EOF within 8 s of the SIGKILL"
 no_leftovers 3 5
 unset TESSERA_MPIRUN_GRACE
 

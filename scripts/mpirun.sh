@@ -24,20 +24,61 @@
 # collective cannot reach a step's end), or at a second signal, mpirun gets
 # SIGTERM and ends the job its way. Ranks without a handler die at the first
 # signal, as with mpirun alone.
+#
+# The grace timer is a helper of this script, never a holder of its output:
+# its stdin, stdout and stderr are /dev/null (a reader of this script's
+# output sees EOF when the script exits, not when a timer's `sleep` does),
+# it runs in a process group of its own that the script kills whole when
+# it exits (the subshell and its `sleep`), and it sleeps in one-second
+# steps: if the script is killed (SIGKILL, which it cannot trap), the timer
+# ends the job at once and exits, so no helper outlives the script by more
+# than about a second.
 set -euo pipefail
 
-# The pids whose parent is $1 (read from /proc: procps may be missing).
+# Sets `ppid` to the parent pid in a line of /proc/PID/stat (procps may be
+# missing), or to "" when PID is gone.
+read_ppid() {  # read_ppid PID
+  local line rest
+  ppid=
+  { read -r line < "/proc/$1/stat"; } 2> /dev/null || return 0
+  rest=${line##*) }  # after the command name, which may hold spaces
+  rest=${rest#* }    # after the state: the parent pid comes first
+  ppid=${rest%% *}
+}
+
+# The pids whose parent is $1.
 children_of() {
-  local stat line rest
+  local stat pid
   for stat in /proc/[0-9]*/stat; do
-    { read -r line < "$stat"; } 2> /dev/null || continue
-    rest=${line##*) }  # after the command name, which may hold spaces
-    rest=${rest#* }    # after the state: the parent pid comes first
-    if [ "${rest%% *}" = "$1" ]; then
-      stat=${stat#/proc/}
-      echo "${stat%/stat}"
-    fi
+    pid=${stat#/proc/}
+    pid=${pid%/stat}
+    read_ppid "$pid"
+    [ "$ppid" != "$1" ] || echo "$pid"
   done
+}
+
+grace=${TESSERA_MPIRUN_GRACE:-60}
+if ! [[ "$grace" =~ ^[0-9]+(\.[0-9]*)?$ ]]; then
+  echo "mpirun.sh: TESSERA_MPIRUN_GRACE must be a number of seconds >= 0 (got '$grace')" >&2
+  exit 2
+fi
+
+# grace_timer SECONDS LAUNCHER: after SECONDS (a fraction counts as a whole
+# second), or as soon as LAUNCHER (this script, the timer's parent) is
+# gone, SIGTERM to mpirun.
+grace_timer() {
+  local left=${1%%.*}
+  [[ "$1" =~ ^[0-9]+\.?0*$ ]] || left=$((10#$left + 1))
+  left=$((10#$left))
+  while [ "$left" -gt 0 ]; do
+    sleep 1
+    # Reparented: the launcher is gone (killed; a zombie counts as gone),
+    # and its job ends now rather than run on with nobody to wait for it.
+    read_ppid "$BASHPID"
+    [ "$ppid" = "$2" ] || break
+    left=$((left - 1))
+  done
+  kill -s TERM "$job" 2> /dev/null || true
 }
 
 # Job control: mpirun runs in a process group of its own, so the terminal's
@@ -60,8 +101,8 @@ on_signal() {  # on_signal NAME
       return 0
     fi
     kill -s "$1" $ranks 2> /dev/null || true
-    (sleep "${TESSERA_MPIRUN_GRACE:-60}" && kill -s TERM "$job" 2> /dev/null) &
-    timer=$!
+    grace_timer "$grace" $$ < /dev/null > /dev/null 2>&1 &
+    timer=$!  # under set -m also the timer's process group
   else
     kill -s TERM "$job" 2> /dev/null || true
   fi
@@ -78,5 +119,6 @@ while :; do
   wait "$job" || status=$?
   [ "$signals" -ne "$before" ] || break
 done
-[ -z "$timer" ] || kill "$timer" 2> /dev/null || true
+# The timer's whole group: the subshell and the sleep it is in.
+[ -z "$timer" ] || kill -- -"$timer" 2> /dev/null || true
 exit "$status"

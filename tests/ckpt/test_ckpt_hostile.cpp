@@ -129,6 +129,35 @@ TEST(HostileCheckpoint, WrongTypedFieldsAreOneError) {
   }
 }
 
+// The tokenizer hash (issue 38): written as 16 hex digits and read back;
+// absent (a checkpoint written before it was recorded) reads as 0, unknown,
+// and still loads; anything else in its place is a corrupted file.
+TEST(HostileCheckpoint, TokenizerHashIsReadBackAndOlderCheckpointsStillLoad) {
+  test::ScratchDir dir("hostile_tokhash");
+  Tiny a(1);
+  TrainState st{1, 0, 7, {}};
+  RunInfo run{a.cfg, {}, "bytes"};
+  run.tokenizer_hash = 0x8aa01b7e740d41d2ull;
+  const std::string step = save_checkpoint(dir.str(), whole_rank(a.model, nullptr), st, run);
+  json md = read_md(step);
+  EXPECT_EQ(md.value("tokenizer_hash", ""), "8aa01b7e740d41d2");
+  EXPECT_EQ(open_checkpoint(step).run.tokenizer_hash, 0x8aa01b7e740d41d2ull);
+  md.erase("tokenizer_hash");  // as every checkpoint before it was written
+  write_md_resigned(step, md);
+  EXPECT_EQ(open_checkpoint(step).run.tokenizer_hash, 0u);
+  EXPECT_EQ(load_error(step), "");
+  for (const json& bad : {json("8aa01b7e740d41d"), json("8AA01B7E740D41D2"), json("8aa01b7e740d41dg"),
+                          json(uint64_t(0x8aa01b7e740d41d2ull)), json::array()}) {
+    md["tokenizer_hash"] = bad;
+    write_md_resigned(step, md);
+    EXPECT_NE(load_error(step).find("corrupted tokenizer_hash"), std::string::npos)
+        << bad.dump() << ": " << load_error(step);
+  }
+  // A run with no known tokenizer records none.
+  const std::string plain = Tiny(2).save(dir.str() + "/plain", 1);
+  EXPECT_FALSE(read_md(plain).contains("tokenizer_hash"));
+}
+
 void write_safetensors(const std::string& path, const json& header, size_t data_bytes) {
   std::string h = header.dump();
   std::ofstream f(path, std::ios::binary);

@@ -66,6 +66,10 @@ struct RunInfo {
   // when not vocab.json + merges.txt of `tokenizer` (e.g. Megatron's
   // gpt2-vocab.json). Reading: `tokenizer` is the directory of the copies.
   std::string vocab_file, merge_file;
+  // Tokenizer::hash() of the tokenizer the model was trained with, 0 when
+  // unknown (data that records none; checkpoints written before it was
+  // recorded). Known even when no tokenizer files are (token files carry it).
+  uint64_t tokenizer_hash = 0;
 };
 
 // Elements [begin, end) of a rank's flat buffer (laid out by its

@@ -73,6 +73,24 @@ uint64_t parse_seed(const std::string& s, const std::string& step_dir) {
   return v;
 }
 
+// The tokenizer hash: 16 lowercase hex digits (as fmt's {:016x} wrote it);
+// absent in checkpoints written before it was recorded (0: unknown).
+uint64_t parse_tokenizer_hash(const json& md, const std::string& step_dir) {
+  if (!md.contains("tokenizer_hash")) return 0;
+  const json& j = md["tokenizer_hash"];
+  const std::string s = j.is_string() ? j.get<std::string>() : j.dump();
+  bool ok = j.is_string() && s.size() == 16;
+  uint64_t v = 0;
+  for (char c : s) {
+    const bool digit = c >= '0' && c <= '9', letter = c >= 'a' && c <= 'f';
+    ok = ok && (digit || letter);
+    v = v * 16 + uint64_t(digit ? c - '0' : c - 'a' + 10);
+  }
+  TESSERA_CHECK(ok, "{}/{}: corrupted tokenizer_hash '{}' (want 16 hex digits)", step_dir,
+                kMetadataFile, s.substr(0, 40));
+  return v;
+}
+
 Checkpoint from_metadata(const std::string& step_dir, json md) {
   Checkpoint ck;
   ck.path = step_dir;
@@ -88,6 +106,7 @@ Checkpoint from_metadata(const std::string& step_dir, json md) {
     fail("{}/{}: {}", step_dir, kMetadataFile, e.what());
   }
   ck.run.tokenizer = md.value("tokenizer", std::string());
+  ck.run.tokenizer_hash = parse_tokenizer_hash(md, step_dir);
   for (const auto& [name, t] : md.at("tensors").items())
     if (t.at("shards").contains("exp_avg")) ck.has_optimizer_state = true;
   ck.metadata = std::move(md);

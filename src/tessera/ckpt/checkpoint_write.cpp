@@ -132,6 +132,7 @@ std::string commit_checkpoint(const std::string& dir, const std::string& staging
              {"tensors", json::object()}};
 
   if (state.has_seed) md["seed"] = std::to_string(state.seed);
+  if (run.tokenizer_hash) md["tokenizer_hash"] = fmt::format("{:016x}", run.tokenizer_hash);
 
   // Manifests in name order, so metadata.json does not depend on readdir order.
   std::vector<fs::path> manifests;

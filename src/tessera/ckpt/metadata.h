@@ -7,6 +7,7 @@
 //   "tokenizer": "bytes" | "/path/to/tokenizer" | "",   (the source; absolute)
 //   "tokenizer_files": {"vocab.json": {"bytes", "crc32c"}, "merges.txt": {...}},
 //                      (the copies in tokenizer/, tokenizer_files.h; absent for bytes)
+//   "tokenizer_hash": "8aa01b7e740d41d2",  (16 hex digits, Tokenizer::hash(); absent: unknown)
 //   "files": { "params-tp00-pp00-dp000.bin": {"bytes": 4096, "crc32c": "0x1a2b3c4d"}, ... },
 //   "shards": [ {"tp": 0, "pp": 0, "dp": 0, "params_ranges": [[0, 1024]],
 //                "optim_ranges": [[0, 512], [2048, 2560]]}, ... ],
@@ -27,8 +28,9 @@
 // prove the bytes are intact, this proves metadata points at the right ones
 // (an offset moved onto another tensor's bytes is caught). Version 1 files
 // have no per-piece checksum and are still read.
-// The seed is a string because JSON readers lose 64-bit integers; an import
-// (`tessera import`, trained by no run yet) has none.
+// The seed and the tokenizer hash are strings because JSON readers lose
+// 64-bit integers; an import (`tessera import`, trained by no run yet) has
+// no seed.
 // metadata.crc32c holds metadata.json's own CRC32C ("0x1a2b3c4d\n"), so a
 // flipped digit that still parses (an offset, a checksum) is caught too.
 #pragma once

@@ -5,7 +5,6 @@
 // as `train` does.
 #include <omp.h>
 
-#include <filesystem>
 #include <memory>
 
 #include <fmt/core.h>
@@ -20,15 +19,13 @@
 #include "tessera/core/output_file.h"
 #include "tessera/data/data_blend.h"
 #include "tessera/data/embedded_corpus.h"
-#include "tessera/data/tokenizer.h"
+#include "tessera/data/tokenizer_identity.h"
 #include "tessera/train/data_setup.h"
 #include "tessera/train/evaluator.h"
 
 namespace tessera::cli {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 struct EvalFlags {
   std::string checkpoint, safetensors, hf_config, json;
@@ -75,14 +72,6 @@ TrainConfig eval_config(const EvalFlags& f, const EvalModel& m, int64_t world) {
   }
   TESSERA_CHECK(!data::parse_data_blend(f.data_paths, "--data-path").weighted(),
                 "--data-path: eval reads token files end to end, not a weighted blend");
-  // Token files are checked against the model's tokenizer (where their
-  // format records one).
-  const fs::path tok(m.tokenizer);
-  if (!f.data_paths.empty() && fs::is_regular_file(tok / "vocab.json") &&
-      fs::is_regular_file(tok / "merges.txt")) {
-    c.vocab_file = (tok / "vocab.json").string();
-    c.merge_file = (tok / "merges.txt").string();
-  }
   if (f.data_paths.empty())
     TESSERA_CHECK(m.config.vocab_size >= data::kEmbeddedVocabSize,
                   "vocabulary mismatch: the embedded corpus has {} tokens but the model ({}) only "
@@ -90,19 +79,6 @@ TrainConfig eval_config(const EvalFlags& f, const EvalModel& m, int64_t world) {
                   data::kEmbeddedVocabSize, m.label, m.config.vocab_size);
   c.validate(world);
   return c;
-}
-
-// The embedded corpus's tokenizer must be the model's, where the model
-// names one (token files carry their own check).
-void check_corpus_tokenizer(const EvalModel& m, const TrainingData& d) {
-  const fs::path tok(m.tokenizer);
-  if (!d.tokenizer || !fs::is_regular_file(tok / "vocab.json")) return;
-  const data::Tokenizer mine = data::Tokenizer::load(m.tokenizer);
-  TESSERA_CHECK(mine.hash() == d.tokenizer->hash(),
-                "tokenizer mismatch: the model ({}) was trained with tokenizer {:016x} ({}), the "
-                "embedded corpus is encoded with {:016x}; pass --data-path with tokens of the "
-                "model's tokenizer",
-                m.label, mine.hash(), m.tokenizer, d.tokenizer->hash());
 }
 
 void run_eval(const EvalFlags& f) {
@@ -118,8 +94,11 @@ void run_eval(const EvalFlags& f) {
     m = open_eval_model(f.checkpoint, f.safetensors, f.hf_config);
     c = eval_config(f, m, world->size());
     omp_set_num_threads(c.threads > 0 ? c.threads : comm::default_threads_per_rank());
-    data = open_training_data(c, m.config.vocab_size);
-    if (f.data_paths.empty()) check_corpus_tokenizer(m, data);
+    // The data (token files, or the embedded corpus) must be in the
+    // model's tokenizer, where both are known.
+    data = open_training_data(c, m.config.vocab_size,
+                              data::model_tokenizer("the model " + m.label, m.tokenizer,
+                                                    m.tokenizer_hash));
     const int64_t available = data.batches->windows(Split::Valid);
     windows = f.eval_iters > 0 ? f.eval_iters * c.par.micro_batch : available;
   });

@@ -12,6 +12,7 @@
 #include "tessera/cli/flag_checks.h"
 #include "tessera/core/error.h"
 #include "tessera/data/tokenizer.h"
+#include "tessera/data/tokenizer_identity.h"
 #include "tessera/model/generate.h"
 
 namespace tessera::cli {
@@ -96,6 +97,12 @@ void register_generate(CLI::App& app) {
     TESSERA_CHECK(o->top_k >= 0, "--top-k must be >= 0 (got {})", o->top_k);
     ckpt::Checkpoint ck = ckpt::open_checkpoint(o->checkpoint);
     for (const auto& n : ck.notes) fmt::print(stderr, "tessera: note: {}\n", n);
+    // Another tokenizer than the model's decodes its ids into other text
+    // (mojibake): refused where both are known.
+    if (!o->tokenizer.empty())
+      data::same_tokenizer(
+          {data::model_tokenizer("the model " + ck.path, ck.run.tokenizer, ck.run.tokenizer_hash),
+           {"--tokenizer " + o->tokenizer, data::tokenizer_spec_hash(o->tokenizer)}});
     std::unique_ptr<GPT> model = ckpt::load_whole_model(ck);
     TextCodec codec(o->tokenizer.empty() ? ck.run.tokenizer : o->tokenizer, ck.run.model.vocab_size);
 

@@ -17,6 +17,7 @@
 #include "tessera/cli/flag_checks.h"
 #include "tessera/cli/run_plan.h"
 #include "tessera/data/data_blend.h"
+#include "tessera/data/tokenizer_identity.h"
 #include "tessera/comm/grid.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/comm/node_local.h"
@@ -418,9 +419,15 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
     c.model.vocab_size = 2;  // the data decides; check everything else first
     c.validate(ranks);
     omp_set_num_threads(c.threads > 0 ? c.threads : comm::default_threads_per_rank());
-    data = open_training_data(c, vocab_flag);
+    // A resumed or fine-tuned model keeps reading its own tokenizer's ids.
+    data = open_training_data(
+        c, vocab_flag,
+        loaded ? data::model_tokenizer("the checkpoint " + loaded->path, loaded->run.tokenizer,
+                                       loaded->run.tokenizer_hash)
+               : data::TokenizerId{});
     c.model.vocab_size = data.vocab_size;
     c.tokenizer = data.tokenizer_dir;
+    c.tokenizer_hash = data.tokenizer_hash;
     c.vocab_file = data.vocab_file;  // absolute; the embedded corpus's when no flag named one
     c.merge_file = data.merge_file;
     c.validate(ranks);

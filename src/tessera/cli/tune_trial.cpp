@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,10 +27,54 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Runs argv with stdout and stderr into `log`, in its own process group so a
-// launcher and every rank it started can be killed together. Returns the
-// exit status (128 + signal for a signal), or -1 when killed at `timeout`.
+// The pids whose parent is this process (read from /proc/PID/stat).
+std::vector<pid_t> own_children() {
+  std::vector<pid_t> out;
+  const std::string me = std::to_string(getpid());
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;  // gone meanwhile
+    // After the command name (which may hold spaces and ')'): state, ppid.
+    std::istringstream rest(line.substr(line.rfind(')') + 1));
+    std::string state, ppid;
+    if (rest >> state >> ppid && ppid == me) out.push_back(pid_t(std::stoll(name)));
+  }
+  return out;
+}
+
+// Ends whatever a trial left behind. run_trial makes this process the
+// subreaper of its trials, so a trial process whose parent died (a
+// launcher's helper, the ranks of a killed launcher, something in a process
+// group or session of its own, out of reach of kill(-pgid)) is reparented
+// here instead of to init: once the launcher is reaped, every child left is
+// a leftover. Each round kills and reaps them; their own children are
+// reparented here in turn and go in the next round.
+void end_leftovers() {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < deadline) {
+    const std::vector<pid_t> left = own_children();
+    if (left.empty()) return;
+    for (pid_t p : left) kill(p, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+  }
+}
+
+// Runs argv with stdout and stderr into `log` (a file, never a pipe: no
+// reader can be kept waiting by a grandchild that still holds it), in its
+// own process group so a launcher and every rank it started can be killed
+// together. Returns the exit status (128 + signal for a signal), or -1 when
+// killed at `timeout`. Either way, nothing the trial started outlives it
+// (end_leftovers).
 int run_with_timeout(const std::vector<std::string>& argv, const std::string& log, double timeout) {
+#ifdef PR_SET_CHILD_SUBREAPER
+  prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphans of the trial come here (end_leftovers)
+#endif
   const pid_t pid = fork();
   TESSERA_CHECK(pid >= 0, "tune: cannot start a trial: {}", std::strerror(errno));
   if (pid == 0) {
@@ -51,20 +96,31 @@ int run_with_timeout(const std::vector<std::string>& argv, const std::string& lo
   setpgid(pid, pid);  // also here: no race with the child's own call
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout);
   int status = 0;
-  while (true) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
+  bool timed_out = false;
+  while (waitpid(pid, &status, WNOHANG) != pid) {
     if (Clock::now() >= deadline) {
+      // TERM first (scripts/mpirun.sh passes it to the ranks), SIGKILL to
+      // the group after 2 s if the launcher is still there.
+      timed_out = true;
       kill(-pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
+      const auto hard = Clock::now() + std::chrono::seconds(2);
+      while (waitpid(pid, &status, WNOHANG) != pid) {
+        if (Clock::now() >= hard) {
+          kill(-pid, SIGKILL);
+          waitpid(pid, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  // Ranks the launcher left behind (it failed while they ran) go too.
+  // Ranks the launcher left behind (it failed while they ran) go too: its
+  // process group, then anything elsewhere.
   kill(-pid, SIGKILL);
+  end_leftovers();
+  if (timed_out) return -1;
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }

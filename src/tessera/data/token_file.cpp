@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "tessera/core/error.h"
+#include "tessera/data/tokenizer_identity.h"
 
 namespace tessera::data {
 
@@ -150,11 +151,7 @@ void TokenFile::read_raw(int64_t begin, int64_t count, int32_t* out) const {
 }
 
 void check_tokenizer_hash(const TokenSource& src, uint64_t expected, const std::string& tokenizer_name) {
-  uint64_t h = src.tokenizer_hash();
-  TESSERA_CHECK(h == 0 || expected == 0 || h == expected,
-                "{}: tokenizer mismatch: the file was written by tokenizer {:016x}, but {} is {:016x}; re-encode the text "
-                "with this tokenizer",
-                src.path(), h, tokenizer_name, expected);
+  same_tokenizer({{tokenizer_name, expected}, {src.path(), src.tokenizer_hash()}});
 }
 
 }  // namespace tessera::data

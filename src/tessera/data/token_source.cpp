@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "tessera/core/error.h"
+#include "tessera/data/tokenizer_identity.h"
 
 namespace tessera::data {
 
@@ -107,6 +108,10 @@ int64_t concat_size(const std::vector<std::unique_ptr<TokenSource>>& parts) {
 ConcatTokenSource::ConcatTokenSource(std::vector<std::unique_ptr<TokenSource>> parts)
     : TokenSource(concat_name(parts), concat_size(parts)), parts_(std::move(parts)) {
   TESSERA_CHECK(!parts_.empty(), "no token files given");
+  // Files read as one sequence must be one tokenizer's ids.
+  std::vector<TokenizerId> ids;
+  for (const auto& p : parts_) ids.push_back({p->path(), p->tokenizer_hash()});
+  tokenizer_hash_ = same_tokenizer(ids).hash;
   starts_.push_back(0);
   for (const auto& p : parts_) starts_.push_back(starts_.back() + p->size());
   set_vocab_limit(vocab_hint());
@@ -116,13 +121,6 @@ uint32_t ConcatTokenSource::vocab_hint() const {
   uint32_t v = 0;
   for (const auto& p : parts_) v = std::max(v, p->vocab_hint());
   return v;
-}
-
-uint64_t ConcatTokenSource::tokenizer_hash() const {
-  uint64_t h = parts_[0]->tokenizer_hash();
-  for (const auto& p : parts_)
-    if (p->tokenizer_hash() != h) return 0;
-  return h;
 }
 
 std::string ConcatTokenSource::describe() const {

@@ -66,13 +66,16 @@ class ConcatTokenSource final : public TokenSource {
  public:
   explicit ConcatTokenSource(std::vector<std::unique_ptr<TokenSource>> parts);
   uint32_t vocab_hint() const override;
-  uint64_t tokenizer_hash() const override;  // the common hash; 0 if they differ
+  // The parts' common hash (0 when none records one). Parts whose known
+  // hashes differ are refused by the constructor.
+  uint64_t tokenizer_hash() const override { return tokenizer_hash_; }
   std::string describe() const override;
 
  private:
   void read_raw(int64_t begin, int64_t count, int32_t* out) const override;
   std::vector<std::unique_ptr<TokenSource>> parts_;
   std::vector<int64_t> starts_;  // (parts + 1,) first token of each part, then the total
+  uint64_t tokenizer_hash_ = 0;
 };
 
 struct OpenOptions {

@@ -8,11 +8,13 @@
 #include "tessera/data/data_blend.h"
 #include "tessera/data/embedded_corpus.h"
 #include "tessera/data/token_file.h"
+#include "tessera/data/tokenizer_identity.h"
 #include "tessera/train/blended_batches.h"
 
 namespace tessera {
 
-TrainingData open_training_data(const TrainConfig& cfg, int64_t vocab_size_flag) {
+TrainingData open_training_data(const TrainConfig& cfg, int64_t vocab_size_flag,
+                                const data::TokenizerId& model) {
   TrainingData d;
   const data::DataBlend blend = data::parse_data_blend(cfg.data_paths, "--data-path");
   std::vector<std::string> paths = blend.paths;
@@ -44,18 +46,27 @@ TrainingData open_training_data(const TrainConfig& cfg, int64_t vocab_size_flag)
     d.tokenizer_dir = std::filesystem::path(d.vocab_file).parent_path().string();
   }
 
-  data::OpenOptions opts;
-  if (d.tokenizer) opts.tokenizer_hash = d.tokenizer->hash();
   // A blend opens each file on its own (each is sampled alone); plain paths
   // are read end to end as one sequence.
   std::vector<std::unique_ptr<data::TokenSource>> train_sources;
   if (blend.weighted())
-    for (const auto& p : paths) train_sources.push_back(data::open_token_source(p, opts));
+    for (const auto& p : paths) train_sources.push_back(data::open_token_source(p));
   else
-    train_sources.push_back(data::open_token_sources(paths, opts));
+    train_sources.push_back(data::open_token_sources(paths));
   std::unique_ptr<data::TokenSource> valid_source;
   if (!cfg.valid_data_paths.empty())
-    valid_source = data::open_token_sources(cfg.valid_data_paths, opts);
+    valid_source = data::open_token_sources(cfg.valid_data_paths);
+  // One tokenizer for all of it (before the id check below, whose "id out
+  // of range" would hide the reason): the model's, the tokenizer files',
+  // every training file's and the validation files'.
+  std::vector<data::TokenizerId> ids = {model};
+  if (d.tokenizer)
+    ids.push_back({cfg.vocab_file.empty() ? "the embedded corpus's tokenizer " + d.tokenizer_dir
+                                          : "--vocab-file " + d.vocab_file,
+                   d.tokenizer->hash()});
+  for (const auto& src : train_sources) ids.push_back({"--data-path " + src->path(), src->tokenizer_hash()});
+  if (valid_source) ids.push_back({"--valid-data-path " + valid_source->path(), valid_source->tokenizer_hash()});
+  d.tokenizer_hash = data::same_tokenizer(ids).hash;
 
   if (vocab_size_flag > 0)
     d.vocab_size = vocab_size_flag;

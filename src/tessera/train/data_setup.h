@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/data/tokenizer.h"
+#include "tessera/data/tokenizer_identity.h"
 #include "tessera/train/sampled_batches.h"
 #include "tessera/train/train_config.h"
 
@@ -20,10 +21,15 @@ struct TrainingData {
   std::string tokenizer_dir;                 // the tokenizer's directory, absolute ("" if none)
   std::string vocab_file, merge_file;        // its BPE files, absolute ("" if none)
   int64_t vocab_size = 0;                    // the model's real vocabulary
+  uint64_t tokenizer_hash = 0;               // the data's tokenizer (Tokenizer::hash(); 0: unknown)
   std::string note;                          // e.g. "built the embedded corpus cache in ..."
 };
 
 // vocab_size_flag: --vocab-size (0: from the tokenizer or the data file).
-TrainingData open_training_data(const TrainConfig& cfg, int64_t vocab_size_flag);
+// model: the tokenizer of the model the data is for (a checkpoint's; {}:
+// none yet). Every file, the tokenizer files and the model must have one
+// tokenizer (data/tokenizer_identity.h), or it throws naming two of them.
+TrainingData open_training_data(const TrainConfig& cfg, int64_t vocab_size_flag,
+                                const data::TokenizerId& model = {});
 
 }  // namespace tessera

@@ -32,6 +32,7 @@ EvalModel open_eval_model(const std::string& checkpoint, const std::string& safe
     m.config = ck.run.model;
     m.micro_batch = ck.run.par.micro_batch;
     m.tokenizer = ck.run.tokenizer;
+    m.tokenizer_hash = ck.run.tokenizer_hash;
     m.label = fmt::format("{} (step {})", ck.path, ck.state.step);
     return m;
   }

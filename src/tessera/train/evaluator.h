@@ -24,6 +24,7 @@ struct EvalModel {
   std::string label;        // "DIR/step_000300 (step 300)" or the safetensors path
   int64_t micro_batch = 1;  // the checkpoint's --micro-batch-size (safetensors: 1)
   std::string tokenizer;    // a vocab.json + merges.txt directory, "bytes" or "" (unknown)
+  uint64_t tokenizer_hash = 0;  // the checkpoint's recorded tokenizer hash (0: not recorded)
   std::optional<ckpt::Checkpoint> checkpoint;
   std::string safetensors;  // set when the model is a safetensors file
 

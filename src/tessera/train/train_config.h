@@ -61,6 +61,7 @@ struct TrainConfig {
   bool use_checkpoint_args = false;  // --use-checkpoint-args: the model's shape from the checkpoint
   bool overwrite_save = false;   // --overwrite-save: --save may hold another run's checkpoints
   std::string tokenizer;         // recorded in checkpoints for generation (set from the data)
+  uint64_t tokenizer_hash = 0;   // recorded in checkpoints: the data's tokenizer (0: unknown)
   std::string trace_file;        // --trace: Chrome trace JSON of one step
   int64_t trace_step = 0;        // --trace-step (0: the last step)
   // Stopping early, Megatron's flags (train/exit_conditions.h).

@@ -366,7 +366,8 @@ std::string Trainer::save(int64_t step) {
   state.consumed_samples = step * cfg_.par.global_batch;
   state.seed = cfg_.seed;
   if (scaler_) state.extra["loss_scaler"] = scaler_->state();
-  ckpt::RunInfo info{cfg_.model, cfg_.par, cfg_.tokenizer, cfg_.vocab_file, cfg_.merge_file};
+  ckpt::RunInfo info{cfg_.model, cfg_.par, cfg_.tokenizer, cfg_.vocab_file, cfg_.merge_file,
+                     cfg_.tokenizer_hash};
   ckpt::SaveOptions opts;
   opts.keep = cfg_.save_keep;
   opts.comm = world_->size() > 1 ? world_ : nullptr;

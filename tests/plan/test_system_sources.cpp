@@ -166,9 +166,9 @@ TEST(SystemSources, EveryShippedParameterHasASource) {
     const std::vector<std::string> missing = unsourced(read_text(e.path()));
     EXPECT_TRUE(missing.empty()) << "parameters without a '# source:' comment:" << join(missing);
   }
-  // dgx-a100-80gb, dgx-a100-80gb-2021, dgx-a100-40gb, h100, h100-2025, h200,
-  // frontier, mi300x, local
-  EXPECT_GE(files, 9);
+  // dgx-a100-80gb, dgx-a100-80gb-2021, dgx-a100-40gb, h100, h100-2025,
+  // h100-gt96, h200, frontier, mi300x, local
+  EXPECT_GE(files, 10);
 }
 
 TEST(SystemSources, RemovingASourceIsCaught) {
@@ -288,7 +288,7 @@ TEST(PlanSystem, Fp16AndBf16PeaksStayDistinct) {
 // calibrate's files (this machine, measured now) need none.
 TEST(SystemSources, EveryDatasheetSystemNamesItsStack) {
   for (const char* name : {"dgx-a100-80gb", "dgx-a100-80gb-2021", "dgx-a100-40gb", "h100",
-                           "h100-2025", "h200", "frontier", "mi300x"}) {
+                           "h100-2025", "h100-gt96", "h200", "frontier", "mi300x"}) {
     const SystemSpec s = load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
     EXPECT_FALSE(s.stack.empty()) << name;
   }
@@ -360,4 +360,20 @@ TEST(PlanSystem, Fp8PeakIsStoredAndOptional) {
                          "neg8");
       },
       {"neg8", "peak_TFLOPs.fp8' must be >= 0"}));
+}
+
+// torchtitan's Grand Teton H100 (96 GB HBM2e, 2.4 TB/s, 500 W): its stated
+// memory and bandwidth, and the SXM's peak and MAMF ceiling as upper bounds.
+TEST(SystemSources, GrandTetonH100IsTheStatedPart) {
+  const auto load = [](const char* name) {
+    return load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
+  };
+  const SystemSpec gt = load("h100-gt96"), sxm = load("h100");
+  EXPECT_DOUBLE_EQ(gt.memory_bandwidth, 2400e9);
+  EXPECT_NEAR(gt.memory_bytes, 96.0 * (1 << 30) * 81559.0 / 81920.0, 0.1e9);
+  EXPECT_DOUBLE_EQ(gt.peak_flops(Precision::Bf16), sxm.peak_flops(Precision::Bf16));
+  EXPECT_DOUBLE_EQ(gt.gemm_max_efficiency, sxm.gemm_max_efficiency);
+  ASSERT_EQ(gt.tiers.size(), sxm.tiers.size());
+  for (size_t i = 0; i < gt.tiers.size(); ++i)
+    EXPECT_DOUBLE_EQ(gt.tiers[i].bandwidth, sxm.tiers[i].bandwidth) << i;  // 400 Gb/s per GPU
 }

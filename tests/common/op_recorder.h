@@ -121,6 +121,29 @@ class RecordingBackend : public kernels::CpuBackend {
     mem("layernorm_forward", N * C, Precision::Fp16);
     CpuBackend::layernorm_forward_fp16(out, mean, rstd, inp, w, b, N, C);
   }
+  // The fused residual add and norm: the add's and the norm's elements, as
+  // the op list counts them.
+  void residual_layernorm_forward(float* out, float* mean, float* rstd, float* res,
+                                  const float* add, const float* w, const float* b, int64_t N,
+                                  int64_t C) const override {
+    mem("add", N * C);
+    mem("layernorm_forward", N * C);
+    CpuBackend::residual_layernorm_forward(out, mean, rstd, res, add, w, b, N, C);
+  }
+  void residual_layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, float* res,
+                                       const float* add, const float* w, const float* b,
+                                       int64_t N, int64_t C) const override {
+    mem("add", N * C);
+    mem("layernorm_forward", N * C, Precision::Bf16);
+    CpuBackend::residual_layernorm_forward_bf16(out, mean, rstd, res, add, w, b, N, C);
+  }
+  void residual_layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, float* res,
+                                       const float* add, const float* w, const float* b,
+                                       int64_t N, int64_t C) const override {
+    mem("add", N * C);
+    mem("layernorm_forward", N * C, Precision::Fp16);
+    CpuBackend::residual_layernorm_forward_fp16(out, mean, rstd, res, add, w, b, N, C);
+  }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int64_t N,
                           int64_t C) const override {

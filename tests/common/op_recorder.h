@@ -206,6 +206,14 @@ class RecordingBackend : public kernels::CpuBackend {
     CpuBackend::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, hd, d);
   }
   // ---- GELU ----
+  // The fc bias fused into GELU: the bias pass and the GELU the op list
+  // lists (under matmul_forward.bias and gelu_forward).
+  void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N,
+                         int64_t C) const override {
+    mem("matmul_forward.bias", N * C);
+    mem("gelu_forward", N * C);
+    CpuBackend::bias_gelu_forward(out, pre, bias, N, C);
+  }
   void gelu_forward(float* out, const float* inp, int64_t n) const override {
     mem("gelu_forward", n);
     CpuBackend::gelu_forward(out, inp, n);

@@ -157,6 +157,10 @@ class Backend {
 
   // ---- gelu (tanh approximation), elementwise over n ----
   virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
+  // pre (N, C) += bias (C), then out (N, C) = gelu(pre): the fc linear's
+  // bias fused into its activation (fp32; the bits of bias_add then gelu).
+  virtual void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N,
+                                 int64_t C) const = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout,
                              int64_t n) const = 0;
   // inp, out and dinp stored in 16 bits (dinp feeds a GEMM); dout stays fp32.

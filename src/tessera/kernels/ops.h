@@ -230,6 +230,12 @@ class Ops {
     else
       b_->gelu_forward(out.f32(), inp.f32(), n);
   }
+  // fp32: pre (N, C) += bias, out = gelu(pre) (bias_gelu_forward; charged
+  // to the activation).
+  void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N, int64_t C) const {
+    ProfileScope t(prof_, Op::Gelu);
+    b_->bias_gelu_forward(out, pre, bias, N, C);
+  }
   // dinp and inp both fp32 or both 16-bit (dinp from grad_operand); dout fp32.
   void gelu_backward(Act dinp, ConstAct inp, const float* dout, int64_t n) const {
     const Precision p = precision_of(dinp.lowp, inp.lowp);

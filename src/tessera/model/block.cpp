@@ -77,8 +77,16 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   residual_norm_forward(ops, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x, w.ln2_w, w.ln2_b, Ns,
                         s);
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
-  ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.Ff());
-  mlp_activation_forward(ops, a.fch_gelu, a.fch, s);
+  if (!a.fch.lowp && !s.swiglu && w.fc_b) {
+    // fp32 GELU: the fc bias is added in the activation's pass (the same
+    // bits as the GEMM's own bias pass, one sweep of fch less). Under
+    // --bf16 / --fp16 the GEMM adds it before its single rounding.
+    ops.matmul_forward(a.fch, ln2, w.fc_w, nullptr, N, s.C, s.Ff());
+    ops.bias_gelu_forward(a.fch_gelu.f32(), a.fch.f32(), w.fc_b, N, s.F);
+  } else {
+    ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.Ff());
+    mlp_activation_forward(ops, a.fch_gelu, a.fch, s);
+  }
   row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
                        tp_full);
   ops.dropout_rows(a.res_out, Ns, s.C, drop.row0, s.T, drop.mlp_out);

@@ -179,6 +179,10 @@ class CpuBackend : public Backend {
   void gelu_forward(float* out, const float* inp, int64_t n) const override {
     cpu::gelu_forward(out, inp, n);
   }
+  void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N,
+                         int64_t C) const override {
+    cpu::bias_gelu_forward(out, pre, bias, N, C);
+  }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const override {
     cpu::gelu_backward(dinp, inp, dout, n);
   }

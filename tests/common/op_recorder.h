@@ -121,6 +121,26 @@ class RecordingBackend : public kernels::CpuBackend {
     mem("layernorm_forward", N * C, Precision::Fp16);
     CpuBackend::layernorm_forward_fp16(out, mean, rstd, inp, w, b, N, C);
   }
+  // The fused residual add and norm: the add's and the norm's elements, as
+  // the op list counts them (residual_norm below).
+  void residual_layernorm_forward(float* out, float* mean, float* rstd, float* res,
+                                  const float* add, const float* w, const float* b, int64_t N,
+                                  int64_t C) const override {
+    residual_norm(N * C, Precision::Fp32);
+    CpuBackend::residual_layernorm_forward(out, mean, rstd, res, add, w, b, N, C);
+  }
+  void residual_layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, float* res,
+                                       const float* add, const float* w, const float* b,
+                                       int64_t N, int64_t C) const override {
+    residual_norm(N * C, Precision::Bf16);
+    CpuBackend::residual_layernorm_forward_bf16(out, mean, rstd, res, add, w, b, N, C);
+  }
+  void residual_layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, float* res,
+                                       const float* add, const float* w, const float* b,
+                                       int64_t N, int64_t C) const override {
+    residual_norm(N * C, Precision::Fp16);
+    CpuBackend::residual_layernorm_forward_fp16(out, mean, rstd, res, add, w, b, N, C);
+  }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int64_t N,
                           int64_t C) const override {
@@ -183,6 +203,14 @@ class RecordingBackend : public kernels::CpuBackend {
     CpuBackend::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, hd, d);
   }
   // ---- GELU ----
+  // The fc bias fused into GELU: the bias pass and the GELU the op list
+  // lists (under matmul_forward.bias and gelu_forward).
+  void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N,
+                         int64_t C) const override {
+    mem("matmul_forward.bias", N * C);
+    mem("gelu_forward", N * C);
+    CpuBackend::bias_gelu_forward(out, pre, bias, N, C);
+  }
   void gelu_forward(float* out, const float* inp, int64_t n) const override {
     mem("gelu_forward", n);
     CpuBackend::gelu_forward(out, inp, n);
@@ -339,6 +367,12 @@ class RecordingBackend : public kernels::CpuBackend {
   // not depend on how many key/value heads they share (GQA) or on RoPE.
   void attn(const char* k, int64_t B, int64_t T, const AttentionHeads& hd, Precision p) const {
     if (on) calls.push_back({k, true, B, T, hd.q_width(), hd.q_heads, 0, p});
+  }
+  // A fused residual add and LayerNorm of n elements, the norm's output in p:
+  // the fp32 add and the norm, as two op-list entries.
+  void residual_norm(int64_t n, Precision p) const {
+    mem("add", n);
+    mem("layernorm_forward", n, p);
   }
   void mem(const char* k, int64_t n, Precision p = Precision::Fp32) const {
     if (on) calls.push_back({k, false, 0, 0, 0, 1, n, p});

@@ -97,4 +97,36 @@ TEST(AdamW, WorkingCopyHasTheScalarCastsBits) {
   }
 }
 
+// The working copy's non-temporal stores need 32-byte aligned addresses, so
+// the pass sends the elements before the first one through the scalar form
+// (how many depends on where the range starts). That is safe only because
+// the scalar form and the vector body give the same bits: a range at every
+// start offset of a 32-byte line, threaded (n > 2^15), against each element
+// updated alone (n = 1: scalar only), in every output.
+TEST(AdamW, EveryStartOffsetGivesTheElementwiseBits) {
+  const int64_t n = (1 << 16) + 37;
+  for (const DType type : {DType::BF16, DType::F16}) {
+    for (int64_t off = 0; off < 16; off += 5) {
+      std::vector<float> p = test::randn(n, 1), g = test::randn(n, 2, 0.01f),
+                         m = test::randn(n, 3, 0.001f), v = test::randn(n, 4, 1e-3f);  // (n) each
+      for (float& x : v) x *= x;  // a second moment is >= 0
+      std::vector<float> p1 = p, g1 = g, m1 = m, v1 = v;
+      std::vector<uint16_t> w(size_t(n + 16), 0xdead), w1(size_t(n + 16), 0xbeef);  // (n + 16)
+      cpu::AdamWArgs a;
+      a.lr = 3e-4f, a.weight_decay = 0.1f, a.grad_scale = 0.7f, a.step = 5;
+      cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, a, w.data() + off, type);
+      for (int64_t i = 0; i < n; i++)
+        cpu::adamw_update(&p1[i], &g1[i], &m1[i], &v1[i], 1, a, &w1[size_t(off + i)], type);
+      for (int64_t i = 0; i < n; i++) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(p[i]), std::bit_cast<uint32_t>(p1[i])) << off << " " << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(m[i]), std::bit_cast<uint32_t>(m1[i])) << off << " " << i;
+        ASSERT_EQ(std::bit_cast<uint32_t>(v[i]), std::bit_cast<uint32_t>(v1[i])) << off << " " << i;
+        ASSERT_EQ(g[i], 0.0f);
+        ASSERT_EQ(w[size_t(off + i)], w1[size_t(off + i)]) << dtype_name(type) << " " << off << " " << i;
+      }
+      for (int64_t i = 0; i < off; i++) ASSERT_EQ(w[size_t(i)], 0xdead);  // nothing before the range
+    }
+  }
+}
+
 }  // namespace

@@ -1,10 +1,13 @@
 // GELU (tanh form) against a double reference and central differences.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "tessera/kernels/cpu/bias.h"
 #include "tessera/kernels/cpu/gelu.h"
 
 using namespace tessera;
@@ -50,6 +53,26 @@ TEST(Gelu, BackwardMatchesFiniteDifferences) {
     worst = std::max(worst, std::abs(dinp[i] - num) / (1.0 + std::abs(num)));
   }
   EXPECT_LT(worst, 1e-5);
+}
+
+// The fc bias fused into GELU gives the bits of the bias pass then GELU, in
+// the kept pre-activation and in the output: GPT-2 124M's fc (256 x 3072,
+// threaded) and an odd width (the vector loop's remainder).
+TEST(Gelu, BiasFusedEqualsBiasAddThenGelu) {
+  const int64_t shapes[][2] = {{256, 3072}, {5, 37}};
+  for (const auto& sh : shapes) {
+    const int64_t N = sh[0], C = sh[1];
+    const std::vector<float> pre0 = test::randn(N * C, 7, 2.0f), bias = test::randn(C, 8);  // (N, C), (C)
+    std::vector<float> pre1 = pre0, out1(size_t(N * C));  // (N, C) unfused
+    cpu::bias_add(pre1.data(), bias.data(), N, C);
+    cpu::gelu_forward(out1.data(), pre1.data(), N * C);
+    std::vector<float> pre2 = pre0, out2(size_t(N * C), -1.0f);  // (N, C) fused
+    cpu::bias_gelu_forward(out2.data(), pre2.data(), bias.data(), N, C);
+    for (int64_t i = 0; i < N * C; i++) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(pre2[i]), std::bit_cast<uint32_t>(pre1[i])) << C << " " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(out2[i]), std::bit_cast<uint32_t>(out1[i])) << C << " " << i;
+    }
+  }
 }
 
 }  // namespace

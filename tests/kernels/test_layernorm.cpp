@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "tessera/kernels/cpu/elementwise.h"
 #include "tessera/kernels/cpu/layernorm.h"
 
 using namespace tessera;
@@ -98,6 +101,51 @@ TEST(LayerNorm, BackwardSameBitsWithOneOrTwoThreads) {
   const auto a = run(1), b2 = run(2);
   omp_set_num_threads(saved);
   EXPECT_EQ(a, b2);
+}
+
+// The residual add fused into the norm gives the bits of the add followed by
+// the norm: the sum, the output in each storage, mean and rstd, on GPT-2
+// 124M's rows (256 x 768, threaded) and on odd widths that take the loops'
+// remainders.
+TEST(LayerNorm, ResidualFusedEqualsAddThenNorm) {
+  const int64_t shapes[][2] = {{256, 768}, {7, 37}, {33, 1000}};
+  for (const auto& sh : shapes) {
+    const int64_t N = sh[0], C = sh[1];
+    const std::vector<float> res0 = test::randn(N * C, 1), addend = test::randn(N * C, 2, 0.5f),
+                             w = test::randn(C, 3), b = test::randn(C, 4);  // (N, C), (C)
+    // Unfused: res = res + addend (elementwise.h), then the norm.
+    std::vector<float> r1 = res0, out1(N * C), m1(N), s1(N);  // (N, C), (N)
+    cpu::add(r1.data(), r1.data(), addend.data(), N * C);
+    cpu::layernorm_forward(out1.data(), m1.data(), s1.data(), r1.data(), w.data(), b.data(), N, C);
+    std::vector<uint16_t> ob1(N * C), oh1(N * C);  // (N, C) 16-bit outputs
+    std::vector<float> mb(N), sb(N);
+    cpu::layernorm_forward_bf16(ob1.data(), mb.data(), sb.data(), r1.data(), w.data(), b.data(), N,
+                                C);
+    cpu::layernorm_forward_fp16(oh1.data(), mb.data(), sb.data(), r1.data(), w.data(), b.data(), N,
+                                C);
+    // Fused, once per storage (each from the same starting residual).
+    std::vector<float> r2 = res0, out2(N * C), m2(N), s2(N);
+    cpu::residual_layernorm_forward(out2.data(), m2.data(), s2.data(), r2.data(), addend.data(),
+                                    w.data(), b.data(), N, C);
+    std::vector<float> r3 = res0, r4 = res0, m3(N), s3(N);
+    std::vector<uint16_t> ob2(N * C), oh2(N * C);
+    cpu::residual_layernorm_forward_bf16(ob2.data(), m3.data(), s3.data(), r3.data(),
+                                         addend.data(), w.data(), b.data(), N, C);
+    cpu::residual_layernorm_forward_fp16(oh2.data(), m3.data(), s3.data(), r4.data(),
+                                         addend.data(), w.data(), b.data(), N, C);
+    for (int64_t i = 0; i < N * C; i++) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(r2[i]), std::bit_cast<uint32_t>(r1[i])) << C << " " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(r3[i]), std::bit_cast<uint32_t>(r1[i])) << C << " " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(out2[i]), std::bit_cast<uint32_t>(out1[i])) << C << " " << i;
+      ASSERT_EQ(ob2[i], ob1[i]) << C << " " << i;
+      ASSERT_EQ(oh2[i], oh1[i]) << C << " " << i;
+    }
+    for (int64_t n = 0; n < N; n++) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(m2[n]), std::bit_cast<uint32_t>(m1[n])) << n;
+      ASSERT_EQ(std::bit_cast<uint32_t>(s2[n]), std::bit_cast<uint32_t>(s1[n])) << n;
+      ASSERT_EQ(std::bit_cast<uint32_t>(m3[n]), std::bit_cast<uint32_t>(m1[n])) << n;
+    }
+  }
 }
 
 }  // namespace

@@ -81,6 +81,18 @@ class Backend {
   virtual void layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, const float* inp,
                                       const float* weight, const float* bias, int64_t N,
                                       int64_t C) const = 0;
+  // res (N, C) += addend (N, C), then layernorm_forward of the sum: the
+  // residual add fused into the norm that reads it (same bits as add, then
+  // layernorm_forward; one sweep of the residual stream instead of two).
+  virtual void residual_layernorm_forward(float* out, float* mean, float* rstd, float* res,
+                                          const float* addend, const float* weight,
+                                          const float* bias, int64_t N, int64_t C) const = 0;
+  virtual void residual_layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, float* res,
+                                               const float* addend, const float* weight,
+                                               const float* bias, int64_t N, int64_t C) const = 0;
+  virtual void residual_layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, float* res,
+                                               const float* addend, const float* weight,
+                                               const float* bias, int64_t N, int64_t C) const = 0;
   // dinp (N, C) +=, dweight (C) +=, dbias (C) +=.
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean,
@@ -145,6 +157,10 @@ class Backend {
 
   // ---- gelu (tanh approximation), elementwise over n ----
   virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
+  // pre (N, C) += bias (C), then out (N, C) = gelu(pre): the fc linear's
+  // bias fused into its activation (fp32; the bits of bias_add then gelu).
+  virtual void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N,
+                                 int64_t C) const = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout,
                              int64_t n) const = 0;
   // inp, out and dinp stored in 16 bits (dinp feeds a GEMM); dout stays fp32.

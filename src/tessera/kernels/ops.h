@@ -114,6 +114,20 @@ class Ops {
     else
       b_->layernorm_forward(out.f32(), mean, rstd, inp, weight, bias, N, C);
   }
+  // res (N, C) += addend (N, C), then out = layernorm(res) as above: the
+  // residual add fused into the norm (the same bits; charged to the norm).
+  void residual_layernorm_forward(Act out, float* mean, float* rstd, float* res,
+                                  const float* addend, const float* weight, const float* bias,
+                                  int64_t N, int64_t C) const {
+    const Precision p = precision_of(out.lowp);
+    ProfileScope t(prof_, Op::LayerNorm);
+    if (p == Precision::Bf16)
+      b_->residual_layernorm_forward_bf16(out.u16(), mean, rstd, res, addend, weight, bias, N, C);
+    else if (p == Precision::Fp16)
+      b_->residual_layernorm_forward_fp16(out.u16(), mean, rstd, res, addend, weight, bias, N, C);
+    else
+      b_->residual_layernorm_forward(out.f32(), mean, rstd, res, addend, weight, bias, N, C);
+  }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
                           const float* rstd, int64_t N, int64_t C) const {
@@ -215,6 +229,12 @@ class Ops {
       b_->gelu_forward_fp16(out.u16(), inp.u16(), n);
     else
       b_->gelu_forward(out.f32(), inp.f32(), n);
+  }
+  // fp32: pre (N, C) += bias, out = gelu(pre) (bias_gelu_forward; charged
+  // to the activation).
+  void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N, int64_t C) const {
+    ProfileScope t(prof_, Op::Gelu);
+    b_->bias_gelu_forward(out, pre, bias, N, C);
   }
   // dinp and inp both fp32 or both 16-bit (dinp from grad_operand); dout fp32.
   void gelu_backward(Act dinp, ConstAct inp, const float* dout, int64_t n) const {

@@ -22,6 +22,20 @@ void norm_backward(const kernels::Ops& ops, float* dx, float* dw, float* db,
     ops.layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, rows, s.C);
 }
 
+// res (rows, C) += addend, then the norm of the sum into out: LayerNorm
+// takes the add into its own pass over the rows (the same bits as add then
+// norm); RMSNorm runs the two.
+static void residual_norm_forward(const kernels::Ops& ops, kernels::Act out, float* mean,
+                                  float* rstd, float* res, const float* addend, const float* w,
+                                  const float* b, int64_t rows, const ActShape& s) {
+  if (s.rmsnorm) {
+    ops.add(res, res, addend, rows * s.C);
+    ops.rmsnorm_forward(out, rstd, res, w, rows, s.C, s.norm_epsilon);
+  } else {
+    ops.residual_layernorm_forward(out, mean, rstd, res, addend, w, b, rows, s.C);
+  }
+}
+
 // The MLP's activation: fch_gelu (N, F) = GELU(fch (N, F)), or under SwiGLU
 // silu(gate) * up from fch (N, 2F) = [gate | up].
 static void mlp_activation_forward(const kernels::Ops& ops, kernels::Act out,
@@ -59,12 +73,20 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.heads(), &drop.probs);
   row_parallel_forward(ops, a.res_mid, a.atty, w.proj_w, w.proj_b, N, Ns, s.Cl, s.C, tp, tp_full);
   ops.dropout_rows(a.res_mid, Ns, s.C, drop.row0, s.T, drop.attn_out);
-  ops.add(a.res_mid, a.res_mid, x, Ns * s.C);
-
-  norm_forward(ops, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, w.ln2_w, w.ln2_b, Ns, s);
+  // res_mid += x (the residual), then ln2 of it
+  residual_norm_forward(ops, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x, w.ln2_w, w.ln2_b, Ns,
+                        s);
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
-  ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.Ff());
-  mlp_activation_forward(ops, a.fch_gelu, a.fch, s);
+  if (!a.fch.lowp && !s.swiglu && w.fc_b) {
+    // fp32 GELU: the fc bias is added in the activation's pass (the same
+    // bits as the GEMM's own bias pass, one sweep of fch less). Under
+    // --bf16 / --fp16 the GEMM adds it before its single rounding.
+    ops.matmul_forward(a.fch, ln2, w.fc_w, nullptr, N, s.C, s.Ff());
+    ops.bias_gelu_forward(a.fch_gelu.f32(), a.fch.f32(), w.fc_b, N, s.F);
+  } else {
+    ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.Ff());
+    mlp_activation_forward(ops, a.fch_gelu, a.fch, s);
+  }
   row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
                        tp_full);
   ops.dropout_rows(a.res_out, Ns, s.C, drop.row0, s.T, drop.mlp_out);

@@ -94,6 +94,21 @@ class CpuBackend : public Backend {
                               int64_t C) const override {
     cpu::layernorm_forward_fp16(out, mean, rstd, inp, weight, bias, N, C);
   }
+  void residual_layernorm_forward(float* out, float* mean, float* rstd, float* res,
+                                  const float* addend, const float* weight, const float* bias,
+                                  int64_t N, int64_t C) const override {
+    cpu::residual_layernorm_forward(out, mean, rstd, res, addend, weight, bias, N, C);
+  }
+  void residual_layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, float* res,
+                                       const float* addend, const float* weight,
+                                       const float* bias, int64_t N, int64_t C) const override {
+    cpu::residual_layernorm_forward_bf16(out, mean, rstd, res, addend, weight, bias, N, C);
+  }
+  void residual_layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, float* res,
+                                       const float* addend, const float* weight,
+                                       const float* bias, int64_t N, int64_t C) const override {
+    cpu::residual_layernorm_forward_fp16(out, mean, rstd, res, addend, weight, bias, N, C);
+  }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
                           const float* rstd, int64_t N, int64_t C) const override {
@@ -163,6 +178,10 @@ class CpuBackend : public Backend {
 
   void gelu_forward(float* out, const float* inp, int64_t n) const override {
     cpu::gelu_forward(out, inp, n);
+  }
+  void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N,
+                         int64_t C) const override {
+    cpu::bias_gelu_forward(out, pre, bias, N, C);
   }
   void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const override {
     cpu::gelu_backward(dinp, inp, dout, n);

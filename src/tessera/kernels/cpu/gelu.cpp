@@ -12,15 +12,17 @@ constexpr float kCubic = 0.044715f;
 // Threading a short vector costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 14;
 
+// gelu(x) in fp32: the one expression every forward form uses.
+inline float gelu_of(float x) {
+  const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
+  return 0.5f * x * (1.0f + tanh_fast(u));
+}
+
 // S: the storage of inp and out (storage.h); the arithmetic is fp32.
 template <class S>
 void gelu_forward_as(typename S::T* out, const typename S::T* inp, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; i++) {
-    const float x = S::load(inp[i]);
-    const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
-    out[i] = S::store(0.5f * x * (1.0f + tanh_fast(u)));
-  }
+  for (int64_t i = 0; i < n; i++) out[i] = S::store(gelu_of(S::load(inp[i])));
 }
 
 // dinp is stored like inp: under --bf16 / --fp16 it is the fc GEMM's
@@ -46,6 +48,20 @@ void gelu_backward_as(typename S::T* dinp, const typename S::T* inp, const float
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
   gelu_forward_as<StoreF32>(out, inp, n);
+}
+void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N, int64_t C) {
+  // Rows in parallel (a row is a whole number of cache lines of pre and
+  // out), the columns of a row vectorised.
+#pragma omp parallel for schedule(static) if (N * C > kParallelMin)
+  for (int64_t n = 0; n < N; n++) {
+    float* x = pre + n * C;  // (C)
+    float* y = out + n * C;  // (C)
+#pragma omp simd
+    for (int64_t c = 0; c < C; c++) {
+      x[c] += bias[c];  // bias.cpp bias_add's operation
+      y[c] = gelu_of(x[c]);
+    }
+  }
 }
 void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n) {
   gelu_forward_as<StoreBf16>(out, inp, n);

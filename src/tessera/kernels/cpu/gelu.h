@@ -9,6 +9,13 @@ namespace tessera::cpu {
 // out (n) = gelu(inp (n))
 void gelu_forward(float* out, const float* inp, int64_t n);
 
+// The fc linear's bias fused into its GELU (fp32): pre (N, C) holds the
+// GEMM's product without the bias; pre += bias (C) row by row, kept as the
+// pre-activation backward needs, and out (N, C) = gelu(pre), in one pass
+// instead of a bias pass and a GELU pass. Each element sees the operations
+// of bias_add then gelu_forward, so the results are the same bits.
+void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N, int64_t C);
+
 // dinp (n) = dout (n) * gelu'(inp (n))     (written, not accumulated; may alias dout)
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
 

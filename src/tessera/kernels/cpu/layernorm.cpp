@@ -13,31 +13,54 @@ namespace tessera::cpu {
 
 namespace {
 
-// Out: the output's storage (storage.h); everything else is fp32.
+// One row: y (C) = (x - mean) * rstd * weight + bias, x (C) fp32, y in
+// Out's storage (storage.h); the statistics are returned. Shared by the
+// plain and the residual-fused forward, so both run the same loops and give
+// the same bits.
+template <class Out>
+inline void layernorm_row(typename Out::T* y, float& mean, float& rstd, const float* x,
+                          const float* weight, const float* bias, int64_t C) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t c = 0; c < C; c++) s += x[c];
+  const float m = s / float(C);
+  // Two passes (mean, then centered squares) rather than E[x^2] - E[x]^2,
+  // which cancels badly when |mean| >> std.
+  float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+  for (int64_t c = 0; c < C; c++) {
+    const float d = x[c] - m;
+    v += d * d;
+  }
+  const float r = 1.0f / std::sqrt(v / float(C) + kLayerNormEps);
+#pragma omp simd
+  for (int64_t c = 0; c < C; c++) y[c] = Out::store((x[c] - m) * r * weight[c] + bias[c]);
+  mean = m;
+  rstd = r;
+}
+
 template <class Out>
 void layernorm_forward_as(typename Out::T* out, float* mean, float* rstd, const float* inp,
                           const float* weight, const float* bias, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++)
+    layernorm_row<Out>(out + n * C, mean[n], rstd[n], inp + n * C, weight, bias, C);
+}
+
+// res += addend, then the norm of each row while it is in L1: the residual
+// stream is read and written once instead of once by an add and again by
+// the norm.
+template <class Out>
+void residual_layernorm_forward_as(typename Out::T* out, float* mean, float* rstd, float* res,
+                                   const float* addend, const float* weight, const float* bias,
+                                   int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
-    const float* x = inp + n * C;  // (C)
-    typename Out::T* y = out + n * C;  // (C)
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t c = 0; c < C; c++) s += x[c];
-    const float m = s / float(C);
-    // Two passes (mean, then centered squares) rather than E[x^2] - E[x]^2,
-    // which cancels badly when |mean| >> std.
-    float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-    for (int64_t c = 0; c < C; c++) {
-      const float d = x[c] - m;
-      v += d * d;
-    }
-    const float r = 1.0f / std::sqrt(v / float(C) + kLayerNormEps);
+    float* x = res + n * C;             // (C)
+    const float* a = addend + n * C;    // (C)
 #pragma omp simd
-    for (int64_t c = 0; c < C; c++) y[c] = Out::store((x[c] - m) * r * weight[c] + bias[c]);
-    mean[n] = m;
-    rstd[n] = r;
+    for (int64_t c = 0; c < C; c++) x[c] = x[c] + a[c];  // elementwise.cpp add's operation
+    layernorm_row<Out>(out + n * C, mean[n], rstd[n], x, weight, bias, C);
   }
 }
 
@@ -54,6 +77,22 @@ void layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, const float* 
 void layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, const float* inp,
                             const float* weight, const float* bias, int64_t N, int64_t C) {
   layernorm_forward_as<StoreFp16>(out, mean, rstd, inp, weight, bias, N, C);
+}
+
+void residual_layernorm_forward(float* out, float* mean, float* rstd, float* res,
+                                const float* addend, const float* weight, const float* bias,
+                                int64_t N, int64_t C) {
+  residual_layernorm_forward_as<StoreF32>(out, mean, rstd, res, addend, weight, bias, N, C);
+}
+void residual_layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, float* res,
+                                     const float* addend, const float* weight, const float* bias,
+                                     int64_t N, int64_t C) {
+  residual_layernorm_forward_as<StoreBf16>(out, mean, rstd, res, addend, weight, bias, N, C);
+}
+void residual_layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, float* res,
+                                     const float* addend, const float* weight, const float* bias,
+                                     int64_t N, int64_t C) {
+  residual_layernorm_forward_as<StoreFp16>(out, mean, rstd, res, addend, weight, bias, N, C);
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,

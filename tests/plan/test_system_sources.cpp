@@ -347,5 +347,5 @@ TEST(PlanSystem, Fp8PeakIsStoredAndOptional) {
         load_system_text(small_system("memory_efficiency = 1.0\n", "{ fp32 = 1.0, fp8 = -1.0 }"),
                          "neg8");
       },
-      {"neg8", "peak_TFLOPs.fp8' must be >= 0"}));
+      {"neg8", "peak_TFLOPs.fp8' must be a finite number >= 0"}));
 }

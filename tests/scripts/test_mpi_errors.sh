@@ -69,7 +69,7 @@ expect_job_error2 2 "$first \\(1\\) must be divisible by --virtual-pipeline-stag
   --pipeline-schedule interleaved --virtual-pipeline-stages 2
 # calibrate: rank 0 alone finds the output unwritable; the job still ends,
 # before any measuring, with the message once.
-expect_job_error 2 '--output /proc/nonexistent/local.toml: cannot write there' \
+expect_job_error 2 '--output /proc/nonexistent/local.toml: cannot create directory /proc/nonexistent' \
   calibrate --quick --output /proc/nonexistent/local.toml
 
 # And a valid two-rank run trains to the end.

@@ -1,7 +1,15 @@
 #include "tessera/ckpt/save_dir_owner.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -43,7 +51,62 @@ std::string describe(const std::vector<std::pair<int64_t, std::string>>& steps) 
                            : fmt::format("{} steps, the newest {}", steps.size(), newest);
 }
 
+// "pid N on HOST" as the holder wrote it into the lock file; it writes
+// right after taking the lock, so a just-started holder gets a moment.
+std::string lock_holder(int fd) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    char buf[256] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    std::string text(buf, n > 0 ? size_t(n) : 0);
+    if (const size_t nl = text.find('\n'); nl != std::string::npos) return text.substr(0, nl);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "another process";
+}
+
 }  // namespace
+
+SaveDirLock::SaveDirLock(const std::string& save_dir, const char* flag) {
+  const std::string path = (fs::path(save_dir) / kWriterLockFile).string();
+  std::error_code ec;
+  fs::create_directories(save_dir, ec);  // a failure shows in the open below
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  TESSERA_CHECK(fd_ >= 0, "{} {}: cannot create the lock file {}: {}", flag, save_dir, path,
+                std::strerror(errno));
+  int rc;
+  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
+    const int e = errno;
+    const std::string holder = e == EWOULDBLOCK ? lock_holder(fd_) : "";
+    ::close(fd_);
+    fd_ = -1;
+    if (e == EWOULDBLOCK)
+      fail("{} {} is being written by {}: one run writes a checkpoint directory at a time; "
+           "wait for it, or save elsewhere",
+           flag, save_dir, holder);
+    fail("{} {}: cannot lock {}: {}", flag, save_dir, path, std::strerror(e));
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string who = fmt::format("pid {} on {}\n", ::getpid(), host);
+  // Best effort: the lock itself is the flock; the text only names the holder.
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, who.data(), who.size(), 0) == ssize_t(who.size()))
+    ::fdatasync(fd_);
+}
+
+SaveDirLock::~SaveDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the flock
+}
+
+SaveDirLock& SaveDirLock::operator=(SaveDirLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
 
 std::vector<std::pair<int64_t, std::string>> foreign_steps(const std::string& save_dir,
                                                            const std::string& load_dir) {

@@ -398,8 +398,11 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
   // ranks agree before anything collective, so none is left waiting.
   // --dry-run --dry-run-ranks N checks and plans an N-rank job from one process.
   const int64_t ranks = flags.dry_run_ranks > 0 ? flags.dry_run_ranks : world->size();
+  ckpt::SaveDirLock save_lock;  // rank 0: the one writer of --save, for the run's life
   agree(*world, [&] {
     flags.validate();
+    // A run into a --save being written is refused now, not after the data loads.
+    if (!flags.dry_run) save_lock = lock_save_dir(c, world->rank());
     c.par.set_world(ranks);  // checks tp, pp >= 1 before they divide anything
     // --load's metadata (sizes only, no checksums: Trainer::load verifies):
     // --use-checkpoint-args takes the model's shape from it before anything

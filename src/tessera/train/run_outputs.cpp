@@ -22,6 +22,12 @@ std::string metrics_path_of(const TrainConfig& c, int rank) {
   return path;
 }
 
+ckpt::SaveDirLock lock_save_dir(const TrainConfig& c, int rank) {
+  if (c.save_dir.empty() || rank != 0) return {};
+  check_output_dir(c.save_dir, "--save", fmt::format("{}-rank{}", ::getpid(), rank));
+  return ckpt::SaveDirLock(c.save_dir, "--save");
+}
+
 void check_run_outputs(const TrainConfig& c, int rank) {
   if (!c.save_dir.empty()) {
     // Every rank writes its shard files into --save: every rank probes it.

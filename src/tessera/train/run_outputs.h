@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "tessera/ckpt/save_dir_owner.h"
 #include "tessera/train/train_config.h"
 
 namespace tessera {
@@ -19,6 +20,13 @@ std::string metrics_path_of(const TrainConfig& c, int rank);
 // allows them); this rank's --metrics-file and (rank 0) --trace can be
 // opened for writing, and (rank 0) --tensorboard-dir created and written.
 void check_run_outputs(const TrainConfig& c, int rank);
+
+// First thing a training run does with --save, before the data is opened:
+// on rank 0, the directory is made and its writer lock taken
+// (ckpt::SaveDirLock), so a second run into a directory being written is
+// refused at once. Keep the lock for the run's life (empty on other ranks
+// and without --save).
+[[nodiscard]] ckpt::SaveDirLock lock_save_dir(const TrainConfig& c, int rank);
 
 // Rank 0, after every rank passed check_run_outputs: with --overwrite-save,
 // delete the other run's checkpoints in --save. Returns a line for the log

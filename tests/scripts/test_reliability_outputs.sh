@@ -103,18 +103,27 @@ for _ in $(seq 100); do  # until the first run holds the lock (it has trained a 
   grep -q '^saved ck/step_000050' run1.log 2>/dev/null && break
   sleep 0.1
 done
-# Start-up alone (MPI, a flag error) is the floor: the lock adds nothing to it.
+# MPI start-up (what a bad flag costs: `train --num-layers -1` is refused
+# right after it) takes about a second on a loaded node; the lock is looked
+# at before it, so the refusal is quicker than any MPI-checked error and
+# under a second (issue 38). The best of three tries: one slow start under
+# load says nothing about the check.
 t0=$(date +%s%N)
 "$bin" train --num-layers -1 > /dev/null 2>&1
 floor_ms=$((($(date +%s%N) - t0) / 1000000))
-t0=$(date +%s%N)
-out=$("$bin" train "${small[@]}" --train-iters 5 --save ck 2>&1)
-status=$?
-ms=$((($(date +%s%N) - t0) / 1000000))
+ms=999999
+for _ in 1 2 3; do
+  t0=$(date +%s%N)
+  out=$("$bin" train "${small[@]}" --train-iters 5 --save ck 2>&1)
+  status=$?
+  try_ms=$((($(date +%s%N) - t0) / 1000000))
+  [ "$try_ms" -lt "$ms" ] && ms=$try_ms
+  [ "$status" -eq 2 ] && [ "$ms" -lt 1000 ] && break
+done
 if [ "$status" -ne 2 ] || ! grep -Eq -- "--save ck is being written by pid $first on " <<<"$out"; then
   fail "second writer: exit $status: $(tail -1 <<<"$out")"
 else ok "second writer refused in $ms ms (a bad flag: $floor_ms ms): $(grep 'being written' <<<"$out")"; fi
-[ "$ms" -lt $((floor_ms + 1000)) ] || fail "second writer took $ms ms (start-up $floor_ms ms)"
+[ "$ms" -lt 1000 ] || fail "second writer took $ms ms (want < 1000; a bad flag $floor_ms ms)"
 # A reader is not locked out while the first run writes.
 "$bin" eval --checkpoint ck --eval-iters 1 > eval.log 2>&1 && ok "eval reads ck while it is written" ||
   { sleep 2; "$bin" eval --checkpoint ck --eval-iters 1 > eval.log 2>&1 || fail "eval of ck: $(tail -1 eval.log)"; }

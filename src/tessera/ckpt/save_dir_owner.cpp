@@ -64,7 +64,36 @@ std::string lock_holder(int fd) {
   return "another process";
 }
 
+[[noreturn]] void refuse_second_writer(int fd, const std::string& save_dir, const char* flag) {
+  fail("{} {} is being written by {}: one run writes a checkpoint directory at a time; "
+       "wait for it, or save elsewhere",
+       flag, save_dir, lock_holder(fd));
+}
+
+// flock() retried on EINTR; 0 or the errno.
+int flock_now(int fd, int op) {
+  while (::flock(fd, op | LOCK_NB) != 0)
+    if (errno != EINTR) return errno;
+  return 0;
+}
+
 }  // namespace
+
+void check_no_writer(const std::string& save_dir, const char* flag) {
+  const std::string path = (fs::path(save_dir) / kWriterLockFile).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no lock file: no writer ever (the writer's own checks say the rest)
+  const int e = flock_now(fd, LOCK_SH);
+  if (e == EWOULDBLOCK) {
+    try {
+      refuse_second_writer(fd, save_dir, flag);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  }
+  ::close(fd);  // drops the shared lock
+}
 
 SaveDirLock::SaveDirLock(const std::string& save_dir, const char* flag) {
   const std::string path = (fs::path(save_dir) / kWriterLockFile).string();
@@ -73,19 +102,16 @@ SaveDirLock::SaveDirLock(const std::string& save_dir, const char* flag) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   TESSERA_CHECK(fd_ >= 0, "{} {}: cannot create the lock file {}: {}", flag, save_dir, path,
                 std::strerror(errno));
-  int rc;
-  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
-  }
-  if (rc != 0) {
-    const int e = errno;
-    const std::string holder = e == EWOULDBLOCK ? lock_holder(fd_) : "";
-    ::close(fd_);
+  if (const int e = flock_now(fd_, LOCK_EX); e != 0) {
+    const int fd = fd_;
     fd_ = -1;
-    if (e == EWOULDBLOCK)
-      fail("{} {} is being written by {}: one run writes a checkpoint directory at a time; "
-           "wait for it, or save elsewhere",
-           flag, save_dir, holder);
-    fail("{} {}: cannot lock {}: {}", flag, save_dir, path, std::strerror(e));
+    try {
+      if (e == EWOULDBLOCK) refuse_second_writer(fd, save_dir, flag);
+      fail("{} {}: cannot lock {}: {}", flag, save_dir, path, std::strerror(e));
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
   }
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);

@@ -37,6 +37,14 @@ class SaveDirLock {
 
 inline constexpr const char* kWriterLockFile = ".tessera-writer.lock";
 
+// Throws the error SaveDirLock would ("FLAG DIR is being written by pid N on
+// HOST") when a live process holds save_dir's writer lock; otherwise
+// returns, holding nothing and creating nothing. It takes a shared lock for
+// a moment, so several processes may look at once without seeing each
+// other: what a process can check before it knows whether it is the rank
+// that writes.
+void check_no_writer(const std::string& save_dir, const char* flag);
+
 // Committed steps under save_dir that are not this run's to continue,
 // newest first: (step, path).
 // - load_dir is save_dir itself (resume from its `latest`): none; steps past

@@ -4,7 +4,9 @@
 // and runs one parser in-process on the result.
 //
 // The contract under test is the CLI's: every input ends as success (exit 0)
-// or a tessera::Error (one line, exit 2). Any other exception is a failure,
+// or a tessera::Error (one line, exit 2). An Error without a message (a
+// silent exit 2) or with a message longer than kMaxErrorBytes (an input
+// quoted whole instead of one line) is a failure. Any other exception is a failure,
 // recorded with the input that caused it; a crash kills the process (the
 // test fails); a case that runs longer than kCaseSeconds is a hang, reported
 // by SIGALRM with the case number before the process exits 3.
@@ -15,9 +17,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -120,6 +124,8 @@ inline Bytes mutate(const Bytes& seed, Rand& r, size_t focus) {
 struct Tally {
   int64_t cases = 0, ok = 0, errors = 0;  // errors: tessera::Error, the "exit 2"
   std::vector<std::string> failures;      // anything else, with the case number
+  double slowest_s = 0;                   // the longest case (a hang is kCaseSeconds)
+  int64_t slowest_case = -1;
 };
 
 inline volatile sig_atomic_t g_case = -1;
@@ -135,15 +141,20 @@ inline void on_hang(int) {
 }
 
 inline constexpr unsigned kCaseSeconds = 20;
+// An error line longer than this quotes its input instead of naming it
+// (tessera::clipped keeps a quoted value to ~200 bytes).
+inline constexpr size_t kMaxErrorBytes = 4000;
 
 // Runs `cases` mutated inputs of `seeds` through `run`. `focus`: the bytes
 // most mutations should land in (0: anywhere).
 // A custom mutator for one case (e.g. structure-aware); `mutate` when null.
 using Mutator = std::function<Bytes(const Bytes& seed, Rand& r)>;
 
+// `custom_percent`: the share of cases the custom mutator makes (the rest
+// are byte mutations).
 inline Tally run_cases(const char* target, uint64_t target_id, const std::vector<Bytes>& seeds,
                        int64_t cases, size_t focus, const std::function<void(const Bytes&)>& run,
-                       const Mutator& custom = nullptr) {
+                       const Mutator& custom = nullptr, int custom_percent = 50) {
   Tally t;
   g_target = target;
   ::signal(SIGALRM, on_hang);
@@ -151,15 +162,23 @@ inline Tally run_cases(const char* target, uint64_t target_id, const std::vector
   for (int64_t i = 0; i < cases; ++i) {
     Rand r(seed, target_id, uint64_t(i));
     const Bytes& seed_input = seeds[r.below(seeds.size())];
-    // Half the cases (when a custom mutator is given) go through it.
-    const Bytes input = custom && r.chance(50) ? custom(seed_input, r) : mutate(seed_input, r, focus);
+    const Bytes input =
+        custom && r.chance(custom_percent) ? custom(seed_input, r) : mutate(seed_input, r, focus);
     g_case = sig_atomic_t(i);
+    const auto start = std::chrono::steady_clock::now();
     ::alarm(kCaseSeconds);
     try {
       run(input);
       ++t.ok;
     } catch (const Error& e) {
-      ++t.errors;
+      const size_t len = std::strlen(e.what());
+      if (len == 0)
+        t.failures.push_back("case " + std::to_string(i) + ": an error without a message");
+      else if (len > kMaxErrorBytes)
+        t.failures.push_back("case " + std::to_string(i) + ": a " + std::to_string(len) +
+                             "-byte error line: " + std::string(e.what(), 300) + "...");
+      else
+        ++t.errors;
       if (verbose()) std::fprintf(stderr, "  case %ld: %s\n", long(i), e.what());
     } catch (const std::exception& e) {
       t.failures.push_back("case " + std::to_string(i) + ": " + e.what());
@@ -167,11 +186,15 @@ inline Tally run_cases(const char* target, uint64_t target_id, const std::vector
       t.failures.push_back("case " + std::to_string(i) + ": unknown exception");
     }
     ::alarm(0);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (took > t.slowest_s) t.slowest_s = took, t.slowest_case = i;
     ++t.cases;
   }
-  std::fprintf(stderr, "fuzz %s: %ld cases (seed %lu): %ld ok, %ld errors (exit 2), %zu failures\n",
+  std::fprintf(stderr,
+               "fuzz %s: %ld cases (seed %lu): %ld ok, %ld errors (exit 2), %zu failures; "
+               "slowest case %ld, %.3f s\n",
                target, long(t.cases), (unsigned long)seed, long(t.ok), long(t.errors),
-               t.failures.size());
+               t.failures.size(), long(t.slowest_case), t.slowest_s);
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fuzz_json.h"
+#include "fuzz_scratch.h"
 #include "fuzz_targets.h"
 #include "tessera/ckpt/config_json.h"
 #include "tessera/data/llmc_shard.h"
@@ -18,25 +19,6 @@ namespace tessera::fuzz {
 namespace {
 
 constexpr int64_t kCiCases = 1000;  // per parser: 9,000 in all, a few seconds
-
-// A scratch directory per test, removed at the end.
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name) {
-    dir = fs::temp_directory_path() / ("tessera_fuzz_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-void expect_clean(const Tally& t) {
-  EXPECT_TRUE(t.failures.empty()) << t.failures.front();
-  EXPECT_GT(t.ok + t.errors, 0);
-}
 
 // The mutator itself: "off by a little" at the int64 limits wraps like a
 // file's bytes would (it overflowed a signed sum before; the sanitizer job's

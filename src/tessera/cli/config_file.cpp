@@ -46,7 +46,7 @@ void append_file_flags(const std::string& file, const CLI::App* sub,
     std::string key(k.str());
     const CLI::Option* opt = sub->get_option_no_throw("--" + key);
     TESSERA_CHECK(opt && key != "config", "config {}: unknown key '{}' (`tessera {}` has no --{})",
-                  file, key, sub->get_name(), key);
+                  file, clipped(key), sub->get_name(), clipped(key));
     std::string text = value_text(v, file, key);
     // A flag (present or absent): it takes no argument. (Its type size is 1
     // for a bool flag in CLI11 2.x, so that is not the test.)

@@ -244,7 +244,7 @@ GPTConfig model_from_table(const toml::table& root, const std::string& path,
   if (legacy)
     for (const auto& [k, v] : root)
       TESSERA_CHECK(k.str() == "model", "{}: unknown key '{}' (a model file with a [model] table "
-                    "holds nothing else)", path, k.str());
+                    "holds nothing else)", path, clipped(k.str()));
   const toml::table& t = legacy ? *old : root;
   GPTConfig c;
   c.vocab_size = kGpt2Vocab;
@@ -263,7 +263,8 @@ GPTConfig model_from_table(const toml::table& root, const std::string& path,
       // A key of `tessera train --config` that does not shape the model
       // (lr, train-iters) is not this file's error; anything else is.
       TESSERA_CHECK(!legacy && other_known_key && other_known_key(key),
-                    "{}: unknown key '{}' (model keys: {})", path, key, model_key_list());
+                    "{}: unknown key '{}' (model keys: {})", path, clipped(key),
+                    model_key_list());
       continue;
     }
     const auto value = v.value<int64_t>();

@@ -14,6 +14,7 @@
 // Cases are reproducible: case i of target t is fully determined by
 // (seed, t, i), so a failure is replayed with the same seed and case count.
 #pragma once
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -130,14 +131,31 @@ struct Tally {
 
 inline volatile sig_atomic_t g_case = -1;
 inline const char* g_target = "";
+inline const Bytes* g_input = nullptr;  // the case running, saved when it hangs
 
+// Reports the hang and saves its input to /tmp/tessera_fuzz_hang_TARGET_CASE
+// (to replay: TESSERA_FUZZ_FROM=CASE TESSERA_FUZZ_CASES=1, or read it).
 inline void on_hang(int) {
-  char msg[160];
-  int n = std::snprintf(msg, sizeof msg, "fuzz: HANG in target %s, case %ld (over the time limit)\n",
-                        g_target, long(g_case));
+  char path[160], msg[320];
+  std::snprintf(path, sizeof path, "/tmp/tessera_fuzz_hang_%s_%ld", g_target, long(g_case));
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0 && g_input != nullptr) {
+    ssize_t ignored = ::write(fd, g_input->data(), g_input->size());
+    (void)ignored;
+  }
+  if (fd >= 0) ::close(fd);
+  int n = std::snprintf(msg, sizeof msg,
+                        "fuzz: HANG in target %s, case %ld (over the time limit); input in %s\n",
+                        g_target, long(g_case), fd >= 0 ? path : "(not saved)");
   ssize_t ignored = ::write(2, msg, size_t(n));
   (void)ignored;
   std::_Exit(3);
+}
+
+// The first case to run: TESSERA_FUZZ_FROM (to replay one case), else 0.
+inline int64_t first_case() {
+  const char* s = std::getenv("TESSERA_FUZZ_FROM");
+  return s && *s ? std::max<int64_t>(0, std::atoll(s)) : 0;
 }
 
 inline constexpr unsigned kCaseSeconds = 20;
@@ -159,12 +177,14 @@ inline Tally run_cases(const char* target, uint64_t target_id, const std::vector
   g_target = target;
   ::signal(SIGALRM, on_hang);
   const uint64_t seed = fuzz_seed();
-  for (int64_t i = 0; i < cases; ++i) {
+  const int64_t from = first_case();
+  for (int64_t i = from; i < from + cases; ++i) {
     Rand r(seed, target_id, uint64_t(i));
     const Bytes& seed_input = seeds[r.below(seeds.size())];
     const Bytes input =
         custom && r.chance(custom_percent) ? custom(seed_input, r) : mutate(seed_input, r, focus);
     g_case = sig_atomic_t(i);
+    g_input = &input;
     const auto start = std::chrono::steady_clock::now();
     ::alarm(kCaseSeconds);
     try {
@@ -186,6 +206,7 @@ inline Tally run_cases(const char* target, uint64_t target_id, const std::vector
       t.failures.push_back("case " + std::to_string(i) + ": unknown exception");
     }
     ::alarm(0);
+    g_input = nullptr;
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (took > t.slowest_s) t.slowest_s = took, t.slowest_case = i;
     ++t.cases;

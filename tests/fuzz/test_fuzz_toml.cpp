@@ -49,7 +49,7 @@ std::vector<Bytes> model_seeds() {
 // The dotted-key and deep-value cases go to each TOML reader in turn: the
 // first byte of a case picks the reader (any byte does), the rest is the file.
 struct EveryReader {
-  Scratch scratch{"toml_readers"};
+  ScratchDir scratch{"fuzz_toml_readers"};
   plan::SystemSpec sys = plan::load_system_file((configs() / "systems" / "h100.toml").string());
 
   std::vector<Bytes> seeds() const {
@@ -61,9 +61,9 @@ struct EveryReader {
   void run(const Bytes& in) {
     const Bytes text = in.empty() ? Bytes() : in.substr(1);
     switch (in.empty() ? 0 : uint8_t(in[0]) % 3) {
-      case 0: run_system_file(scratch.dir, text); break;
-      case 1: run_model_file(scratch.dir, text, sys); break;
-      default: run_config(scratch.dir, text); break;
+      case 0: run_system_file(scratch.path, text); break;
+      case 1: run_model_file(scratch.path, text, sys); break;
+      default: run_config(scratch.path, text); break;
     }
   }
   // The reader's byte kept, the file changed by `change`.
@@ -73,16 +73,16 @@ struct EveryReader {
 };
 
 TEST(Fuzz, SystemToml) {
-  Scratch s("system");
+  ScratchDir s("fuzz_system");
   expect_clean(run_cases("system-toml", 10, shipped("systems"), case_count(kCiCases), 0,
-                         [&](const Bytes& in) { run_system_file(s.dir, in); }, mutate_toml_text));
+                         [&](const Bytes& in) { run_system_file(s.path, in); }, mutate_toml_text));
 }
 
 TEST(Fuzz, ModelToml) {
-  Scratch s("model");
+  ScratchDir s("fuzz_model");
   const plan::SystemSpec sys = plan::load_system_file((configs() / "systems" / "h100.toml").string());
   expect_clean(run_cases("model-toml", 11, model_seeds(), case_count(kCiCases), 0,
-                         [&](const Bytes& in) { run_model_file(s.dir, in, sys); },
+                         [&](const Bytes& in) { run_model_file(s.path, in, sys); },
                          mutate_toml_text));
 }
 

@@ -1,8 +1,9 @@
 // Fuzzing every parser of user files with seeded mutations (fuzz_driver.h):
 // tokenizer vocab/merges, the three token formats, checkpoint metadata with
 // a re-signed CRC, safetensors import, the TOML config, plan --validate's
-// metrics files and import's config.json. CI runs a few
-// hundred cases per parser; run more by hand with
+// metrics files and import's config.json (the TOML files a user names for
+// plan: test_fuzz_toml.cpp). CI runs a few hundred cases per parser; run
+// more by hand with
 //   TESSERA_FUZZ_CASES=20000 [TESSERA_FUZZ_SEED=7] build/tests/test_fuzz
 // Each target reports "N cases: ok, errors (exit 2), failures" on stderr.
 #include <gtest/gtest.h>

@@ -10,7 +10,7 @@
 # for CI, named in SLOW below (the main suite runs them too).
 # Extra arguments go to ctest (e.g. -R Fuzz). CI (.ci/run) passes -LE script:
 # the unit tests and the fuzz seeds, not the end-to-end script tests. Longer fuzzing under the
-# sanitizers: TESSERA_FUZZ_CASES=20000 build-sanitize/tests/test_fuzz
+# sanitizers: TESSERA_FUZZ_CASES=20000 build-sanitize/tests/test_fuzz (and test_fuzz_toml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -57,9 +57,9 @@ SLOW='^(TrainingLearns\.|test_precision_convergence$|test_mpi_errors$'
 SLOW+='|LowpTraining\.(Bf16|Fp16)LossWithinTwoPercentOfFp32After50Steps$'
 SLOW+='|ScheduleSim\.FrontierScaleIsFast$|PlanSearch\.FrontierOneTrillionOn3072IsFast$'
 SLOW+='|KernelCost\.CalibrateMeasuresTheEnginesKernels$|Fp32Reference\.TinyRunIsBitIdentical$)'
-# The fuzz seeds: 300 mutated inputs per parser (2,700 in all; a checkpoint
-# case costs ~0.4 s under ASan). The ≥ 10,000-per-parser runs are by hand
-# (docs/reliability.md).
+# The fuzz seeds: 300 mutated inputs per target (3,900 in all: test_fuzz's 9
+# parsers and test_fuzz_toml's 4 TOML targets; a checkpoint case costs ~0.4 s
+# under ASan). The ≥ 10,000-per-target runs are by hand (docs/reliability.md).
 export TESSERA_FUZZ_CASES="${TESSERA_FUZZ_CASES:-300}"
 cd build-sanitize
 status=0

@@ -4,6 +4,7 @@
 // issue 15, defects 3, 8 and 9.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,26 @@ TEST(SaveDirOwner, AnEmptyOrMissingDirectoryIsFree) {
   fs::create_directory(dir / ".step_000005.tmp-123");
   write_text(dir / "latest", "step_000005\n");
   EXPECT_NO_THROW(check_save_dir_owner(dir.str(), "", false));
+}
+
+// The look before MPI start-up (train::SaveDirClaim): refused while a
+// writer holds the lock (an flock of another open file conflicts even in
+// one process), free once it is gone, and it creates nothing.
+TEST(SaveDirOwner, ALookAtTheLockRefusesOnlyWhileAWriterHoldsIt) {
+  ScratchDir dir("look");
+  EXPECT_NO_THROW(check_no_writer(dir / "missing", "--save"));
+  EXPECT_FALSE(fs::exists(dir / "missing"));
+  {
+    const SaveDirLock held(dir.str(), "--save");
+    EXPECT_TRUE(throws_error_with([&] { check_no_writer(dir.str(), "--save"); },
+                                  {"--save " + dir.str() + " is being written by pid " +
+                                   std::to_string(::getpid()) + " on "}));
+    // A second writer is refused alike.
+    EXPECT_TRUE(throws_error_with([&] { SaveDirLock second(dir.str(), "--save"); },
+                                  {"is being written by pid"}));
+  }
+  EXPECT_NO_THROW(check_no_writer(dir.str(), "--save"));
+  EXPECT_NO_THROW(SaveDirLock(dir.str(), "--save"));
 }
 
 TEST(SaveDirOwner, AnotherRunsStepsAreRefusedNamingTheWayOut) {

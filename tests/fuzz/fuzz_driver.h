@@ -4,7 +4,9 @@
 // and runs one parser in-process on the result.
 //
 // The contract under test is the CLI's: every input ends as success (exit 0)
-// or a tessera::Error (one line, exit 2). Any other exception is a failure,
+// or a tessera::Error (one line, exit 2). An Error without a message (a
+// silent exit 2) or with a message longer than kMaxErrorBytes (an input
+// quoted whole instead of one line) is a failure. Any other exception is a failure,
 // recorded with the input that caused it; a crash kills the process (the
 // test fails); a case that runs longer than kCaseSeconds is a hang, reported
 // by SIGALRM with the case number before the process exits 3.
@@ -12,12 +14,15 @@
 // Cases are reproducible: case i of target t is fully determined by
 // (seed, t, i), so a failure is replayed with the same seed and case count.
 #pragma once
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -120,46 +125,80 @@ inline Bytes mutate(const Bytes& seed, Rand& r, size_t focus) {
 struct Tally {
   int64_t cases = 0, ok = 0, errors = 0;  // errors: tessera::Error, the "exit 2"
   std::vector<std::string> failures;      // anything else, with the case number
+  double slowest_s = 0;                   // the longest case (a hang is kCaseSeconds)
+  int64_t slowest_case = -1;
 };
 
 inline volatile sig_atomic_t g_case = -1;
 inline const char* g_target = "";
+inline const Bytes* g_input = nullptr;  // the case running, saved when it hangs
 
+// Reports the hang and saves its input to /tmp/tessera_fuzz_hang_TARGET_CASE
+// (to replay: TESSERA_FUZZ_FROM=CASE TESSERA_FUZZ_CASES=1, or read it).
 inline void on_hang(int) {
-  char msg[160];
-  int n = std::snprintf(msg, sizeof msg, "fuzz: HANG in target %s, case %ld (over the time limit)\n",
-                        g_target, long(g_case));
+  char path[160], msg[320];
+  std::snprintf(path, sizeof path, "/tmp/tessera_fuzz_hang_%s_%ld", g_target, long(g_case));
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0 && g_input != nullptr) {
+    ssize_t ignored = ::write(fd, g_input->data(), g_input->size());
+    (void)ignored;
+  }
+  if (fd >= 0) ::close(fd);
+  int n = std::snprintf(msg, sizeof msg,
+                        "fuzz: HANG in target %s, case %ld (over the time limit); input in %s\n",
+                        g_target, long(g_case), fd >= 0 ? path : "(not saved)");
   ssize_t ignored = ::write(2, msg, size_t(n));
   (void)ignored;
   std::_Exit(3);
 }
 
+// The first case to run: TESSERA_FUZZ_FROM (to replay one case), else 0.
+inline int64_t first_case() {
+  const char* s = std::getenv("TESSERA_FUZZ_FROM");
+  return s && *s ? std::max<int64_t>(0, std::atoll(s)) : 0;
+}
+
 inline constexpr unsigned kCaseSeconds = 20;
+// An error line longer than this quotes its input instead of naming it
+// (tessera::clipped keeps a quoted value to ~200 bytes).
+inline constexpr size_t kMaxErrorBytes = 4000;
 
 // Runs `cases` mutated inputs of `seeds` through `run`. `focus`: the bytes
 // most mutations should land in (0: anywhere).
 // A custom mutator for one case (e.g. structure-aware); `mutate` when null.
 using Mutator = std::function<Bytes(const Bytes& seed, Rand& r)>;
 
+// `custom_percent`: the share of cases the custom mutator makes (the rest
+// are byte mutations).
 inline Tally run_cases(const char* target, uint64_t target_id, const std::vector<Bytes>& seeds,
                        int64_t cases, size_t focus, const std::function<void(const Bytes&)>& run,
-                       const Mutator& custom = nullptr) {
+                       const Mutator& custom = nullptr, int custom_percent = 50) {
   Tally t;
   g_target = target;
   ::signal(SIGALRM, on_hang);
   const uint64_t seed = fuzz_seed();
-  for (int64_t i = 0; i < cases; ++i) {
+  const int64_t from = first_case();
+  for (int64_t i = from; i < from + cases; ++i) {
     Rand r(seed, target_id, uint64_t(i));
     const Bytes& seed_input = seeds[r.below(seeds.size())];
-    // Half the cases (when a custom mutator is given) go through it.
-    const Bytes input = custom && r.chance(50) ? custom(seed_input, r) : mutate(seed_input, r, focus);
+    const Bytes input =
+        custom && r.chance(custom_percent) ? custom(seed_input, r) : mutate(seed_input, r, focus);
     g_case = sig_atomic_t(i);
+    g_input = &input;
+    const auto start = std::chrono::steady_clock::now();
     ::alarm(kCaseSeconds);
     try {
       run(input);
       ++t.ok;
     } catch (const Error& e) {
-      ++t.errors;
+      const size_t len = std::strlen(e.what());
+      if (len == 0)
+        t.failures.push_back("case " + std::to_string(i) + ": an error without a message");
+      else if (len > kMaxErrorBytes)
+        t.failures.push_back("case " + std::to_string(i) + ": a " + std::to_string(len) +
+                             "-byte error line: " + std::string(e.what(), 300) + "...");
+      else
+        ++t.errors;
       if (verbose()) std::fprintf(stderr, "  case %ld: %s\n", long(i), e.what());
     } catch (const std::exception& e) {
       t.failures.push_back("case " + std::to_string(i) + ": " + e.what());
@@ -167,11 +206,16 @@ inline Tally run_cases(const char* target, uint64_t target_id, const std::vector
       t.failures.push_back("case " + std::to_string(i) + ": unknown exception");
     }
     ::alarm(0);
+    g_input = nullptr;
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (took > t.slowest_s) t.slowest_s = took, t.slowest_case = i;
     ++t.cases;
   }
-  std::fprintf(stderr, "fuzz %s: %ld cases (seed %lu): %ld ok, %ld errors (exit 2), %zu failures\n",
+  std::fprintf(stderr,
+               "fuzz %s: %ld cases (seed %lu): %ld ok, %ld errors (exit 2), %zu failures; "
+               "slowest case %ld, %.3f s\n",
                target, long(t.cases), (unsigned long)seed, long(t.ok), long(t.errors),
-               t.failures.size());
+               t.failures.size(), long(t.slowest_case), t.slowest_s);
   return t;
 }
 

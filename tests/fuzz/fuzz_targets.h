@@ -2,6 +2,7 @@
 // user's file goes through from open to the first use. Each writes its input
 // into a scratch directory first, because the parsers take paths.
 #pragma once
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,12 +15,16 @@
 #include "tessera/ckpt/hf_gpt2.h"
 #include "tessera/ckpt/safetensors.h"
 #include "tessera/cli/config_file.h"
+#include "tessera/cli/run_plan.h"
 #include "tessera/data/megatron_dataset.h"
 #include "tessera/data/token_source.h"
 #include "tessera/data/tokenizer.h"
 #include "tessera/model/gpt.h"
 #include "tessera/optim/adamw.h"
+#include "tessera/plan/layout_cost.h"
+#include "tessera/plan/model_presets.h"
 #include "tessera/plan/run_metrics.h"
+#include "tessera/plan/system.h"
 
 namespace tessera::fuzz {
 
@@ -148,6 +153,44 @@ inline void run_config(const fs::path& dir, const Bytes& in) {
   } catch (const CLI::ParseError& e) {
     throw Error(e.what());
   }
+}
+
+// A plan of `model` on `sys` on one device, in bf16 (and fp8 where the
+// system has its peak): what `tessera plan` computes first with a file it
+// read. A file the reader accepted must plan to finite, positive numbers;
+// anything else is the silent nan/inf plan of issue 38 (thrown as a
+// std::runtime_error, which the driver counts as a failure, not an exit 2).
+inline void plan_one_device(const GPTConfig& model, const plan::SystemSpec& sys) {
+  for (const bool fp8 : {false, true}) {
+    if (fp8 && !(sys.peak_flops_fp8 > 0)) continue;
+    plan::PlanLayout L;
+    L.par.micro_batch = 1;
+    L.par.global_batch = 2;
+    L.fp8 = fp8;
+    const plan::LayoutCost cost = plan::evaluate_layout(model, sys, L);
+    const double t = cost.time.step, m = cost.peak_memory;
+    if (!(std::isfinite(t) && t > 0 && std::isfinite(m) && m > 0))
+      throw std::runtime_error("accepted, then planned step " + std::to_string(t) + " s, memory " +
+                               std::to_string(m) + " bytes" + (fp8 ? " (fp8)" : ""));
+  }
+}
+
+// A system file as `tessera plan --system FILE` reads it, then planned with
+// a small model.
+inline void run_system_file(const fs::path& dir, const Bytes& in) {
+  put_file(dir / "s.toml", in);
+  const plan::SystemSpec sys = plan::load_system_file((dir / "s.toml").string());
+  const GPTConfig model{.num_layers = 2, .hidden_size = 64, .num_heads = 4, .seq_length = 32,
+                        .vocab_size = 128};
+  plan_one_device(model, sys);
+}
+
+// A model file as `tessera plan --model FILE` reads it (train's other keys
+// allowed), then planned on `sys`.
+inline void run_model_file(const fs::path& dir, const Bytes& in, const plan::SystemSpec& sys) {
+  put_file(dir / "m.toml", in);
+  const GPTConfig model = plan::load_model_file((dir / "m.toml").string(), cli::is_train_flag);
+  plan_one_device(model, sys);
 }
 
 }  // namespace tessera::fuzz

@@ -1,14 +1,16 @@
 // Fuzzing every parser of user files with seeded mutations (fuzz_driver.h):
 // tokenizer vocab/merges, the three token formats, checkpoint metadata with
 // a re-signed CRC, safetensors import, the TOML config, plan --validate's
-// metrics files and import's config.json. CI runs a few
-// hundred cases per parser; run more by hand with
+// metrics files and import's config.json (the TOML files a user names for
+// plan: test_fuzz_toml.cpp). CI runs a few hundred cases per parser; run
+// more by hand with
 //   TESSERA_FUZZ_CASES=20000 [TESSERA_FUZZ_SEED=7] build/tests/test_fuzz
 // Each target reports "N cases: ok, errors (exit 2), failures" on stderr.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include "fuzz_json.h"
+#include "fuzz_scratch.h"
 #include "fuzz_targets.h"
 #include "tessera/ckpt/config_json.h"
 #include "tessera/data/llmc_shard.h"
@@ -18,25 +20,6 @@ namespace tessera::fuzz {
 namespace {
 
 constexpr int64_t kCiCases = 1000;  // per parser: 9,000 in all, a few seconds
-
-// A scratch directory per test, removed at the end.
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name) {
-    dir = fs::temp_directory_path() / ("tessera_fuzz_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-void expect_clean(const Tally& t) {
-  EXPECT_TRUE(t.failures.empty()) << t.failures.front();
-  EXPECT_GT(t.ok + t.errors, 0);
-}
 
 // The mutator itself: "off by a little" at the int64 limits wraps like a
 // file's bytes would (it overflowed a signed sum before; the sanitizer job's
@@ -63,58 +46,58 @@ TEST(Fuzz, NearValueMutationWrapsAtTheInt64Limits) {
 }
 
 TEST(Fuzz, TokenizerVocabAndMerges) {
-  Scratch s("tok");
+  ScratchDir s("fuzz_tok");
   data::Tokenizer::from_merges({{'h', 'e'}, {'l', 'l'}, {256, 'o'}, {'o', 'r'}}, {"<|endoftext|>"})
-      .save(s.dir.string());
-  const Bytes seed = get_file(s.dir / "vocab.json") + kSplit + get_file(s.dir / "merges.txt");
+      .save(s.path.string());
+  const Bytes seed = get_file(s.path / "vocab.json") + kSplit + get_file(s.path / "merges.txt");
   // Mutations anywhere: the merges (at the end) matter as much as the vocabulary.
   auto structured = [](const Bytes& in, Rand& r) {
     const size_t cut = in.find(kSplit);
     return mutate_json_text(in.substr(0, cut), r) + in.substr(cut);
   };
   expect_clean(run_cases("tokenizer", 1, {seed}, case_count(kCiCases), 0,
-                         [&](const Bytes& in) { run_tokenizer(s.dir, in); }, structured));
+                         [&](const Bytes& in) { run_tokenizer(s.path, in); }, structured));
 }
 
 TEST(Fuzz, TesseraTokenFile) {
-  Scratch s("tsr");
+  ScratchDir s("fuzz_tsr");
   std::vector<int32_t> ids(300);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 7 % 251);
-  data::TokenFileWriter w((s.dir / "seed.tok").string(), 256, 0x1234, 0);
+  data::TokenFileWriter w((s.path / "seed.tok").string(), 256, 0x1234, 0);
   w.append(ids);
   w.close();
-  const Bytes seed = get_file(s.dir / "seed.tok");
+  const Bytes seed = get_file(s.path / "seed.tok");
   expect_clean(run_cases("tessera-tokens", 2, {seed}, case_count(kCiCases), 64,
-                         [&](const Bytes& in) { run_token_file(s.dir, in, "x.tok"); }));
+                         [&](const Bytes& in) { run_token_file(s.path, in, "x.tok"); }));
 }
 
 TEST(Fuzz, LlmcShard) {
-  Scratch s("llmc");
+  ScratchDir s("fuzz_llmc");
   std::vector<int32_t> ids(300);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 13 % 50257);
-  data::write_llmc_shard((s.dir / "seed.bin").string(), ids);
-  const Bytes seed = get_file(s.dir / "seed.bin");
+  data::write_llmc_shard((s.path / "seed.bin").string(), ids);
+  const Bytes seed = get_file(s.path / "seed.bin");
   expect_clean(run_cases("llmc-shard", 3, {seed}, case_count(kCiCases), 16,
-                         [&](const Bytes& in) { run_token_file(s.dir, in, "x.bin"); }));
+                         [&](const Bytes& in) { run_token_file(s.path, in, "x.bin"); }));
 }
 
 TEST(Fuzz, MegatronIndex) {
-  Scratch s("mega");
-  data::write_megatron_dataset((s.dir / "m").string(), {{1, 2, 3}, {4, 5}, {}, {6, 7, 8, 9}});
-  const Bytes seed = get_file(s.dir / "m.idx");
+  ScratchDir s("fuzz_mega");
+  data::write_megatron_dataset((s.path / "m").string(), {{1, 2, 3}, {4, 5}, {}, {6, 7, 8, 9}});
+  const Bytes seed = get_file(s.path / "m.idx");
   expect_clean(run_cases("megatron-idx", 4, {seed}, case_count(kCiCases), 0,
-                         [&](const Bytes& in) { run_megatron(s.dir, in); }));
+                         [&](const Bytes& in) { run_megatron(s.path, in); }));
 }
 
 TEST(Fuzz, CheckpointMetadataResigned) {
-  Scratch s("ckpt");
+  ScratchDir s("fuzz_ckpt");
   const GPTConfig cfg = fuzz_model();
   ParamLayout layout = ParamLayout::build(cfg, ParallelConfig{}, 0, 0);
   GPT model(cfg, layout);
   AdamW optim(layout, AdamWConfig{});
   ckpt::TrainState st;
   st.step = 3;
-  const std::string step = ckpt::save_checkpoint(s.dir.string(), ckpt::whole_rank(model, &optim),
+  const std::string step = ckpt::save_checkpoint(s.path.string(), ckpt::whole_rank(model, &optim),
                                                  st, ckpt::RunInfo{cfg, {}, "bytes"});
   const Bytes seed = get_file(fs::path(step) / "metadata.json");
   expect_clean(run_cases("checkpoint-metadata", 5, {seed}, case_count(kCiCases), 0,
@@ -132,16 +115,16 @@ Bytes mutate_safetensors_header(const Bytes& in, Rand& r) {
 }
 
 TEST(Fuzz, SafetensorsImport) {
-  Scratch s("st");
+  ScratchDir s("fuzz_st");
   const GPTConfig cfg = fuzz_model();
   ParamLayout layout = ParamLayout::build(cfg, ParallelConfig{}, 0, 0);
   GPT model(cfg, layout);
-  ckpt::export_hf_gpt2(model, (s.dir / "seed").string());
-  const Bytes seed = get_file(s.dir / "seed" / "model.safetensors");
+  ckpt::export_hf_gpt2(model, (s.path / "seed").string());
+  const Bytes seed = get_file(s.path / "seed" / "model.safetensors");
   uint64_t header = 0;
   std::memcpy(&header, seed.data(), 8);
   expect_clean(run_cases("safetensors", 6, {seed}, case_count(kCiCases), size_t(8 + header),
-                         [&](const Bytes& in) { run_safetensors(s.dir, in, model); },
+                         [&](const Bytes& in) { run_safetensors(s.path, in, model); },
                          mutate_safetensors_header));
 }
 
@@ -158,7 +141,7 @@ Bytes mutate_metrics_header(const Bytes& in, Rand& r) {
 // plan --validate's input: wrong-typed header fields once escaped as
 // nlohmann type_error (an abort, exit 134).
 TEST(Fuzz, PlanRunMetrics) {
-  Scratch s("metrics");
+  ScratchDir s("fuzz_metrics");
   GPTConfig cfg = fuzz_model();
   ParallelConfig par;
   par.micro_batch = 2;
@@ -177,7 +160,7 @@ TEST(Fuzz, PlanRunMetrics) {
                 .dump() +
             "\n";
   expect_clean(run_cases("plan-run-metrics", 8, {seed}, case_count(kCiCases), 0,
-                         [&](const Bytes& in) { run_metrics_file(s.dir, in); },
+                         [&](const Bytes& in) { run_metrics_file(s.path, in); },
                          mutate_metrics_header));
 }
 
@@ -190,7 +173,7 @@ TEST(Fuzz, HfConfigJson) {
 }
 
 TEST(Fuzz, TomlConfig) {
-  Scratch s("toml");
+  ScratchDir s("fuzz_toml");
   const std::vector<Bytes> seeds = {
       "num-layers = 4\nlr = 3e-4\nsave = \"ck\"\n",
       "# a comment\nsequence-parallel = true\ndata-path = \"a.tok\"\n[table]\nx = 1\n",
@@ -200,7 +183,7 @@ TEST(Fuzz, TomlConfig) {
       "num-layers = 9223372036854775807\nlr = nan\n",
   };
   expect_clean(run_cases("toml-config", 7, seeds, case_count(kCiCases), 0,
-                         [&](const Bytes& in) { run_config(s.dir, in); }));
+                         [&](const Bytes& in) { run_config(s.path, in); }));
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ TEST(CommFactors, SystemFilesReadThemAndRejectNonPositive) {
     load_system_text(base + "all_gather_factor = 0\n", "k");
     FAIL() << "a zero factor was accepted";
   } catch (const tessera::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("network[0].all_gather_factor must be > 0"),
+    EXPECT_NE(std::string(e.what()).find("'network[0].all_gather_factor' must be a finite number > 0"),
               std::string::npos)
         << e.what();
   }

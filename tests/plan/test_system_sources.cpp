@@ -359,7 +359,7 @@ TEST(PlanSystem, Fp8PeakIsStoredAndOptional) {
         load_system_text(small_system("memory_efficiency = 1.0\n", "{ fp32 = 1.0, fp8 = -1.0 }"),
                          "neg8");
       },
-      {"neg8", "peak_TFLOPs.fp8' must be >= 0"}));
+      {"neg8", "peak_TFLOPs.fp8' must be a finite number >= 0"}));
 }
 
 // torchtitan's Grand Teton H100 (96 GB HBM2e, 2.4 TB/s, 500 W): its stated

@@ -69,8 +69,32 @@ expect_job_error2 2 "$first \\(1\\) must be divisible by --virtual-pipeline-stag
   --pipeline-schedule interleaved --virtual-pipeline-stages 2
 # calibrate: rank 0 alone finds the output unwritable; the job still ends,
 # before any measuring, with the message once.
-expect_job_error 2 '--output /proc/nonexistent/local.toml: cannot write there' \
+expect_job_error 2 '--output /proc/nonexistent/local.toml: cannot create directory /proc/nonexistent' \
   calibrate --quick --output /proc/nonexistent/local.toml
+# Rank 0 alone fails a start-up check while the other ranks go on to the
+# checks that count the ranks on the node (a collective before issue 38's
+# fix: they waited there for rank 0 for ever). eval --json is checked on
+# rank 0 only; --save's writer lock is rank 0's, held here by another
+# process (flock(1) on the lock file, as a running `tessera train` holds it).
+scratch=$(mktemp -d)
+"$bin" train "${small[@]}" --save "$scratch/ck" > /dev/null 2>&1 || echo "FAIL: the checkpoint for eval"
+expect_job_error2 2 '--json /proc/nonexistent/e.json: cannot create directory /proc/nonexistent' \
+  eval --checkpoint "$scratch/ck" --json /proc/nonexistent/e.json
+mkdir -p "$scratch/held"
+flock "$scratch/held/.tessera-writer.lock" sleep 60 &
+holder=$!
+for _ in $(seq 50); do  # until the holder has the lock
+  flock -n "$scratch/held/.tessera-writer.lock" true 2>/dev/null || break
+  sleep 0.1
+done
+expect_job_error2 2 "--save $scratch/held is being written by another process" \
+  train "${small[@]}" --save "$scratch/held"
+expect_job_error2 4 "--save $scratch/held is being written by another process" \
+  train "${small[@]}" --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+  --global-batch-size 2 --num-layers 2 --save "$scratch/held"
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+rm -rf "$scratch"
 
 # And a valid two-rank run trains to the end.
 if ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --zero-stage 1 > /tmp/tessera_mpi_ok.$$ 2>&1 ||

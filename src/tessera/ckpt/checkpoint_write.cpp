@@ -192,10 +192,19 @@ std::string save_checkpoint(const std::string& dir, const ShardView& shard, cons
       (fs::path(dir) / fmt::format(".{}.tmp-{}", step_dir_name(state.step), tag)).string();
   if (root) staging = begin_staging(dir, state.step, std::to_string(tag));
   if (c) c->barrier();  // the staging directory exists
-  write_shard(staging, shard);
-  if (c) c->barrier();  // every shard is written and fsynced
+  // A save that fails (a full disk) removes its staging directory: it would
+  // hold the space, and every byte of it is useless. (A kill leaves it; the
+  // next writer of the directory removes it: remove_stale_staging.)
   std::string out = (fs::path(dir) / step_dir_name(state.step)).string();
-  if (root) out = commit_checkpoint(dir, staging, c ? c->size() : 1, state, run, opts.keep);
+  try {
+    write_shard(staging, shard);
+    if (c) c->barrier();  // every shard is written and fsynced
+    if (root) out = commit_checkpoint(dir, staging, c ? c->size() : 1, state, run, opts.keep);
+  } catch (...) {
+    std::error_code ec;
+    if (root) fs::remove_all(staging, ec);
+    throw;
+  }
   if (c) c->barrier();  // nobody moves on (or loads) before the commit
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include "tessera/ckpt/crc32c.h"
 #include "tessera/core/error.h"
+#include "tessera/core/output_file.h"
 #include "tessera/core/regular_file.h"
 
 namespace tessera::ckpt {
@@ -73,14 +74,7 @@ void write_file_durable(const std::string& path, const std::string& content) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  write_file_durable(tmp, content);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) fail("cannot rename {} to {}: {}", tmp, path, ec.message());
-  fs::path parent = fs::path(path).parent_path();
-  fsync_dir(parent.empty() ? "." : parent.string());
+  write_output_file(path, content, "file");
 }
 
 std::string read_file(const std::string& path) {

@@ -9,6 +9,7 @@
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
+#include "tessera/core/output_file.h"
 
 namespace tessera::ckpt {
 
@@ -73,34 +74,20 @@ void SafetensorsWriter::write(const std::string& path) const {
   // implementation does; lets readers map tensors in place).
   while ((8 + h.size()) % 8) h += ' ';
 
-  // A failed write (full disk) removes its temporary: it would otherwise
-  // hold the space until someone noticed.
-  const std::string tmp = path + ".tmp";
-  try {
-    DurableWriter w(tmp);
-    uint64_t len = h.size();
-    unsigned char le[8];
-    for (int i = 0; i < 8; ++i) le[i] = (len >> (8 * i)) & 0xff;
-    w.write(le, 8);
-    w.write(h.data(), h.size());
-    for (const Item& it : items_) {
-      uint64_t n = 1;
-      for (int64_t d : it.shape) n *= uint64_t(d);
-      w.write(it.data, n * 4);  // little-endian host
-    }
-    w.close();
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
+  // Atomically over a file (a failed write, a full disk, removes its
+  // temporary), written through a device: core/output_file.h.
+  OutputFile w(path, "output");
+  uint64_t len = h.size();
+  unsigned char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = (len >> (8 * i)) & 0xff;
+  w.write(le, 8);
+  w.write(h.data(), h.size());
+  for (const Item& it : items_) {
+    uint64_t n = 1;
+    for (int64_t d : it.shape) n *= uint64_t(d);
+    w.write(it.data, n * 4);  // little-endian host
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail("cannot rename {} to {}: {}", tmp, path, ec.message());
-  }
+  w.commit();
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), bytes_(read_file(path)) {

@@ -1,7 +1,15 @@
 #include "tessera/ckpt/save_dir_owner.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -43,7 +51,88 @@ std::string describe(const std::vector<std::pair<int64_t, std::string>>& steps) 
                            : fmt::format("{} steps, the newest {}", steps.size(), newest);
 }
 
+// "pid N on HOST" as the holder wrote it into the lock file; it writes
+// right after taking the lock, so a just-started holder gets a moment.
+std::string lock_holder(int fd) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    char buf[256] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    std::string text(buf, n > 0 ? size_t(n) : 0);
+    if (const size_t nl = text.find('\n'); nl != std::string::npos) return text.substr(0, nl);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "another process";
+}
+
+[[noreturn]] void refuse_second_writer(int fd, const std::string& save_dir, const char* flag) {
+  fail("{} {} is being written by {}: one run writes a checkpoint directory at a time; "
+       "wait for it, or save elsewhere",
+       flag, save_dir, lock_holder(fd));
+}
+
+// flock() retried on EINTR; 0 or the errno.
+int flock_now(int fd, int op) {
+  while (::flock(fd, op | LOCK_NB) != 0)
+    if (errno != EINTR) return errno;
+  return 0;
+}
+
 }  // namespace
+
+void check_no_writer(const std::string& save_dir, const char* flag) {
+  const std::string path = (fs::path(save_dir) / kWriterLockFile).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no lock file: no writer ever (the writer's own checks say the rest)
+  const int e = flock_now(fd, LOCK_SH);
+  if (e == EWOULDBLOCK) {
+    try {
+      refuse_second_writer(fd, save_dir, flag);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  }
+  ::close(fd);  // drops the shared lock
+}
+
+SaveDirLock::SaveDirLock(const std::string& save_dir, const char* flag) {
+  const std::string path = (fs::path(save_dir) / kWriterLockFile).string();
+  std::error_code ec;
+  fs::create_directories(save_dir, ec);  // a failure shows in the open below
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  TESSERA_CHECK(fd_ >= 0, "{} {}: cannot create the lock file {}: {}", flag, save_dir, path,
+                std::strerror(errno));
+  if (const int e = flock_now(fd_, LOCK_EX); e != 0) {
+    const int fd = fd_;
+    fd_ = -1;
+    try {
+      if (e == EWOULDBLOCK) refuse_second_writer(fd, save_dir, flag);
+      fail("{} {}: cannot lock {}: {}", flag, save_dir, path, std::strerror(e));
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string who = fmt::format("pid {} on {}\n", ::getpid(), host);
+  // Best effort: the lock itself is the flock; the text only names the holder.
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, who.data(), who.size(), 0) == ssize_t(who.size()))
+    ::fdatasync(fd_);
+}
+
+SaveDirLock::~SaveDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the flock
+}
+
+SaveDirLock& SaveDirLock::operator=(SaveDirLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
 
 std::vector<std::pair<int64_t, std::string>> foreign_steps(const std::string& save_dir,
                                                            const std::string& load_dir) {

@@ -12,6 +12,39 @@
 
 namespace tessera::ckpt {
 
+// The one writer of a --save directory. Two runs saving into one directory
+// would both pass the checks below (each sees it empty) and then replace
+// each other's steps and `latest`; so the writing run holds an exclusive
+// flock on DIR/.tessera-writer.lock for its whole life. The kernel drops the
+// lock when the process ends however it ends (a kill -9 included), so a
+// lock file left by a dead run never blocks the next one. Readers (eval,
+// export, generate, a --load of the directory) never take it.
+class SaveDirLock {
+ public:
+  SaveDirLock() = default;
+  // Creates save_dir if missing. Throws tessera::Error "FLAG DIR is being
+  // written by pid N on HOST" without waiting when another live process
+  // holds the directory; `flag` names the option ("--save", "--output").
+  SaveDirLock(const std::string& save_dir, const char* flag);
+  ~SaveDirLock();
+  SaveDirLock(SaveDirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  SaveDirLock& operator=(SaveDirLock&& o) noexcept;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+inline constexpr const char* kWriterLockFile = ".tessera-writer.lock";
+
+// Throws the error SaveDirLock would ("FLAG DIR is being written by pid N on
+// HOST") when a live process holds save_dir's writer lock; otherwise
+// returns, holding nothing and creating nothing. It takes a shared lock for
+// a moment, so several processes may look at once without seeing each
+// other: what a process can check before it knows whether it is the rank
+// that writes.
+void check_no_writer(const std::string& save_dir, const char* flag);
+
 // Committed steps under save_dir that are not this run's to continue,
 // newest first: (step, path).
 // - load_dir is save_dir itself (resume from its `latest`): none; steps past

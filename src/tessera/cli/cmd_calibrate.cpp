@@ -18,6 +18,7 @@
 #include "tessera/cli/flag_checks.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/core/error.h"
+#include "tessera/core/output_file.h"
 #include "tessera/plan/calibrate_run.h"
 #include "tessera/plan/model_presets.h"
 
@@ -42,26 +43,17 @@ void run_calibrate(const CalibrateArgs& a) {
   agree(*world, [&] {
     for (const auto& m : a.measure.models) plan::load_model(m);
     if (!lead) return;
-    const std::filesystem::path p(a.output);
-    std::error_code ec;
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-    const std::string probe = a.output + ".tmp";
-    TESSERA_CHECK(bool(std::ofstream(probe)), "--output {}: cannot write there", a.output);
-    std::filesystem::remove(probe);
+    check_output_file(a.output, "--output");
   });
   const plan::Calibration c = plan::calibrate_machine(*world, a.measure);
   // Rank 0 writes; agree() so that a failure there (the file does not load
   // back) ends every rank instead of leaving the others in a barrier.
   agree(*world, [&] {
     if (!lead) return;
-    const std::string tmp = a.output + ".tmp";
-    {
-      std::ofstream out(tmp);
-      TESSERA_CHECK(bool(out), "--output {}: cannot open for writing", a.output);
-      out << plan::calibration_toml(c);
-    }
-    plan::load_system_file(tmp);  // what was written must load
-    std::filesystem::rename(tmp, a.output);
+    OutputFile out(a.output, "--output");
+    out.write(plan::calibration_toml(c));
+    if (out.atomic()) plan::load_system_file(out.staging());  // what was written must load
+    out.commit();
     fmt::print("peak sgemm {:.1f} GFLOP/s; wrote {} in {:.0f} s\n", c.peak_gemm / 1e9, a.output,
                c.seconds);
   });

@@ -11,6 +11,7 @@
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/hf_model.h"
+#include "tessera/ckpt/save_dir_owner.h"
 #include "tessera/ckpt/step_dirs.h"
 #include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/cli/commands.h"
@@ -87,6 +88,8 @@ void register_import_cmd(CLI::App& app) {
   sub->add_option("--tokenizer", o->tokenizer,
                   "record this tokenizer ('bytes' or a vocab.json + merges.txt directory)");
   sub->callback([o] {
+    // The one writer of --output while the import runs (ckpt/save_dir_owner.h).
+    const ckpt::SaveDirLock lock(o->output, "--output");
     // An import is step 0: committing it would point `latest` of a training
     // run's directory at the import and hide the trained steps.
     if (const auto steps = ckpt::list_steps(o->output); !steps.empty())

@@ -73,7 +73,9 @@ void register_generate(CLI::App& app) {
                   "checkpoint directory (a step directory, or a --save directory: its latest)")
       ->required();
   sub->add_option("--prompt", o->prompt, "text to continue")->capture_default_str();
-  sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate")->capture_default_str();
+  sub->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate")
+      ->check(fits_int64())
+      ->capture_default_str();
   sub->add_option("--temperature", o->temperature, "softmax temperature (0: greedy)")
       ->capture_default_str();
   sub->add_option("--top-k", o->top_k, "sample from the k most likely tokens (0: all)")

@@ -12,6 +12,7 @@
 
 #include "tessera/cli/commands.h"
 #include "tessera/core/error.h"
+#include "tessera/core/output_file.h"
 #include "tessera/plan/line_chart.h"
 #include "tessera/plan/run_metrics.h"
 
@@ -39,10 +40,7 @@ std::vector<std::pair<double, double>> curve(const plan::RunMetrics& r,
 
 void write_chart(const std::string& dir, const std::string& name, const plan::LineChart& c) {
   const std::string path = dir + "/" + name;
-  std::ofstream out(path);
-  out << plan::svg_line_chart(c);
-  out.close();
-  TESSERA_CHECK(bool(out), "--output {}: cannot write {}", dir, path);
+  write_output_file(path, plan::svg_line_chart(c), "--output");
   fmt::print("wrote {}\n", path);
 }
 

@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include "tessera/cli/commands.h"
 #include "tessera/cli/flag_checks.h"
 #include "tessera/core/error.h"
+#include "tessera/core/output_file.h"
 #include "tessera/data/bpe_train.h"
 #include "tessera/data/token_file.h"
 #include "tessera/data/tokenizer.h"
@@ -210,15 +212,17 @@ void register_decode_cmd(CLI::App& tok) {
     // start <= size, so size - start cannot wrap (start + count could).
     const int64_t end =
         o->count < 0 ? src->size() : o->start + std::min(src->size() - o->start, o->count);
-    std::FILE* out = o->output.empty() ? stdout : std::fopen(o->output.c_str(), "wb");
-    TESSERA_CHECK(out, "cannot write {}", o->output);
+    // Default standard output; a named file through core/output_file.h.
+    std::optional<OutputFile> out;
+    if (!o->output.empty()) out.emplace(o->output, "--output");
     std::vector<int32_t> ids;
     for (int64_t b = o->start; b < end; b += 1 << 20) {
       ids = src->read(b, std::min<int64_t>(1 << 20, end - b));
       std::string text = tok.decode(ids);
-      std::fwrite(text.data(), 1, text.size(), out);
+      if (out) out->write(text);
+      else std::fwrite(text.data(), 1, text.size(), stdout);
     }
-    if (out != stdout) std::fclose(out);
+    if (out) out->commit();
   });
 }
 

@@ -19,6 +19,7 @@
 #include "tessera/data/data_blend.h"
 #include "tessera/data/tokenizer_identity.h"
 #include "tessera/comm/grid.h"
+#include "tessera/comm/launch_env.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/comm/node_local.h"
 #include "tessera/core/checked_math.h"
@@ -390,6 +391,11 @@ void print_memory_table(comm::Communicator& world, const comm::Grid& grid, const
 // Returns the exit status of a run that ended without an error: 0, or
 // 128 + signal after --exit-signal-handler stopped it.
 int run_train(TrainConfig c, const LaunchFlags& flags) {
+  // The one writer of --save, claimed before MPI start-up (about a second on
+  // a loaded node), so that a second run into a directory being written is
+  // refused at once (run_outputs.h).
+  SaveDirClaim save;
+  if (!flags.dry_run) save.before_mpi(c, comm::launch_rank());
   comm::MpiRuntime runtime(nullptr, nullptr);
   std::unique_ptr<comm::Communicator> world = runtime.world();
   const bool log = world->rank() == 0;
@@ -399,8 +405,13 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
   // ranks agree before anything collective, so none is left waiting.
   // --dry-run --dry-run-ranks N checks and plans an N-rank job from one process.
   const int64_t ranks = flags.dry_run_ranks > 0 ? flags.dry_run_ranks : world->size();
+  // --save's lock is agreed on first, on its own: rank 0's refusal (one
+  // line from rank 0, exit 2 on every rank) waits for no data or model setup.
   agree(*world, [&] {
     flags.validate();
+    if (!flags.dry_run) save.take(c, world->rank());
+  });
+  agree(*world, [&] {
     c.par.set_world(ranks);  // checks tp, pp >= 1 before they divide anything
     // --load's metadata (sizes only, no checksums: Trainer::load verifies):
     // --use-checkpoint-args takes the model's shape from it before anything

@@ -166,7 +166,7 @@ void run_tune(const TuneArgs& a) {
     fmt::print("resumed {} trial(s) from {}\n", trials.size(), a.resume);
   } else {
     check_output_file(log, "--log");
-    std::ofstream(log, std::ios::trunc).flush();
+    write_output_file(log, "", "--log");  // a new, empty log (a device is only opened)
   }
   if (!a.output.empty()) check_output_file(a.output, "--output");
   std::set<std::string> tried;

@@ -28,9 +28,9 @@ void report_error(const comm::Communicator& world, const Error& e) {
   if (dynamic_cast<const ReportedError*>(&e)) return;
   const bool collective = dynamic_cast<const CollectiveError*>(&e) != nullptr;
   if (world.size() == 1 || (collective && world.rank() == 0))
-    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    fmt::print(stderr, "tessera: error: {}\n", clipped(e.what(), 2000));
   else if (!collective)
-    fmt::print(stderr, "tessera: error: [rank {}] {}\n", world.rank(), e.what());
+    fmt::print(stderr, "tessera: error: [rank {}] {}\n", world.rank(), clipped(e.what(), 2000));
 }
 
 void end_job_on_rank_error(const comm::Communicator& world, const std::exception& e) {

@@ -4,6 +4,7 @@
 
 
 #include "tessera/core/error.h"
+#include "tessera/core/toml_text.h"
 #include "tessera/core/regular_file.h"
 
 namespace tessera::cli {
@@ -35,7 +36,8 @@ void append_file_flags(const std::string& file, const CLI::App* sub,
                        std::vector<std::string>& out) {
   toml::table table;
   try {
-    table = toml::parse_file(file);
+    const std::string text = read_toml_text(file, "--config");
+    table = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
     fail("config {}: {} (line {}, column {})", file, e.description(), where.line, where.column);
@@ -44,7 +46,7 @@ void append_file_flags(const std::string& file, const CLI::App* sub,
     std::string key(k.str());
     const CLI::Option* opt = sub->get_option_no_throw("--" + key);
     TESSERA_CHECK(opt && key != "config", "config {}: unknown key '{}' (`tessera {}` has no --{})",
-                  file, key, sub->get_name(), key);
+                  file, clipped(key), sub->get_name(), clipped(key));
     std::string text = value_text(v, file, key);
     // A flag (present or absent): it takes no argument. (Its type size is 1
     // for a bool flag in CLI11 2.x, so that is not the test.)

@@ -12,6 +12,9 @@
 #include "tessera/core/error.h"
 #include "tessera/train/exit_signals.h"
 
+// An error line stays readable whatever input it quotes (tessera::clipped).
+constexpr size_t kMaxMessage = 2000;
+
 int main(int argc, char** argv) {
   // First, while this is the only thread: SIGTERM and SIGINT must never be
   // handled on a thread inside a oneDNN GEMM (why: train/exit_signals.h).
@@ -43,12 +46,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     fmt::print(stderr, "tessera: error: {}{}\nRun `tessera --help` or `tessera <command> --help`.\n",
-               e.what(), tessera::cli::flag_suggestion(app, args));
+               tessera::clipped(e.what(), kMaxMessage), tessera::cli::flag_suggestion(app, args));
     return 2;
   } catch (const tessera::ReportedError&) {
     return 2;  // already printed (a multi-rank job reports once)
   } catch (const tessera::Error& e) {
-    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    fmt::print(stderr, "tessera: error: {}\n", tessera::clipped(e.what(), kMaxMessage));
     return 2;
   } catch (const std::bad_alloc&) {
     // What no size check foresaw: still one line and exit 2, never an abort.
@@ -57,7 +60,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // A library's exception no check turned into a tessera::Error (a
     // filesystem error, a JSON type error): one line and exit 2 as well.
-    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    fmt::print(stderr, "tessera: error: {}\n", tessera::clipped(e.what(), kMaxMessage));
     return 2;
   } catch (...) {
     fmt::print(stderr, "tessera: error: unknown exception\n");

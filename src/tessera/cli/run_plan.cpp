@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tessera/core/error.h"
+#include "tessera/core/toml_text.h"
 #include "tessera/plan/report.h"
 #include "tessera/train/data_setup.h"
 
@@ -143,7 +144,8 @@ bool is_layout_key(const std::string& key) {
 TrainKeys non_layout_keys_of_file(const std::string& path) {
   toml::table table;
   try {
-    table = toml::parse_file(path);
+    const std::string text = read_toml_text(path, "--config");
+    table = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     fail("config {}: {} (line {})", path, e.description(), e.source().begin.line);
   }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tessera/comm/mpi_backend.h"
+#include "tessera/comm/node_local.h"
 #include "tessera/core/error.h"
 
 namespace tessera::comm {
@@ -27,6 +28,9 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv, RuntimeOptions options) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  // Counted now, with every rank here, and kept: the start-up checks read it
+  // inside agree(), where a rank that already failed would not join (node_local.h).
+  ranks_on_this_node();
   monitor_ = std::make_shared<CommMonitor>(world_rank_, options.log_capacity,
                                            std::make_unique<ProgressBoard>(MPI_COMM_WORLD));
 }

@@ -4,10 +4,19 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace tessera::comm {
 
+namespace {
+
+// 0 until the first count after MPI_Init; then the count, for the process's life.
+std::atomic<int> g_node_ranks{0};
+
+}  // namespace
+
 int ranks_on_this_node() {
+  if (const int n = g_node_ranks.load(); n > 0) return n;
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -17,6 +26,7 @@ int ranks_on_this_node() {
   int n = 1;
   MPI_Comm_size(node, &n);
   MPI_Comm_free(&node);
+  g_node_ranks.store(n);
   return n;
 }
 

@@ -7,7 +7,11 @@
 namespace tessera::comm {
 
 // Number of world ranks on this node (MPI_Comm_split_type, shared memory).
-// 1 when MPI is not initialised.
+// 1 when MPI is not initialised. The first call after MPI_Init is collective
+// over the world, so MpiRuntime makes it on every rank as it starts; later
+// calls return that count without communicating, which lets a start-up
+// check that one rank may skip (a rank-0-only error inside agree()) use it
+// without leaving the other ranks waiting in MPI_Comm_split_type.
 int ranks_on_this_node();
 
 // max(1, cores available to this process / ranks_on_this_node()).

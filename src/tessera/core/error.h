@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tessera {
 
@@ -23,6 +24,16 @@ struct CollectiveError : Error {
 struct ReportedError : Error {
   ReportedError() : Error("") {}
 };
+
+// An input value quoted in a message, at most `max` bytes of it: a 100 MB
+// TOML string or a 300 MB line of merges.txt must not become a 100 MB
+// error line. The middle is cut, and the cut says how much went.
+inline std::string clipped(std::string_view text, size_t max = 200) {
+  if (text.size() <= max) return std::string(text);
+  const size_t head = max / 2, tail = max - head;
+  return fmt::format("{}...[{} bytes cut]...{}", text.substr(0, head),
+                     text.size() - head - tail, text.substr(text.size() - tail));
+}
 
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {

@@ -44,6 +44,8 @@ DataBlend parse_data_blend(const std::vector<std::string>& words, const std::str
     b.paths.push_back(words[i + 1]);
     sum += w;
   }
+  // Weights each finite can still sum to inf (1e308 1e308): every share would be 0.
+  TESSERA_CHECK(std::isfinite(sum), "{}: the blend weights sum past the largest number", flag);
   for (double& w : b.weights) w /= sum;
   return b;
 }
@@ -57,14 +59,17 @@ SplitFractions parse_split(const std::string& text) {
     const std::string word = text.substr(begin, end - begin);
     const double v = as_number(word);
     TESSERA_CHECK(std::isfinite(v) && v >= 0,
-                  "--split: '{}' is not a share >= 0 (expected e.g. 969,30,1)", word);
+                  "--split: '{}' is not a share >= 0 (expected e.g. 969,30,1)", clipped(word));
     parts.push_back(v);
     begin = end + 1;
   }
   TESSERA_CHECK(parts.size() <= 3, "--split: at most three shares (train,valid,test), got '{}'",
-                text);
+                clipped(text));
   parts.resize(3, 0.0);
   const double sum = parts[0] + parts[1] + parts[2];
+  // Shares each finite can sum to inf (1e308,1e308,1): the fractions would be 0 and nan.
+  TESSERA_CHECK(std::isfinite(sum), "--split: the shares of '{}' sum past the largest number",
+                clipped(text));
   TESSERA_CHECK(parts[0] > 0, "--split: the training share must be > 0 (got '{}')", text);
   return {parts[0] / sum, parts[1] / sum, parts[2] / sum};
 }

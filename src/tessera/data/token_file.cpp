@@ -43,57 +43,51 @@ void pack_header(const TokenFileHeader& h, uint8_t* out) {
 // ---- writer -------------------------------------------------------------------
 
 TokenFileWriter::TokenFileWriter(std::string path, uint32_t vocab_size, uint64_t tokenizer_hash, int32_t eot_id)
-    : path_(std::move(path)), tmp_path_(path_ + ".tmp") {
+    : path_(std::move(path)) {
   TESSERA_CHECK(vocab_size > 0, "{}: vocabulary size must be positive", path_);
   header_.vocab_size = vocab_size;
   header_.token_bytes = token_bytes_for_vocab(vocab_size);
   header_.tokenizer_hash = tokenizer_hash;
   header_.eot_id = eot_id < 0 ? 0xFFFFFFFFu : uint32_t(eot_id);
-  f_ = std::fopen(tmp_path_.c_str(), "wb");
-  TESSERA_CHECK(f_, "cannot write {}: {}", tmp_path_, std::strerror(errno));
-  uint8_t hdr[kTokenFileHeaderBytes];
-  pack_header(header_, hdr);  // count 0 until close()
-  TESSERA_CHECK(std::fwrite(hdr, 1, sizeof hdr, f_) == sizeof hdr, "error writing {}", tmp_path_);
+  out_ = std::make_unique<OutputFile>(path_, "--output");
+  // The header's counts are written last, over the first bytes.
+  TESSERA_CHECK(out_->seekable(), "--output {}: a token file's header is written last, so it needs a file "
+                "(or a device such as /dev/null), not a pipe", path_);
+  buf_.resize(kTokenFileHeaderBytes);
+  pack_header(header_, buf_.data());  // count 0 until close()
 }
 
-TokenFileWriter::~TokenFileWriter() {
-  if (f_) {
-    std::fclose(f_);
-    std::remove(tmp_path_.c_str());
-  }
+TokenFileWriter::~TokenFileWriter() = default;  // an unclosed OutputFile removes its temporary
+
+void TokenFileWriter::flush() {
+  out_->write(buf_.data(), buf_.size());
+  buf_.clear();
 }
 
 void TokenFileWriter::append(std::span<const int32_t> ids) {
-  TESSERA_CHECK(f_, "{}: append after close", path_);
+  TESSERA_CHECK(out_, "{}: append after close", path_);
   const size_t tb = header_.token_bytes;
-  buf_.resize(ids.size() * tb);
+  const size_t at = buf_.size();
+  buf_.resize(at + ids.size() * tb);
+  uint8_t* p = buf_.data() + at;
   for (size_t i = 0; i < ids.size(); ++i) {
     TESSERA_CHECK(ids[i] >= 0 && uint32_t(ids[i]) < header_.vocab_size, "{}: token id {} is outside the vocabulary of {}",
                   path_, ids[i], header_.vocab_size);
-    if (tb == 2) put<uint16_t>(buf_.data() + i * 2, uint16_t(ids[i]));
-    else put<uint32_t>(buf_.data() + i * 4, uint32_t(ids[i]));
+    if (tb == 2) put<uint16_t>(p + i * 2, uint16_t(ids[i]));
+    else put<uint32_t>(p + i * 4, uint32_t(ids[i]));
   }
-  TESSERA_CHECK(std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size(), "error writing {}: {}", tmp_path_,
-                std::strerror(errno));
   header_.token_count += ids.size();
+  if (buf_.size() >= (size_t(1) << 20)) flush();
 }
 
 void TokenFileWriter::close() {
-  TESSERA_CHECK(f_, "{}: closed twice", path_);
+  TESSERA_CHECK(out_, "{}: closed twice", path_);
+  flush();
   uint8_t hdr[kTokenFileHeaderBytes];
   pack_header(header_, hdr);
-  bool ok = std::fseek(f_, 0, SEEK_SET) == 0 && std::fwrite(hdr, 1, sizeof hdr, f_) == sizeof hdr &&
-            std::fflush(f_) == 0 && ::fsync(fileno(f_)) == 0;
-  int e = errno;
-  ok = (std::fclose(f_) == 0) && ok;
-  f_ = nullptr;
-  if (!ok) {
-    std::remove(tmp_path_.c_str());
-    fail("error writing {}: {}", tmp_path_, std::strerror(e));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp_path_, path_, ec);
-  TESSERA_CHECK(!ec, "cannot rename {} to {}: {}", tmp_path_, path_, ec.message());
+  out_->write_at(hdr, sizeof hdr, 0);
+  out_->commit();
+  out_.reset();
 }
 
 // ---- reader -------------------------------------------------------------------

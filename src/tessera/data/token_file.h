@@ -17,9 +17,11 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 
+#include "tessera/core/output_file.h"
 #include "tessera/data/mapped_file.h"
 #include "tessera/data/token_source.h"
 
@@ -45,22 +47,24 @@ inline uint32_t token_bytes_for_vocab(uint32_t vocab_size) { return vocab_size <
 class TokenFileWriter {
  public:
   TokenFileWriter(std::string path, uint32_t vocab_size, uint64_t tokenizer_hash, int32_t eot_id = -1);
-  ~TokenFileWriter();  // abandons (deletes PATH.tmp) unless close() ran
+  ~TokenFileWriter();  // abandons (deletes the temporary) unless close() ran
   TokenFileWriter(const TokenFileWriter&) = delete;
   TokenFileWriter& operator=(const TokenFileWriter&) = delete;
 
   // Appends ids; each must be in [0, vocab_size).
   void append(std::span<const int32_t> ids);
   void end_document() { ++header_.document_count; }
-  // Writes the final header, flushes, fsyncs, renames PATH.tmp -> PATH.
+  // Writes the final header and commits the output (core/output_file.h:
+  // renamed over a regular file, written through a device).
   void close();
   uint64_t count() const { return header_.token_count; }
 
  private:
-  std::string path_, tmp_path_;
-  std::FILE* f_ = nullptr;
+  void flush();
+  std::string path_;
+  std::unique_ptr<OutputFile> out_;  // null once closed
   TokenFileHeader header_;
-  std::vector<uint8_t> buf_;  // (bytes,) packed ids of one append
+  std::vector<uint8_t> buf_;  // (bytes,) packed ids not yet written, flushed at ~1 MiB
 };
 
 class TokenFile final : public TokenSource {

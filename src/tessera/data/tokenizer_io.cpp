@@ -43,10 +43,10 @@ Tokenizer Tokenizer::load(const std::string& vocab_json, const std::string& merg
   std::unordered_map<std::string, int32_t> by_spelling;  // GPT-2 spelling -> id, to resolve merges
   by_spelling.reserve(V);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    TESSERA_CHECK(it.value().is_number_integer(), "tokenizer: {}: the id of token '{}' is not an integer", vocab_json, it.key());
+    TESSERA_CHECK(it.value().is_number_integer(), "tokenizer: {}: the id of token '{}' is not an integer", vocab_json, clipped(it.key()));
     int64_t id = it.value().get<int64_t>();
     TESSERA_CHECK(id >= 0 && size_t(id) < V, "tokenizer: {}: token '{}' has id {}, but ids must be 0..{} (one per entry)",
-                  vocab_json, it.key(), id, V - 1);
+                  vocab_json, clipped(it.key()), id, V - 1);
     TESSERA_CHECK(!seen[size_t(id)], "tokenizer: {}: id {} is given to two tokens", vocab_json, id);
     seen[size_t(id)] = 1;
     std::string bytes;
@@ -65,11 +65,11 @@ Tokenizer Tokenizer::load(const std::string& vocab_json, const std::string& merg
     if (line.empty() || (lineno == 1 && line.rfind("#version", 0) == 0)) continue;
     size_t sp = line.find(' ');
     TESSERA_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
-                  "tokenizer: {}:{}: expected 'left right', got '{}'", merges_txt, lineno, line);
+                  "tokenizer: {}:{}: expected 'left right', got '{}'", merges_txt, lineno, clipped(line));
     auto a = by_spelling.find(line.substr(0, sp));
     auto b = by_spelling.find(line.substr(sp + 1));
     TESSERA_CHECK(a != by_spelling.end() && b != by_spelling.end(), "tokenizer: {}:{}: '{}' uses a token not in {}", merges_txt,
-                  lineno, line, vocab_json);
+                  lineno, clipped(line), vocab_json);
     tok.merges_.emplace_back(a->second, b->second);
   }
   tok.build_index();

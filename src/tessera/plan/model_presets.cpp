@@ -1,12 +1,14 @@
 #include "tessera/plan/model_presets.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <toml++/toml.h>
 
 #include "tessera/core/edit_distance.h"
 #include "tessera/core/error.h"
+#include "tessera/core/toml_text.h"
 
 namespace tessera::plan {
 
@@ -167,11 +169,15 @@ bool flag_value(const std::string& path, const std::string& key, const toml::nod
   return *b;
 }
 
-// A float key: TOML integers (rotary-base = 500000) are numbers too.
+// A float key: TOML integers (rotary-base = 500000) are numbers too. Both
+// float keys (norm-epsilon, rotary-base) must be positive and finite as a
+// float (1e300 would turn into inf).
 float number_value(const std::string& path, const std::string& key, const toml::node& v) {
   const auto d = v.value<double>();
   TESSERA_CHECK((v.is_floating_point() || v.is_integer()) && d.has_value(),
                 "{}: key '{}' must be a number", path, key);
+  TESSERA_CHECK(std::isfinite(float(*d)) && float(*d) > 0,
+                "{}: key '{}' must be a finite number > 0 (got {})", path, key, *d);
   return float(*d);
 }
 
@@ -188,7 +194,7 @@ void set_family_key(GPTConfig& c, bool& gqa, const std::string& path, const std:
   if (key == "normalization") {
     const std::string n = string_value(path, key, v);
     TESSERA_CHECK(n == "LayerNorm" || n == "RMSNorm",
-                  "{}: normalization must be \"LayerNorm\" or \"RMSNorm\" (got \"{}\")", path, n);
+                  "{}: normalization must be \"LayerNorm\" or \"RMSNorm\" (got \"{}\")", path, clipped(n));
     c.normalization = n == "RMSNorm" ? Normalization::RMSNorm : Normalization::LayerNorm;
   } else if (key == "norm-epsilon") {
     c.norm_epsilon = number_value(path, key, v);
@@ -198,7 +204,7 @@ void set_family_key(GPTConfig& c, bool& gqa, const std::string& path, const std:
     const std::string n = string_value(path, key, v);
     TESSERA_CHECK(n == "learned_absolute" || n == "rope",
                   "{}: position-embedding-type must be \"learned_absolute\" or \"rope\" (got \"{}\")",
-                  path, n);
+                  path, clipped(n));
     c.position_embedding = n == "rope" ? PositionEmbedding::Rope : PositionEmbedding::Learned;
   } else if (key == "rotary-base") {
     c.rotary_base = number_value(path, key, v);
@@ -220,7 +226,8 @@ void set_family_key(GPTConfig& c, bool& gqa, const std::string& path, const std:
 GPTConfig load_model_file(const std::string& path, const KeyFilter& other_known_key) {
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    const std::string text = read_toml_text(path, "model file");
+    root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
   }
@@ -237,7 +244,7 @@ GPTConfig model_from_table(const toml::table& root, const std::string& path,
   if (legacy)
     for (const auto& [k, v] : root)
       TESSERA_CHECK(k.str() == "model", "{}: unknown key '{}' (a model file with a [model] table "
-                    "holds nothing else)", path, k.str());
+                    "holds nothing else)", path, clipped(k.str()));
   const toml::table& t = legacy ? *old : root;
   GPTConfig c;
   c.vocab_size = kGpt2Vocab;
@@ -256,7 +263,8 @@ GPTConfig model_from_table(const toml::table& root, const std::string& path,
       // A key of `tessera train --config` that does not shape the model
       // (lr, train-iters) is not this file's error; anything else is.
       TESSERA_CHECK(!legacy && other_known_key && other_known_key(key),
-                    "{}: unknown key '{}' (model keys: {})", path, key, model_key_list());
+                    "{}: unknown key '{}' (model keys: {})", path, clipped(key),
+                    model_key_list());
       continue;
     }
     const auto value = v.value<int64_t>();

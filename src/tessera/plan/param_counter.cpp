@@ -36,7 +36,12 @@ int64_t ParamCounter::layer_params(int64_t tp) {
   ParallelConfig shape;
   shape.tp = tp;
   int64_t n = 0;
-  const ParamLayout layout = ParamLayout::build(model_, shape, 0, 0);
+  // A layer's shapes do not depend on how many there are: a one-layer model
+  // gives layer 0 without building every layer (a model file may ask for
+  // 65,536 of them, and the whole layout then took seconds).
+  GPTConfig one = model_;
+  one.num_layers = 1;
+  const ParamLayout layout = ParamLayout::build(one, shape, 0, 0);
   for (const auto& e : layout.entries())
     if (e.layer == 0) n += e.numel();
   std::lock_guard<std::mutex> lock(mu_);

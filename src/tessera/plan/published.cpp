@@ -165,7 +165,7 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
     const std::string_view key = k.str();
     TESSERA_CHECK(std::any_of(std::begin(kRunKeys), std::end(kRunKeys),
                               [&](const char* known) { return key == known; }),
-                  "{}: unknown key '{}'", r.where, key);
+                  "{}: unknown key '{}'", r.where, clipped(key));
   }
   run.system = r.str("system");
   // The model: a preset name or an inline table of train's model keys.

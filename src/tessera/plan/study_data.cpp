@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "tessera/core/error.h"
+#include "tessera/core/toml_text.h"
 #include "tessera/plan/system.h"
 
 namespace tessera::plan {
@@ -72,7 +73,8 @@ StudyData load_study(const std::string& name) {
   TESSERA_CHECK(std::filesystem::exists(file), "--study: no such file '{}'", file);
   toml::table root;
   try {
-    root = toml::parse_file(file);
+    const std::string text = read_toml_text(file, "study");
+    root = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
     fail("{}: {} (line {})", file, e.description(), e.source().begin.line);
   }

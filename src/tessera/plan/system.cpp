@@ -3,28 +3,64 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "tessera/core/error.h"
+#include "tessera/core/toml_text.h"
 
 namespace tessera::plan {
 namespace fs = std::filesystem;
 
 namespace {
 
+// What a numeric field may hold. Every number is finite (nan and inf plan
+// nothing); an impossible one (a zero bandwidth, a zero tile) would divide
+// by zero or print nan, so each field is range-checked where it is read.
+enum class Range {
+  positive,      // > 0
+  non_negative,  // >= 0
+  fraction,      // in (0, 1]
+};
+
+// The number at `key` of `t` (at `where` in `file`), or nullopt when absent:
+// a present key must hold a number in `range`, a whole one when `integer`
+// (and below 2^53, so int64_t(v) is exact). Throws naming file and key.
+std::optional<double> read_number(const toml::table& t, const std::string& key,
+                                  const std::string& where, const std::string& file, Range range,
+                                  bool integer) {
+  const toml::node_view<const toml::node> node = t[key];
+  if (!node) return std::nullopt;
+  const std::optional<double> v = node.value<double>();
+  TESSERA_CHECK(v.has_value(), "{}: '{}{}' must be a number", file, where, key);
+  const double x = *v;
+  const char* want = range == Range::positive ? "> 0" : range == Range::non_negative ? ">= 0" : "in (0, 1]";
+  const bool in_range = std::isfinite(x) && (range == Range::positive       ? x > 0
+                                             : range == Range::non_negative ? x >= 0
+                                                                           : x > 0 && x <= 1);
+  TESSERA_CHECK(in_range, "{}: '{}{}' must be a finite number {} (got {})", file, where, key, want, x);
+  TESSERA_CHECK(!integer || (x == std::floor(x) && x < 9007199254740992.0),
+                "{}: '{}{}' must be a whole number below 2^53 (got {})", file, where, key, x);
+  return x;
+}
+
 // Required numeric field `key` of `table` (at `where` in `file`).
 double need_number(const toml::table& t, const std::string& key, const std::string& where,
-                   const std::string& file) {
-  auto v = t[key].value<double>();
+                   const std::string& file, Range range = Range::positive, bool integer = false) {
+  auto v = read_number(t, key, where, file, range, integer);
   TESSERA_CHECK(v.has_value(), "{}: missing or non-numeric field '{}{}'", file, where, key);
   return *v;
 }
 
-double get_number(const toml::table& t, const std::string& key, double fallback) {
-  return t[key].value<double>().value_or(fallback);
+// Optional numeric field: `fallback` when absent, checked like need_number when present.
+double get_number(const toml::table& t, const std::string& key, double fallback,
+                  const std::string& where, const std::string& file, Range range = Range::positive,
+                  bool integer = false) {
+  return read_number(t, key, where, file, range, integer).value_or(fallback);
 }
 
 const toml::table& need_table(const toml::table& t, const std::string& key,
@@ -49,7 +85,8 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path);
 SystemSpec load_system_file(const std::string& path) {
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    const std::string text = read_toml_text(path, "system file");
+    root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     fail("{}: TOML parse error at line {}: {}", path, e.source().begin.line, e.description());
   }
@@ -57,6 +94,7 @@ SystemSpec load_system_file(const std::string& path) {
 }
 
 SystemSpec load_system_text(const std::string& text, const std::string& name) {
+  check_toml_key_depth(text, name);
   toml::table root;
   try {
     root = toml::parse(text, name);
@@ -74,19 +112,20 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
   s.device_name = dev["name"].value<std::string>().value_or("device");
   s.memory_bytes = need_number(dev, "memory_GB", "device.", path) * 1e9;
   s.memory_bandwidth = need_number(dev, "memory_bandwidth_GBps", "device.", path) * 1e9;
-  s.memory_efficiency = need_number(dev, "memory_efficiency", "device.", path);
+  s.memory_efficiency = need_number(dev, "memory_efficiency", "device.", path);  // <= 1 below
   TESSERA_CHECK(s.memory_efficiency > 0 && s.memory_efficiency <= 1,
                 "{}: device.memory_efficiency must be in (0, 1] (the fraction of "
                 "memory_bandwidth_GBps a STREAM-like kernel reaches; 1 when the bandwidth is "
                 "itself measured)",
                 path);
-  s.reserved_bytes = get_number(dev, "reserved_GB", 0.0) * 1e9;
-  s.compute_units = int64_t(get_number(dev, "compute_units", 1));
+  s.reserved_bytes = get_number(dev, "reserved_GB", 0.0, "device.", path, Range::non_negative) * 1e9;
+  s.compute_units = int64_t(get_number(dev, "compute_units", 1, "device.", path, Range::positive, true));
   const toml::table* peak = dev["peak_TFLOPs"].as_table();
   TESSERA_CHECK(peak != nullptr, "{}: missing field 'device.peak_TFLOPs' (e.g. {{ bf16 = 191.5 }})",
                 path);
-  const double fp16 = get_number(*peak, "fp16", 0), bf16 = get_number(*peak, "bf16", 0);
-  const double p32 = get_number(*peak, "fp32", 0);
+  const double fp16 = get_number(*peak, "fp16", 0, "device.peak_TFLOPs.", path);
+  const double bf16 = get_number(*peak, "bf16", 0, "device.peak_TFLOPs.", path);
+  const double p32 = get_number(*peak, "fp32", 0, "device.peak_TFLOPs.", path);
   TESSERA_CHECK(fp16 > 0 || bf16 > 0 || p32 > 0,
                 "{}: 'device.peak_TFLOPs' needs at least one of bf16, fp16 or fp32", path);
   // A precision the file does not list runs at one it does; a CPU without
@@ -95,18 +134,19 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
   s.peak_flops_fp16 = (fp16 > 0 ? fp16 : bf16 > 0 ? bf16 : p32) * 1e12;
   s.peak_flops_32 = (p32 > 0 ? p32 : bf16 > 0 ? bf16 : fp16) * 1e12;
   // fp8 never stands in for another precision, nor they for it.
-  const double fp8 = get_number(*peak, "fp8", 0);
-  TESSERA_CHECK(fp8 >= 0, "{}: 'device.peak_TFLOPs.fp8' must be >= 0 (0: no fp8 units)", path);
-  s.peak_flops_fp8 = fp8 * 1e12;
+  // 0 (or absent): no fp8 units.
+  s.peak_flops_fp8 = get_number(*peak, "fp8", 0, "device.peak_TFLOPs.", path, Range::non_negative) * 1e12;
 }
 
 // [node]: devices per node, overlap, synchronisation wait.
 void read_node(SystemSpec& s, const toml::table& root, const std::string& path) {
   const auto& node = need_table(root, "node", path);
-  s.devices_per_node = int64_t(need_number(node, "devices", "node.", path));
+  s.devices_per_node = int64_t(need_number(node, "devices", "node.", path, Range::positive, true));
   TESSERA_CHECK(s.devices_per_node >= 1, "{}: node.devices must be >= 1", path);
-  s.comm_overlap = get_number(node, "comm_overlap", s.comm_overlap);
-  s.sync_wait = get_number(node, "sync_wait_us", 0.0) * 1e-6;
+  if (const auto v = node["comm_overlap"].value<double>()) s.comm_overlap = *v;
+  TESSERA_CHECK(!node["comm_overlap"] || node["comm_overlap"].value<double>(),
+                "{}: 'node.comm_overlap' must be a number", path);
+  s.sync_wait = get_number(node, "sync_wait_us", 0.0, "node.", path, Range::non_negative) * 1e-6;
   TESSERA_CHECK(s.comm_overlap >= -1 && s.comm_overlap <= 1,
                 "{}: node.comm_overlap must be in [-1, 1] (the fraction of a collective compute "
                 "hides; below 0: overlapping costs extra)",
@@ -125,10 +165,10 @@ std::vector<GemmSample> read_gemm_samples(const toml::table& g, const char* key,
     const toml::table* row = node_.as_table();
     TESSERA_CHECK(row != nullptr, "{}: gemm.{} entries must be tables", path, key);
     GemmSample sm;
-    sm.m = int64_t(need_number(*row, "m", where.c_str(), path));
-    sm.n = int64_t(need_number(*row, "n", where.c_str(), path));
-    sm.k = int64_t(need_number(*row, "k", where.c_str(), path));
-    sm.flops = need_number(*row, "TFLOPs", where.c_str(), path) * 1e12;
+    sm.m = int64_t(need_number(*row, "m", where, path, Range::positive, true));
+    sm.n = int64_t(need_number(*row, "n", where, path, Range::positive, true));
+    sm.k = int64_t(need_number(*row, "k", where, path, Range::positive, true));
+    sm.flops = need_number(*row, "TFLOPs", where, path) * 1e12;
     out.push_back(sm);
   }
   return out;
@@ -138,11 +178,12 @@ std::vector<GemmSample> read_gemm_samples(const toml::table& g, const char* key,
 void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) {
   const toml::table* g = root["gemm"].as_table();
   if (g == nullptr) return;
-  s.gemm_max_efficiency = get_number(*g, "max_efficiency", s.gemm_max_efficiency);
-  s.gemm_max_efficiency_fp8 = get_number(*g, "max_efficiency_fp8", s.gemm_max_efficiency);
-  s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m)));
-  s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n)));
-  s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency);
+  s.gemm_max_efficiency = get_number(*g, "max_efficiency", s.gemm_max_efficiency, "gemm.", path, Range::fraction);
+  s.gemm_max_efficiency_fp8 = get_number(*g, "max_efficiency_fp8", s.gemm_max_efficiency, "gemm.",
+                                         path, Range::fraction);
+  s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m), "gemm.", path, Range::positive, true));
+  s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n), "gemm.", path, Range::positive, true));
+  s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency, "gemm.", path);
   s.gemm_measured = read_gemm_samples(*g, "measured", path);
   s.gemm_measured_bf16 = read_gemm_samples(*g, "measured_bf16", path);
   s.gemm_measured_fp16 = read_gemm_samples(*g, "measured_fp16", path);
@@ -158,7 +199,7 @@ void read_kernels(SystemSpec& s, const toml::table& root, const std::string& pat
     TESSERA_CHECK(i < kKernelCount, "{}: kernels.{} is not a kernel the planner knows", path,
                   key.str());
     const auto ns = value.value<double>();
-    TESSERA_CHECK(ns && *ns > 0, "{}: kernels.{} must be a positive number (ns per element)",
+    TESSERA_CHECK(ns && *ns > 0 && std::isfinite(*ns), "{}: kernels.{} must be a positive number (ns per element)",
                   path, key.str());
     s.kernel_seconds_per_element[i] = *ns * 1e-9;
   }
@@ -175,15 +216,13 @@ void read_network(SystemSpec& s, const toml::table& root, const std::string& pat
     std::string where = fmt::format("network[{}].", i);
     NetworkTier tier;
     tier.name = (*t)["name"].value<std::string>().value_or(fmt::format("tier{}", i));
-    tier.ranks = int64_t(need_number(*t, "ranks", where, path));
+    tier.ranks = int64_t(need_number(*t, "ranks", where, path, Range::non_negative, true));
     tier.bandwidth = need_number(*t, "bandwidth_GBps", where, path) * 1e9;
-    tier.latency = need_number(*t, "latency_us", where, path) * 1e-6;
-    tier.efficiency = get_number(*t, "efficiency", 1.0);
+    tier.latency = need_number(*t, "latency_us", where, path, Range::non_negative) * 1e-6;
+    tier.efficiency = get_number(*t, "efficiency", 1.0, where, path, Range::fraction);
     const char* factor_keys[] = {"all_reduce_factor", "reduce_scatter_factor", "all_gather_factor"};
     for (size_t k = 0; k < 3; ++k) {
-      tier.collective_factor[k] = get_number(*t, factor_keys[k], 1.0);
-      TESSERA_CHECK(tier.collective_factor[k] > 0, "{}: {}{} must be > 0", path, where,
-                    factor_keys[k]);
+      tier.collective_factor[k] = get_number(*t, factor_keys[k], 1.0, where, path);
     }
     if ((*t)["per_node"].value<bool>().value_or(false))
       tier.bandwidth /= double(s.devices_per_node);  // the node's NICs, shared by its devices
@@ -216,7 +255,7 @@ void read_in_situ(SystemSpec& s, const toml::table& root, const std::string& pat
                     "{}: {}.{} is not a kind of compute work (core/profile.h)", path, table,
                     key.str());
       const auto x = value.value<double>();
-      TESSERA_CHECK(x && *x > 0, "{}: {}.{} must be a positive factor", path, table, key.str());
+      TESSERA_CHECK(x && *x > 0 && std::isfinite(*x), "{}: {}.{} must be a positive factor", path, table, key.str());
       factors.seconds[i] = *x;
     }
   }
@@ -236,10 +275,10 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
   read_in_situ(s, root, path);
   // [calibration]: the ranks x threads `tessera calibrate` measured with.
   if (const toml::table* cal = root["calibration"].as_table()) {
-    s.calibrated_ranks = int64_t(get_number(*cal, "ranks", 0));
-    s.calibrated_threads = int64_t(get_number(*cal, "threads", 0));
-    s.cores = int64_t(get_number(*cal, "cores", 0));
-    s.kernel_ranks = int64_t(get_number(*cal, "kernel_ranks", 0));
+    s.calibrated_ranks = int64_t(get_number(*cal, "ranks", 0, "calibration.", path, Range::non_negative, true));
+    s.calibrated_threads = int64_t(get_number(*cal, "threads", 0, "calibration.", path, Range::non_negative, true));
+    s.cores = int64_t(get_number(*cal, "cores", 0, "calibration.", path, Range::non_negative, true));
+    s.kernel_ranks = int64_t(get_number(*cal, "kernel_ranks", 0, "calibration.", path, Range::non_negative, true));
     TESSERA_CHECK(s.calibrated_ranks >= 0 && s.calibrated_threads >= 0 && s.cores >= 0,
                   "{}: calibration.ranks, calibration.threads and calibration.cores must be >= 0",
                   path);

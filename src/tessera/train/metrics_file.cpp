@@ -1,5 +1,7 @@
 #include "tessera/train/metrics_file.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <filesystem>
 
@@ -42,25 +44,27 @@ MetricsFile::MetricsFile(const std::string& path, int64_t resumed_step,
                          const nlohmann::json& header)
     : path_(path) {
   create_parent_dirs(path, "--metrics-file");
+  // A device or a pipe (/dev/stdout, a FIFO a monitor reads) is written
+  // through: never read back for kept lines (a pipe would block), never
+  // replaced by a rename.
+  struct stat st {};
+  const bool regular = ::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode);
   std::vector<std::string> kept;
-  if (resumed_step >= 0) kept = metrics_lines_kept(path, resumed_step);
+  if (resumed_step >= 0 && regular) kept = metrics_lines_kept(path, resumed_step);
   bool has_header = false;
   for (const std::string& line : kept)
     has_header = has_header || nlohmann::json::parse(line).contains("run");
   if (!kept.empty()) {
     // The kept lines go to a new file that replaces the old one whole: a
     // crash here leaves the old file, never half of it.
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream t(tmp, std::ios::trunc);
-      for (const std::string& line : kept) t << line << "\n";
-      t.flush();
-      TESSERA_CHECK(bool(t), "--metrics-file {}: cannot write {}", path, tmp);
-    }
-    std::filesystem::rename(tmp, path);
+    std::string text;
+    for (const std::string& line : kept) text += line + "\n";
+    write_output_file(path, text, "--metrics-file");
     out_.open(path, std::ios::app);
-  } else {
+  } else if (regular) {
     out_.open(path, std::ios::trunc);
+  } else {
+    out_.open(path, std::ios::app);  // through the device, no truncation asked of it
   }
   TESSERA_CHECK(bool(out_), "--metrics-file {}: cannot open for writing", path);
   if (!has_header) out_ << header.dump() << "\n" << std::flush;

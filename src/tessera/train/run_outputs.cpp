@@ -22,6 +22,35 @@ std::string metrics_path_of(const TrainConfig& c, int rank) {
   return path;
 }
 
+namespace {
+
+ckpt::SaveDirLock lock_for_rank0(const TrainConfig& c) {
+  check_output_dir(c.save_dir, "--save", fmt::format("{}-rank0", ::getpid()));
+  return ckpt::SaveDirLock(c.save_dir, "--save");
+}
+
+}  // namespace
+
+void SaveDirClaim::before_mpi(const TrainConfig& c, const comm::LaunchRank& at) {
+  if (c.save_dir.empty()) return;
+  if (!at.named) {
+    ckpt::check_no_writer(c.save_dir, "--save");  // throws: no rank to tell yet
+    return;
+  }
+  if (at.rank != 0) return;
+  try {
+    lock = lock_for_rank0(c);
+  } catch (const Error& e) {
+    error = e.what();  // the other ranks hear of it in take()'s agree()
+  }
+}
+
+void SaveDirClaim::take(const TrainConfig& c, int rank) {
+  if (c.save_dir.empty() || rank != 0) return;
+  if (!error.empty()) throw Error(error);
+  if (!lock.held()) lock = lock_for_rank0(c);
+}
+
 void check_run_outputs(const TrainConfig& c, int rank) {
   if (!c.save_dir.empty()) {
     // Every rank writes its shard files into --save: every rank probes it.

@@ -133,16 +133,12 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   sp.fp8 = a.precision == "fp8";
   TESSERA_CHECK(sp.fp8 || precision_parse(a.precision, sp.precision),
                 "--precision: bf16, fp16, fp32 or fp8 (got '{}')", a.precision);
-  TESSERA_CHECK(!sp.fp8 || !run, "--precision fp8: tessera train does not train in FP8; plan "
-                "--config plans the engine's own run (bf16, fp16 or fp32)");
   sp.flash_attention = !a.no_flash;
   sp.overlap_grad_reduce = a.overlap_grad_reduce;
   sp.overlap_param_gather = a.overlap_param_gather;
   TESSERA_CHECK(!a.overlap_param_gather || a.overlap_grad_reduce,
                 "--overlap-param-gather needs --overlap-grad-reduce (as in tessera train)");
-  sp.tp_comm_overlap = a.tp_comm_overlap;
-  TESSERA_CHECK(!a.tp_comm_overlap || !run, "--tp-comm-overlap: tessera train does not overlap "
-                "its tensor-parallel collectives; plan --config plans the engine's own run");
+  sp.tp_comm_overlap = a.tp_comm_overlap;  // never with a run: refused in run_plan
   sp.tp_within_node = !a.tp_across_nodes;
   if (run) fix_to_run(sp, a, run->train);
   return sp;
@@ -335,8 +331,8 @@ void run_plan(const PlanArgs& args) {
                 "--config and --model: give one (--config names a whole `tessera train` run)");
   TESSERA_CHECK(!args.search || !args.config.empty(),
                 "--search: only with --config (a --model plan always searches)");
-  // Planner-only settings the engine cannot run: refused before --config's
-  // calibration (make_space repeats these for the layouts it builds).
+  // Planner-only settings the engine cannot run: refused here, before
+  // --config's calibration, and nowhere else (make_space builds on this).
   TESSERA_CHECK(args.config.empty() || args.precision != "fp8",
                 "--precision fp8: tessera train does not train in FP8; plan --config plans the "
                 "engine's own run (bf16, fp16 or fp32)");

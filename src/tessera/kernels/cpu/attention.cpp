@@ -14,6 +14,7 @@
 #include "tessera/core/error.h"
 #include "tessera/kernels/cpu/rope.h"
 #include "tessera/kernels/cpu/storage.h"
+#include "tessera/kernels/cpu/vec16.h"
 #include "tessera/kernels/cpu/vec_math.h"
 
 namespace tessera::cpu {
@@ -100,53 +101,93 @@ void load_rows(float* dst, const typename St::T* src, int64_t j0, int64_t nk, in
 
 using Block = float[kRows][kBlock];  // (kRows, kBlock) scores or probabilities
 
-// S (kRows, kBlock) = scale * x (kRows rows of HS) @ tile (HS, kBlock).
-// Accumulates in a local array so GCC keeps it in registers.
-inline void rows_times_tile(Block& S, const float* const x[kRows], const float* tile, int64_t HS,
-                            float scale) {
-  float acc[kRows][kBlock] = {};
+// The tile loops below hold a 64-wide row of a tile as kV vectors (vec16.h)
+// and load each operand that several FMAs share into a register once.
+constexpr int64_t kV = kBlock / 16;
+static_assert(kBlock % 16 == 0);
+
+// S (kRows, kBlock) = x (kRows rows of HS) @ tile (HS, kBlock). The score
+// scale is already in x: callers scale q rows once (scaled_row) rather than
+// once per key tile and row here, the same product x * scale either way.
+// Each S element sums its HS products in order d = 0..HS-1.
+inline void rows_times_tile(Block& S, const float* const x[kRows], const float* tile, int64_t HS) {
+  vf16 acc[kRows][kV] = {};  // 16 registers
   for (int64_t d = 0; d < HS; d++) {
-    const float* col = tile + d * kBlock;  // (kBlock)
+    vf16 col[kV];  // row d of the tile
+    for (int64_t v = 0; v < kV; v++) {
+      col[v] = load16(tile + d * kBlock + 16 * v);
+      pin(col[v]);
+    }
     for (int64_t r = 0; r < kRows; r++) {
-      const float xd = x[r][d] * scale;
-#pragma omp simd
-      for (int64_t j = 0; j < kBlock; j++) acc[r][j] += xd * col[j];
+      const float xd = x[r][d];
+      for (int64_t v = 0; v < kV; v++) acc[r][v] += xd * col[v];
     }
   }
-  std::copy(&acc[0][0], &acc[0][0] + kRows * kBlock, &S[0][0]);
+  for (int64_t r = 0; r < kRows; r++)
+    for (int64_t v = 0; v < kV; v++) store16(&S[r][16 * v], acc[r][v]);
 }
 
-// A (kRows, HSP) += P (kRows, kBlock) @ M (kBlock, HSP), keys 0..nk-1.
+// dst (n) = scale * src (n): a q row scaled once for all its key tiles.
+inline void scaled_row(float* dst, const float* src, int64_t n, float scale) {
+#pragma omp simd
+  for (int64_t d = 0; d < n; d++) dst[d] = src[d] * scale;
+}
+
+// A (kRows, HSP) += P (kRows, kBlock) @ M (kBlock, HSP), keys 0..nk-1 in order.
 inline void block_times_rows(float* A, const Block& P, const float* M, int64_t HSP, int64_t nk) {
   for (int64_t d0 = 0; d0 < HSP; d0 += kBlock) {
-    float acc[kRows][kBlock];
-    for (int64_t r = 0; r < kRows; r++) std::copy(A + r * HSP + d0, A + r * HSP + d0 + kBlock, acc[r]);
+    vf16 acc[kRows][kV];  // 16 registers
+    for (int64_t r = 0; r < kRows; r++)
+      for (int64_t v = 0; v < kV; v++) acc[r][v] = load16(A + r * HSP + d0 + 16 * v);
     for (int64_t j = 0; j < nk; j++) {
-      const float* m = M + j * HSP + d0;  // (kBlock) chunk of key/value row j
+      vf16 m[kV];  // (kBlock) chunk of key/value row j
+      for (int64_t v = 0; v < kV; v++) {
+        m[v] = load16(M + j * HSP + d0 + 16 * v);
+        pin(m[v]);
+      }
       for (int64_t r = 0; r < kRows; r++) {
         const float pj = P[r][j];
-#pragma omp simd
-        for (int64_t d = 0; d < kBlock; d++) acc[r][d] += pj * m[d];
+        for (int64_t v = 0; v < kV; v++) acc[r][v] += pj * m[v];
       }
     }
-    for (int64_t r = 0; r < kRows; r++) std::copy(acc[r], acc[r] + kBlock, A + r * HSP + d0);
+    for (int64_t r = 0; r < kRows; r++)
+      for (int64_t v = 0; v < kV; v++) store16(A + r * HSP + d0 + 16 * v, acc[r][v]);
   }
 }
 
-// M (kBlock, HSP) += P^T (kBlock, kRows) @ X (kRows, HSP), keys 0..nk-1.
-inline void block_t_times_rows(float* M, const Block& P, const float* X, int64_t HSP, int64_t nk) {
-  for (int64_t j = 0; j < nk; j++) {
-    float* m = M + j * HSP;  // (HSP)
-    for (int64_t d0 = 0; d0 < HSP; d0 += kBlock) {
-      float acc[kBlock];
-      std::copy(m + d0, m + d0 + kBlock, acc);
-      for (int64_t r = 0; r < kRows; r++) {
-        const float pj = P[r][j];
-        const float* x = X + r * HSP + d0;
-#pragma omp simd
-        for (int64_t d = 0; d < kBlock; d++) acc[d] += pj * x[d];
+// Mt (HS, kBlock) += X^T (HS, kRows) @ P (kRows, kBlock): the gradient of a
+// key or value tile, held transposed. Element (d, j) takes x_r[d] * P[r][j]
+// for r = 0..kRows-1 in order, as a row-major (kBlock, HS) tile would, but
+// here a vector runs along the keys, so four rows of Mt are sixteen
+// independent accumulators; along d one key's four vectors would chain
+// kRows FMAs on each of four, and wait on their latency.
+inline void rows_t_times_block(float* Mt, const float* const x[kRows], const Block& P, int64_t HS) {
+  constexpr int64_t kD = 4;  // rows of Mt a pass: 16 accumulators
+  int64_t d0 = 0;
+  for (; d0 + kD <= HS; d0 += kD) {
+    vf16 acc[kD][kV];
+    for (int64_t e = 0; e < kD; e++)
+      for (int64_t v = 0; v < kV; v++) acc[e][v] = load16(Mt + (d0 + e) * kBlock + 16 * v);
+    for (int64_t r = 0; r < kRows; r++) {
+      vf16 p[kV];  // row r of P
+      for (int64_t v = 0; v < kV; v++) {
+        p[v] = load16(&P[r][16 * v]);
+        pin(p[v]);
       }
-      std::copy(acc, acc + kBlock, m + d0);
+      for (int64_t e = 0; e < kD; e++) {
+        const float xd = x[r][d0 + e];
+        for (int64_t v = 0; v < kV; v++) acc[e][v] += xd * p[v];
+      }
+    }
+    for (int64_t e = 0; e < kD; e++)
+      for (int64_t v = 0; v < kV; v++) store16(Mt + (d0 + e) * kBlock + 16 * v, acc[e][v]);
+  }
+  for (; d0 < HS; d0++) {  // HS % kD rows left
+    float* m = Mt + d0 * kBlock;  // (kBlock)
+    for (int64_t r = 0; r < kRows; r++) {
+      const float xd = x[r][d0];
+#pragma omp simd
+      for (int64_t j = 0; j < kBlock; j++) m[j] += xd * P[r][j];
     }
   }
 }
@@ -217,14 +258,13 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
   const int64_t nqb = (T + kBlock - 1) / kBlock;
   const std::optional<Rope> rope_call = rope_of(hd, T);
   const Rope* rope = rope_call ? &*rope_call : nullptr;
-  const bool direct_q = std::is_same_v<St, StoreF32> && !rope;
 
 #pragma omp parallel
   {
     std::vector<float> kt(HS * kBlock);     // (HS, kBlock) key tile, transposed
     std::vector<float> vtile(kBlock * HSP); // (kBlock, HSP) value tile
     std::vector<float> acc(kBlock * HSP);   // (kBlock, HSP) unnormalized output rows
-    std::vector<float> qtile(kBlock * HS);  // (kBlock, HS) 16-bit storage or RoPE: the tile's q rows widened, rotated
+    std::vector<float> qtile(kBlock * HS);  // (kBlock, HS) the tile's q rows widened, rotated, scaled
     float mrow[kBlock], lrow[kBlock];       // running max and running sum per query row
     Block S;                                // scores, then probabilities, of kRows rows
     Block Z;                                // dropout only: mask / (1-p)
@@ -243,11 +283,13 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
           std::fill(acc.begin(), acc.end(), 0.0f);
           std::fill(mrow, mrow + kBlock, -std::numeric_limits<float>::infinity());
           std::fill(lrow, lrow + kBlock, 0.0f);
-          // fp32 without RoPE reads q in place; otherwise the tile's rows are
-          // widened (and rotated) once, for all its key tiles.
-          if (!direct_q)
-            for (int64_t i = i0; i < i1; i++)
-              load_row<St>(qtile.data() + (i - i0) * HS, qbase + i * W, HS, rope, i);
+          // The tile's q rows widened (and rotated) and scaled once, for all
+          // its key tiles.
+          for (int64_t i = i0; i < i1; i++) {
+            float* qi = qtile.data() + (i - i0) * HS;  // (HS)
+            load_row<St>(qi, qbase + i * W, HS, rope, i);
+            scaled_row(qi, qi, HS, scale);
+          }
 
           for (int64_t j0 = 0; j0 <= i0; j0 += kBlock) {  // causal: tiles up to the diagonal
             const int64_t nk = std::min(T, j0 + kBlock) - j0;
@@ -260,11 +302,9 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
               const float* q[kRows];
               for (int64_t r = 0; r < kRows; r++) {
                 irow[r] = std::min(g + r, i1 - 1);
-                // (direct_q: St::T is float, the cast is the identity)
-                q[r] = direct_q ? reinterpret_cast<const float*>(qbase + irow[r] * W)
-                                : qtile.data() + (irow[r] - i0) * HS;
+                q[r] = qtile.data() + (irow[r] - i0) * HS;
               }
-              rows_times_tile(S, q, kt.data(), HS, scale);
+              rows_times_tile(S, q, kt.data(), HS);
               for (int64_t r = 0; r < kRows; r++) {
                 const int64_t a = g + r - i0;                      // accumulator row
                 const int64_t jlim = std::min(nk, irow[r] - j0 + 1);  // keys <= i in this tile
@@ -350,10 +390,11 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
     std::vector<float> kt(HS * kBlock);     // (HS, kBlock) key tile, transposed
     std::vector<float> vt(HS * kBlock);     // (HS, kBlock) value tile, transposed
     std::vector<float> krows(kBlock * HSP); // (kBlock, HSP) key tile, row-major
-    std::vector<float> dk(kBlock * HSP);    // (kBlock, HSP) gradient of the key tile
-    std::vector<float> dv(kBlock * HSP);    // (kBlock, HSP) gradient of the value tile
-    std::vector<float> qg(kRows * HSP);     // (kRows, HSP) the group's query rows, padded
-    std::vector<float> dog(kRows * HSP);    // (kRows, HSP) the group's dout rows, padded
+    std::vector<float> dkt(HS * kBlock);    // (HS, kBlock) gradient of the key tile, transposed
+    std::vector<float> dvt(HS * kBlock);    // (HS, kBlock) gradient of the value tile, transposed
+    std::vector<float> row(HSP);            // (HSP) one row of dk or dv on its way out
+    std::vector<float> qg(kRows * HSP);     // (kRows, HSP) the group's query rows
+    std::vector<float> qs(kRows * HSP);     // (kRows, HSP) the same, times the score scale
     std::vector<float> dqg(kRows * HSP);    // (kRows, HSP) the group's dq from this tile
     std::vector<float> D(group * T);        // (group, T) D_i = dout_i . out_i per query head
     std::vector<float> ow(HS);              // (HS) 16-bit storage: one out row widened
@@ -411,8 +452,8 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
           load_transposed<St>(kt.data(), kbase, j0, nk, HS, W, rope);
           load_transposed<St>(vt.data(), vbase, j0, nk, HS, W);
           load_rows<St>(krows.data(), kbase, j0, nk, HS, HSP, W, rope);
-          std::fill(dk.begin(), dk.end(), 0.0f);
-          std::fill(dv.begin(), dv.end(), 0.0f);
+          std::fill(dkt.begin(), dkt.end(), 0.0f);
+          std::fill(dvt.begin(), dvt.end(), 0.0f);
 
           for (int64_t m = 0; m < group; m++) {
             const int64_t h = kvh * group + m;  // local query head (the dropout mask's)
@@ -421,10 +462,9 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
             for (int64_t g = j0; g < T; g += kRows) {  // causal: only queries i >= j0
               // Rows past T repeat row T-1 with no keys, so they add nothing.
               int64_t irow[kRows], jlim[kRows];
-              const float* q[kRows];
-              const float* dO[kRows];
-              std::fill(qg.begin(), qg.end(), 0.0f);
-              std::fill(dog.begin(), dog.end(), 0.0f);
+              const float* q[kRows];   // (HS) rows of the group's q
+              const float* qsc[kRows]; // (HS) the same, scaled
+              const float* dO[kRows];  // (HS) rows of dout
               for (int64_t r = 0; r < kRows; r++) {
                 irow[r] = std::min(g + r, T - 1);
                 jlim[r] = g + r < T ? std::min(nk, irow[r] - j0 + 1) : 0;
@@ -432,11 +472,12 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
                 // The same values as the rows of qkv, widened (and rotated).
                 load_row<St>(qg.data() + r * HSP, qbase(m) + irow[r] * W, HS, rope, irow[r]);
                 q[r] = qg.data() + r * HSP;
-                std::copy(dO[r], dO[r] + HS, dog.data() + r * HSP);
+                scaled_row(qs.data() + r * HSP, q[r], HS, scale);
+                qsc[r] = qs.data() + r * HSP;
               }
               // Recompute P_ij = exp(s_ij - lse_i) from the saved row log-sum-exp.
-              rows_times_tile(P, q, kt.data(), HS, scale);
-              rows_times_tile(dS, dO, vt.data(), HS, 1.0f);  // dP = dout . v
+              rows_times_tile(P, qsc, kt.data(), HS);
+              rows_times_tile(dS, dO, vt.data(), HS);  // dP = dout . v
               if (!dropout) {
                 for (int64_t r = 0; r < kRows; r++) {
                   const float Li = L[irow[r]], Di = Dm[irow[r]];
@@ -467,8 +508,8 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
                   }
                 }
               }
-              block_t_times_rows(dv.data(), dropout ? PZ : P, dog.data(), HSP, nk);  // dV += (P*Z)^T dO
-              block_t_times_rows(dk.data(), dS, qg.data(), HSP, nk);   // dK += dS^T Q
+              rows_t_times_block(dvt.data(), dO, dropout ? PZ : P, HS);  // dV^T += dO^T (P*Z)
+              rows_t_times_block(dkt.data(), q, dS, HS);                 // dK^T += Q^T dS
               std::fill(dqg.begin(), dqg.end(), 0.0f);
               block_times_rows(dqg.data(), dS, krows.data(), HSP, nk);  // dQ = dS K
               for (int64_t r = 0; r < kRows && g + r < T; r++) {
@@ -481,9 +522,11 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
           }
 
           for (int64_t j = 0; j < nk; j++) {
-            if (rope) rope->unrotate(dk.data() + j * HSP, j0 + j);
-            store_row<St>(dkbase + (j0 + j) * W, dk.data() + j * HSP, HS);
-            store_row<St>(dvbase + (j0 + j) * W, dv.data() + j * HSP, HS);
+            for (int64_t d = 0; d < HS; d++) row[d] = dkt[d * kBlock + j];
+            if (rope) rope->unrotate(row.data(), j0 + j);
+            store_row<St>(dkbase + (j0 + j) * W, row.data(), HS);
+            for (int64_t d = 0; d < HS; d++) row[d] = dvt[d * kBlock + j];
+            store_row<St>(dvbase + (j0 + j) * W, row.data(), HS);
           }
         }
         for (int64_t m = 0; m < group; m++) {

@@ -106,25 +106,47 @@ using Block = float[kRows][kBlock];  // (kRows, kBlock) scores or probabilities
 constexpr int64_t kV = kBlock / 16;
 static_assert(kBlock % 16 == 0);
 
-// S (kRows, kBlock) = x (kRows rows of HS) @ tile (HS, kBlock). The score
-// scale is already in x: callers scale q rows once (scaled_row) rather than
-// once per key tile and row here, the same product x * scale either way.
-// Each S element sums its HS products in order d = 0..HS-1.
-inline void rows_times_tile(Block& S, const float* const x[kRows], const float* tile, int64_t HS) {
+// S (kRows, kBlock) = x (kRows rows of HS) @ tile (HS, kBlock), for the
+// tile's first 16 * NV keys; the rest of S is 0. The score scale is already
+// in x: callers scale q rows once (scaled_row) rather than once per key
+// tile and row here, the same product x * scale either way. Each S element
+// sums its HS products in order d = 0..HS-1.
+template <int64_t NV>
+[[gnu::noinline]] void rows_times_tile_v(Block& S, const float* const x[kRows], const float* tile,
+                                         int64_t HS) {
   vf16 acc[kRows][kV] = {};  // 16 registers
   for (int64_t d = 0; d < HS; d++) {
-    vf16 col[kV];  // row d of the tile
-    for (int64_t v = 0; v < kV; v++) {
+    vf16 col[NV];  // row d of the tile
+    for (int64_t v = 0; v < NV; v++) {
       col[v] = load16(tile + d * kBlock + 16 * v);
       pin(col[v]);
     }
     for (int64_t r = 0; r < kRows; r++) {
       const float xd = x[r][d];
-      for (int64_t v = 0; v < kV; v++) acc[r][v] += xd * col[v];
+      for (int64_t v = 0; v < NV; v++) acc[r][v] += xd * col[v];
     }
   }
   for (int64_t r = 0; r < kRows; r++)
     for (int64_t v = 0; v < kV; v++) store16(&S[r][16 * v], acc[r][v]);
+}
+
+// The number of 16-key vectors that hold keys 0..keys-1 of a tile. On and
+// under the causal diagonal a row group needs only the keys up to its last
+// row; the products of later keys would be masked (forward) or multiplied
+// by a zero probability (backward), and adding those zeros to sums that
+// start at +0 changes no bit, so the tile loops skip them.
+inline int64_t key_vectors(int64_t keys) { return std::clamp<int64_t>((keys + 15) / 16, 1, kV); }
+
+// rows_times_tile_v for the tile's first `keys` keys.
+inline void rows_times_tile(Block& S, const float* const x[kRows], const float* tile, int64_t HS,
+                            int64_t keys) {
+  static_assert(kV == 4, "one case per vector count");
+  switch (key_vectors(keys)) {
+    case 1: return rows_times_tile_v<1>(S, x, tile, HS);
+    case 2: return rows_times_tile_v<2>(S, x, tile, HS);
+    case 3: return rows_times_tile_v<3>(S, x, tile, HS);
+    default: return rows_times_tile_v<4>(S, x, tile, HS);
+  }
 }
 
 // dst (n) = scale * src (n): a q row scaled once for all its key tiles.
@@ -134,7 +156,7 @@ inline void scaled_row(float* dst, const float* src, int64_t n, float scale) {
 }
 
 // A (kRows, HSP) += P (kRows, kBlock) @ M (kBlock, HSP), keys 0..nk-1 in order.
-inline void block_times_rows(float* A, const Block& P, const float* M, int64_t HSP, int64_t nk) {
+[[gnu::noinline]] void block_times_rows(float* A, const Block& P, const float* M, int64_t HSP, int64_t nk) {
   for (int64_t d0 = 0; d0 < HSP; d0 += kBlock) {
     vf16 acc[kRows][kV];  // 16 registers
     for (int64_t r = 0; r < kRows; r++)
@@ -161,34 +183,48 @@ inline void block_times_rows(float* A, const Block& P, const float* M, int64_t H
 // here a vector runs along the keys, so four rows of Mt are sixteen
 // independent accumulators; along d one key's four vectors would chain
 // kRows FMAs on each of four, and wait on their latency.
-inline void rows_t_times_block(float* Mt, const float* const x[kRows], const Block& P, int64_t HS) {
+template <int64_t NV>
+[[gnu::noinline]] void rows_t_times_block_v(float* Mt, const float* const x[kRows], const Block& P,
+                                            int64_t HS) {
   constexpr int64_t kD = 4;  // rows of Mt a pass: 16 accumulators
   int64_t d0 = 0;
   for (; d0 + kD <= HS; d0 += kD) {
-    vf16 acc[kD][kV];
+    vf16 acc[kD][NV];
     for (int64_t e = 0; e < kD; e++)
-      for (int64_t v = 0; v < kV; v++) acc[e][v] = load16(Mt + (d0 + e) * kBlock + 16 * v);
+      for (int64_t v = 0; v < NV; v++) acc[e][v] = load16(Mt + (d0 + e) * kBlock + 16 * v);
     for (int64_t r = 0; r < kRows; r++) {
-      vf16 p[kV];  // row r of P
-      for (int64_t v = 0; v < kV; v++) {
+      vf16 p[NV];  // row r of P
+      for (int64_t v = 0; v < NV; v++) {
         p[v] = load16(&P[r][16 * v]);
         pin(p[v]);
       }
       for (int64_t e = 0; e < kD; e++) {
         const float xd = x[r][d0 + e];
-        for (int64_t v = 0; v < kV; v++) acc[e][v] += xd * p[v];
+        for (int64_t v = 0; v < NV; v++) acc[e][v] += xd * p[v];
       }
     }
     for (int64_t e = 0; e < kD; e++)
-      for (int64_t v = 0; v < kV; v++) store16(Mt + (d0 + e) * kBlock + 16 * v, acc[e][v]);
+      for (int64_t v = 0; v < NV; v++) store16(Mt + (d0 + e) * kBlock + 16 * v, acc[e][v]);
   }
   for (; d0 < HS; d0++) {  // HS % kD rows left
     float* m = Mt + d0 * kBlock;  // (kBlock)
     for (int64_t r = 0; r < kRows; r++) {
       const float xd = x[r][d0];
 #pragma omp simd
-      for (int64_t j = 0; j < kBlock; j++) m[j] += xd * P[r][j];
+      for (int64_t j = 0; j < 16 * NV; j++) m[j] += xd * P[r][j];
     }
+  }
+}
+
+// rows_t_times_block_v for the tile's first `keys` keys (the later ones'
+// probabilities are 0: see key_vectors).
+inline void rows_t_times_block(float* Mt, const float* const x[kRows], const Block& P, int64_t HS,
+                               int64_t keys) {
+  switch (key_vectors(keys)) {
+    case 1: return rows_t_times_block_v<1>(Mt, x, P, HS);
+    case 2: return rows_t_times_block_v<2>(Mt, x, P, HS);
+    case 3: return rows_t_times_block_v<3>(Mt, x, P, HS);
+    default: return rows_t_times_block_v<4>(Mt, x, P, HS);
   }
 }
 
@@ -304,7 +340,9 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
                 irow[r] = std::min(g + r, i1 - 1);
                 q[r] = qtile.data() + (irow[r] - i0) * HS;
               }
-              rows_times_tile(S, q, kt.data(), HS);
+              // Keys of this tile at or before the group's last row (key_vectors).
+              const int64_t keys = std::min(nk, irow[kRows - 1] - j0 + 1);
+              rows_times_tile(S, q, kt.data(), HS, keys);
               for (int64_t r = 0; r < kRows; r++) {
                 const int64_t a = g + r - i0;                      // accumulator row
                 const int64_t jlim = std::min(nk, irow[r] - j0 + 1);  // keys <= i in this tile
@@ -338,7 +376,7 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
 #pragma omp simd
                   for (int64_t j = 0; j < kBlock; j++) S[r][j] *= Z[r][j];
               }
-              block_times_rows(acc.data() + (g - i0) * HSP, S, vtile.data(), HSP, nk);
+              block_times_rows(acc.data() + (g - i0) * HSP, S, vtile.data(), HSP, keys);
             }
           }
 
@@ -393,12 +431,16 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
     std::vector<float> dkt(HS * kBlock);    // (HS, kBlock) gradient of the key tile, transposed
     std::vector<float> dvt(HS * kBlock);    // (HS, kBlock) gradient of the value tile, transposed
     std::vector<float> row(HSP);            // (HSP) one row of dk or dv on its way out
-    std::vector<float> qg(kRows * HSP);     // (kRows, HSP) the group's query rows
-    std::vector<float> qs(kRows * HSP);     // (kRows, HSP) the same, times the score scale
     std::vector<float> dqg(kRows * HSP);    // (kRows, HSP) the group's dq from this tile
     std::vector<float> D(group * T);        // (group, T) D_i = dout_i . out_i per query head
     std::vector<float> ow(HS);              // (HS) 16-bit storage: one out row widened
-    std::vector<float> dqacc(kFp32 ? 0 : group * T * HS);  // (group, T, HS) 16-bit: dq sums
+    // The task's query rows are visited once per key tile: gathered once,
+    // contiguous, widened and rotated (qrows) and scaled (qscaled), and dq
+    // summed here (contiguous, not strided through dqkv) and written at the
+    // end. Each value is the one a per-tile load would form.
+    std::vector<float> qrows(group * T * HS);    // (group, T, HS)
+    std::vector<float> qscaled(group * T * HS);  // (group, T, HS)
+    std::vector<float> dqacc(group * T * HS);    // (group, T, HS) dq sums
     Block P, dS;                            // probabilities, then dP -> dS
     Block Z, PZ;                            // dropout only: mask / (1-p), and P * Z
 
@@ -409,18 +451,14 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
         const typename St::T* vbase = kbase + KVH * HS;
         typename St::T* dkbase = dqkv + b * T * W + C + kvh * HS;
         typename St::T* dvbase = dkbase + KVH * HS;
-        // Query head h = kvh * group + m, m < group: its rows of q, dout,
-        // out and dq (row t at + t * W, + t * C, + t * C, + t * dq_stride).
+        // Query head h = kvh * group + m, m < group: its rows of q, dout
+        // and out (row t at + t * W, + t * C, + t * C), and of the task's
+        // buffers (row t at + t * HS).
         auto qbase = [&](int64_t m) { return qkv + b * T * W + (kvh * group + m) * HS; };
         auto dobase = [&](int64_t m) { return dout + b * T * C + (kvh * group + m) * HS; };
         auto obase = [&](int64_t m) { return out + b * T * C + (kvh * group + m) * HS; };
-        // fp32: dq summed in place in dqkv; 16-bit: in dqacc, rounded at the end.
-        const int64_t dq_stride = kFp32 ? W : HS;
-        auto dqbase = [&](int64_t m) -> float* {
-          if constexpr (kFp32)
-            return dqkv + b * T * W + (kvh * group + m) * HS;
-          else
-            return dqacc.data() + m * T * HS;
+        auto task_row = [&](std::vector<float>& buf, int64_t m, int64_t t) {
+          return buf.data() + (m * T + t) * HS;
         };
 
         // dS = P * (dP - D) with D_i = sum_j P_ij dP_ij = dout_i . out_i,
@@ -442,8 +480,11 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
 #pragma omp simd reduction(+ : acc)
             for (int64_t d = 0; d < HS; d++) acc += dO[d] * o[d];
             D[m * T + i] = acc;
-            float* dq = dqbase(m) + i * dq_stride;
+            float* dq = task_row(dqacc, m, i);
             std::fill(dq, dq + HS, 0.0f);  // written, not accumulated
+            float* qi = task_row(qrows, m, i);
+            load_row<St>(qi, qbase(m) + i * W, HS, rope, i);
+            scaled_row(task_row(qscaled, m, i), qi, HS, scale);
           }
         }
 
@@ -469,15 +510,14 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
                 irow[r] = std::min(g + r, T - 1);
                 jlim[r] = g + r < T ? std::min(nk, irow[r] - j0 + 1) : 0;
                 dO[r] = dobase(m) + irow[r] * C;
-                // The same values as the rows of qkv, widened (and rotated).
-                load_row<St>(qg.data() + r * HSP, qbase(m) + irow[r] * W, HS, rope, irow[r]);
-                q[r] = qg.data() + r * HSP;
-                scaled_row(qs.data() + r * HSP, q[r], HS, scale);
-                qsc[r] = qs.data() + r * HSP;
+                q[r] = task_row(qrows, m, irow[r]);
+                qsc[r] = task_row(qscaled, m, irow[r]);
               }
+              // Keys of this tile at or before the group's last row (key_vectors).
+              const int64_t keys = std::min(nk, irow[kRows - 1] - j0 + 1);
               // Recompute P_ij = exp(s_ij - lse_i) from the saved row log-sum-exp.
-              rows_times_tile(P, qsc, kt.data(), HS);
-              rows_times_tile(dS, dO, vt.data(), HS);  // dP = dout . v
+              rows_times_tile(P, qsc, kt.data(), HS, keys);
+              rows_times_tile(dS, dO, vt.data(), HS, keys);  // dP = dout . v
               if (!dropout) {
                 for (int64_t r = 0; r < kRows; r++) {
                   const float Li = L[irow[r]], Di = Dm[irow[r]];
@@ -508,12 +548,12 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
                   }
                 }
               }
-              rows_t_times_block(dvt.data(), dO, dropout ? PZ : P, HS);  // dV^T += dO^T (P*Z)
-              rows_t_times_block(dkt.data(), q, dS, HS);                 // dK^T += Q^T dS
+              rows_t_times_block(dvt.data(), dO, dropout ? PZ : P, HS, keys);  // dV^T += dO^T (P*Z)
+              rows_t_times_block(dkt.data(), q, dS, HS, keys);                 // dK^T += Q^T dS
               std::fill(dqg.begin(), dqg.end(), 0.0f);
-              block_times_rows(dqg.data(), dS, krows.data(), HSP, nk);  // dQ = dS K
+              block_times_rows(dqg.data(), dS, krows.data(), HSP, keys);  // dQ = dS K
               for (int64_t r = 0; r < kRows && g + r < T; r++) {
-                float* dq = dqbase(m) + (g + r) * dq_stride;  // (HS)
+                float* dq = task_row(dqacc, m, g + r);  // (HS)
                 const float* src = dqg.data() + r * HSP;
 #pragma omp simd
                 for (int64_t d = 0; d < HS; d++) dq[d] += src[d];
@@ -531,10 +571,9 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
         }
         for (int64_t m = 0; m < group; m++) {
           for (int64_t i = 0; i < T; i++) {
-            float* dq = dqbase(m) + i * dq_stride;  // (HS) complete: every key tile added
+            float* dq = task_row(dqacc, m, i);  // (HS) complete: every key tile added
             if (rope) rope->unrotate(dq, i);
-            if constexpr (!kFp32)
-              store_row<St>(dqkv + b * T * W + (kvh * group + m) * HS + i * W, dq, HS);
+            store_row<St>(dqkv + b * T * W + (kvh * group + m) * HS + i * W, dq, HS);
           }
         }
       }

@@ -68,6 +68,17 @@ void load_row(float* dst, const typename St::T* src, int64_t n, const Rope* rope
   if (rope) rope->rotate(dst, t);
 }
 
+// A head's rows of qkv are HS elements out of every W: the hardware
+// prefetchers do not follow that stride, and the tile loads below waited on
+// memory for each row. prefetch_row asks for the lines of a row a few rows
+// ahead. (n elements of type E at p; no effect on any value.)
+constexpr int64_t kAhead = 16;  // rows
+template <class E>
+inline void prefetch_row(const E* p, int64_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (int64_t b = 0; b < n * int64_t(sizeof(E)); b += 64) __builtin_prefetch(c + b);
+}
+
 template <class St>
 void load_transposed(float* dst, const typename St::T* src, int64_t j0, int64_t nk, int64_t HS,
                      int64_t row_stride, const Rope* rope = nullptr) {
@@ -75,6 +86,7 @@ void load_transposed(float* dst, const typename St::T* src, int64_t j0, int64_t 
   float row_buf[kMaxRopeHead];  // one rotated key row (RoPE only)
   for (int64_t j = 0; j < nk; j++) {
     const typename St::T* row = src + (j0 + j) * row_stride;  // (HS)
+    if (j + kAhead < nk) prefetch_row(row + kAhead * row_stride, HS);
     if (rope) {
       load_row<St>(row_buf, row, HS, rope, j0 + j);
       for (int64_t d = 0; d < HS; d++) dst[d * kBlock + j] = row_buf[d];
@@ -95,8 +107,10 @@ template <class St>
 void load_rows(float* dst, const typename St::T* src, int64_t j0, int64_t nk, int64_t HS,
                int64_t HSP, int64_t row_stride, const Rope* rope = nullptr) {
   std::fill(dst, dst + kBlock * HSP, 0.0f);
-  for (int64_t j = 0; j < nk; j++)
+  for (int64_t j = 0; j < nk; j++) {
+    if (j + kAhead < nk) prefetch_row(src + (j0 + j + kAhead) * row_stride, HS);
     load_row<St>(dst + j * HSP, src + (j0 + j) * row_stride, HS, rope, j0 + j);
+  }
 }
 
 using Block = float[kRows][kBlock];  // (kRows, kBlock) scores or probabilities
@@ -294,11 +308,34 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
   const int64_t nqb = (T + kBlock - 1) / kBlock;
   const std::optional<Rope> rope_call = rope_of(hd, T);
   const Rope* rope = rope_call ? &*rope_call : nullptr;
+  // Every query tile of a head reads the same key and value tiles: they are
+  // transposed (rotated) and widened once per call, not once per query tile.
+  // The scratch is kept between calls (a fresh allocation of this size costs
+  // page faults on every layer) by the calling thread.
+  const int64_t ktile = HS * kBlock, vtile_size = kBlock * HSP;  // floats a tile
+  thread_local std::vector<float> kv_scratch;
+  const size_t kv_floats = size_t(B * KVH * nqb * (ktile + vtile_size));
+  if (kv_scratch.size() < kv_floats) kv_scratch.resize(kv_floats);
+  float* const ktiles = kv_scratch.data();                   // (B, KVH, nqb, HS, kBlock) K^T tiles
+  float* const vtiles = ktiles + B * KVH * nqb * ktile;      // (B, KVH, nqb, kBlock, HSP) V tiles
+  auto tile_index = [&](int64_t b, int64_t kvh, int64_t t) { return (b * KVH + kvh) * nqb + t; };
 
 #pragma omp parallel
   {
-    std::vector<float> kt(HS * kBlock);     // (HS, kBlock) key tile, transposed
-    std::vector<float> vtile(kBlock * HSP); // (kBlock, HSP) value tile
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t b = 0; b < B; b++) {
+      for (int64_t kvh = 0; kvh < KVH; kvh++) {
+        for (int64_t t = 0; t < nqb; t++) {
+          const int64_t j0 = t * kBlock, nk = std::min(T, j0 + kBlock) - j0;
+          const typename St::T* kbase = qkv + b * T * W + C + kvh * HS;  // row t at + t * W
+          const typename St::T* vbase = kbase + KVH * HS;
+          const int64_t at = tile_index(b, kvh, t);
+          load_transposed<St>(ktiles + at * ktile, kbase, j0, nk, HS, W, rope);
+          load_rows<St>(vtiles + at * vtile_size, vbase, j0, nk, HS, HSP, W);
+        }
+      }
+    }  // (the implicit barrier: every tile is ready)
+
     std::vector<float> acc(kBlock * HSP);   // (kBlock, HSP) unnormalized output rows
     std::vector<float> qtile(kBlock * HS);  // (kBlock, HS) the tile's q rows widened, rotated, scaled
     float mrow[kBlock], lrow[kBlock];       // running max and running sum per query row
@@ -314,14 +351,13 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
         for (int64_t qbr = 0; qbr < nqb; qbr++) {
           const int64_t i0 = (nqb - 1 - qbr) * kBlock, i1 = std::min(T, i0 + kBlock);
           const typename St::T* qbase = qkv + b * T * W + h * HS;  // row t at + t * W
-          const typename St::T* kbase = qkv + b * T * W + C + (h / group) * HS;
-          const typename St::T* vbase = kbase + KVH * HS;
           std::fill(acc.begin(), acc.end(), 0.0f);
           std::fill(mrow, mrow + kBlock, -std::numeric_limits<float>::infinity());
           std::fill(lrow, lrow + kBlock, 0.0f);
           // The tile's q rows widened (and rotated) and scaled once, for all
           // its key tiles.
           for (int64_t i = i0; i < i1; i++) {
+            if (i + kAhead < i1) prefetch_row(qbase + (i + kAhead) * W, HS);
             float* qi = qtile.data() + (i - i0) * HS;  // (HS)
             load_row<St>(qi, qbase + i * W, HS, rope, i);
             scaled_row(qi, qi, HS, scale);
@@ -329,8 +365,9 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
 
           for (int64_t j0 = 0; j0 <= i0; j0 += kBlock) {  // causal: tiles up to the diagonal
             const int64_t nk = std::min(T, j0 + kBlock) - j0;
-            load_transposed<St>(kt.data(), kbase, j0, nk, HS, W, rope);
-            load_rows<St>(vtile.data(), vbase, j0, nk, HS, HSP, W);
+            const int64_t at = tile_index(b, h / group, j0 / kBlock);
+            const float* kt = ktiles + at * ktile;        // (HS, kBlock)
+            const float* vtile = vtiles + at * vtile_size; // (kBlock, HSP)
             for (int64_t g = i0; g < i1; g += kRows) {
               // Rows past i1 repeat the last row; their results land in
               // unused accumulator rows and are never written out.
@@ -342,7 +379,7 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
               }
               // Keys of this tile at or before the group's last row (key_vectors).
               const int64_t keys = std::min(nk, irow[kRows - 1] - j0 + 1);
-              rows_times_tile(S, q, kt.data(), HS, keys);
+              rows_times_tile(S, q, kt, HS, keys);
               for (int64_t r = 0; r < kRows; r++) {
                 const int64_t a = g + r - i0;                      // accumulator row
                 const int64_t jlim = std::min(nk, irow[r] - j0 + 1);  // keys <= i in this tile
@@ -376,7 +413,7 @@ void attention_forward_as(typename St::T* out, float* lse, const typename St::T*
 #pragma omp simd
                   for (int64_t j = 0; j < kBlock; j++) S[r][j] *= Z[r][j];
               }
-              block_times_rows(acc.data() + (g - i0) * HSP, S, vtile.data(), HSP, keys);
+              block_times_rows(acc.data() + (g - i0) * HSP, S, vtile, HSP, keys);
             }
           }
 

@@ -502,6 +502,11 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
         // which needs no pass over the keys.
         for (int64_t m = 0; m < group; m++) {
           for (int64_t i = 0; i < T; i++) {
+            if (i + kAhead < T) {  // the rows of q, dout and out read below
+              prefetch_row(dobase(m) + (i + kAhead) * C, HS);
+              prefetch_row(obase(m) + (i + kAhead) * C, HS);
+              prefetch_row(qbase(m) + (i + kAhead) * W, HS);
+            }
             const float* dO = dobase(m) + i * C;
             // 16-bit out: widened first, so the reduction below is the fp32
             // kernel's loop (a widening load inside it could vectorise, and so

@@ -191,30 +191,32 @@ inline void scaled_row(float* dst, const float* src, int64_t n, float scale) {
   }
 }
 
-// Mt (HS, kBlock) += X^T (HS, kRows) @ P (kRows, kBlock): the gradient of a
-// key or value tile, held transposed. Element (d, j) takes x_r[d] * P[r][j]
-// for r = 0..kRows-1 in order, as a row-major (kBlock, HS) tile would, but
-// here a vector runs along the keys, so four rows of Mt are sixteen
-// independent accumulators; along d one key's four vectors would chain
-// kRows FMAs on each of four, and wait on their latency.
-template <int64_t NV>
-[[gnu::noinline]] void rows_t_times_block_v(float* Mt, const float* const x[kRows], const Block& P,
-                                            int64_t HS) {
+// Mt (HS, kBlock) += X^T (HS, R) @ P (R, kBlock), rows r = 0..R-1 of x
+// (HS each) and p (kBlock each): the gradient of a key or value tile, held
+// transposed, over the keys in the first NV vectors. Element (d, j) takes
+// x_r[d] * p_r[j] for r = 0..R-1 in order, as a row-major (kBlock, HS) tile
+// would, but here a vector runs along the keys, so four rows of Mt are
+// sixteen independent accumulators, loaded and stored once for all R rows
+// (the backward passes two row groups, R = 2 kRows, so that load and store
+// is half as frequent).
+template <int64_t NV, int64_t R>
+[[gnu::noinline]] void rows_t_times_block_v(float* Mt, const float* const x[R],
+                                            const float* const p[R], int64_t HS) {
   constexpr int64_t kD = 4;  // rows of Mt a pass: 16 accumulators
   int64_t d0 = 0;
   for (; d0 + kD <= HS; d0 += kD) {
     vf16 acc[kD][NV];
     for (int64_t e = 0; e < kD; e++)
       for (int64_t v = 0; v < NV; v++) acc[e][v] = load16(Mt + (d0 + e) * kBlock + 16 * v);
-    for (int64_t r = 0; r < kRows; r++) {
-      vf16 p[NV];  // row r of P
+    for (int64_t r = 0; r < R; r++) {
+      vf16 pr[NV];  // row r of P
       for (int64_t v = 0; v < NV; v++) {
-        p[v] = load16(&P[r][16 * v]);
-        pin(p[v]);
+        pr[v] = load16(p[r] + 16 * v);
+        pin(pr[v]);
       }
       for (int64_t e = 0; e < kD; e++) {
         const float xd = x[r][d0 + e];
-        for (int64_t v = 0; v < NV; v++) acc[e][v] += xd * p[v];
+        for (int64_t v = 0; v < NV; v++) acc[e][v] += xd * pr[v];
       }
     }
     for (int64_t e = 0; e < kD; e++)
@@ -222,23 +224,24 @@ template <int64_t NV>
   }
   for (; d0 < HS; d0++) {  // HS % kD rows left
     float* m = Mt + d0 * kBlock;  // (kBlock)
-    for (int64_t r = 0; r < kRows; r++) {
+    for (int64_t r = 0; r < R; r++) {
       const float xd = x[r][d0];
 #pragma omp simd
-      for (int64_t j = 0; j < 16 * NV; j++) m[j] += xd * P[r][j];
+      for (int64_t j = 0; j < 16 * NV; j++) m[j] += xd * p[r][j];
     }
   }
 }
 
 // rows_t_times_block_v for the tile's first `keys` keys (the later ones'
 // probabilities are 0: see key_vectors).
-inline void rows_t_times_block(float* Mt, const float* const x[kRows], const Block& P, int64_t HS,
-                               int64_t keys) {
+template <int64_t R>
+void rows_t_times_block(float* Mt, const float* const x[R], const float* const p[R], int64_t HS,
+                        int64_t keys) {
   switch (key_vectors(keys)) {
-    case 1: return rows_t_times_block_v<1>(Mt, x, P, HS);
-    case 2: return rows_t_times_block_v<2>(Mt, x, P, HS);
-    case 3: return rows_t_times_block_v<3>(Mt, x, P, HS);
-    default: return rows_t_times_block_v<4>(Mt, x, P, HS);
+    case 1: return rows_t_times_block_v<1, R>(Mt, x, p, HS);
+    case 2: return rows_t_times_block_v<2, R>(Mt, x, p, HS);
+    case 3: return rows_t_times_block_v<3, R>(Mt, x, p, HS);
+    default: return rows_t_times_block_v<4, R>(Mt, x, p, HS);
   }
 }
 
@@ -478,8 +481,10 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
     std::vector<float> qrows(group * T * HS);    // (group, T, HS)
     std::vector<float> qscaled(group * T * HS);  // (group, T, HS)
     std::vector<float> dqacc(group * T * HS);    // (group, T, HS) dq sums
-    Block P, dS;                            // probabilities, then dP -> dS
-    Block Z, PZ;                            // dropout only: mask / (1-p), and P * Z
+    // Two row groups' probabilities (P, then dP -> dS) and, under dropout,
+    // P * Z: dK and dV take both groups in one pass (rows_t_times_block).
+    Block Pb[2], dSb[2], PZb[2];
+    Block Z;                                // dropout only: mask / (1-p)
 
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; b++) {
@@ -542,7 +547,28 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
             const int64_t h = kvh * group + m;  // local query head (the dropout mask's)
             const float* L = lse + (b * NH + h) * T;  // (T)
             const float* Dm = D.data() + m * T;       // (T)
+            // The groups waiting for their dK, dV update: their rows of dO, q,
+            // of P (P * Z under dropout) and dS, in order, and the keys of the
+            // later one (which covers the earlier one's).
+            int64_t pending = 0, pending_keys = 0;
+            const float* px_do[2 * kRows];
+            const float* px_q[2 * kRows];
+            const float* pp[2 * kRows];
+            const float* pds[2 * kRows];
+            auto update_dk_dv = [&] {
+              if (pending == 2) {
+                rows_t_times_block<2 * kRows>(dvt.data(), px_do, pp, HS, pending_keys);   // dV^T += dO^T (P*Z)
+                rows_t_times_block<2 * kRows>(dkt.data(), px_q, pds, HS, pending_keys);   // dK^T += Q^T dS
+              } else if (pending == 1) {
+                rows_t_times_block<kRows>(dvt.data(), px_do, pp, HS, pending_keys);
+                rows_t_times_block<kRows>(dkt.data(), px_q, pds, HS, pending_keys);
+              }
+              pending = 0;
+            };
             for (int64_t g = j0; g < T; g += kRows) {  // causal: only queries i >= j0
+              Block& P = Pb[pending];
+              Block& dS = dSb[pending];
+              Block& PZ = PZb[pending];
               // Rows past T repeat row T-1 with no keys, so they add nothing.
               int64_t irow[kRows], jlim[kRows];
               const float* q[kRows];   // (HS) rows of the group's q
@@ -590,8 +616,14 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
                   }
                 }
               }
-              rows_t_times_block(dvt.data(), dO, dropout ? PZ : P, HS, keys);  // dV^T += dO^T (P*Z)
-              rows_t_times_block(dkt.data(), q, dS, HS, keys);                 // dK^T += Q^T dS
+              for (int64_t r = 0; r < kRows; r++) {
+                px_do[pending * kRows + r] = dO[r];
+                px_q[pending * kRows + r] = q[r];
+                pp[pending * kRows + r] = dropout ? PZ[r] : P[r];
+                pds[pending * kRows + r] = dS[r];
+              }
+              pending_keys = keys;
+              if (++pending == 2) update_dk_dv();
               std::fill(dqg.begin(), dqg.end(), 0.0f);
               block_times_rows(dqg.data(), dS, krows.data(), HSP, keys);  // dQ = dS K
               for (int64_t r = 0; r < kRows && g + r < T; r++) {
@@ -601,6 +633,7 @@ void attention_backward_as(typename St::T* dqkv, const float* dout, const typena
                 for (int64_t d = 0; d < HS; d++) dq[d] += src[d];
               }
             }
+            update_dk_dv();  // an odd group left
           }
 
           for (int64_t j = 0; j < nk; j++) {

@@ -10,6 +10,7 @@
 #include "expect_error.h"
 #include "temp_file.h"
 #include "tessera/model/param_layout.h"
+#include "tessera/plan/comm_model.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/memory_model.h"
 #include "tessera/plan/model_presets.h"
@@ -151,6 +152,51 @@ TEST(Zero3AsFsdp, HoldsTwoUnitsAndHidesItsGathersInsideANode) {
   slow.tiers.back().bandwidth /= 100;
   const LayoutCost w = evaluate_layout(m, slow, wide);
   EXPECT_GT(w.time.zero3_gather, 0.5 * w.time.step);
+}
+
+// FSDP's reduce_dtype: Composer's 'PURE' mode reduce-scatters bf16 gradients
+// (2 bytes), its 'DEFAULT' (0.16.4+) and torchtitan fp32 (4); the planner's
+// default for bf16 is Megatron-LM's fp32. Only the reduction's bytes change.
+TEST(GradReduceDtype, SetsTheBytesTheGradientReductionMoves) {
+  const auto runs = load_published(write_temp(
+      "published_reduce.toml", one_run("step-seconds = 1.0", "grad-reduce-dtype = \"bf16\"\n")));
+  EXPECT_DOUBLE_EQ(runs.front().layout.grad_reduce_bytes, 2.0);
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_reduce_bad.toml",
+                                             one_run("step-seconds = 1.0", "grad-reduce-dtype = \"fp8\"\n"))); },
+                                {"grad-reduce-dtype must be fp32, bf16 or fp16 (got 'fp8')"}));
+
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  SystemSpec sys = load_system("dgx-a100-80gb");
+  sys.tiers.back().bandwidth /= 100;  // the reduction outgrows the compute: all of it shows
+  ParamCounter params(m);
+  const double layer = double(params.layer_params(1));
+  PlanLayout L;
+  L.par.dp = 64;
+  L.par.micro_batch = 1;
+  L.par.global_batch = 64;
+  L.par.zero_stage = 3;
+  L.precision = Precision::Bf16;
+  PlanLayout fp32 = L, bf16 = L;
+  fp32.grad_reduce_bytes = 4;
+  bf16.grad_reduce_bytes = 2;
+  const LayoutCost d = evaluate_layout(m, sys, L), a = evaluate_layout(m, sys, fp32),
+                   b = evaluate_layout(m, sys, bf16);
+  EXPECT_DOUBLE_EQ(d.time.step, a.time.step);  // bf16's default: fp32 gradients, as Megatron-LM
+  // ZeRO-3 as FSDP: each micro-batch reduce-scatters the 32 layers' gradients
+  // in its backward; exposed, it waits exactly the bytes it saves less.
+  const double all_layers = 32 * layer;
+  const double saved = collective_cost(sys, Collective::ReduceScatter, all_layers * 4, 64, 1, 64).seconds -
+                       collective_cost(sys, Collective::ReduceScatter, all_layers * 2, 64, 1, 64).seconds;
+  EXPECT_GT(saved, 0.1);
+  EXPECT_NEAR(a.time.zero3_gather - b.time.zero3_gather, saved, 1e-9);
+  EXPECT_NEAR(a.time.step - b.time.step, saved, 1e-9);
+  // ZeRO-2: the step's one reduce-scatter of the whole model's gradients.
+  fp32.par.zero_stage = bf16.par.zero_stage = 2;
+  const double model = double(evaluate_layout(m, sys, fp32).stages[0].params);
+  EXPECT_NEAR(evaluate_layout(m, sys, fp32).time.dp_reduce - evaluate_layout(m, sys, bf16).time.dp_reduce,
+              collective_cost(sys, Collective::ReduceScatter, model * 4, 64, 1, 64).seconds -
+                  collective_cost(sys, Collective::ReduceScatter, model * 2, 64, 1, 64).seconds,
+              1e-9);
 }
 
 TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {

@@ -63,6 +63,15 @@ struct PlanLayout {
   // that move while the GEMM beside it computes on the chunk already there
   // (layer_ops.cpp: tp_overlapped_seconds).
   bool tp_comm_overlap = false;
+  // Bytes a gradient element takes in the data-parallel reduction (the
+  // ZeRO-3 per-micro-batch reduce-scatter, the step's all-reduce or
+  // reduce-scatter): 0 = the precision's own (state_bytes_per_param().grads:
+  // Megatron-LM's fp32 for bf16, fp16 for fp16). A run sets it where its
+  // framework reduces in another dtype: PyTorch FSDP's MixedPrecision
+  // reduce_dtype (Composer's 'PURE' mode reduces in bf16, 2; its 'DEFAULT'
+  // from 0.16.4 and torchtitan in fp32, 4). Only the traffic changes: FSDP
+  // casts the reduced shard back to the fp32 gradient it keeps.
+  double grad_reduce_bytes = 0;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

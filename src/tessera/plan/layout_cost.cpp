@@ -27,6 +27,13 @@ bool zero3_framework(const PlanLayout& L) {
   return L.par.zero_stage == 3 && L.par.dp > 1 && !L.engine && L.precision != Precision::Fp32;
 }
 
+// Bytes a gradient element moves in the data-parallel reduction: the run's
+// reduce dtype where it states one (PlanLayout::grad_reduce_bytes), else the
+// precision's gradient bytes.
+double grad_reduce_bytes(const PlanLayout& L, const StateBytesPerParam& per_param) {
+  return L.grad_reduce_bytes > 0 ? L.grad_reduce_bytes : per_param.grads;
+}
+
 // The parameters of ZeRO-3's largest unit on one tp rank: a transformer
 // layer, or the (vocab-parallel) embedding / output layer when larger.
 double zero3_unit_params(const GPTConfig& m, int64_t tp, double layer_params) {
@@ -214,7 +221,7 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
   // ZeRO-3 units (a layer each) are gathered in 16 bits from the dp shards
   // (per_param.params bytes a parameter) and, in a GPU framework, their
-  // gradients reduce-scattered every micro-batch (per_param.grads).
+  // gradients reduce-scattered every micro-batch (grad_reduce_bytes).
   w.zero3_overlapped = zero3_framework(L);
   w.comm_overlap = sys.comm_overlap;
   for (int64_t s = 0; s < par.pp; ++s) {
@@ -230,7 +237,7 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     };
     w.zero3_gather.push_back(zero3 ? cost(Collective::AllGather, per_param.params) : 0.0);
     w.zero3_reduce.push_back(zero3 && w.zero3_overlapped
-                                 ? cost(Collective::ReduceScatter, per_param.grads)
+                                 ? cost(Collective::ReduceScatter, grad_reduce_bytes(L, per_param))
                                  : 0.0);
   }
   return w;
@@ -304,7 +311,7 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   // ZeRO-3 reduce-scatters per micro-batch there too: nothing is left for
   // the step's end.
   if (dp > 1 && !zero3_framework(L)) {
-    const double grads = double(max_params) * per_param.grads;
+    const double grads = double(max_params) * grad_reduce_bytes(L, per_param);
     const double weights = double(max_params) * per_param.params;
     const double reduce =
         par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t, L.devices()).seconds

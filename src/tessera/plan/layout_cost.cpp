@@ -166,9 +166,8 @@ struct ChunkWork {
   // FSDP and DeepSpeed prefetch the next unit's gather while a unit
   // computes and reduce-scatter a unit's gradients while the next computes:
   // only the first unit's gather of a pass and the last unit's
-  // reduce-scatter wait, and what the compute (the system's comm_overlap of
-  // it) cannot cover. The engine gathers each unit when it needs it: all of
-  // it waits.
+  // reduce-scatter wait, and what the compute cannot cover (overlapped()).
+  // The engine gathers each unit when it needs it: all of it waits.
   bool zero3_overlapped = false;
   double comm_overlap = 1.0;
 
@@ -196,8 +195,21 @@ struct ChunkWork {
     }
     const double ends = (gather + reduce) / layers;  // the first unit's gather, the last's reduce
     const double compute = c.total() - c[Op::Comm];
-    c[Op::Comm] += ends + std::max(0.0, gather + reduce - ends - comm_overlap * compute);
+    c[Op::Comm] += ends + overlapped(gather + reduce - ends, compute);
     return c;
+  }
+
+  // The seconds a pass waits beyond its compute when `comm` seconds of
+  // collectives run beside `compute` seconds of it. comm_overlap is what
+  // `tessera calibrate` measures (and a GPU file cites): the fraction of a
+  // collective that compute twice its length hides, (compute + comm - both)
+  // / comm. On a GPU the gap is contention: the collective's kernels take
+  // SMs and memory bandwidth, so the compute beside it runs slower, by
+  // 1 / comm_overlap - 1, and each second of collective costs
+  // 1 - comm_overlap seconds of compute; a collective longer than the
+  // compute it slows shows past it. comm_overlap 1: max(0, comm - compute).
+  double overlapped(double comm, double compute) const {
+    return std::max((1.0 - comm_overlap) * comm, comm - compute);
   }
 };
 

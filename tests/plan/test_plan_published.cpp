@@ -228,6 +228,33 @@ TEST(Zero3AsFsdp, CollectivesBesideComputeSlowItByTheSystemsOverlap) {
   EXPECT_NEAR(free.time.zero3_gather, (g + (g + r)) / 32, 1e-9);
 }
 
+// Eager PyTorch's AdamW (Composer's DecoupledAdamW, torch's foreach AdamW)
+// moves 80 bytes a parameter where one fused kernel moves 28, and its clip
+// scales every gradient (8 more): 60 bytes a parameter of the shard.
+TEST(EagerOptimizer, PaysItsElementWisePassesOverTheShard) {
+  const auto runs = load_published(
+      write_temp("published_optimizer.toml", one_run("step-seconds = 1.0", "optimizer = \"eager\"\n")));
+  EXPECT_TRUE(runs.front().layout.eager_optimizer);
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_optimizer_bad.toml",
+                                             one_run("step-seconds = 1.0", "optimizer = \"apex\"\n"))); },
+                                {"optimizer must be fused or eager (got 'apex')"}));
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  const SystemSpec sys = load_system("h100");
+  PlanLayout fused;
+  fused.par.dp = 8;
+  fused.par.micro_batch = 2;
+  fused.par.global_batch = 16;
+  fused.par.zero_stage = 3;
+  PlanLayout eager = fused;
+  eager.eager_optimizer = true;
+  const LayoutCost a = evaluate_layout(m, sys, fused), b = evaluate_layout(m, sys, eager);
+  const double shard = double(a.stages[0].params) / 8;
+  const double bandwidth = 3350e9 * 0.846;  // h100.toml: datasheet x memory_efficiency
+  EXPECT_NEAR(b.time.optimizer - a.time.optimizer, 60 * shard / bandwidth, 1e-9);
+  EXPECT_NEAR(b.time.step - a.time.step, 60 * shard / bandwidth, 1e-9);
+  EXPECT_GT(b.time.optimizer - a.time.optimizer, 0.015);  // 0.84B parameters a rank: 17 ms
+}
+
 TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {
   const GPTConfig m = find_preset("llama-3-8b")->config;
   const SystemSpec sys = load_system("h100");

@@ -72,6 +72,13 @@ struct PlanLayout {
   // from 0.16.4 and torchtitan in fp32, 4). Only the traffic changes: FSDP
   // casts the reduced shard back to the fp32 gradient it keeps.
   double grad_reduce_bytes = 0;
+  // The optimizer step as eager PyTorch runs it (planner only): AdamW as
+  // one element-wise op after another per tensor (Composer's
+  // DecoupledAdamW loop; torch.optim.AdamW's foreach path, torchtitan's
+  // default) instead of one fused pass, and the gradient clip's scale
+  // applied to every gradient whether it clips or not (torch's and FSDP's
+  // clip_grad_norm_). Bytes in layout_cost.cpp add_step_kernels.
+  bool eager_optimizer = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

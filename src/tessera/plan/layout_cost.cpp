@@ -390,6 +390,17 @@ void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params
   // FP8: the updated weights cast to FP8 and transposed once a step (read 2,
   // write 1 + 1 bytes a parameter), each rank over the weights it computes with.
   if (L.fp8) ops[Op::Cast] += 4.0 * double(params) / sys.achieved_memory_bandwidth();
+  // Eager PyTorch's AdamW (layout.h), per fp32 parameter of the shard: m *=
+  // b1 (read 4, write 4), m += (1 - b1) g (8 + 4), v *= b2 (8), v += (1 - b2)
+  // g g (8 + 4), sqrt(v) (8), / sqrt(bias correction) (8), + eps (8), p +=
+  // -step m / denom (12 + 4): 80 bytes where the fused kernel moves 28
+  // (Composer 0.17 composer/optim/decoupled_weight_decay.py adamw(), with
+  // weight_decay 0 as llm-foundry's MPT yamls; torch's _multi_tensor_adamw
+  // has the same passes with lerp for the first two and a decay pass of 8
+  // in place of none). And clip_grad_norm_'s grad *= min(1, max_norm / norm)
+  // on every gradient (read 4, write 4) after the norm's read.
+  if (L.eager_optimizer)
+    ops[Op::Optimizer] += (80.0 - 28.0 + 8.0) * double(params) / shard / sys.achieved_memory_bandwidth();
   // Megatron-LM's fp16 loss scaling (layout.h), over the same shard: the
   // fp16 gradients copied into the fp32 main gradients (read 2, write 4
   // bytes) and unscaled with an inf/NaN check (read 4, write 4); then the

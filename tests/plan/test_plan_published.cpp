@@ -11,6 +11,8 @@
 #include "temp_file.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/comm_model.h"
+#include "tessera/plan/eager_kernels.h"
+#include "tessera/plan/layer_ops.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/memory_model.h"
 #include "tessera/plan/model_presets.h"
@@ -253,6 +255,39 @@ TEST(EagerOptimizer, PaysItsElementWisePassesOverTheShard) {
   EXPECT_NEAR(b.time.optimizer - a.time.optimizer, 60 * shard / bandwidth, 1e-9);
   EXPECT_NEAR(b.time.step - a.time.step, 60 * shard / bandwidth, 1e-9);
   EXPECT_GT(b.time.optimizer - a.time.optimizer, 0.015);  // 0.84B parameters a rank: 17 ms
+}
+
+// torchtitan's eager Llama code (9dec370): RMSNorm as .float(), pow, mean,
+// multiply, cast and weight (36 bytes an element forward, 92 back), SwiGLU's
+// silu and product (10 and 18 an ffn element), RoPE's upcast, complex
+// multiply and cast of q and k (20 each way), where the op list prices one
+// fused pass each.
+TEST(EagerElementwise, PricesTorchtitansLlamaCodeOpByOp) {
+  const GPTConfig m = find_preset("llama-3-8b")->config;
+  const SystemSpec sys = load_system("h100");
+  PlanLayout fused;
+  fused.par.dp = 8;
+  fused.par.micro_batch = 2;
+  fused.par.global_batch = 16;
+  fused.par.zero_stage = 3;
+  PlanLayout eager = fused;
+  eager.eager_elementwise = true;
+  const double bw = sys.achieved_memory_bandwidth();
+  const double rows = 2.0 * double(m.seq_length), h = double(m.hidden_size), F = double(m.ffn());
+  const LayerOps e = layer_ops(m, sys, eager), f = layer_ops(m, sys, fused);
+  EXPECT_NEAR(e.forward[Op::LayerNorm], 2 * 36 * rows * h / bw, 1e-12);  // two norms a layer
+  EXPECT_NEAR(e.backward[Op::LayerNorm], 2 * 92 * rows * h / bw, 1e-12);
+  EXPECT_NEAR(e.forward[Op::Gelu], 10 * rows * F / bw, 1e-12);
+  EXPECT_NEAR(e.backward[Op::Gelu], 18 * rows * F / bw, 1e-12);
+  EXPECT_GT(e.forward[Op::LayerNorm], 5 * f.forward[Op::LayerNorm]);
+  EXPECT_DOUBLE_EQ(e.forward[Op::Gemm], f.forward[Op::Gemm]);
+  // RoPE on q (32 heads) and k (8) of 128: 20 bytes an element each way.
+  EXPECT_DOUBLE_EQ(eager_rope_bytes(m, eager), 20 * rows * 40 * 128);
+  const LayoutCost a = evaluate_layout(m, sys, fused), b = evaluate_layout(m, sys, eager);
+  EXPECT_GT(b.time.step - a.time.step,
+            32 * ((e.forward[Op::LayerNorm] + e.backward[Op::LayerNorm]) -
+                  (f.forward[Op::LayerNorm] + f.backward[Op::LayerNorm]) +
+                  2 * eager_rope_bytes(m, eager) / bw));
 }
 
 TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {

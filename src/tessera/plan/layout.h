@@ -79,6 +79,10 @@ struct PlanLayout {
   // applied to every gradient whether it clips or not (torch's and FSDP's
   // clip_grad_norm_). Bytes in layout_cost.cpp add_step_kernels.
   bool eager_optimizer = false;
+  // The Llama family's element-wise code run op by op as eager PyTorch
+  // (torchtitan without torch.compile; planner only): RMSNorm, RoPE and
+  // SwiGLU at the bytes eager_kernels.h counts instead of one fused pass each.
+  bool eager_elementwise = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

@@ -8,6 +8,7 @@
 #include "tessera/core/error.h"
 #include "tessera/model/flops.h"
 #include "tessera/plan/comm_model.h"
+#include "tessera/plan/eager_kernels.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/plan/kernel_cost.h"
 #include "tessera/plan/layer_ops.h"
@@ -220,6 +221,14 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   const int64_t t = par.tp, dp = par.dp;
   ChunkWork w;
   LayerOps lo = layer_ops(ol, sys, L);
+  // Eager RoPE, which the engine's op list folds into its attention kernel:
+  // a memory-bound pass each way, and again in a full recompute.
+  if (L.eager_elementwise && m.rope()) {
+    const double rope = eager_rope_bytes(m, L) / sys.achieved_memory_bandwidth();
+    lo.forward[Op::Cast] += rope;
+    lo.backward[Op::Cast] += rope;
+    if (par.recompute == Recompute::Full) lo.recompute[Op::Cast] += rope;
+  }
   w.ends = end_ops(ol, sys, L);
   EndOps& eo = w.ends;
   // Kernels run slower inside a step than alone (system in_situ factors,

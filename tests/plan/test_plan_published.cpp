@@ -290,6 +290,41 @@ TEST(EagerElementwise, PricesTorchtitansLlamaCodeOpByOp) {
                   2 * eager_rope_bytes(m, eager) / bw));
 }
 
+// FSDP1 (Composer's FSDP): autograd copies each layer's bf16 gradients into
+// the flat gradient (4 bytes a parameter, compute stream); the post-backward
+// stream casts it to an fp32 reduce_dtype (6) and pre-divides it (8) before
+// the reduce-scatter: those join the reduce-scatter behind the compute.
+TEST(Zero3AsFsdp, Fsdp1CopiesCastsAndPredividesEachUnitsGradient) {
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  const SystemSpec sys = load_system("h100");
+  PlanLayout L;
+  L.par.dp = 8;
+  L.par.micro_batch = 2;
+  L.par.global_batch = 16;
+  L.par.zero_stage = 3;
+  L.grad_reduce_bytes = 4;
+  PlanLayout f1 = L;
+  f1.fsdp1_flat_grads = true;
+  const LayoutCost a = evaluate_layout(m, sys, L), b = evaluate_layout(m, sys, f1);
+  const double bw = sys.achieved_memory_bandwidth();
+  ParamCounter params(m);
+  const double layer = double(params.layer_params(1));
+  // The copy: 32 layers' backward, one micro-batch a rank.
+  EXPECT_NEAR(b.stages[0].ops[Op::Cast] - a.stages[0].ops[Op::Cast], 32 * 4 * layer / bw, 1e-9);
+  // The cast and pre-divide ride with the reduce-scatter behind the backward:
+  // only the last layer's waits whole, the rest at 1 - comm_overlap.
+  const double staging = 32 * (6 + 8) * layer / bw;
+  EXPECT_NEAR(b.time.zero3_gather - a.time.zero3_gather,
+              staging / 32 + (1 - sys.comm_overlap) * staging * 31 / 32, 1e-9);
+  // bf16 reduce_dtype (Composer's PURE): no cast, a 2-byte pre-divide.
+  PlanLayout pure = f1;
+  pure.grad_reduce_bytes = 2;
+  PlanLayout pure0 = L;
+  pure0.grad_reduce_bytes = 2;
+  EXPECT_NEAR(evaluate_layout(m, sys, pure).time.zero3_gather - evaluate_layout(m, sys, pure0).time.zero3_gather,
+              (32 * 4 * layer / bw) * (1.0 / 32 + (1 - sys.comm_overlap) * 31 / 32), 1e-9);
+}
+
 TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {
   const GPTConfig m = find_preset("llama-3-8b")->config;
   const SystemSpec sys = load_system("h100");

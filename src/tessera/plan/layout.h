@@ -83,6 +83,10 @@ struct PlanLayout {
   // (torchtitan without torch.compile; planner only): RMSNorm, RoPE and
   // SwiGLU at the bytes eager_kernels.h counts instead of one fused pass each.
   bool eager_elementwise = false;
+  // PyTorch FSDP1's FlatParameter (planner only; ZeRO-3 as a GPU framework
+  // runs it): each unit's gradient passes besides the reduce-scatter, every
+  // micro-batch (layout_cost.cpp chunk_work).
+  bool fsdp1_flat_grads = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

@@ -35,6 +35,20 @@ double grad_reduce_bytes(const PlanLayout& L, const StateBytesPerParam& per_para
   return L.grad_reduce_bytes > 0 ? L.grad_reduce_bytes : per_param.grads;
 }
 
+// Bytes a parameter of FSDP1's unsharded flat gradient moves on the
+// post-backward stream before its reduce-scatter can start (torch 2.1
+// fsdp/_runtime_utils.py _post_backward_hook and _reduce_grad): the cast to
+// reduce_dtype when it differs from the 16-bit gradient (read 2, write 4),
+// then _div_if_needed by the gradient pre-divide factor (in place, read and
+// write in the reduce dtype), which _get_gradient_predivide_factor makes > 1
+// for every dp >= 2. 0 unless the layout is FSDP1's (fsdp1_flat_grads).
+double fsdp1_staging_bytes(const PlanLayout& L, const StateBytesPerParam& per_param, int64_t dp) {
+  if (!L.fsdp1_flat_grads || dp < 2) return 0;
+  const double reduce = grad_reduce_bytes(L, per_param);
+  const double cast = reduce != 2.0 ? 2.0 + reduce : 0.0;
+  return cast + 2.0 * reduce;
+}
+
 // The parameters of ZeRO-3's largest unit on one tp rank: a transformer
 // layer, or the (vocab-parallel) embedding / output layer when larger.
 double zero3_unit_params(const GPTConfig& m, int64_t tp, double layer_params) {
@@ -258,8 +272,18 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     };
     w.zero3_gather.push_back(zero3 ? cost(Collective::AllGather, per_param.params) : 0.0);
     w.zero3_reduce.push_back(zero3 && w.zero3_overlapped
-                                 ? cost(Collective::ReduceScatter, grad_reduce_bytes(L, per_param))
+                                 ? cost(Collective::ReduceScatter, grad_reduce_bytes(L, per_param)) +
+                                       chunk_params * fsdp1_staging_bytes(L, per_param, dp) /
+                                           sys.achieved_memory_bandwidth()
                                  : 0.0);
+  }
+  // FSDP1's parameters are views of the unit's flat parameter (torch.split
+  // then view), so autograd's split backward copies each layer's 16-bit
+  // gradients into the flat gradient (read 2, write 2 bytes a parameter) on
+  // the compute stream, every micro-batch.
+  if (L.fsdp1_flat_grads && w.zero3_overlapped && par.zero_stage == 3 && dp > 1) {
+    const double copy = 4.0 * layer_params / sys.achieved_memory_bandwidth();
+    w.layer_backward[Op::Cast] += copy;
   }
   return w;
 }

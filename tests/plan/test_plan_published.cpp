@@ -12,7 +12,9 @@
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/eager_kernels.h"
+#include "tessera/plan/gemm_model.h"
 #include "tessera/plan/layer_ops.h"
+#include "tessera/plan/op_sac.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/memory_model.h"
 #include "tessera/plan/model_presets.h"
@@ -323,6 +325,48 @@ TEST(Zero3AsFsdp, Fsdp1CopiesCastsAndPredividesEachUnitsGradient) {
   pure0.grad_reduce_bytes = 2;
   EXPECT_NEAR(evaluate_layout(m, sys, pure).time.zero3_gather - evaluate_layout(m, sys, pure0).time.zero3_gather,
               (32 * 4 * layer / bw) * (1.0 / 32 + (1 - sys.comm_overlap) * 31 / 32), 1e-9);
+}
+
+// torchtitan's op-level SAC saves SDPA and every other mm (wq, wv, w1, w2 of
+// wq wk wv wo w1 w3 w2) and recomputes the rest: wk, wo, w3 and every
+// element-wise op, where Megatron's selective recomputes the attention core.
+TEST(OpSac, RecomputesTheEvenLinearsAndTheElementWiseWork) {
+  const GPTConfig m = find_preset("llama-3-8b")->config;
+  const SystemSpec sys = load_system("h100");
+  PlanLayout L;
+  L.par.dp = 8;
+  L.par.micro_batch = 2;
+  L.par.global_batch = 16;
+  L.par.zero_stage = 3;
+  L.par.recompute = Recompute::Selective;
+  L.torchtitan_op_sac = true;
+  const LayerOps lo = layer_ops(m, sys, L);
+  const Profile r = op_sac_recompute(m, sys, L, lo.forward);
+  const int64_t rows = 2 * m.seq_length;
+  EXPECT_NEAR(r[Op::Gemm],
+              gemm_seconds(sys, Precision::Bf16, {rows, 1024, 4096}) +
+                  gemm_seconds(sys, Precision::Bf16, {rows, 4096, 4096}) +
+                  gemm_seconds(sys, Precision::Bf16, {rows, 14336, 4096}),
+              1e-12);
+  // wk + wo + w3: 1024 + 4096 + 14336 of the 4096 + 2 x 1024 + 4096 + 3 x 14336
+  // output columns of the forward's linears at k = 4096.
+  EXPECT_GT(r[Op::Gemm], 0.3 * lo.forward[Op::Gemm]);
+  EXPECT_LT(r[Op::Gemm], 0.45 * lo.forward[Op::Gemm]);
+  EXPECT_DOUBLE_EQ(r[Op::Attention], 0.0);
+  EXPECT_DOUBLE_EQ(r[Op::LayerNorm], lo.forward[Op::LayerNorm]);
+  EXPECT_DOUBLE_EQ(r[Op::Gelu], lo.forward[Op::Gelu]);
+  // Megatron's selective recomputes the attention core, which op SAC saves:
+  // at seq 8192 that costs more than the three linears and the element-wise
+  // passes, so the step is shorter, by exactly the difference, each layer once.
+  PlanLayout megatron = L;
+  megatron.torchtitan_op_sac = false;
+  const Profile attention_core = layer_ops(m, sys, megatron).recompute;
+  EXPECT_GT(attention_core[Op::Attention], 0.0);
+  EXPECT_NEAR(evaluate_layout(m, sys, L).time.step - evaluate_layout(m, sys, megatron).time.step,
+              32 * (r.total() - attention_core.total()), 1e-9);
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_sac.toml",
+                                             one_run("step-seconds = 1.0", "torchtitan-op-sac = true\n"))); },
+                                {"torchtitan-op-sac needs recompute = \"selective\""}));
 }
 
 TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {

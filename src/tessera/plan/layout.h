@@ -87,6 +87,9 @@ struct PlanLayout {
   // runs it): each unit's gradient passes besides the reduce-scatter, every
   // micro-batch (layout_cost.cpp chunk_work).
   bool fsdp1_flat_grads = false;
+  // With selective recompute: torchtitan's op-level policy (op_sac.h)
+  // instead of Megatron's attention-core recompute (planner only).
+  bool torchtitan_op_sac = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

@@ -12,6 +12,7 @@
 #include "tessera/plan/gemm_model.h"
 #include "tessera/plan/kernel_cost.h"
 #include "tessera/plan/layer_ops.h"
+#include "tessera/plan/op_sac.h"
 #include "tessera/plan/pipeline_time.h"
 
 namespace tessera::plan {
@@ -243,6 +244,9 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     lo.backward[Op::Cast] += rope;
     if (par.recompute == Recompute::Full) lo.recompute[Op::Cast] += rope;
   }
+  // torchtitan's op-level SAC recomputes more than the attention core.
+  if (L.torchtitan_op_sac && par.recompute == Recompute::Selective)
+    lo.recompute = op_sac_recompute(m, sys, L, lo.forward);
   w.ends = end_ops(ol, sys, L);
   EndOps& eo = w.ends;
   // Kernels run slower inside a step than alone (system in_situ factors,

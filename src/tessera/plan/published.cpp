@@ -63,7 +63,7 @@ constexpr const char* kRunKeys[] = {
     "name", "system", "devices", "tensor-model-parallel-size", "pipeline-model-parallel-size",
     "micro-batch-size", "global-batch-size", "zero-stage", "recompute", "precision",
     "flash-attention", "sequence-parallel", "pipeline-schedule", "virtual-stages",
-    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "inferred", "note", "model", "step-seconds",
+    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "inferred", "note", "model", "step-seconds",
     "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu",
     "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
     "decoder-last-pipeline-num-layers"};
@@ -221,6 +221,9 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
   L.eager_optimizer = optimizer == "eager";
   L.eager_elementwise = r.flag("eager-elementwise", false);
   L.fsdp1_flat_grads = r.flag("fsdp-flat-params", false);
+  L.torchtitan_op_sac = r.flag("torchtitan-op-sac", false);
+  TESSERA_CHECK(!L.torchtitan_op_sac || par.recompute == Recompute::Selective,
+                "{}: torchtitan-op-sac needs recompute = \"selective\"", r.where);
   // The dtype the data-parallel gradient reduction moves (FSDP's reduce_dtype).
   if (t.contains("grad-reduce-dtype")) {
     const std::string g = r.str("grad-reduce-dtype");

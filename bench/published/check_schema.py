@@ -21,7 +21,8 @@ REQUIRED_INT = ["devices", "tensor-model-parallel-size", "pipeline-model-paralle
 REQUIRED = REQUIRED_INT + ["name", "system", "recompute", "precision", "flash-attention",
                            "sequence-parallel", "inferred", "note"]
 OPTIONAL = {"pipeline-schedule", "virtual-stages", "overlap-grad-reduce", "overlap-param-gather",
-            "tp-comm-overlap",
+            "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise",
+            "fsdp-flat-params", "torchtitan-op-sac",
             "model", "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
             "decoder-last-pipeline-num-layers"}
 MODEL_INT = {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "vocab-size",
@@ -68,9 +69,16 @@ def check_run(r, src, where, problems):
     if r.get("precision") not in ("fp16", "bf16", "fp8"):
         bad("precision must be fp16|bf16|fp8")
     for k in ("flash-attention", "sequence-parallel", "overlap-grad-reduce", "overlap-param-gather",
-              "tp-comm-overlap"):
+              "tp-comm-overlap", "eager-elementwise", "fsdp-flat-params",
+              "torchtitan-op-sac"):
         if k in r and not isinstance(r[k], bool):
             bad(f"'{k}' must be true or false")
+    if "grad-reduce-dtype" in r and r["grad-reduce-dtype"] not in ("fp32", "bf16", "fp16"):
+        bad("grad-reduce-dtype must be fp32|bf16|fp16")
+    if r.get("torchtitan-op-sac") and r.get("recompute") != "selective":
+        bad("torchtitan-op-sac needs recompute = \"selective\"")
+    if "optimizer" in r and r["optimizer"] not in ("fused", "eager"):
+        bad("optimizer must be fused|eager")
     sched = r.get("pipeline-schedule", "1f1b")
     if sched not in ("1f1b", "interleaved", "gpipe"):
         bad("pipeline-schedule must be 1f1b|interleaved|gpipe")

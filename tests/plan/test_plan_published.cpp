@@ -10,6 +10,11 @@
 #include "expect_error.h"
 #include "temp_file.h"
 #include "tessera/model/param_layout.h"
+#include "tessera/plan/comm_model.h"
+#include "tessera/plan/eager_kernels.h"
+#include "tessera/plan/gemm_model.h"
+#include "tessera/plan/layer_ops.h"
+#include "tessera/plan/op_sac.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/memory_model.h"
 #include "tessera/plan/model_presets.h"
@@ -151,6 +156,217 @@ TEST(Zero3AsFsdp, HoldsTwoUnitsAndHidesItsGathersInsideANode) {
   slow.tiers.back().bandwidth /= 100;
   const LayoutCost w = evaluate_layout(m, slow, wide);
   EXPECT_GT(w.time.zero3_gather, 0.5 * w.time.step);
+}
+
+// FSDP's reduce_dtype: Composer's 'PURE' mode reduce-scatters bf16 gradients
+// (2 bytes), its 'DEFAULT' (0.16.4+) and torchtitan fp32 (4); the planner's
+// default for bf16 is Megatron-LM's fp32. Only the reduction's bytes change.
+TEST(GradReduceDtype, SetsTheBytesTheGradientReductionMoves) {
+  const auto runs = load_published(write_temp(
+      "published_reduce.toml", one_run("step-seconds = 1.0", "grad-reduce-dtype = \"bf16\"\n")));
+  EXPECT_DOUBLE_EQ(runs.front().layout.grad_reduce_bytes, 2.0);
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_reduce_bad.toml",
+                                             one_run("step-seconds = 1.0", "grad-reduce-dtype = \"fp8\"\n"))); },
+                                {"grad-reduce-dtype must be fp32, bf16 or fp16 (got 'fp8')"}));
+
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  SystemSpec sys = load_system("dgx-a100-80gb");
+  sys.tiers.back().bandwidth /= 100;  // the reduction outgrows the compute: all of it shows
+  ParamCounter params(m);
+  const double layer = double(params.layer_params(1));
+  PlanLayout L;
+  L.par.dp = 64;
+  L.par.micro_batch = 1;
+  L.par.global_batch = 64;
+  L.par.zero_stage = 3;
+  L.precision = Precision::Bf16;
+  PlanLayout fp32 = L, bf16 = L;
+  fp32.grad_reduce_bytes = 4;
+  bf16.grad_reduce_bytes = 2;
+  const LayoutCost d = evaluate_layout(m, sys, L), a = evaluate_layout(m, sys, fp32),
+                   b = evaluate_layout(m, sys, bf16);
+  EXPECT_DOUBLE_EQ(d.time.step, a.time.step);  // bf16's default: fp32 gradients, as Megatron-LM
+  // ZeRO-3 as FSDP: each micro-batch reduce-scatters the 32 layers' gradients
+  // in its backward; exposed, it waits exactly the bytes it saves less.
+  const double all_layers = 32 * layer;
+  const double saved = collective_cost(sys, Collective::ReduceScatter, all_layers * 4, 64, 1, 64).seconds -
+                       collective_cost(sys, Collective::ReduceScatter, all_layers * 2, 64, 1, 64).seconds;
+  EXPECT_GT(saved, 0.1);
+  EXPECT_NEAR(a.time.zero3_gather - b.time.zero3_gather, saved, 1e-9);
+  EXPECT_NEAR(a.time.step - b.time.step, saved, 1e-9);
+  // ZeRO-2: the step's one reduce-scatter of the whole model's gradients.
+  fp32.par.zero_stage = bf16.par.zero_stage = 2;
+  const double model = double(evaluate_layout(m, sys, fp32).stages[0].params);
+  EXPECT_NEAR(evaluate_layout(m, sys, fp32).time.dp_reduce - evaluate_layout(m, sys, bf16).time.dp_reduce,
+              collective_cost(sys, Collective::ReduceScatter, model * 4, 64, 1, 64).seconds -
+                  collective_cost(sys, Collective::ReduceScatter, model * 2, 64, 1, 64).seconds,
+              1e-9);
+}
+
+// A collective beside compute slows that compute (its kernels take SMs and
+// memory bandwidth): the GPU files' comm_overlap 0.841 (Lee et al. 2025: 18.9 %
+// slower compute while overlapped) makes each second of ZeRO-3 all-gather and
+// reduce-scatter that compute covers cost 0.159 s; the pass's first gather and
+// last reduce-scatter wait whole, as before.
+TEST(Zero3AsFsdp, CollectivesBesideComputeSlowItByTheSystemsOverlap) {
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  const SystemSpec sys = load_system("dgx-a100-80gb");
+  EXPECT_DOUBLE_EQ(sys.comm_overlap, 0.841);
+  SystemSpec ideal = sys;
+  ideal.comm_overlap = 1.0;
+  PlanLayout L;
+  L.par.dp = 8;
+  L.par.micro_batch = 6;
+  L.par.global_batch = 48;
+  L.par.zero_stage = 3;
+  L.precision = Precision::Bf16;
+  const LayoutCost real = evaluate_layout(m, sys, L), free = evaluate_layout(m, ideal, L);
+  ParamCounter params(m);
+  const double chunk = 32 * double(params.layer_params(1));
+  const double g = collective_cost(sys, Collective::AllGather, chunk * 2, 8, 1, 8).seconds;
+  const double r = collective_cost(sys, Collective::ReduceScatter, chunk * 4, 8, 1, 8).seconds;
+  // Forward: the gathers of layers 2..32; backward: their gathers and the
+  // reduce-scatters of layers 32..2; inside one node all of it fits under compute.
+  const double covered = 31.0 / 32 * (g + (g + r));
+  EXPECT_NEAR(real.time.zero3_gather - free.time.zero3_gather, (1 - 0.841) * covered, 1e-9);
+  EXPECT_NEAR(free.time.zero3_gather, (g + (g + r)) / 32, 1e-9);
+}
+
+// Eager PyTorch's AdamW (Composer's DecoupledAdamW, torch's foreach AdamW)
+// moves 80 bytes a parameter where one fused kernel moves 28, and its clip
+// scales every gradient (8 more): 60 bytes a parameter of the shard.
+TEST(EagerOptimizer, PaysItsElementWisePassesOverTheShard) {
+  const auto runs = load_published(
+      write_temp("published_optimizer.toml", one_run("step-seconds = 1.0", "optimizer = \"eager\"\n")));
+  EXPECT_TRUE(runs.front().layout.eager_optimizer);
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_optimizer_bad.toml",
+                                             one_run("step-seconds = 1.0", "optimizer = \"apex\"\n"))); },
+                                {"optimizer must be fused or eager (got 'apex')"}));
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  const SystemSpec sys = load_system("h100");
+  PlanLayout fused;
+  fused.par.dp = 8;
+  fused.par.micro_batch = 2;
+  fused.par.global_batch = 16;
+  fused.par.zero_stage = 3;
+  PlanLayout eager = fused;
+  eager.eager_optimizer = true;
+  const LayoutCost a = evaluate_layout(m, sys, fused), b = evaluate_layout(m, sys, eager);
+  const double shard = double(a.stages[0].params) / 8;
+  const double bandwidth = 3350e9 * 0.846;  // h100.toml: datasheet x memory_efficiency
+  EXPECT_NEAR(b.time.optimizer - a.time.optimizer, 60 * shard / bandwidth, 1e-9);
+  EXPECT_NEAR(b.time.step - a.time.step, 60 * shard / bandwidth, 1e-9);
+  EXPECT_GT(b.time.optimizer - a.time.optimizer, 0.015);  // 0.84B parameters a rank: 17 ms
+}
+
+// torchtitan's eager Llama code (9dec370): RMSNorm as .float(), pow, mean,
+// multiply, cast and weight (36 bytes an element forward, 92 back), SwiGLU's
+// silu and product (10 and 18 an ffn element), RoPE's upcast, complex
+// multiply and cast of q and k (20 each way), where the op list prices one
+// fused pass each.
+TEST(EagerElementwise, PricesTorchtitansLlamaCodeOpByOp) {
+  const GPTConfig m = find_preset("llama-3-8b")->config;
+  const SystemSpec sys = load_system("h100");
+  PlanLayout fused;
+  fused.par.dp = 8;
+  fused.par.micro_batch = 2;
+  fused.par.global_batch = 16;
+  fused.par.zero_stage = 3;
+  PlanLayout eager = fused;
+  eager.eager_elementwise = true;
+  const double bw = sys.achieved_memory_bandwidth();
+  const double rows = 2.0 * double(m.seq_length), h = double(m.hidden_size), F = double(m.ffn());
+  const LayerOps e = layer_ops(m, sys, eager), f = layer_ops(m, sys, fused);
+  EXPECT_NEAR(e.forward[Op::LayerNorm], 2 * 36 * rows * h / bw, 1e-12);  // two norms a layer
+  EXPECT_NEAR(e.backward[Op::LayerNorm], 2 * 92 * rows * h / bw, 1e-12);
+  EXPECT_NEAR(e.forward[Op::Gelu], 10 * rows * F / bw, 1e-12);
+  EXPECT_NEAR(e.backward[Op::Gelu], 18 * rows * F / bw, 1e-12);
+  EXPECT_GT(e.forward[Op::LayerNorm], 5 * f.forward[Op::LayerNorm]);
+  EXPECT_DOUBLE_EQ(e.forward[Op::Gemm], f.forward[Op::Gemm]);
+  // RoPE on q (32 heads) and k (8) of 128: 20 bytes an element each way.
+  EXPECT_DOUBLE_EQ(eager_rope_bytes(m, eager), 20 * rows * 40 * 128);
+  const LayoutCost a = evaluate_layout(m, sys, fused), b = evaluate_layout(m, sys, eager);
+  EXPECT_GT(b.time.step - a.time.step,
+            32 * ((e.forward[Op::LayerNorm] + e.backward[Op::LayerNorm]) -
+                  (f.forward[Op::LayerNorm] + f.backward[Op::LayerNorm]) +
+                  2 * eager_rope_bytes(m, eager) / bw));
+}
+
+// FSDP1 (Composer's FSDP): autograd copies each layer's bf16 gradients into
+// the flat gradient (4 bytes a parameter, compute stream); the post-backward
+// stream casts it to an fp32 reduce_dtype (6) and pre-divides it (8) before
+// the reduce-scatter: those join the reduce-scatter behind the compute.
+TEST(Zero3AsFsdp, Fsdp1CopiesCastsAndPredividesEachUnitsGradient) {
+  const GPTConfig m = find_preset("gpt3-6.7b")->config;
+  const SystemSpec sys = load_system("h100");
+  PlanLayout L;
+  L.par.dp = 8;
+  L.par.micro_batch = 2;
+  L.par.global_batch = 16;
+  L.par.zero_stage = 3;
+  L.grad_reduce_bytes = 4;
+  PlanLayout f1 = L;
+  f1.fsdp1_flat_grads = true;
+  const LayoutCost a = evaluate_layout(m, sys, L), b = evaluate_layout(m, sys, f1);
+  const double bw = sys.achieved_memory_bandwidth();
+  ParamCounter params(m);
+  const double layer = double(params.layer_params(1));
+  // The copy: 32 layers' backward, one micro-batch a rank.
+  EXPECT_NEAR(b.stages[0].ops[Op::Cast] - a.stages[0].ops[Op::Cast], 32 * 4 * layer / bw, 1e-9);
+  // The cast and pre-divide ride with the reduce-scatter behind the backward:
+  // only the last layer's waits whole, the rest at 1 - comm_overlap.
+  const double staging = 32 * (6 + 8) * layer / bw;
+  EXPECT_NEAR(b.time.zero3_gather - a.time.zero3_gather,
+              staging / 32 + (1 - sys.comm_overlap) * staging * 31 / 32, 1e-9);
+  // bf16 reduce_dtype (Composer's PURE): no cast, a 2-byte pre-divide.
+  PlanLayout pure = f1;
+  pure.grad_reduce_bytes = 2;
+  PlanLayout pure0 = L;
+  pure0.grad_reduce_bytes = 2;
+  EXPECT_NEAR(evaluate_layout(m, sys, pure).time.zero3_gather - evaluate_layout(m, sys, pure0).time.zero3_gather,
+              (32 * 4 * layer / bw) * (1.0 / 32 + (1 - sys.comm_overlap) * 31 / 32), 1e-9);
+}
+
+// torchtitan's op-level SAC saves SDPA and every other mm (wq, wv, w1, w2 of
+// wq wk wv wo w1 w3 w2) and recomputes the rest: wk, wo, w3 and every
+// element-wise op, where Megatron's selective recomputes the attention core.
+TEST(OpSac, RecomputesTheEvenLinearsAndTheElementWiseWork) {
+  const GPTConfig m = find_preset("llama-3-8b")->config;
+  const SystemSpec sys = load_system("h100");
+  PlanLayout L;
+  L.par.dp = 8;
+  L.par.micro_batch = 2;
+  L.par.global_batch = 16;
+  L.par.zero_stage = 3;
+  L.par.recompute = Recompute::Selective;
+  L.torchtitan_op_sac = true;
+  const LayerOps lo = layer_ops(m, sys, L);
+  const Profile r = op_sac_recompute(m, sys, L, lo.forward);
+  const int64_t rows = 2 * m.seq_length;
+  EXPECT_NEAR(r[Op::Gemm],
+              gemm_seconds(sys, Precision::Bf16, {rows, 1024, 4096}) +
+                  gemm_seconds(sys, Precision::Bf16, {rows, 4096, 4096}) +
+                  gemm_seconds(sys, Precision::Bf16, {rows, 14336, 4096}),
+              1e-12);
+  // wk + wo + w3: 1024 + 4096 + 14336 of the 4096 + 2 x 1024 + 4096 + 3 x 14336
+  // output columns of the forward's linears at k = 4096.
+  EXPECT_GT(r[Op::Gemm], 0.3 * lo.forward[Op::Gemm]);
+  EXPECT_LT(r[Op::Gemm], 0.45 * lo.forward[Op::Gemm]);
+  EXPECT_DOUBLE_EQ(r[Op::Attention], 0.0);
+  EXPECT_DOUBLE_EQ(r[Op::LayerNorm], lo.forward[Op::LayerNorm]);
+  EXPECT_DOUBLE_EQ(r[Op::Gelu], lo.forward[Op::Gelu]);
+  // Megatron's selective recomputes the attention core, which op SAC saves:
+  // at seq 8192 that costs more than the three linears and the element-wise
+  // passes, so the step is shorter, by exactly the difference, each layer once.
+  PlanLayout megatron = L;
+  megatron.torchtitan_op_sac = false;
+  const Profile attention_core = layer_ops(m, sys, megatron).recompute;
+  EXPECT_GT(attention_core[Op::Attention], 0.0);
+  EXPECT_NEAR(evaluate_layout(m, sys, L).time.step - evaluate_layout(m, sys, megatron).time.step,
+              32 * (r.total() - attention_core.total()), 1e-9);
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_sac.toml",
+                                             one_run("step-seconds = 1.0", "torchtitan-op-sac = true\n"))); },
+                                {"torchtitan-op-sac needs recompute = \"selective\""}));
 }
 
 TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "tessera/plan/comm_model.h"
+#include "tessera/plan/eager_kernels.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/plan/kernel_cost.h"
 
@@ -65,6 +66,10 @@ double megatron16_bytes_factor(const OpEntry& e, const PlanLayout& L) {
 
 double memory_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) {
   if (e.elements <= 0 && e.memory_bytes() <= 0) return 0;
+  // Eager PyTorch runs this kernel as several (eager_kernels.h).
+  if (L.eager_elementwise)
+    if (const double b = eager_bytes_per_element(e.kernel); b > 0)
+      return b * double(e.elements) / sys.achieved_memory_bandwidth();
   if (const auto m = measured_kernel(e.kernel)) {
     const double per_element = sys.kernel_seconds_per_element[size_t(m->kernel)];
     if (per_element > 0) return m->covered ? 0.0 : per_element * double(e.elements);

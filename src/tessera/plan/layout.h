@@ -63,6 +63,33 @@ struct PlanLayout {
   // that move while the GEMM beside it computes on the chunk already there
   // (layer_ops.cpp: tp_overlapped_seconds).
   bool tp_comm_overlap = false;
+  // Bytes a gradient element takes in the data-parallel reduction (the
+  // ZeRO-3 per-micro-batch reduce-scatter, the step's all-reduce or
+  // reduce-scatter): 0 = the precision's own (state_bytes_per_param().grads:
+  // Megatron-LM's fp32 for bf16, fp16 for fp16). A run sets it where its
+  // framework reduces in another dtype: PyTorch FSDP's MixedPrecision
+  // reduce_dtype (Composer's 'PURE' mode reduces in bf16, 2; its 'DEFAULT'
+  // from 0.16.4 and torchtitan in fp32, 4). Only the traffic changes: FSDP
+  // casts the reduced shard back to the fp32 gradient it keeps.
+  double grad_reduce_bytes = 0;
+  // The optimizer step as eager PyTorch runs it (planner only): AdamW as
+  // one element-wise op after another per tensor (Composer's
+  // DecoupledAdamW loop; torch.optim.AdamW's foreach path, torchtitan's
+  // default) instead of one fused pass, and the gradient clip's scale
+  // applied to every gradient whether it clips or not (torch's and FSDP's
+  // clip_grad_norm_). Bytes in layout_cost.cpp add_step_kernels.
+  bool eager_optimizer = false;
+  // The Llama family's element-wise code run op by op as eager PyTorch
+  // (torchtitan without torch.compile; planner only): RMSNorm, RoPE and
+  // SwiGLU at the bytes eager_kernels.h counts instead of one fused pass each.
+  bool eager_elementwise = false;
+  // PyTorch FSDP1's FlatParameter (planner only; ZeRO-3 as a GPU framework
+  // runs it): each unit's gradient passes besides the reduce-scatter, every
+  // micro-batch (layout_cost.cpp chunk_work).
+  bool fsdp1_flat_grads = false;
+  // With selective recompute: torchtitan's op-level policy (op_sac.h)
+  // instead of Megatron's attention-core recompute (planner only).
+  bool torchtitan_op_sac = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

@@ -8,9 +8,11 @@
 #include "tessera/core/error.h"
 #include "tessera/model/flops.h"
 #include "tessera/plan/comm_model.h"
+#include "tessera/plan/eager_kernels.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/plan/kernel_cost.h"
 #include "tessera/plan/layer_ops.h"
+#include "tessera/plan/op_sac.h"
 #include "tessera/plan/pipeline_time.h"
 
 namespace tessera::plan {
@@ -25,6 +27,27 @@ std::string gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
 // L.engine) gathers each unit when it needs it and reduces once a step.
 bool zero3_framework(const PlanLayout& L) {
   return L.par.zero_stage == 3 && L.par.dp > 1 && !L.engine && L.precision != Precision::Fp32;
+}
+
+// Bytes a gradient element moves in the data-parallel reduction: the run's
+// reduce dtype where it states one (PlanLayout::grad_reduce_bytes), else the
+// precision's gradient bytes.
+double grad_reduce_bytes(const PlanLayout& L, const StateBytesPerParam& per_param) {
+  return L.grad_reduce_bytes > 0 ? L.grad_reduce_bytes : per_param.grads;
+}
+
+// Bytes a parameter of FSDP1's unsharded flat gradient moves on the
+// post-backward stream before its reduce-scatter can start (torch 2.1
+// fsdp/_runtime_utils.py _post_backward_hook and _reduce_grad): the cast to
+// reduce_dtype when it differs from the 16-bit gradient (read 2, write 4),
+// then _div_if_needed by the gradient pre-divide factor (in place, read and
+// write in the reduce dtype), which _get_gradient_predivide_factor makes > 1
+// for every dp >= 2. 0 unless the layout is FSDP1's (fsdp1_flat_grads).
+double fsdp1_staging_bytes(const PlanLayout& L, const StateBytesPerParam& per_param, int64_t dp) {
+  if (!L.fsdp1_flat_grads || dp < 2) return 0;
+  const double reduce = grad_reduce_bytes(L, per_param);
+  const double cast = reduce != 2.0 ? 2.0 + reduce : 0.0;
+  return cast + 2.0 * reduce;
 }
 
 // The parameters of ZeRO-3's largest unit on one tp rank: a transformer
@@ -159,9 +182,8 @@ struct ChunkWork {
   // FSDP and DeepSpeed prefetch the next unit's gather while a unit
   // computes and reduce-scatter a unit's gradients while the next computes:
   // only the first unit's gather of a pass and the last unit's
-  // reduce-scatter wait, and what the compute (the system's comm_overlap of
-  // it) cannot cover. The engine gathers each unit when it needs it: all of
-  // it waits.
+  // reduce-scatter wait, and what the compute cannot cover (overlapped()).
+  // The engine gathers each unit when it needs it: all of it waits.
   bool zero3_overlapped = false;
   double comm_overlap = 1.0;
 
@@ -189,8 +211,21 @@ struct ChunkWork {
     }
     const double ends = (gather + reduce) / layers;  // the first unit's gather, the last's reduce
     const double compute = c.total() - c[Op::Comm];
-    c[Op::Comm] += ends + std::max(0.0, gather + reduce - ends - comm_overlap * compute);
+    c[Op::Comm] += ends + overlapped(gather + reduce - ends, compute);
     return c;
+  }
+
+  // The seconds a pass waits beyond its compute when `comm` seconds of
+  // collectives run beside `compute` seconds of it. comm_overlap is what
+  // `tessera calibrate` measures (and a GPU file cites): the fraction of a
+  // collective that compute twice its length hides, (compute + comm - both)
+  // / comm. On a GPU the gap is contention: the collective's kernels take
+  // SMs and memory bandwidth, so the compute beside it runs slower, by
+  // 1 / comm_overlap - 1, and each second of collective costs
+  // 1 - comm_overlap seconds of compute; a collective longer than the
+  // compute it slows shows past it. comm_overlap 1: max(0, comm - compute).
+  double overlapped(double comm, double compute) const {
+    return std::max((1.0 - comm_overlap) * comm, comm - compute);
   }
 };
 
@@ -201,6 +236,17 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   const int64_t t = par.tp, dp = par.dp;
   ChunkWork w;
   LayerOps lo = layer_ops(ol, sys, L);
+  // Eager RoPE, which the engine's op list folds into its attention kernel:
+  // a memory-bound pass each way, and again in a full recompute.
+  if (L.eager_elementwise && m.rope()) {
+    const double rope = eager_rope_bytes(m, L) / sys.achieved_memory_bandwidth();
+    lo.forward[Op::Cast] += rope;
+    lo.backward[Op::Cast] += rope;
+    if (par.recompute == Recompute::Full) lo.recompute[Op::Cast] += rope;
+  }
+  // torchtitan's op-level SAC recomputes more than the attention core.
+  if (L.torchtitan_op_sac && par.recompute == Recompute::Selective)
+    lo.recompute = op_sac_recompute(m, sys, L, lo.forward);
   w.ends = end_ops(ol, sys, L);
   EndOps& eo = w.ends;
   // Kernels run slower inside a step than alone (system in_situ factors,
@@ -214,7 +260,7 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
   // ZeRO-3 units (a layer each) are gathered in 16 bits from the dp shards
   // (per_param.params bytes a parameter) and, in a GPU framework, their
-  // gradients reduce-scattered every micro-batch (per_param.grads).
+  // gradients reduce-scattered every micro-batch (grad_reduce_bytes).
   w.zero3_overlapped = zero3_framework(L);
   w.comm_overlap = sys.comm_overlap;
   for (int64_t s = 0; s < par.pp; ++s) {
@@ -230,8 +276,18 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     };
     w.zero3_gather.push_back(zero3 ? cost(Collective::AllGather, per_param.params) : 0.0);
     w.zero3_reduce.push_back(zero3 && w.zero3_overlapped
-                                 ? cost(Collective::ReduceScatter, per_param.grads)
+                                 ? cost(Collective::ReduceScatter, grad_reduce_bytes(L, per_param)) +
+                                       chunk_params * fsdp1_staging_bytes(L, per_param, dp) /
+                                           sys.achieved_memory_bandwidth()
                                  : 0.0);
+  }
+  // FSDP1's parameters are views of the unit's flat parameter (torch.split
+  // then view), so autograd's split backward copies each layer's 16-bit
+  // gradients into the flat gradient (read 2, write 2 bytes a parameter) on
+  // the compute stream, every micro-batch.
+  if (L.fsdp1_flat_grads && w.zero3_overlapped && par.zero_stage == 3 && dp > 1) {
+    const double copy = 4.0 * layer_params / sys.achieved_memory_bandwidth();
+    w.layer_backward[Op::Cast] += copy;
   }
   return w;
 }
@@ -304,7 +360,7 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   // ZeRO-3 reduce-scatters per micro-batch there too: nothing is left for
   // the step's end.
   if (dp > 1 && !zero3_framework(L)) {
-    const double grads = double(max_params) * per_param.grads;
+    const double grads = double(max_params) * grad_reduce_bytes(L, per_param);
     const double weights = double(max_params) * per_param.params;
     const double reduce =
         par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t, L.devices()).seconds
@@ -371,6 +427,17 @@ void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params
   // FP8: the updated weights cast to FP8 and transposed once a step (read 2,
   // write 1 + 1 bytes a parameter), each rank over the weights it computes with.
   if (L.fp8) ops[Op::Cast] += 4.0 * double(params) / sys.achieved_memory_bandwidth();
+  // Eager PyTorch's AdamW (layout.h), per fp32 parameter of the shard: m *=
+  // b1 (read 4, write 4), m += (1 - b1) g (8 + 4), v *= b2 (8), v += (1 - b2)
+  // g g (8 + 4), sqrt(v) (8), / sqrt(bias correction) (8), + eps (8), p +=
+  // -step m / denom (12 + 4): 80 bytes where the fused kernel moves 28
+  // (Composer 0.17 composer/optim/decoupled_weight_decay.py adamw(), with
+  // weight_decay 0 as llm-foundry's MPT yamls; torch's _multi_tensor_adamw
+  // has the same passes with lerp for the first two and a decay pass of 8
+  // in place of none). And clip_grad_norm_'s grad *= min(1, max_norm / norm)
+  // on every gradient (read 4, write 4) after the norm's read.
+  if (L.eager_optimizer)
+    ops[Op::Optimizer] += (80.0 - 28.0 + 8.0) * double(params) / shard / sys.achieved_memory_bandwidth();
   // Megatron-LM's fp16 loss scaling (layout.h), over the same shard: the
   // fp16 gradients copied into the fp32 main gradients (read 2, write 4
   // bytes) and unscaled with an inf/NaN check (read 4, write 4); then the

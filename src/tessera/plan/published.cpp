@@ -63,7 +63,7 @@ constexpr const char* kRunKeys[] = {
     "name", "system", "devices", "tensor-model-parallel-size", "pipeline-model-parallel-size",
     "micro-batch-size", "global-batch-size", "zero-stage", "recompute", "precision",
     "flash-attention", "sequence-parallel", "pipeline-schedule", "virtual-stages",
-    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "inferred", "note", "model", "step-seconds",
+    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "inferred", "note", "model", "step-seconds",
     "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu",
     "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
     "decoder-last-pipeline-num-layers"};
@@ -213,6 +213,24 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
   L.overlap_grad_reduce = r.flag("overlap-grad-reduce", false);
   L.overlap_param_gather = r.flag("overlap-param-gather", false);
   L.tp_comm_overlap = r.flag("tp-comm-overlap", false);
+  // How the optimizer step runs: one fused kernel (Megatron-LM, Apex) or eager
+  // PyTorch's element-wise ops (layout.h eager_optimizer).
+  const std::string optimizer = r.str("optimizer", "fused");
+  TESSERA_CHECK(optimizer == "fused" || optimizer == "eager",
+                "{}: optimizer must be fused or eager (got '{}')", r.where, clipped(optimizer));
+  L.eager_optimizer = optimizer == "eager";
+  L.eager_elementwise = r.flag("eager-elementwise", false);
+  L.fsdp1_flat_grads = r.flag("fsdp-flat-params", false);
+  L.torchtitan_op_sac = r.flag("torchtitan-op-sac", false);
+  TESSERA_CHECK(!L.torchtitan_op_sac || par.recompute == Recompute::Selective,
+                "{}: torchtitan-op-sac needs recompute = \"selective\"", r.where);
+  // The dtype the data-parallel gradient reduction moves (FSDP's reduce_dtype).
+  if (t.contains("grad-reduce-dtype")) {
+    const std::string g = r.str("grad-reduce-dtype");
+    TESSERA_CHECK(g == "fp32" || g == "bf16" || g == "fp16",
+                  "{}: grad-reduce-dtype must be fp32, bf16 or fp16 (got '{}')", r.where, clipped(g));
+    L.grad_reduce_bytes = g == "fp32" ? 4.0 : 2.0;
+  }
   // As Megatron-LM: the userbuffers overlap cuts sequence-parallel collectives.
   TESSERA_CHECK(!L.tp_comm_overlap || (par.sequence_parallel && par.tp > 1),
                 "{}: tp-comm-overlap needs sequence-parallel and tensor-model-parallel-size > 1",

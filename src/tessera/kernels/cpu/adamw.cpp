@@ -26,17 +26,21 @@ struct Scalars {
   float decay, b1, b2, one_m_b1, one_m_b2, neg_step_size, bc2_sqrt, eps, gscale;
 };
 
-// One element, scalar; also the tail of the AVX-512 path.
+// One element, scalar; also the head and tail of the AVX-512 path. The
+// fused multiply-adds are written out (std::fma), the same ones the vector
+// body makes: left to the compiler, `a * b + c * d` may fuse either product,
+// and GCC chose differently at -O2 (the sanitizer build) than at -O3, so
+// the head and the body of one pass disagreed in the last bit.
 inline void adamw_one(float* params, float* grads, float* m, float* v, int64_t i,
                       const Scalars& s) {
   const float g = grads[i] * s.gscale;
   grads[i] = 0.0f;  // the next step accumulates from zero
-  const float mi = m[i] * s.b1 + s.one_m_b1 * g;
-  const float vi = v[i] * s.b2 + s.one_m_b2 * (g * g);
+  const float mi = std::fma(m[i], s.b1, s.one_m_b1 * g);
+  const float vi = std::fma(v[i], s.b2, s.one_m_b2 * (g * g));
   m[i] = mi;
   v[i] = vi;
   const float denom = std::sqrt(vi) / s.bc2_sqrt + s.eps;
-  params[i] = params[i] * s.decay + s.neg_step_size * mi / denom;  // addcdiv's order
+  params[i] = std::fma(params[i], s.decay, s.neg_step_size * mi / denom);  // addcdiv's order
 }
 
 #if defined(__AVX512F__)

@@ -151,16 +151,23 @@ template <int64_t NV>
 // start at +0 changes no bit, so the tile loops skip them.
 inline int64_t key_vectors(int64_t keys) { return std::clamp<int64_t>((keys + 15) / 16, 1, kV); }
 
+// f(std::integral_constant<int64_t, NV>{}) for NV = key_vectors(keys): each
+// vector count of a tile loop is its own unrolled instance.
+template <class F>
+void with_key_vectors(int64_t keys, F&& f) {
+  static_assert(kV == 4, "one case per vector count");
+  switch (key_vectors(keys)) {
+    case 1: return f(std::integral_constant<int64_t, 1>{});
+    case 2: return f(std::integral_constant<int64_t, 2>{});
+    case 3: return f(std::integral_constant<int64_t, 3>{});
+    default: return f(std::integral_constant<int64_t, 4>{});
+  }
+}
+
 // rows_times_tile_v for the tile's first `keys` keys.
 inline void rows_times_tile(Block& S, const float* const x[kRows], const float* tile, int64_t HS,
                             int64_t keys) {
-  static_assert(kV == 4, "one case per vector count");
-  switch (key_vectors(keys)) {
-    case 1: return rows_times_tile_v<1>(S, x, tile, HS);
-    case 2: return rows_times_tile_v<2>(S, x, tile, HS);
-    case 3: return rows_times_tile_v<3>(S, x, tile, HS);
-    default: return rows_times_tile_v<4>(S, x, tile, HS);
-  }
+  with_key_vectors(keys, [&](auto nv) { rows_times_tile_v<decltype(nv)::value>(S, x, tile, HS); });
 }
 
 // dst (n) = scale * src (n): a q row scaled once for all its key tiles.
@@ -237,12 +244,8 @@ template <int64_t NV, int64_t R>
 template <int64_t R>
 void rows_t_times_block(float* Mt, const float* const x[R], const float* const p[R], int64_t HS,
                         int64_t keys) {
-  switch (key_vectors(keys)) {
-    case 1: return rows_t_times_block_v<1, R>(Mt, x, p, HS);
-    case 2: return rows_t_times_block_v<2, R>(Mt, x, p, HS);
-    case 3: return rows_t_times_block_v<3, R>(Mt, x, p, HS);
-    default: return rows_t_times_block_v<4, R>(Mt, x, p, HS);
-  }
+  with_key_vectors(keys,
+                   [&](auto nv) { rows_t_times_block_v<decltype(nv)::value, R>(Mt, x, p, HS); });
 }
 
 // The attention-probability dropout of one call: off (p = 0 or no site),

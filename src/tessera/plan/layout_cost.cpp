@@ -42,9 +42,10 @@ double grad_reduce_bytes(const PlanLayout& L, const StateBytesPerParam& per_para
 // reduce_dtype when it differs from the 16-bit gradient (read 2, write 4),
 // then _div_if_needed by the gradient pre-divide factor (in place, read and
 // write in the reduce dtype), which _get_gradient_predivide_factor makes > 1
-// for every dp >= 2. 0 unless the layout is FSDP1's (fsdp1_flat_grads).
-double fsdp1_staging_bytes(const PlanLayout& L, const StateBytesPerParam& per_param, int64_t dp) {
-  if (!L.fsdp1_flat_grads || dp < 2) return 0;
+// for every dp >= 2 (a ZeRO-3 framework layout has dp >= 2). 0 unless the
+// layout is FSDP1's (fsdp1_flat_grads).
+double fsdp1_staging_bytes(const PlanLayout& L, const StateBytesPerParam& per_param) {
+  if (!L.fsdp1_flat_grads) return 0;
   const double reduce = grad_reduce_bytes(L, per_param);
   const double cast = reduce != 2.0 ? 2.0 + reduce : 0.0;
   return cast + 2.0 * reduce;
@@ -277,15 +278,15 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     w.zero3_gather.push_back(zero3 ? cost(Collective::AllGather, per_param.params) : 0.0);
     w.zero3_reduce.push_back(zero3 && w.zero3_overlapped
                                  ? cost(Collective::ReduceScatter, grad_reduce_bytes(L, per_param)) +
-                                       chunk_params * fsdp1_staging_bytes(L, per_param, dp) /
+                                       chunk_params * fsdp1_staging_bytes(L, per_param) /
                                            sys.achieved_memory_bandwidth()
                                  : 0.0);
   }
   // FSDP1's parameters are views of the unit's flat parameter (torch.split
   // then view), so autograd's split backward copies each layer's 16-bit
   // gradients into the flat gradient (read 2, write 2 bytes a parameter) on
-  // the compute stream, every micro-batch.
-  if (L.fsdp1_flat_grads && w.zero3_overlapped && par.zero_stage == 3 && dp > 1) {
+  // the compute stream, every micro-batch (zero3_overlapped: ZeRO-3 over dp >= 2).
+  if (L.fsdp1_flat_grads && w.zero3_overlapped) {
     const double copy = 4.0 * layer_params / sys.achieved_memory_bandwidth();
     w.layer_backward[Op::Cast] += copy;
   }

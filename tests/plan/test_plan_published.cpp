@@ -46,6 +46,18 @@ precision = "fp16"
 )" + extra + measure + "\n";
 }
 
+// FSDP (ZeRO-3) over one 8-GPU node, one micro-batch a step: the layout the
+// issue's FSDP tests plan.
+PlanLayout fsdp_node(int64_t micro_batch) {
+  PlanLayout L;
+  L.par.dp = 8;
+  L.par.micro_batch = micro_batch;
+  L.par.global_batch = 8 * micro_batch;
+  L.par.zero_stage = 3;
+  L.precision = Precision::Bf16;
+  return L;
+}
+
 TEST(PublishedRuns, EachFigureBecomesTheStepItImplies) {
   const GPTConfig m = find_preset("gpt3-6.7b")->config;
   const double tokens = 64.0 * 2048;
@@ -129,12 +141,7 @@ TEST(PublishedRuns, TheTermsSumToTheStep) {
 TEST(Zero3AsFsdp, HoldsTwoUnitsAndHidesItsGathersInsideANode) {
   const GPTConfig m = find_preset("gpt3-6.7b")->config;
   const SystemSpec sys = load_system("dgx-a100-80gb");
-  PlanLayout L;
-  L.par.dp = 8;
-  L.par.micro_batch = 6;
-  L.par.global_batch = 48;
-  L.par.zero_stage = 3;
-  L.precision = Precision::Bf16;
+  const PlanLayout L = fsdp_node(6);
   const LayoutCost c = evaluate_layout(m, sys, L);
   EXPECT_TRUE(c.fits) << c.why_not;
   // Two units in flight, each the larger of a layer and the embedding, in
@@ -214,12 +221,7 @@ TEST(Zero3AsFsdp, CollectivesBesideComputeSlowItByTheSystemsOverlap) {
   EXPECT_DOUBLE_EQ(sys.comm_overlap, 0.841);
   SystemSpec ideal = sys;
   ideal.comm_overlap = 1.0;
-  PlanLayout L;
-  L.par.dp = 8;
-  L.par.micro_batch = 6;
-  L.par.global_batch = 48;
-  L.par.zero_stage = 3;
-  L.precision = Precision::Bf16;
+  const PlanLayout L = fsdp_node(6);
   const LayoutCost real = evaluate_layout(m, sys, L), free = evaluate_layout(m, ideal, L);
   ParamCounter params(m);
   const double chunk = 32 * double(params.layer_params(1));
@@ -244,11 +246,7 @@ TEST(EagerOptimizer, PaysItsElementWisePassesOverTheShard) {
                                 {"optimizer must be fused or eager (got 'apex')"}));
   const GPTConfig m = find_preset("gpt3-6.7b")->config;
   const SystemSpec sys = load_system("h100");
-  PlanLayout fused;
-  fused.par.dp = 8;
-  fused.par.micro_batch = 2;
-  fused.par.global_batch = 16;
-  fused.par.zero_stage = 3;
+  PlanLayout fused = fsdp_node(2);
   PlanLayout eager = fused;
   eager.eager_optimizer = true;
   const LayoutCost a = evaluate_layout(m, sys, fused), b = evaluate_layout(m, sys, eager);
@@ -267,11 +265,7 @@ TEST(EagerOptimizer, PaysItsElementWisePassesOverTheShard) {
 TEST(EagerElementwise, PricesTorchtitansLlamaCodeOpByOp) {
   const GPTConfig m = find_preset("llama-3-8b")->config;
   const SystemSpec sys = load_system("h100");
-  PlanLayout fused;
-  fused.par.dp = 8;
-  fused.par.micro_batch = 2;
-  fused.par.global_batch = 16;
-  fused.par.zero_stage = 3;
+  PlanLayout fused = fsdp_node(2);
   PlanLayout eager = fused;
   eager.eager_elementwise = true;
   const double bw = sys.achieved_memory_bandwidth();
@@ -299,11 +293,7 @@ TEST(EagerElementwise, PricesTorchtitansLlamaCodeOpByOp) {
 TEST(Zero3AsFsdp, Fsdp1CopiesCastsAndPredividesEachUnitsGradient) {
   const GPTConfig m = find_preset("gpt3-6.7b")->config;
   const SystemSpec sys = load_system("h100");
-  PlanLayout L;
-  L.par.dp = 8;
-  L.par.micro_batch = 2;
-  L.par.global_batch = 16;
-  L.par.zero_stage = 3;
+  PlanLayout L = fsdp_node(2);
   L.grad_reduce_bytes = 4;
   PlanLayout f1 = L;
   f1.fsdp1_flat_grads = true;
@@ -333,11 +323,7 @@ TEST(Zero3AsFsdp, Fsdp1CopiesCastsAndPredividesEachUnitsGradient) {
 TEST(OpSac, RecomputesTheEvenLinearsAndTheElementWiseWork) {
   const GPTConfig m = find_preset("llama-3-8b")->config;
   const SystemSpec sys = load_system("h100");
-  PlanLayout L;
-  L.par.dp = 8;
-  L.par.micro_batch = 2;
-  L.par.global_batch = 16;
-  L.par.zero_stage = 3;
+  PlanLayout L = fsdp_node(2);
   L.par.recompute = Recompute::Selective;
   L.torchtitan_op_sac = true;
   const LayerOps lo = layer_ops(m, sys, L);

@@ -5,12 +5,13 @@
 // process) and tests/mpi/mpi_test_op_list.cpp (tp 2, with and without SP).
 //
 // The recorder maps Backend calls to entries on its own (from the call's
-// arguments), independently of op_list.cpp:
-//   matmul_forward*   one GEMM  m = N, n = OC, k = C; the fp32 one with a
+// arguments and its views' dtype tags), independently of op_list.cpp:
+//   matmul_forward    one GEMM  m = N, n = OC, k = C; the fp32 one with a
 //                     bias also its bias pass over N * OC elements
-//   matmul_backward*  dinp GEMM (N, C, OC), dweight GEMM (OC, C, N), and with
+//   matmul_backward   dinp GEMM (N, C, OC), dweight GEMM (OC, C, N), and with
 //                     a bias the column sum of dY over N * OC elements
 //   attention_*       (B, T, C, NH) of the query heads (C = NH * HS)
+//   cast              "copy" between buffers of one type, else "cast"
 //   everything else   elements (n, N * C, rows * C, B * T * C, N * V, N;
 //                     rmsnorm N * C, swiglu N * F)
 // Compared: GEMMs and attention calls as multisets of (phase, kernel, shape,
@@ -44,102 +45,62 @@ class RecordingBackend : public kernels::CpuBackend {
  public:
   mutable std::vector<RanKernel> calls;
   mutable bool on = true;  // off: calls outside the micro-batch (the working copy's refresh)
+  using Act = kernels::Act;
+  using ConstAct = kernels::ConstAct;
 
-  // ---- GEMMs ----
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                      int64_t N, int64_t C, int64_t OC) const override {
-    gemm("matmul_forward", N, OC, C, Precision::Fp32);
-    if (bias) mem("matmul_forward.bias", N * OC);  // cpu::matmul_forward's own pass
+  // ---- GEMMs (the operands' type: inp's) ----
+  void matmul_forward(Act out, ConstAct inp, ConstAct weight, const float* bias, int64_t N,
+                      int64_t C, int64_t OC) const override {
+    gemm("matmul_forward", N, OC, C, inp.dtype);
+    // cpu::matmul_forward's own bias pass; the 16-bit GEMMs fuse it
+    if (bias && !inp.lowp()) mem("matmul_forward.bias", N * OC);
     CpuBackend::matmul_forward(out, inp, weight, bias, N, C, OC);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                       bool acc_dinp, bool acc_dw) const override {
-    backward(dinp, dbias, N, C, OC, Precision::Fp32);
+  void matmul_backward(float* dinp, float* dweight, float* dbias, ConstAct dout, ConstAct inp,
+                       ConstAct weight, int64_t N, int64_t C, int64_t OC, bool acc_dinp,
+                       bool acc_dw) const override {
+    if (dinp) gemm("matmul_backward.dinp", N, C, OC, inp.dtype);
+    gemm("matmul_backward.dweight", OC, C, N, inp.dtype);
+    if (dbias) mem("matmul_backward.dbias", N * OC, inp.dtype);
     CpuBackend::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, acc_dinp,
                                 acc_dw);
   }
-  void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight, const float* bias,
-                           int64_t N, int64_t C, int64_t OC) const override {
-    gemm("matmul_forward", N, OC, C, Precision::Bf16);
-    CpuBackend::matmul_forward_bf16(out, inp, weight, bias, N, C, OC);
+  // A cast into 16 bits is listed under its 16-bit type; one between
+  // buffers of one type is a copy.
+  void cast(Act out, ConstAct in, int64_t n) const override {
+    if (out.dtype == in.dtype)
+      mem("copy", n, out.dtype);
+    else
+      mem("cast", n, out.lowp() ? out.dtype : in.dtype);
+    CpuBackend::cast(out, in, n);
   }
-  void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
-                            const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
-                            int64_t OC, bool acc_dinp, bool acc_dw) const override {
-    backward(dinp, dbias, N, C, OC, Precision::Bf16);
-    CpuBackend::matmul_backward_bf16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, acc_dinp,
-                                     acc_dw);
+  void fill(Act x, float value, int64_t n) const override {
+    mem("fill", n, x.dtype);
+    CpuBackend::fill(x, value, n);
   }
-  void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,
-                           int64_t N, int64_t C, int64_t OC) const override {
-    gemm("matmul_forward", N, OC, C, Precision::Fp16);
-    CpuBackend::matmul_forward_fp16(out, inp, weight, bias, N, C, OC);
+  void accumulate(float* y, ConstAct x, int64_t n) const override {
+    mem("accumulate", n, x.dtype);
+    CpuBackend::accumulate(y, x, n);
   }
-  void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
-                            const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
-                            int64_t OC, bool acc_dinp, bool acc_dw) const override {
-    backward(dinp, dbias, N, C, OC, Precision::Fp16);
-    CpuBackend::matmul_backward_fp16(dinp, dweight, dbias, dout, inp, weight, N, C, OC, acc_dinp,
-                                     acc_dw);
+  // With GELU: the fc bias fused into it, the bias pass and the GELU the
+  // op list lists (under matmul_forward.bias and gelu_forward).
+  void bias_add(float* out, const float* bias, int64_t N, int64_t C,
+                float* gelu_out) const override {
+    if (gelu_out) {
+      mem("matmul_forward.bias", N * C);
+      mem("gelu_forward", N * C);
+    } else {
+      mem("bias_add", N * C);
+    }
+    CpuBackend::bias_add(out, bias, N, C, gelu_out);
   }
-  void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,
-                               const float* bias, int64_t N, int64_t C, int64_t OC) const override {
-    gemm("matmul_forward", N, OC, C, Precision::Bf16);
-    CpuBackend::matmul_forward_bf16_out(out, inp, weight, bias, N, C, OC);
-  }
-  void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weight,
-                               const float* bias, int64_t N, int64_t C, int64_t OC) const override {
-    gemm("matmul_forward", N, OC, C, Precision::Fp16);
-    CpuBackend::matmul_forward_fp16_out(out, inp, weight, bias, N, C, OC);
-  }
-  void cast_to_bf16(bf16_t* out, const float* in, int64_t n) const override {
-    mem("cast", n, Precision::Bf16);
-    CpuBackend::cast_to_bf16(out, in, n);
-  }
-  void cast_to_fp16(fp16_t* out, const float* in, int64_t n) const override {
-    mem("cast", n, Precision::Fp16);
-    CpuBackend::cast_to_fp16(out, in, n);
-  }
-  void bias_add(float* out, const float* bias, int64_t N, int64_t C) const override {
-    mem("bias_add", N * C);
-    CpuBackend::bias_add(out, bias, N, C);
-  }
-  // ---- LayerNorm ----
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                         const float* b, int64_t N, int64_t C) const override {
-    mem("layernorm_forward", N * C);
-    CpuBackend::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
-  }
-  void layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, const float* inp,
-                              const float* w, const float* b, int64_t N, int64_t C) const override {
-    mem("layernorm_forward", N * C, Precision::Bf16);
-    CpuBackend::layernorm_forward_bf16(out, mean, rstd, inp, w, b, N, C);
-  }
-  void layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, const float* inp,
-                              const float* w, const float* b, int64_t N, int64_t C) const override {
-    mem("layernorm_forward", N * C, Precision::Fp16);
-    CpuBackend::layernorm_forward_fp16(out, mean, rstd, inp, w, b, N, C);
-  }
-  // The fused residual add and norm: the add's and the norm's elements, as
-  // the op list counts them (residual_norm below).
-  void residual_layernorm_forward(float* out, float* mean, float* rstd, float* res,
-                                  const float* add, const float* w, const float* b, int64_t N,
-                                  int64_t C) const override {
-    residual_norm(N * C, Precision::Fp32);
-    CpuBackend::residual_layernorm_forward(out, mean, rstd, res, add, w, b, N, C);
-  }
-  void residual_layernorm_forward_bf16(bf16_t* out, float* mean, float* rstd, float* res,
-                                       const float* add, const float* w, const float* b,
-                                       int64_t N, int64_t C) const override {
-    residual_norm(N * C, Precision::Bf16);
-    CpuBackend::residual_layernorm_forward_bf16(out, mean, rstd, res, add, w, b, N, C);
-  }
-  void residual_layernorm_forward_fp16(fp16_t* out, float* mean, float* rstd, float* res,
-                                       const float* add, const float* w, const float* b,
-                                       int64_t N, int64_t C) const override {
-    residual_norm(N * C, Precision::Fp16);
-    CpuBackend::residual_layernorm_forward_fp16(out, mean, rstd, res, add, w, b, N, C);
+  // ---- norms (elements N * C); with res, the fused residual add and the
+  // norm, as two op-list entries (the fp32 add and the norm) ----
+  void layernorm_forward(Act out, float* mean, float* rstd, const float* inp, float* res,
+                         const float* w, const float* b, int64_t N, int64_t C) const override {
+    if (res) mem("accumulate", N * C);
+    mem("layernorm_forward", N * C, out.dtype);
+    CpuBackend::layernorm_forward(out, mean, rstd, inp, res, w, b, N, C);
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                           const float* w, const float* mean, const float* rstd, int64_t N,
@@ -147,21 +108,10 @@ class RecordingBackend : public kernels::CpuBackend {
     mem("layernorm_backward", N * C);
     CpuBackend::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   }
-  // ---- RMSNorm (elements N * C, as LayerNorm's) ----
-  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, int64_t N,
+  void rmsnorm_forward(Act out, float* rstd, const float* inp, const float* w, int64_t N,
                        int64_t C, float eps) const override {
-    mem("rmsnorm_forward", N * C);
+    mem("rmsnorm_forward", N * C, out.dtype);
     CpuBackend::rmsnorm_forward(out, rstd, inp, w, N, C, eps);
-  }
-  void rmsnorm_forward_bf16(bf16_t* out, float* rstd, const float* inp, const float* w, int64_t N,
-                            int64_t C, float eps) const override {
-    mem("rmsnorm_forward", N * C, Precision::Bf16);
-    CpuBackend::rmsnorm_forward_bf16(out, rstd, inp, w, N, C, eps);
-  }
-  void rmsnorm_forward_fp16(fp16_t* out, float* rstd, const float* inp, const float* w, int64_t N,
-                            int64_t C, float eps) const override {
-    mem("rmsnorm_forward", N * C, Precision::Fp16);
-    CpuBackend::rmsnorm_forward_fp16(out, rstd, inp, w, N, C, eps);
   }
   void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp,
                         const float* w, const float* rstd, int64_t N, int64_t C) const override {
@@ -169,115 +119,40 @@ class RecordingBackend : public kernels::CpuBackend {
     CpuBackend::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
   }
   // ---- attention ----
-  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
+  void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T,
                          const AttentionHeads& hd, const DropoutSite* d) const override {
-    attn("attention_forward", B, T, hd, Precision::Fp32);
+    attn("attention_forward", B, T, hd, qkv.dtype);
     CpuBackend::attention_forward(out, lse, qkv, B, T, hd, d);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+  void attention_backward(Act dqkv, const float* dout, ConstAct qkv, ConstAct out,
                           const float* lse, int64_t B, int64_t T, const AttentionHeads& hd,
                           const DropoutSite* d) const override {
-    attn("attention_backward", B, T, hd, Precision::Fp32);
+    attn("attention_backward", B, T, hd, qkv.dtype);
     CpuBackend::attention_backward(dqkv, dout, qkv, out, lse, B, T, hd, d);
   }
-  void attention_forward_bf16(bf16_t* out, float* lse, const bf16_t* qkv, int64_t B, int64_t T,
-                              const AttentionHeads& hd, const DropoutSite* d) const override {
-    attn("attention_forward", B, T, hd, Precision::Bf16);
-    CpuBackend::attention_forward_bf16(out, lse, qkv, B, T, hd, d);
-  }
-  void attention_forward_fp16(fp16_t* out, float* lse, const fp16_t* qkv, int64_t B, int64_t T,
-                              const AttentionHeads& hd, const DropoutSite* d) const override {
-    attn("attention_forward", B, T, hd, Precision::Fp16);
-    CpuBackend::attention_forward_fp16(out, lse, qkv, B, T, hd, d);
-  }
-  void attention_backward_bf16(bf16_t* dqkv, const float* dout, const bf16_t* qkv,
-                               const bf16_t* out, const float* lse, int64_t B, int64_t T,
-                               const AttentionHeads& hd, const DropoutSite* d) const override {
-    attn("attention_backward", B, T, hd, Precision::Bf16);
-    CpuBackend::attention_backward_bf16(dqkv, dout, qkv, out, lse, B, T, hd, d);
-  }
-  void attention_backward_fp16(fp16_t* dqkv, const float* dout, const fp16_t* qkv,
-                               const fp16_t* out, const float* lse, int64_t B, int64_t T,
-                               const AttentionHeads& hd, const DropoutSite* d) const override {
-    attn("attention_backward", B, T, hd, Precision::Fp16);
-    CpuBackend::attention_backward_fp16(dqkv, dout, qkv, out, lse, B, T, hd, d);
-  }
-  // ---- GELU ----
-  // The fc bias fused into GELU: the bias pass and the GELU the op list
-  // lists (under matmul_forward.bias and gelu_forward).
-  void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N,
-                         int64_t C) const override {
-    mem("matmul_forward.bias", N * C);
-    mem("gelu_forward", N * C);
-    CpuBackend::bias_gelu_forward(out, pre, bias, N, C);
-  }
-  void gelu_forward(float* out, const float* inp, int64_t n) const override {
-    mem("gelu_forward", n);
+  // ---- activations (SwiGLU's elements N * F: the output's) ----
+  void gelu_forward(Act out, ConstAct inp, int64_t n) const override {
+    mem("gelu_forward", n, inp.dtype);
     CpuBackend::gelu_forward(out, inp, n);
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const override {
-    mem("gelu_backward", n);
+  void gelu_backward(Act dinp, ConstAct inp, const float* dout, int64_t n) const override {
+    mem("gelu_backward", n, inp.dtype);
     CpuBackend::gelu_backward(dinp, inp, dout, n);
   }
-  void gelu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t n) const override {
-    mem("gelu_forward", n, Precision::Bf16);
-    CpuBackend::gelu_forward_bf16(out, inp, n);
-  }
-  void gelu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t n) const override {
-    mem("gelu_forward", n, Precision::Fp16);
-    CpuBackend::gelu_forward_fp16(out, inp, n);
-  }
-  void gelu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout,
-                          int64_t n) const override {
-    mem("gelu_backward", n, Precision::Bf16);
-    CpuBackend::gelu_backward_bf16(dinp, inp, dout, n);
-  }
-  void gelu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout,
-                          int64_t n) const override {
-    mem("gelu_backward", n, Precision::Fp16);
-    CpuBackend::gelu_backward_fp16(dinp, inp, dout, n);
-  }
-  // ---- SwiGLU (elements N * F: the output's) ----
-  void swiglu_forward(float* out, const float* inp, int64_t N, int64_t F) const override {
-    mem("swiglu_forward", N * F);
+  void swiglu_forward(Act out, ConstAct inp, int64_t N, int64_t F) const override {
+    mem("swiglu_forward", N * F, inp.dtype);
     CpuBackend::swiglu_forward(out, inp, N, F);
   }
-  void swiglu_backward(float* dinp, const float* inp, const float* dout, int64_t N,
+  void swiglu_backward(Act dinp, ConstAct inp, const float* dout, int64_t N,
                        int64_t F) const override {
-    mem("swiglu_backward", N * F);
+    mem("swiglu_backward", N * F, inp.dtype);
     CpuBackend::swiglu_backward(dinp, inp, dout, N, F);
   }
-  void swiglu_forward_bf16(bf16_t* out, const bf16_t* inp, int64_t N, int64_t F) const override {
-    mem("swiglu_forward", N * F, Precision::Bf16);
-    CpuBackend::swiglu_forward_bf16(out, inp, N, F);
-  }
-  void swiglu_forward_fp16(fp16_t* out, const fp16_t* inp, int64_t N, int64_t F) const override {
-    mem("swiglu_forward", N * F, Precision::Fp16);
-    CpuBackend::swiglu_forward_fp16(out, inp, N, F);
-  }
-  void swiglu_backward_bf16(bf16_t* dinp, const bf16_t* inp, const float* dout, int64_t N,
-                            int64_t F) const override {
-    mem("swiglu_backward", N * F, Precision::Bf16);
-    CpuBackend::swiglu_backward_bf16(dinp, inp, dout, N, F);
-  }
-  void swiglu_backward_fp16(fp16_t* dinp, const fp16_t* inp, const float* dout, int64_t N,
-                            int64_t F) const override {
-    mem("swiglu_backward", N * F, Precision::Fp16);
-    CpuBackend::swiglu_backward_fp16(dinp, inp, dout, N, F);
-  }
-  // ---- dropout, element-wise ----
+  // ---- dropout ----
   void dropout_rows(float* x, int64_t rows, int64_t C, int64_t row0, int64_t T,
                     const DropoutSite& site) const override {
     mem("dropout_rows", rows * C);
     CpuBackend::dropout_rows(x, rows, C, row0, T, site);
-  }
-  void add(float* out, const float* a, const float* b, int64_t n) const override {
-    mem("add", n);
-    CpuBackend::add(out, a, b, n);
-  }
-  void accumulate(float* y, const float* x, int64_t n) const override {
-    mem("accumulate", n);
-    CpuBackend::accumulate(y, x, n);
   }
   // ---- embedding ----
   void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int64_t N,
@@ -306,22 +181,10 @@ class RecordingBackend : public kernels::CpuBackend {
     mem("cross_entropy_forward", N * V);
     CpuBackend::cross_entropy_forward(losses, lse, logits, t, N, V);
   }
-  void cross_entropy_backward(float* dl, const float* logits, const float* lse, const int32_t* t,
-                              float dloss, int64_t N, int64_t V) const override {
-    mem("cross_entropy_backward", N * V);
-    CpuBackend::cross_entropy_backward(dl, logits, lse, t, dloss, N, V);
-  }
-  void cross_entropy_backward_bf16(bf16_t* dl, const float* logits, const float* lse,
-                                   const int32_t* t, float dloss, int64_t N,
-                                   int64_t V) const override {
-    mem("cross_entropy_backward", N * V, Precision::Bf16);
-    CpuBackend::cross_entropy_backward_bf16(dl, logits, lse, t, dloss, N, V);
-  }
-  void cross_entropy_backward_fp16(fp16_t* dl, const float* logits, const float* lse,
-                                   const int32_t* t, float dloss, int64_t N,
-                                   int64_t V) const override {
-    mem("cross_entropy_backward", N * V, Precision::Fp16);
-    CpuBackend::cross_entropy_backward_fp16(dl, logits, lse, t, dloss, N, V);
+  void cross_entropy_backward(Act dl, const float* logits, const float* lse, const int32_t* t,
+                              float dloss, int64_t N, int64_t V, int64_t vb) const override {
+    mem("cross_entropy_backward", N * V, dl.dtype);
+    CpuBackend::cross_entropy_backward(dl, logits, lse, t, dloss, N, V, vb);
   }
   void vp_xent_local_max(float* row_max, const float* logits, int64_t N, int64_t V) const override {
     mem("vp_xent_local_max", N * V);
@@ -337,42 +200,15 @@ class RecordingBackend : public kernels::CpuBackend {
     mem("vp_xent_finish", N);
     CpuBackend::vp_xent_finish(losses, lse, row_max, sums, t, N);
   }
-  void vp_xent_backward(float* dl, const float* logits, const float* lse, const int32_t* t,
-                        float dloss, int64_t N, int64_t V, int64_t vb) const override {
-    mem("vp_xent_backward", N * V);
-    CpuBackend::vp_xent_backward(dl, logits, lse, t, dloss, N, V, vb);
-  }
-  void vp_xent_backward_bf16(bf16_t* dl, const float* logits, const float* lse, const int32_t* t,
-                             float dloss, int64_t N, int64_t V, int64_t vb) const override {
-    mem("vp_xent_backward", N * V, Precision::Bf16);
-    CpuBackend::vp_xent_backward_bf16(dl, logits, lse, t, dloss, N, V, vb);
-  }
-  void vp_xent_backward_fp16(fp16_t* dl, const float* logits, const float* lse, const int32_t* t,
-                             float dloss, int64_t N, int64_t V, int64_t vb) const override {
-    mem("vp_xent_backward", N * V, Precision::Fp16);
-    CpuBackend::vp_xent_backward_fp16(dl, logits, lse, t, dloss, N, V, vb);
-  }
 
  private:
   void gemm(const char* k, int64_t m, int64_t n, int64_t kk, Precision p) const {
     if (on) calls.push_back({k, true, m, n, kk, 1, 0, p});
   }
-  void backward(const float* dinp, const float* dbias, int64_t N, int64_t C, int64_t OC,
-                Precision p) const {
-    if (dinp) gemm("matmul_backward.dinp", N, C, OC, p);
-    gemm("matmul_backward.dweight", OC, C, N, p);
-    if (dbias) mem("matmul_backward.dbias", N * OC, p);
-  }
   // (B, T, C, NH) of the query heads, C = NH * HS: attention's FLOPs do
   // not depend on how many key/value heads they share (GQA) or on RoPE.
   void attn(const char* k, int64_t B, int64_t T, const AttentionHeads& hd, Precision p) const {
     if (on) calls.push_back({k, true, B, T, hd.q_width(), hd.q_heads, 0, p});
-  }
-  // A fused residual add and LayerNorm of n elements, the norm's output in p:
-  // the fp32 add and the norm, as two op-list entries.
-  void residual_norm(int64_t n, Precision p) const {
-    mem("add", n);
-    mem("layernorm_forward", n, p);
   }
   void mem(const char* k, int64_t n, Precision p = Precision::Fp32) const {
     if (on) calls.push_back({k, false, 0, 0, 0, 1, n, p});
@@ -402,13 +238,11 @@ inline KernelTally tally(const std::vector<RanKernel>& ran) {
   return t;
 }
 
-// The list's entries of the given phases, `times` over (layers); the
-// model's own copies and fills are not backend calls and are left out.
+// The list's entries of the given phases, `times` over (layers).
 inline void tally_list(KernelTally& t, const std::vector<OpEntry>& list,
                        std::initializer_list<OpPhase> phases, int64_t times = 1) {
   for (const OpEntry& e : list) {
     if (e.cls == OpClass::Collective) continue;
-    if (std::string(e.kernel) == "copy" || std::string(e.kernel) == "fill") continue;
     bool in = false;
     for (OpPhase p : phases) in = in || e.phase == p;
     if (!in) continue;

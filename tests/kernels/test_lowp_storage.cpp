@@ -174,8 +174,8 @@ TEST(KernelOpsLowpStorage, SixteenBitViewsNeedNoCast) {
   Profile prof;
   const kernels::Ops ops(kernels::cpu_backend(), &prof, &lp);
   u16vec got(N * OC), want(N * OC);
-  ops.matmul_forward(kernels::Act::low(got.data()), kernels::Act::low(const_cast<uint16_t*>(xb.data())),
-                     w.data(), b.data(), N, C, OC);
+  ops.matmul_forward(kernels::Act(got.data(), Precision::Bf16),
+                     kernels::ConstAct(xb.data(), Precision::Bf16), w.data(), b.data(), N, C, OC);
   cpu::matmul_forward_bf16_out(want.data(), xb.data(), wb.data(), b.data(), N, C, OC);
   EXPECT_EQ(got, want);
   EXPECT_EQ(prof[Op::Cast], 0.0);  // nothing cast: input and weight were 16-bit already
@@ -184,7 +184,7 @@ TEST(KernelOpsLowpStorage, SixteenBitViewsNeedNoCast) {
   std::vector<float> mean(N), rstd(N), y(N * C);
   u16vec y16(N * C);
   const auto g = test::randn(C, 4), beta = test::randn(C, 5);
-  ops.layernorm_forward(kernels::Act::low(y16.data()), mean.data(), rstd.data(), x.data(),
+  ops.layernorm_forward(kernels::Act(y16.data(), Precision::Bf16), mean.data(), rstd.data(), x.data(),
                         g.data(), beta.data(), N, C);
   cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), beta.data(), N,
                          C);
@@ -195,7 +195,7 @@ TEST(KernelOpsLowpStorage, SixteenBitViewWithoutLowPrecisionStateIsRefused) {
   const kernels::Ops ops(kernels::cpu_backend(), nullptr);  // fp32
   u16vec y16(4 * 8);
   std::vector<float> x(4 * 8, 1.0f), g(8, 1.0f), b(8, 0.0f), mean(4), rstd(4);
-  EXPECT_THROW(ops.layernorm_forward(kernels::Act::low(y16.data()), mean.data(), rstd.data(),
+  EXPECT_THROW(ops.layernorm_forward(kernels::Act(y16.data(), Precision::Bf16), mean.data(), rstd.data(),
                                      x.data(), g.data(), b.data(), 4, 8),
                Error);
 }

@@ -57,7 +57,7 @@ TEST(KernelOpsLlama, RmsNormIsTheRawKernelChargedToLayerNorm) {
   std::vector<uint16_t> want(N * C), got(N * C);
   cpu::rmsnorm_forward_bf16(want.data(), r1.data(), x.data(), w.data(), N, C, 1e-6f);
   kernels::Ops(kernels::cpu_backend(), nullptr, &lp)
-      .rmsnorm_forward(kernels::Act::low(got.data()), r2.data(), x.data(), w.data(), N, C, 1e-6f);
+      .rmsnorm_forward(kernels::Act(got.data(), Precision::Bf16), r2.data(), x.data(), w.data(), N, C, 1e-6f);
   EXPECT_EQ(want, got);
 }
 
@@ -83,13 +83,16 @@ TEST(KernelOpsLlama, SwiGluIsTheRawKernelChargedToGelu) {
   cpu::swiglu_forward_fp16(o1.data(), hh.data(), N, F);
   cpu::swiglu_backward_fp16(g1.data(), hh.data(), dy.data(), N, F);
   const kernels::Ops lops(kernels::cpu_backend(), nullptr, &lp);
-  lops.swiglu_forward(kernels::Act::low(o2.data()), kernels::Act::low(hh.data()), N, F);
-  lops.swiglu_backward(kernels::Act::low(g2.data()), kernels::Act::low(hh.data()), dy.data(), N,
+  lops.swiglu_forward(kernels::Act(o2.data(), Precision::Fp16), kernels::Act(hh.data(), Precision::Fp16), N,
+                      F);
+  lops.swiglu_backward(kernels::Act(g2.data(), Precision::Fp16), kernels::Act(hh.data(), Precision::Fp16),
+                       dy.data(), N,
                        F);
   EXPECT_EQ(o1, o2);
   EXPECT_EQ(g1, g2);
   // Mixed views are refused.
-  EXPECT_THROW(lops.swiglu_forward(kernels::Act::low(o2.data()), h.data(), N, F), Error);
+  EXPECT_THROW(lops.swiglu_forward(kernels::Act(o2.data(), Precision::Fp16), h.data(), N, F),
+               Error);
 }
 
 TEST(KernelOpsLlama, AttentionHeadsReachTheKernel) {
@@ -117,8 +120,8 @@ TEST(KernelOpsLlama, AttentionHeadsReachTheKernel) {
   std::vector<uint16_t> ob1(B * T * C), ob2(B * T * C);
   cpu::attention_forward_bf16(ob1.data(), l1.data(), qb.data(), B, T, hd);
   kernels::Ops(kernels::cpu_backend(), nullptr, &lp)
-      .attention_forward(kernels::Act::low(ob2.data()), l2.data(),
-                         kernels::Act::low(const_cast<uint16_t*>(qb.data())), B, T, hd);
+      .attention_forward(kernels::Act(ob2.data(), Precision::Bf16), l2.data(),
+                         kernels::ConstAct(qb.data(), Precision::Bf16), B, T, hd);
   EXPECT_EQ(ob1, ob2);
   EXPECT_EQ(l1, l2);
 }

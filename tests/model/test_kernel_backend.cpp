@@ -24,20 +24,21 @@ constexpr int64_t kB = 2;
 class CountingBackend : public kernels::CpuBackend {
  public:
   mutable int matmul_forwards = 0, matmul_backwards = 0, attention_forwards = 0;
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                      int64_t N, int64_t C, int64_t OC) const override {
+  void matmul_forward(kernels::Act out, kernels::ConstAct inp, kernels::ConstAct weight,
+                      const float* bias, int64_t N, int64_t C, int64_t OC) const override {
     ++matmul_forwards;
     CpuBackend::matmul_forward(out, inp, weight, bias, N, C, OC);
   }
-  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, int64_t N, int64_t C, int64_t OC,
-                       bool accumulate_dinp, bool accumulate_dweight) const override {
+  void matmul_backward(float* dinp, float* dweight, float* dbias, kernels::ConstAct dout,
+                       kernels::ConstAct inp, kernels::ConstAct weight, int64_t N, int64_t C,
+                       int64_t OC, bool accumulate_dinp, bool accumulate_dweight) const override {
     ++matmul_backwards;
     CpuBackend::matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC,
                                 accumulate_dinp, accumulate_dweight);
   }
-  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T,
-                         const AttentionHeads& heads, const DropoutSite* drop) const override {
+  void attention_forward(kernels::Act out, float* lse, kernels::ConstAct qkv, int64_t B,
+                         int64_t T, const AttentionHeads& heads,
+                         const DropoutSite* drop) const override {
     ++attention_forwards;
     CpuBackend::attention_forward(out, lse, qkv, B, T, heads, drop);
   }

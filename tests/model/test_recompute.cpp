@@ -212,9 +212,9 @@ TEST(Recompute, ActivationBytesPerModeIn16Bit) {
     Activations a;
     activations_init(a, s);
     EXPECT_EQ(a.bytes(), activations_bytes(s));
-    if (rc != Recompute::Full) EXPECT_TRUE(a.layers[0].ln1.lowp);
-    EXPECT_TRUE(a.layers[0].fch_gelu.lowp);
-    EXPECT_TRUE(a.lnf.lowp);
+    if (rc != Recompute::Full) EXPECT_TRUE(a.layers[0].ln1.lowp());
+    EXPECT_TRUE(a.layers[0].fch_gelu.lowp());
+    EXPECT_TRUE(a.lnf.lowp());
   }
 }
 

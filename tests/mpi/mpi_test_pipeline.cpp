@@ -92,8 +92,8 @@ std::vector<float> single_process_losses(int64_t dp, int64_t layers = 4) {
       sum += g.forward(acts, in.data(), tg.data());
       g.backward(acts, in.data(), tg.data(), dloss);
     }
-    opt.step(g.params().f32(), Indexing::Global, g.grads().f32(), Indexing::Global,
-             adamw_config().lr, 1.0f, step);
+    opt.step(kernels::Ops(g.backend(), nullptr), g.params().f32(), Indexing::Global,
+             g.grads().f32(), Indexing::Global, adamw_config().lr, 1.0f, step);
     out.push_back(float(sum / double(K)));
   }
   return out;
@@ -161,8 +161,8 @@ struct PipelinedRun {
       if (dp > 1) grid.dp().all_reduce(std::span<float>(model.grads().f32(), size_t(layout.numel())));
     };
     cb.optimizer_step = [&] {
-      opt.step(model.params().f32(), Indexing::Global, model.grads().f32(), Indexing::Global,
-               adamw_config().lr, 1.0f, step);
+      opt.step(kernels::Ops(model.backend(), nullptr), model.params().f32(), Indexing::Global,
+               model.grads().f32(), Indexing::Global, adamw_config().lr, 1.0f, step);
     };
     PipelineStepStats st = exec.step(cb, 1.0f / float(GB * kT));
     if (dp > 1) st.loss = grid.dp().all_reduce_scalar(st.loss) / float(dp);

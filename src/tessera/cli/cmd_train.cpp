@@ -24,8 +24,7 @@
 #include "tessera/comm/node_local.h"
 #include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
-#include "tessera/kernels/cpu/matmul_lowp.h"
-#include "tessera/kernels/cpu/matmul_lowp_primitive.h"
+#include "tessera/kernels/cpu_backend_info.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/core/memory_info.h"
 #include "tessera/ckpt/checkpoint.h"
@@ -476,11 +475,11 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
                c.par.global_batch * c.model.seq_length, world->size(), omp_get_max_threads());
     if (c.precision() == Precision::Bf16) {
       const std::string impl =
-          cpu::bf16_gemm_impl(c.par.micro_batch * c.model.seq_length, c.model.hidden_size,
-                              3 * c.model.hidden_size);
+          kernels::bf16_gemm_impl(c.par.micro_batch * c.model.seq_length, c.model.hidden_size,
+                                  3 * c.model.hidden_size);
       fmt::print("precision: {}{}; fp32 accumulation, master weights, optimizer, activations, "
                  "attention, layernorm, softmax, loss\n",
-                 cpu::lowp_gemm_path_description(DType::BF16),
+                 kernels::lowp_gemm_path_description(DType::BF16),
                  impl.empty() ? "" : fmt::format(", matmul {}", impl));
       fmt::print("gradients: accumulated in fp32, data-parallel reductions in {}{}\n",
                  c.grad_reduce_bf16 ? "bf16 (--grad-reduce-in-bf16)" : "fp32",
@@ -488,7 +487,7 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
     } else if (c.precision() == Precision::Fp16) {
       fmt::print("precision: fp16 GEMM inputs, fp32 accumulation: {}; dynamic loss scaling; fp32 "
                  "master weights, optimizer, activations and everything else\n",
-                 cpu::lowp_gemm_path_description(DType::F16));
+                 kernels::lowp_gemm_path_description(DType::F16));
     }
   }
   std::unique_ptr<Trainer> trainer;

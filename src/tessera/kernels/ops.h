@@ -1,12 +1,15 @@
-// kernels::Ops: what the model calls. A small non-virtual facade over a
-// Backend that charges each call's time to the step's Profile under the
-// op's kind (Op::Gemm, Op::LayerNorm, ...), so the model's call lists stay
-// flat — `ops.matmul_forward(out, inp, w, b, N, C, OC);` — with the timing
-// part of the call rather than wrapped around it. A null profile costs one
-// branch per call.
+// kernels::Ops: what the engine calls (the model, the optimizer, the
+// data-parallel engine). A small non-virtual facade over a Backend that
+// charges each call's time to the step's Profile under the op's kind
+// (Op::Gemm, Op::LayerNorm, ...), so the call lists stay flat —
+// `ops.matmul_forward(out, inp, w, b, N, C, OC);` — with the timing part of
+// the call rather than wrapped around it. A null profile costs one branch
+// per call.
 //
-// Arguments and shapes are the Backend's (backend.h), one method per
-// backend op.
+// Under --bf16 / --fp16 it also does what the model should not have to:
+// casts an fp32 GEMM operand into a 16-bit scratch, finds a weight's
+// working copy, and hands out 16-bit views for gradients that only feed a
+// GEMM. Arguments and shapes are the Backend's (backend.h).
 #pragma once
 #include <cstdint>
 
@@ -20,7 +23,7 @@ namespace tessera::kernels {
 class Ops {
  public:
   // lowp: the model's low-precision state under --bf16 / --fp16 (null or
-  // inactive: fp32, every call exactly the fp32 backend method).
+  // inactive: fp32, every activation an fp32 view).
   Ops(const Backend& backend, Profile* profile, const LowPrecision* lowp = nullptr)
       : b_(&backend), prof_(profile), lp_(lowp && lowp->active() ? lowp : nullptr) {}
 
@@ -29,8 +32,9 @@ class Ops {
   // communication helpers charge theirs to the same one.
   Profile* profile() const { return prof_; }
 
-  // Activations (Act, ConstAct: precision.h) are fp32 or, under --bf16 /
-  // --fp16, 16-bit views; a 16-bit view needs the low-precision state.
+  // Activations (Act, ConstAct: precision.h) are fp32 views or, under
+  // --bf16 / --fp16, views of the run's 16-bit type; a 16-bit activation
+  // of another type, or without the low-precision state, is refused.
 
   // ---- Op::Gemm (under --bf16 / --fp16 the operands' casts: Op::Cast) ----
   // Low precision: an fp32 inp (and dout) is cast into the scratch, a
@@ -38,24 +42,16 @@ class Ops {
   // out is written in its view's precision; the gradients stay fp32.
   void matmul_forward(Act out, ConstAct inp, const float* weight, const float* bias, int64_t N,
                       int64_t C, int64_t OC) const {
+    expect_run_type(out), expect_run_type(inp);
     if (lp_) {
-      const uint16_t* x = lowp_operand(0, inp, N * C);
-      const uint16_t* w = weight_of(weight, OC * C);
+      const ConstAct x = lowp_operand(0, inp, N * C);
+      const ConstAct w = weight_of(weight, OC * C);
       ProfileScope t(prof_, Op::Gemm);
-      const bool bf16 = lp_->precision == Precision::Bf16;
-      if (out.lowp && bf16)
-        b_->matmul_forward_bf16_out(out.u16(), x, w, bias, N, C, OC);
-      else if (out.lowp)
-        b_->matmul_forward_fp16_out(out.u16(), x, w, bias, N, C, OC);
-      else if (bf16)
-        b_->matmul_forward_bf16(out.f32(), x, w, bias, N, C, OC);
-      else
-        b_->matmul_forward_fp16(out.f32(), x, w, bias, N, C, OC);
+      b_->matmul_forward(out, x, w, bias, N, C, OC);
       return;
     }
-    expect_fp32(out.lowp || inp.lowp);
     ProfileScope t(prof_, Op::Gemm);
-    b_->matmul_forward(out.f32(), inp.f32(), weight, bias, N, C, OC);
+    b_->matmul_forward(out, inp, weight, bias, N, C, OC);
   }
   // dout: fp32 (cast into the scratch here), or a 16-bit view its producer
   // wrote (grad_operand) and used as it is. accumulate_dweight false: dweight
@@ -63,23 +59,19 @@ class Ops {
   void matmul_backward(float* dinp, float* dweight, float* dbias, ConstAct dout,
                        ConstAct inp, const float* weight, int64_t N, int64_t C, int64_t OC,
                        bool accumulate_dinp = false, bool accumulate_dweight = true) const {
+    expect_run_type(dout), expect_run_type(inp);
     if (lp_) {
-      const uint16_t* x = lowp_operand(0, inp, N * C);
-      const uint16_t* dy = lowp_operand(1, dout, N * OC);
-      const uint16_t* w = weight_of(weight, OC * C);
+      const ConstAct x = lowp_operand(0, inp, N * C);
+      const ConstAct dy = lowp_operand(1, dout, N * OC);
+      const ConstAct w = weight_of(weight, OC * C);
       ProfileScope t(prof_, Op::Gemm);
-      if (lp_->precision == Precision::Bf16)
-        b_->matmul_backward_bf16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp,
-                                 accumulate_dweight);
-      else
-        b_->matmul_backward_fp16(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp,
-                                 accumulate_dweight);
+      b_->matmul_backward(dinp, dweight, dbias, dy, x, w, N, C, OC, accumulate_dinp,
+                          accumulate_dweight);
       return;
     }
-    expect_fp32(inp.lowp || dout.lowp);
     ProfileScope t(prof_, Op::Gemm);
-    b_->matmul_backward(dinp, dweight, dbias, dout.f32(), inp.f32(), weight, N, C, OC,
-                        accumulate_dinp, accumulate_dweight);
+    b_->matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp,
+                        accumulate_dweight);
   }
 
   // Where a kernel whose output only feeds matmul_backward as dout writes
@@ -89,44 +81,43 @@ class Ops {
   // matmul_backward that is given an fp32 dout (it reuses the scratch).
   Act grad_operand(float* fp32, int64_t n) const {
     if (!lp_) return fp32;
-    return Act::low(lp_->scratch(1, n));
+    return Act(lp_->scratch(1, n), lp_->precision);
   }
 
-  // ---- Op::Cast: fp32 -> the low precision p (bf16 or fp16) ----
-  void cast(uint16_t* out, const float* in, int64_t n, Precision p) const {
+  // ---- Op::Cast: out (n) = in (n) in out's type (fp32 <-> bf16 / fp16) ----
+  void cast(Act out, ConstAct in, int64_t n) const {
     ProfileScope t(prof_, Op::Cast);
-    if (p == Precision::Bf16)
-      b_->cast_to_bf16(out, in, n);
-    else
-      b_->cast_to_fp16(out, in, n);
+    b_->cast(out, in, n);
+  }
+
+  // ---- plain memory, charged to the kind of work it belongs to ----
+  // out (n) = in (n), fp32.
+  void copy(float* out, const float* in, int64_t n, Op charged_to) const {
+    ProfileScope t(prof_, charged_to);
+    b_->cast(out, in, n);
+  }
+  // x (n) = value, in x's type.
+  void fill(Act x, float value, int64_t n, Op charged_to) const {
+    ProfileScope t(prof_, charged_to);
+    b_->fill(x, value, n);
   }
 
   // ---- Op::LayerNorm ----
   // out in its view's precision; mean, rstd (fp32 statistics) and inp fp32.
   void layernorm_forward(Act out, float* mean, float* rstd, const float* inp,
                          const float* weight, const float* bias, int64_t N, int64_t C) const {
-    const Precision p = precision_of(out.lowp);
+    expect_run_type(out);
     ProfileScope t(prof_, Op::LayerNorm);
-    if (p == Precision::Bf16)
-      b_->layernorm_forward_bf16(out.u16(), mean, rstd, inp, weight, bias, N, C);
-    else if (p == Precision::Fp16)
-      b_->layernorm_forward_fp16(out.u16(), mean, rstd, inp, weight, bias, N, C);
-    else
-      b_->layernorm_forward(out.f32(), mean, rstd, inp, weight, bias, N, C);
+    b_->layernorm_forward(out, mean, rstd, inp, nullptr, weight, bias, N, C);
   }
   // res (N, C) += addend (N, C), then out = layernorm(res) as above: the
   // residual add fused into the norm (the same bits; charged to the norm).
   void residual_layernorm_forward(Act out, float* mean, float* rstd, float* res,
                                   const float* addend, const float* weight, const float* bias,
                                   int64_t N, int64_t C) const {
-    const Precision p = precision_of(out.lowp);
+    expect_run_type(out);
     ProfileScope t(prof_, Op::LayerNorm);
-    if (p == Precision::Bf16)
-      b_->residual_layernorm_forward_bf16(out.u16(), mean, rstd, res, addend, weight, bias, N, C);
-    else if (p == Precision::Fp16)
-      b_->residual_layernorm_forward_fp16(out.u16(), mean, rstd, res, addend, weight, bias, N, C);
-    else
-      b_->residual_layernorm_forward(out.f32(), mean, rstd, res, addend, weight, bias, N, C);
+    b_->layernorm_forward(out, mean, rstd, addend, res, weight, bias, N, C);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
@@ -139,14 +130,9 @@ class Ops {
   // out in its view's precision; rstd and inp fp32.
   void rmsnorm_forward(Act out, float* rstd, const float* inp, const float* weight, int64_t N,
                        int64_t C, float eps) const {
-    const Precision p = precision_of(out.lowp);
+    expect_run_type(out);
     ProfileScope t(prof_, Op::LayerNorm);
-    if (p == Precision::Bf16)
-      b_->rmsnorm_forward_bf16(out.u16(), rstd, inp, weight, N, C, eps);
-    else if (p == Precision::Fp16)
-      b_->rmsnorm_forward_fp16(out.u16(), rstd, inp, weight, N, C, eps);
-    else
-      b_->rmsnorm_forward(out.f32(), rstd, inp, weight, N, C, eps);
+    b_->rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
   }
   void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                         const float* weight, const float* rstd, int64_t N, int64_t C) const {
@@ -160,14 +146,9 @@ class Ops {
   // AttentionHeads::mha(C, NH).
   void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T,
                          const AttentionHeads& heads, const DropoutSite* drop = nullptr) const {
-    const Precision p = precision_of(out.lowp, qkv.lowp);
+    expect_run_type(out), expect_run_type(qkv);
     ProfileScope t(prof_, Op::Attention);
-    if (p == Precision::Bf16)
-      b_->attention_forward_bf16(out.u16(), lse, qkv.u16(), B, T, heads, drop);
-    else if (p == Precision::Fp16)
-      b_->attention_forward_fp16(out.u16(), lse, qkv.u16(), B, T, heads, drop);
-    else
-      b_->attention_forward(out.f32(), lse, qkv.f32(), B, T, heads, drop);
+    b_->attention_forward(out, lse, qkv, B, T, heads, drop);
   }
   void attention_forward(Act out, float* lse, ConstAct qkv, int64_t B, int64_t T, int64_t C,
                          int64_t NH, const DropoutSite* drop = nullptr) const {
@@ -177,15 +158,9 @@ class Ops {
   void attention_backward(Act dqkv, const float* dout, ConstAct qkv, ConstAct out,
                           const float* lse, int64_t B, int64_t T, const AttentionHeads& heads,
                           const DropoutSite* drop = nullptr) const {
-    const Precision p = precision_of(out.lowp, qkv.lowp);
-    TESSERA_CHECK(dqkv.lowp == qkv.lowp, "kernels::Ops: attention dqkv and qkv differ in precision");
+    expect_run_type(dqkv), expect_run_type(qkv), expect_run_type(out);
     ProfileScope t(prof_, Op::Attention);
-    if (p == Precision::Bf16)
-      b_->attention_backward_bf16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T, heads, drop);
-    else if (p == Precision::Fp16)
-      b_->attention_backward_fp16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T, heads, drop);
-    else
-      b_->attention_backward(dqkv.f32(), dout, qkv.f32(), out.f32(), lse, B, T, heads, drop);
+    b_->attention_backward(dqkv, dout, qkv, out, lse, B, T, heads, drop);
   }
   void attention_backward(Act dqkv, const float* dout, ConstAct qkv, ConstAct out,
                           const float* lse, int64_t B, int64_t T, int64_t C, int64_t NH,
@@ -219,72 +194,49 @@ class Ops {
   }
 
   // ---- Op::Gelu ----
-  // inp and out both fp32 or both 16-bit; dinp and dout fp32.
+  // inp and out both fp32 or both 16-bit.
   void gelu_forward(Act out, ConstAct inp, int64_t n) const {
-    const Precision p = precision_of(out.lowp, inp.lowp);
+    expect_run_type(out), expect_run_type(inp);
     ProfileScope t(prof_, Op::Gelu);
-    if (p == Precision::Bf16)
-      b_->gelu_forward_bf16(out.u16(), inp.u16(), n);
-    else if (p == Precision::Fp16)
-      b_->gelu_forward_fp16(out.u16(), inp.u16(), n);
-    else
-      b_->gelu_forward(out.f32(), inp.f32(), n);
+    b_->gelu_forward(out, inp, n);
   }
-  // fp32: pre (N, C) += bias, out = gelu(pre) (bias_gelu_forward; charged
-  // to the activation).
+  // fp32: pre (N, C) += bias, out = gelu(pre) (Backend::bias_add with its
+  // GELU; charged to the activation).
   void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N, int64_t C) const {
     ProfileScope t(prof_, Op::Gelu);
-    b_->bias_gelu_forward(out, pre, bias, N, C);
+    b_->bias_add(pre, bias, N, C, out);
   }
   // dinp and inp both fp32 or both 16-bit (dinp from grad_operand); dout fp32.
   void gelu_backward(Act dinp, ConstAct inp, const float* dout, int64_t n) const {
-    const Precision p = precision_of(dinp.lowp, inp.lowp);
+    expect_run_type(dinp), expect_run_type(inp);
     ProfileScope t(prof_, Op::Gelu);
-    if (p == Precision::Bf16)
-      b_->gelu_backward_bf16(dinp.u16(), inp.u16(), dout, n);
-    else if (p == Precision::Fp16)
-      b_->gelu_backward_fp16(dinp.u16(), inp.u16(), dout, n);
-    else
-      b_->gelu_backward(dinp.f32(), inp.f32(), dout, n);
+    b_->gelu_backward(dinp, inp, dout, n);
   }
 
   // ---- Op::Gelu also times SwiGLU (the profile's "gelu" is the MLP activation) ----
   // inp (N, 2F) [gate | up] and out (N, F) both fp32 or both 16-bit.
   void swiglu_forward(Act out, ConstAct inp, int64_t N, int64_t F) const {
-    const Precision p = precision_of(out.lowp, inp.lowp);
+    expect_run_type(out), expect_run_type(inp);
     ProfileScope t(prof_, Op::Gelu);
-    if (p == Precision::Bf16)
-      b_->swiglu_forward_bf16(out.u16(), inp.u16(), N, F);
-    else if (p == Precision::Fp16)
-      b_->swiglu_forward_fp16(out.u16(), inp.u16(), N, F);
-    else
-      b_->swiglu_forward(out.f32(), inp.f32(), N, F);
+    b_->swiglu_forward(out, inp, N, F);
   }
   // dinp (N, 2F) and inp both fp32 or both 16-bit (dinp from grad_operand);
   // dout (N, F) fp32.
   void swiglu_backward(Act dinp, ConstAct inp, const float* dout, int64_t N, int64_t F) const {
-    const Precision p = precision_of(dinp.lowp, inp.lowp);
+    expect_run_type(dinp), expect_run_type(inp);
     ProfileScope t(prof_, Op::Gelu);
-    if (p == Precision::Bf16)
-      b_->swiglu_backward_bf16(dinp.u16(), inp.u16(), dout, N, F);
-    else if (p == Precision::Fp16)
-      b_->swiglu_backward_fp16(dinp.u16(), inp.u16(), dout, N, F);
-    else
-      b_->swiglu_backward(dinp.f32(), inp.f32(), dout, N, F);
+    b_->swiglu_backward(dinp, inp, dout, N, F);
   }
 
   // ---- Op::Residual: residual adds, the row-parallel bias, gradient sums ----
-  void add(float* out, const float* a, const float* b, int64_t n) const {
-    ProfileScope t(prof_, Op::Residual);
-    b_->add(out, a, b, n);
-  }
-  void accumulate(float* y, const float* x, int64_t n) const {
+  // y (n) += x (n); x fp32, or a bf16 / fp16 view widened exactly.
+  void accumulate(float* y, ConstAct x, int64_t n) const {
     ProfileScope t(prof_, Op::Residual);
     b_->accumulate(y, x, n);
   }
   void bias_add(float* out, const float* bias, int64_t N, int64_t C) const {
     ProfileScope t(prof_, Op::Residual);
-    b_->bias_add(out, bias, N, C);
+    b_->bias_add(out, bias, N, C, nullptr);
   }
 
   // ---- Op::Embedding ----
@@ -315,17 +267,14 @@ class Ops {
     ProfileScope t(prof_, Op::Loss);
     b_->cross_entropy_forward(losses, lse, logits, targets, N, V);
   }
-  // dlogits: fp32 (may alias logits) or a 16-bit view (grad_operand).
+  // dlogits: fp32 (may alias logits) or a 16-bit view (grad_operand), over
+  // this rank's V vocabulary columns from vocab_begin (0: all of them).
   void cross_entropy_backward(Act dlogits, const float* logits, const float* lse,
-                              const int32_t* targets, float dloss, int64_t N, int64_t V) const {
-    const Precision p = precision_of(dlogits.lowp);
+                              const int32_t* targets, float dloss, int64_t N, int64_t V,
+                              int64_t vocab_begin = 0) const {
+    expect_run_type(dlogits);
     ProfileScope t(prof_, Op::Loss);
-    if (p == Precision::Bf16)
-      b_->cross_entropy_backward_bf16(dlogits.u16(), logits, lse, targets, dloss, N, V);
-    else if (p == Precision::Fp16)
-      b_->cross_entropy_backward_fp16(dlogits.u16(), logits, lse, targets, dloss, N, V);
-    else
-      b_->cross_entropy_backward(dlogits.f32(), logits, lse, targets, dloss, N, V);
+    b_->cross_entropy_backward(dlogits, logits, lse, targets, dloss, N, V, vocab_begin);
   }
   void vp_xent_local_max(float* row_max, const float* logits, int64_t N, int64_t V) const {
     ProfileScope t(prof_, Op::Loss);
@@ -342,18 +291,17 @@ class Ops {
     ProfileScope t(prof_, Op::Loss);
     b_->vp_xent_finish(losses, lse, row_max, sums, targets, N);
   }
-  // dlogits as cross_entropy_backward's.
-  void vp_xent_backward(Act dlogits, const float* logits, const float* lse,
-                        const int32_t* targets, float dloss, int64_t N, int64_t V,
-                        int64_t vocab_begin) const {
-    const Precision p = precision_of(dlogits.lowp);
-    ProfileScope t(prof_, Op::Loss);
-    if (p == Precision::Bf16)
-      b_->vp_xent_backward_bf16(dlogits.u16(), logits, lse, targets, dloss, N, V, vocab_begin);
-    else if (p == Precision::Fp16)
-      b_->vp_xent_backward_fp16(dlogits.u16(), logits, lse, targets, dloss, N, V, vocab_begin);
-    else
-      b_->vp_xent_backward(dlogits.f32(), logits, lse, targets, dloss, N, V, vocab_begin);
+
+  // ---- Op::Optimizer, Op::GradNorm ----
+  // working: null, or the bf16 / fp16 working copy written in the same pass.
+  void adamw_update(float* params, float* grads, float* m, float* v, int64_t n,
+                    const AdamWArgs& args, Act working = {}) const {
+    ProfileScope t(prof_, Op::Optimizer);
+    b_->adamw_update(params, grads, m, v, n, args, working);
+  }
+  double sum_squares(const float* x, int64_t n) const {
+    ProfileScope t(prof_, Op::GradNorm);
+    return b_->sum_squares(x, n);
   }
 
  private:
@@ -362,35 +310,26 @@ class Ops {
     TESSERA_CHECK(NH > 0 && C % NH == 0, "attention: width {} is not divisible by {} heads", C, NH);
     return AttentionHeads::mha(C, NH);
   }
-  void cast(uint16_t* out, const float* in, int64_t n) const { cast(out, in, n, lp_->precision); }
-  // A GEMM operand in 16 bits: a 16-bit view as it is, an fp32 one cast
-  // into scratch slot `slot`.
-  const uint16_t* lowp_operand(int slot, ConstAct a, int64_t n) const {
-    if (a.lowp) return a.u16();
-    uint16_t* s = lp_->scratch(slot, n);
-    cast(s, a.f32(), n);
+  // A GEMM operand in the run's 16 bits: a 16-bit view as it is, an fp32
+  // one cast into scratch slot `slot`.
+  ConstAct lowp_operand(int slot, ConstAct a, int64_t n) const {
+    if (a.lowp()) return a;
+    const Act s(lp_->scratch(slot, n), lp_->precision);
+    cast(s, a, n);
     return s;
   }
-  // The precision a kernel runs in: fp32 for fp32 views; the run's low
-  // precision for 16-bit views (all views of one call alike).
-  Precision precision_of(bool lowp) const {
-    if (!lowp) return Precision::Fp32;
-    expect_fp32(!lp_);
-    return lp_->precision;
-  }
-  Precision precision_of(bool a_lowp, bool b_lowp) const {
-    TESSERA_CHECK(a_lowp == b_lowp, "kernels::Ops: a kernel given fp32 and 16-bit activations");
-    return precision_of(a_lowp);
-  }
-  // A 16-bit view reached an Ops without the low-precision state.
-  static void expect_fp32(bool bad) {
-    TESSERA_CHECK(!bad, "kernels::Ops: a 16-bit activation without --bf16 / --fp16 state");
+  // An activation is fp32, or 16 bits of the run's own low precision.
+  void expect_run_type(ConstAct a) const {
+    if (!a.lowp()) return;
+    TESSERA_CHECK(lp_, "kernels::Ops: a 16-bit activation without --bf16 / --fp16 state");
+    TESSERA_CHECK(a.dtype == lp_->precision, "kernels::Ops: a {} activation in a {} run",
+                  precision_name(a.dtype), precision_name(lp_->precision));
   }
   // The working copy of an fp32 weight, or (a weight outside it) a cast
   // into the scratch.
-  const uint16_t* weight_of(const float* w, int64_t n) const {
-    if (const uint16_t* p = lp_->find(w)) return p;
-    uint16_t* s = lp_->scratch(2, n);
+  ConstAct weight_of(const float* w, int64_t n) const {
+    if (const uint16_t* p = lp_->find(w)) return ConstAct(p, lp_->precision);
+    const Act s(lp_->scratch(2, n), lp_->precision);
     cast(s, w, n);
     return s;
   }

@@ -2,7 +2,8 @@
 // kernels::Ops reads when it is not fp32: the model's working copy of the
 // parameters (bf16 or fp16 bit patterns, refreshed by the model from the
 // fp32 master parameters) and the scratch the activation operands are cast
-// into on their way into a GEMM.
+// into on their way into a GEMM; and the dtype-tagged buffer views
+// (Act, ConstAct) every kernel takes.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,34 +33,36 @@ constexpr bool precision_parse(std::string_view name, Precision& p) {
 
 namespace kernels {
 
-// A stored activation as the model holds it: fp32, or (lowp) the 16-bit bit
-// patterns of the run's low precision (LowPrecision::precision). Ops picks
-// the kernel by it, so block.cpp reads the same in every precision. A plain
-// float* converts to an fp32 view.
+// A buffer as the kernels see it: its address and its element type, the
+// tag every Backend method dispatches on (kernels/backend.h). fp32, or the
+// 16-bit bit patterns of bf16 / fp16 (core/dtype.h): model activations
+// stored in the run's low precision (model/activations.h), a GEMM operand
+// or weight cast for --bf16 / --fp16, a working copy of the parameters. A
+// plain float* converts to an fp32 view, so fp32 callers read as before.
 struct Act {
   void* p = nullptr;
-  bool lowp = false;
+  Precision dtype = Precision::Fp32;
   Act() = default;
   Act(float* f) : p(f) {}  // NOLINT: implicit, an fp32 buffer is an fp32 view
-  static Act low(uint16_t* u) {
-    Act a;
-    a.p = u;
-    a.lowp = true;
-    return a;
-  }
-  float* f32() const { return lowp ? nullptr : static_cast<float*>(p); }
-  uint16_t* u16() const { return lowp ? static_cast<uint16_t*>(p) : nullptr; }
+  // 16-bit words holding bf16 or fp16 values (dtype Bf16 or Fp16).
+  Act(uint16_t* u, Precision t) : p(u), dtype(t) {}
+  bool lowp() const { return dtype != Precision::Fp32; }
+  float* f32() const { return lowp() ? nullptr : static_cast<float*>(p); }
+  uint16_t* u16() const { return lowp() ? static_cast<uint16_t*>(p) : nullptr; }
   explicit operator bool() const { return p != nullptr; }
 };
 // The read-only form.
 struct ConstAct {
   const void* p = nullptr;
-  bool lowp = false;
+  Precision dtype = Precision::Fp32;
   ConstAct() = default;
   ConstAct(const float* f) : p(f) {}     // NOLINT: implicit, as Act
-  ConstAct(Act a) : p(a.p), lowp(a.lowp) {}  // NOLINT
-  const float* f32() const { return lowp ? nullptr : static_cast<const float*>(p); }
-  const uint16_t* u16() const { return lowp ? static_cast<const uint16_t*>(p) : nullptr; }
+  ConstAct(const uint16_t* u, Precision t) : p(u), dtype(t) {}
+  ConstAct(Act a) : p(a.p), dtype(a.dtype) {}  // NOLINT
+  bool lowp() const { return dtype != Precision::Fp32; }
+  const float* f32() const { return lowp() ? nullptr : static_cast<const float*>(p); }
+  const uint16_t* u16() const { return lowp() ? static_cast<const uint16_t*>(p) : nullptr; }
+  explicit operator bool() const { return p != nullptr; }
 };
 
 class LowPrecision {

@@ -9,11 +9,12 @@ namespace {
 // Two cursors: views saved from forward to backward, and scratch needed only
 // while one forward or backward call runs. With null bases they only count.
 // fp32 views take 4 bytes an element; the kernels::Act views 2 when the
-// shape is 16-bit (lowp). Every view starts on a 64-byte boundary.
+// shape is 16-bit (precision bf16 or fp16, the views' tag). Every view
+// starts on a 64-byte boundary.
 struct Carver {
   char* saved_base;
   char* scratch_base;
-  bool lowp = false;
+  Precision precision = Precision::Fp32;
   int64_t saved = 0, scratch = 0;  // bytes, each view rounded to 64
   static int64_t round(int64_t bytes) { return (bytes + 63) / 64 * 64; }
   void* take(int64_t& off, char* base, int64_t bytes) {
@@ -24,8 +25,8 @@ struct Carver {
   float* keep(int64_t n) { return static_cast<float*>(take(saved, saved_base, 4 * n)); }
   float* temp(int64_t n) { return static_cast<float*>(take(scratch, scratch_base, 4 * n)); }
   kernels::Act act(int64_t& off, char* base, int64_t n) {
-    if (!lowp) return static_cast<float*>(take(off, base, 4 * n));
-    return kernels::Act::low(static_cast<uint16_t*>(take(off, base, 2 * n)));
+    if (precision == Precision::Fp32) return static_cast<float*>(take(off, base, 4 * n));
+    return kernels::Act(static_cast<uint16_t*>(take(off, base, 2 * n)), precision);
   }
   kernels::Act keep_act(int64_t n) { return act(saved, saved_base, n); }
   kernels::Act temp_act(int64_t n) { return act(scratch, scratch_base, n); }
@@ -106,7 +107,7 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
 }
 
 Carver count(const ActShape& s) {
-  Carver c{nullptr, nullptr, s.lowp()};
+  Carver c{nullptr, nullptr, s.precision};
   Activations unused;
   carve(unused, s, c);
   return c;
@@ -156,14 +157,14 @@ void activations_init(Activations& a, const ActShape& s) {
   a.s = s;
   a.arena.allocate((n.saved + n.scratch) / 4);
   char* base = static_cast<char*>(a.arena.data());
-  Carver c{base, base + n.saved, s.lowp()};
+  Carver c{base, base + n.saved, s.precision};
   carve(a, s, c);
 }
 
 void activations_init(Activations& a, const ActShape& s, float* scratch) {
   a.s = s;
   a.arena.allocate(count(s).saved / 4);
-  Carver c{static_cast<char*>(a.arena.data()), reinterpret_cast<char*>(scratch), s.lowp()};
+  Carver c{static_cast<char*>(a.arena.data()), reinterpret_cast<char*>(scratch), s.precision};
   carve(a, s, c);
 }
 

@@ -1,7 +1,5 @@
 #include "tessera/model/block.h"
 
-#include <algorithm>
-
 namespace tessera {
 
 void norm_forward(const kernels::Ops& ops, kernels::Act out, float* mean, float* rstd,
@@ -29,7 +27,7 @@ static void residual_norm_forward(const kernels::Ops& ops, kernels::Act out, flo
                                   float* rstd, float* res, const float* addend, const float* w,
                                   const float* b, int64_t rows, const ActShape& s) {
   if (s.rmsnorm) {
-    ops.add(res, res, addend, rows * s.C);
+    ops.accumulate(res, addend, rows * s.C);
     ops.rmsnorm_forward(out, rstd, res, w, rows, s.C, s.norm_epsilon);
   } else {
     ops.residual_layernorm_forward(out, mean, rstd, res, addend, w, b, rows, s.C);
@@ -77,7 +75,7 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   residual_norm_forward(ops, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x, w.ln2_w, w.ln2_b, Ns,
                         s);
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
-  if (!a.fch.lowp && !s.swiglu && w.fc_b) {
+  if (!a.fch.lowp() && !s.swiglu && w.fc_b) {
     // fp32 GELU: the fc bias is added in the activation's pass (the same
     // bits as the GEMM's own bias pass, one sweep of fch less). Under
     // --bf16 / --fp16 the GEMM adds it before its single rounding.
@@ -90,7 +88,7 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
                        tp_full);
   ops.dropout_rows(a.res_out, Ns, s.C, drop.row0, s.T, drop.mlp_out);
-  ops.add(a.res_out, a.res_out, a.res_mid, Ns * s.C);
+  ops.accumulate(a.res_out, a.res_mid, Ns * s.C);  // the residual
 }
 
 void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
@@ -117,7 +115,7 @@ static const float* branch_grad(const kernels::Ops& ops, const float* dresid, fl
                                 const ActShape& s, const LayerDropout& drop,
                                 const DropoutSite& site) {
   if (!site.active()) return dresid;
-  std::copy_n(dresid, s.Ns() * s.C, buf);
+  ops.copy(buf, dresid, s.Ns() * s.C, Op::Dropout);
   ops.dropout_rows(buf, s.Ns(), s.C, drop.row0, s.T, site);
   return buf;
 }
@@ -135,7 +133,7 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   const int64_t per_norm = s.rmsnorm ? 1 : 2;
   LayerWeights gl = g;
   if (tp.sp()) {
-    std::fill_n(ln_grads, 2 * per_norm * C, 0.0f);
+    ops.fill(ln_grads, 0.0f, 2 * per_norm * C, Op::LayerNorm);
     gl.ln1_w = ln_grads;                                        // (C)
     gl.ln1_b = s.rmsnorm ? nullptr : ln_grads + C;              // (C) LayerNorm only
     gl.ln2_w = ln_grads + per_norm * C;                         // (C)

@@ -77,8 +77,8 @@ const float* Decoder::forward(const int32_t* tokens, int64_t n) {
     ops.matmul_forward(qkv_.data(), ln_.data(), lw.qkv_w, lw.qkv_b, n, C, QKV);  // (n, QKV)
     for (int64_t i = 0; i < n; ++i) {
       const float* row = qkv_.data() + i * QKV;  // [q: Cq | k: KVW | v: KVW]
-      std::copy_n(row + Cq_, KVW, kc + (pos0 + i) * KVW);
-      std::copy_n(row + Cq_ + KVW, KVW, vc + (pos0 + i) * KVW);
+      ops.copy(kc + (pos0 + i) * KVW, row + Cq_, KVW, Op::Attention);
+      ops.copy(vc + (pos0 + i) * KVW, row + Cq_ + KVW, KVW, Op::Attention);
     }
     // Keys enter the cache rotated to their absolute positions pos0 + i, as
     // the training kernel rotates key j of a sequence to position j; the
@@ -90,7 +90,7 @@ const float* Decoder::forward(const int32_t* tokens, int64_t n) {
       ops.attention_decode(atty_.data() + i * Cq_, qkv_.data() + i * QKV, kc, vc, pos0 + i + 1,
                            heads_);
     ops.matmul_forward(tmp_.data(), atty_.data(), lw.proj_w, lw.proj_b, n, Cq_, C);
-    ops.add(x, x, tmp_.data(), n * C);
+    ops.accumulate(x, tmp_.data(), n * C);
     // MLP: fc writes (n, F), or [gate | up] (n, 2F) under SwiGLU.
     norm(ops, ln_.data(), x, lw.ln2_w, lw.ln2_b, n);
     ops.matmul_forward(fch_.data(), ln_.data(), lw.fc_w, lw.fc_b, n, C, Ff_);
@@ -99,7 +99,7 @@ const float* Decoder::forward(const int32_t* tokens, int64_t n) {
     else
       ops.gelu_forward(act_.data(), fch_.data(), n * F_);
     ops.matmul_forward(tmp_.data(), act_.data(), lw.fcproj_w, lw.fcproj_b, n, F_, C);
-    ops.add(x, x, tmp_.data(), n * C);
+    ops.accumulate(x, tmp_.data(), n * C);
   }
   cache_.len = pos0 + n;
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "tessera/kernels/cpu/cpu_backend.h"
+#include "tessera/kernels/cpu_backend_info.h"
 #include "tessera/model/block.h"
 
 namespace tessera {
@@ -52,8 +52,8 @@ void GPT::set_precision(Precision p) {
 
 void GPT::refresh_working_copy(Profile* profile) {
   if (!lowp_.active() || params_.numel() == 0) return;
-  kernels::Ops(*backend_, profile).cast(lowp_copy_.data(), params_.f32(), params_.numel(),
-                                        lowp_.precision);
+  kernels::Ops(*backend_, profile)
+      .cast(kernels::Act(lowp_copy_.data(), lowp_.precision), params_.f32(), params_.numel());
 }
 
 ActShape GPT::act_shape(int64_t B, int64_t T) const {
@@ -183,15 +183,13 @@ void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) 
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
   Profile* prof = acts.profile;  // the tp helpers charge their communication here
-  std::fill_n(acts.dresid, Ns * s.C, 0.0f);
+  ops.fill(acts.dresid, 0.0f, Ns * s.C, Op::Loss);
   // (N, V): in fp32 the dlogits overwrite the logits in place; under
   // --bf16 / --fp16 they are written once in the GEMM precision.
   const kernels::Act dlogits = ops.grad_operand(acts.logits, N * s.V);
-  if (!tp_.active())
-    ops.cross_entropy_backward(dlogits, acts.logits, acts.ce_lse, targets, dloss, N, s.V);
-  else
-    ops.vp_xent_backward(dlogits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
-                         layout_.vocab_begin());
+  // The whole vocabulary (vocab_begin 0) or this rank's slice of it.
+  ops.cross_entropy_backward(dlogits, acts.logits, acts.ce_lse, targets, dloss, N, s.V,
+                             layout_.vocab_begin());
   // (N, C): re-gathered under SP, only the shard was kept
   const kernels::ConstAct lnf = tp_enter_forward(tp_, acts.lnf, acts.tp_full, N, s.C, prof);
   if (s.V > 0)
@@ -200,14 +198,14 @@ void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) 
     ops.matmul_backward(acts.dln, head_of(g_), nullptr, dlogits, lnf, head_of(w_), N, s.C, s.V,
                         false, !acts.first_backward_of_step);
   else
-    std::fill_n(acts.dln, N * s.C, 0.0f);  // a slice of padding only: no logits, no gradient
+    ops.fill(acts.dln, 0.0f, N * s.C, Op::Gemm);  // a slice of padding only: no gradient
   const float* dlnf = tp_enter_backward(tp_, acts.dln, N, s.C, prof);  // (Ns, C)
   // Under SP the final LayerNorm's gradients cover only this rank's rows.
   const int64_t per_norm = s.rmsnorm ? 1 : 2;  // weight (and LayerNorm's bias)
   float* glnf_w = tp_.sp() ? ln_grads_.f32() : g_.lnf_w;  // (C)
   float* glnf_b = tp_.sp() ? glnf_w + s.C : g_.lnf_b;     // (C) LayerNorm only
   if (s.rmsnorm) glnf_b = nullptr;
-  if (tp_.sp()) std::fill_n(glnf_w, per_norm * s.C, 0.0f);
+  if (tp_.sp()) ops.fill(glnf_w, 0.0f, per_norm * s.C, Op::LayerNorm);
   norm_backward(ops, acts.dresid, glnf_w, glnf_b, dlnf, acts.output(), w_.lnf_w, acts.lnf_mean,
                 acts.lnf_rstd, Ns, s);
   if (tp_.sp()) {

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "tessera/core/error.h"
-#include "tessera/kernels/cpu/attention.h"
+#include "tessera/kernels/cpu_backend_info.h"
 
 namespace tessera {
 
@@ -135,8 +135,8 @@ class Builder {
     e.flops = forward ? fw : 2.5 * fw;
     if (d_.rope) e.flops += (forward ? 1.0 : 2.0) * rope_flops(d_);
     // Its probability dropout draws the mask inside the kernel, forward and
-    // again in backward (kernels/cpu/attention.h), for each local head.
-    if (probs_dropout) e.mask_draws = d_.B * d_.NH * cpu::attention_dropout_draws(d_.T, forward);
+    // again in backward (kernels/cpu_backend_info.h), for each local head.
+    if (probs_dropout) e.mask_draws = d_.B * d_.NH * kernels::attention_dropout_draws(d_.T, forward);
     if (forward) {
       e.bytes_read = qkv * d_.a;
       e.bytes_written = o * d_.a + lse * kF32;
@@ -318,14 +318,14 @@ void block_forward(Builder& b, const Dims& d, const OpListConfig& c, const Sites
   attention_core(b, c, s, true);
   row_parallel_forward(b, d, "attn_proj", d.Cl);
   if (s.hidden) dropout_rows(b, "attn_out_dropout", d.Ns * d.C);
-  add(b, "residual", "add", d.Ns * d.C);
+  add(b, "residual", "accumulate", d.Ns * d.C);
   layernorm_forward(b, d, "ln2", p);
   enter_forward(b, d, "ln2");
   b.matmul_forward("fc", d.N, d.C, d.FC, true, d.bias);
   activation_forward(b, d, p);
   row_parallel_forward(b, d, "mlp_proj", d.F);
   if (s.hidden) dropout_rows(b, "mlp_out_dropout", d.Ns * d.C);
-  add(b, "residual", "add", d.Ns * d.C);
+  add(b, "residual", "accumulate", d.Ns * d.C);
 }
 
 void block_recompute(Builder& b, const Dims& d, const OpListConfig& c, const Sites& s) {
@@ -428,8 +428,9 @@ void head_forward(Builder& b, const Dims& d, const OpListConfig& c) {
 void head_backward(Builder& b, const Dims& d, const OpListConfig& c) {
   fill(b, Op::Loss, "dresid", d.Ns * d.C);
   const double nv = double(d.N * d.V);
-  b.memory(Op::Loss, "loss", d.tp == 1 ? "cross_entropy_backward" : "vp_xent_backward",
-           d.N * d.V, nv * kF32 + double(2 * d.N) * kF32, nv * d.a, c.precision);
+  // One kernel for the whole vocabulary and for this rank's slice of it.
+  b.memory(Op::Loss, "loss", "cross_entropy_backward", d.N * d.V,
+           nv * kF32 + double(2 * d.N) * kF32, nv * d.a, c.precision);
   enter_forward(b, d, "ln_f");
   if (d.V > 0)
     b.matmul_backward("lm_head", d.N, d.C, d.V, false, false);

@@ -23,10 +23,9 @@
 //   collective  kind, group (always tp here) and data size S in bytes
 //               (comm_op.h's convention: the buffer for all-reduce, the
 //               full input for reduce-scatter, the full output for all-gather).
-// `kernel` names the Backend method (kernels/backend.h) without its bf16 /
-// fp16 suffix ("matmul_backward.dinp" for a part of one), "copy" / "fill"
-// for the model's own std::copy_n / fill_n (not backend calls), or the
-// collective ("all_reduce", ...).
+// `kernel` names the Backend method (kernels/backend.h) ("matmul_backward.dinp"
+// for a part of one; "copy" for Backend::cast between buffers of one type,
+// as kernels::Ops::copy calls it), or the collective ("all_reduce", ...).
 //
 // Flash or not: the engine's attention is flash-style (no T x T scores in
 // memory). flash_attention = false lists Megatron's unfused attention

@@ -1,8 +1,9 @@
 // The conjugate communication pairs of tensor parallelism, written once.
 #include "tessera/model/tensor_parallel.h"
 
-#include <algorithm>
 #include <span>
+
+#include "tessera/core/error.h"
 
 namespace tessera {
 
@@ -18,7 +19,7 @@ const float* tp_enter_forward(const TensorParallel& tp, const float* x, float* f
 
 kernels::ConstAct tp_enter_forward(const TensorParallel& tp, kernels::ConstAct x, float* full,
                                    int64_t N, int64_t C, Profile* prof) {
-  if (!x.lowp) return tp_enter_forward(tp, x.f32(), full, N, C, prof);
+  if (!x.lowp()) return tp_enter_forward(tp, x.f32(), full, N, C, prof);
   if (!tp.sp()) return x;
   ProfileScope t(prof, Op::Comm);
   // 16-bit words: the gather moves them without looking at the values, so
@@ -26,7 +27,7 @@ kernels::ConstAct tp_enter_forward(const TensorParallel& tp, kernels::ConstAct x
   const int64_t shard = N / tp.size() * C;
   uint16_t* gathered = reinterpret_cast<uint16_t*>(full);  // (N, C) 16-bit, in full's first half
   tp.group->all_gather(x.u16(), gathered, size_t(shard), DType::BF16);
-  return kernels::Act::low(gathered);
+  return kernels::ConstAct(gathered, x.dtype);
 }
 
 float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int64_t C,
@@ -48,8 +49,8 @@ void tp_leave_forward(const TensorParallel& tp, float* partial, float* y, int64_
                       Profile* prof) {
   ProfileScope t(prof, Op::Comm);
   if (!tp.sp()) {
+    TESSERA_CHECK(y == partial, "tp_leave_forward: without SP the sum is taken in place");
     if (tp.active()) tp.group->all_reduce(std::span<float>(partial, size_t(N * C)));
-    if (y != partial) std::copy_n(partial, N * C, y);
     return;
   }
   const int64_t shard = N / tp.size() * C;

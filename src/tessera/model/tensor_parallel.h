@@ -62,7 +62,8 @@ float* tp_enter_backward(const TensorParallel& tp, float* dfull, int64_t N, int6
 
 // ---- leave a tp region (after a row-parallel linear) ----
 // partial (N, C): this rank's partial product. Without SP sums it over tp
-// into y (y may equal partial); with SP reduce-scatters it into y (N/tp, C).
+// in place (y must be partial: nothing is copied); with SP reduce-scatters
+// it into y (N/tp, C).
 void tp_leave_forward(const TensorParallel& tp, float* partial, float* y, int64_t N, int64_t C,
                       Profile* prof = nullptr);
 // dy (rows, C): gradient of the region's rows. Without SP returns dy; with SP

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "tessera/kernels/cpu/adamw.h"
 
 namespace tessera {
 
@@ -33,10 +32,11 @@ AdamW::AdamW(const ParamLayout& layout, std::vector<FlatSegment> segments, int64
 AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& cfg)
     : AdamW(layout, {FlatSegment{0, layout.numel(), 0}}, layout.numel(), cfg) {}
 
-void AdamW::step(float* params, Indexing params_at, float* grads, Indexing grads_at, float lr,
-                 float grad_scale, int64_t step, uint16_t* working, DType working_type) {
+void AdamW::step(const kernels::Ops& ops, float* params, Indexing params_at, float* grads,
+                 Indexing grads_at, float lr, float grad_scale, int64_t step,
+                 kernels::Act working) {
   for (const Run& r : runs_) {
-    cpu::AdamWArgs a;
+    kernels::AdamWArgs a;
     a.lr = lr;
     a.beta1 = cfg_.beta1;
     a.beta2 = cfg_.beta2;
@@ -46,8 +46,10 @@ void AdamW::step(float* params, Indexing params_at, float* grads, Indexing grads
     a.step = step;
     const int64_t at = params_at == Indexing::Global ? r.global_begin : r.shard_offset;
     float* g = grads + (grads_at == Indexing::Global ? r.global_begin : r.shard_offset);
-    cpu::adamw_update(params + at, g, m_.f32() + r.shard_offset, v_.f32() + r.shard_offset, r.size,
-                      a, working ? working + at : nullptr, working_type);
+    // (r.size) of the working copy, indexed like params
+    const kernels::Act w = working ? kernels::Act(working.u16() + at, working.dtype) : kernels::Act();
+    ops.adamw_update(params + at, g, m_.f32() + r.shard_offset, v_.f32() + r.shard_offset, r.size,
+                     a, w);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/core/buffer.h"
+#include "tessera/kernels/ops.h"
 #include "tessera/model/param_layout.h"
 
 namespace tessera {
@@ -49,13 +50,14 @@ class AdamW {
   AdamW(const ParamLayout& layout, const AdamWConfig& cfg);
 
   // grads are multiplied by grad_scale, used, and left zeroed (the segments'
-  // elements only). step is 1-based.
-  // working (--bf16 / --fp16): null, or the 16-bit working copy of params,
-  // indexed like params, that the same pass writes each updated element's
-  // bf16 (working_type BF16) or fp16 (F16) value into.
-  void step(float* params, Indexing params_at, float* grads, Indexing grads_at, float lr,
-            float grad_scale, int64_t step, uint16_t* working = nullptr,
-            DType working_type = DType::BF16);
+  // elements only). step is 1-based. The updates run on ops's backend,
+  // charged to Op::Optimizer.
+  // working (--bf16 / --fp16): null, or a bf16 / fp16 view of the working
+  // copy of params, indexed like params, that the same pass writes each
+  // updated element's 16-bit value into.
+  void step(const kernels::Ops& ops, float* params, Indexing params_at, float* grads,
+            Indexing grads_at, float lr, float grad_scale, int64_t step,
+            kernels::Act working = {});
 
   const std::vector<FlatSegment>& segments() const { return segments_; }
   Buffer& exp_avg() { return m_; }     // (shard_numel)

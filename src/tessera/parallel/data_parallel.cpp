@@ -1,11 +1,8 @@
 #include "tessera/parallel/data_parallel.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "tessera/core/error.h"
-#include "tessera/kernels/cpu/cast.h"
-#include "tessera/kernels/cpu/elementwise.h"
 #include "tessera/model/weights.h"
 
 namespace tessera {
@@ -81,8 +78,9 @@ void DataParallel::init_params(uint64_t seed) {
     Buffer tmp(unit.numel());  // (unit numel)
     init_unit_weights(L, model_.config(), unit, tmp.f32(), seed);
     const FlatSegment& s = part_.segment(u);
-    std::memcpy(param_shard_.f32() + s.shard_offset, tmp.f32() + (s.global_begin - unit.begin),
-                size_t(s.size()) * sizeof(float));
+    // Initialisation, not a step's work: charged to nothing.
+    ops(nullptr).copy(param_shard_.f32() + s.shard_offset,
+                      tmp.f32() + (s.global_begin - unit.begin), s.size(), Op::Data);
   }
 }
 
@@ -137,14 +135,8 @@ void DataParallel::gather_unit(size_t u) {
     lp = take_spare(spare_gathered_lowp_, size_t(unit.numel()));
     dp_.all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()), lowp_dtype());
   }
-  {
-    ProfileScope t(profile_, Op::Cast);
-    gathered_[u] = take_spare(spare_gathered_, unit.numel());
-    if (lowp_dtype() == DType::F16)
-      cpu::cast_fp16_to_fp32(gathered_[u].f32(), lp.data(), unit.numel());
-    else
-      cpu::cast_bf16_to_fp32(gathered_[u].f32(), lp.data(), unit.numel());
-  }
+  gathered_[u] = take_spare(spare_gathered_, unit.numel());
+  ops(profile_).cast(gathered_[u].f32(), lowp_view(lp.data()), unit.numel());  // Op::Cast
   model_.bind_unit(unit, gathered_[u].f32(), nullptr, lp.data());
 }
 
@@ -160,12 +152,9 @@ void DataParallel::refresh_working_copy() {
     model_.refresh_working_copy(profile_);
     return;
   }
-  ProfileScope t(profile_, Op::Cast);
   lowp_shard_.resize(size_t(part_.shard_numel()));
-  if (lowp_dtype() == DType::F16)
-    cpu::cast_fp32_to_fp16(lowp_shard_.data(), param_shard_.f32(), part_.shard_numel());
-  else
-    cpu::cast_fp32_to_bf16(lowp_shard_.data(), param_shard_.f32(), part_.shard_numel());
+  ops(profile_).cast(lowp_view(lowp_shard_.data()), param_shard_.f32(),
+                     part_.shard_numel());  // Op::Cast
 }
 
 void DataParallel::begin_step() {
@@ -203,7 +192,8 @@ void DataParallel::begin_micro_batch(bool last) {
 
 Buffer DataParallel::take_zeroed_grads(int64_t n) {
   Buffer b = take_spare(spare_grads_, n);
-  std::memset(b.f32(), 0, size_t(n) * sizeof(float));  // backward accumulates into it
+  // Backward accumulates into it (charged with the gradient sums).
+  ops(profile_).fill(b.f32(), 0.0f, n, Op::Residual);
   return b;
 }
 
@@ -289,10 +279,7 @@ void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
   const ParamUnit& unit = model_.layout().units()[u];
   const FlatSegment& s = part_.segment(u);
   p.lowp.resize(size_t(unit.numel()));
-  {
-    ProfileScope t(profile_, Op::Cast);
-    cpu::cast_fp32_to_bf16(p.lowp.data(), g, unit.numel());
-  }
+  ops(profile_).cast(kernels::Act(p.lowp.data(), Precision::Bf16), g, unit.numel());
   if (stage_ == 0) {
     p.lowp_at = 0;
     p.lowp_n = unit.numel();
@@ -319,15 +306,14 @@ void DataParallel::retire(size_t keep) {
       return;
     }
     if (!p.lowp.empty()) {
-      const uint16_t* x = p.lowp.data() + p.lowp_at;  // (lowp_n) the reduced bf16 part
-      if (p.widen_to) {
-        cpu::cast_bf16_to_fp32(p.widen_to, x, p.lowp_n);
-      } else {
-        float* g = grad_shard_.f32() + p.shard_offset;
-        for (int64_t i = 0; i < p.lowp_n; ++i) g[i] += bf16_to_fp32(x[i]);
-      }
+      // (lowp_n) the reduced bf16 part
+      const kernels::ConstAct x(p.lowp.data() + p.lowp_at, Precision::Bf16);
+      if (p.widen_to)
+        ops(profile_).cast(p.widen_to, x, p.lowp_n);  // Op::Cast
+      else
+        ops(profile_).accumulate(grad_shard_.f32() + p.shard_offset, x, p.lowp_n);
     } else if (stage_ >= 2) {
-      cpu::accumulate(grad_shard_.f32() + p.shard_offset, p.recv.f32(), p.recv_n);
+      ops(profile_).accumulate(grad_shard_.f32() + p.shard_offset, p.recv.f32(), p.recv_n);
     }
     give_back(std::move(p.recv));
     give_back(std::move(p.unit_grads));
@@ -368,7 +354,8 @@ void DataParallel::end_chunk_backward() {
 double DataParallel::grad_norm_squared() {
   const float* g = stage_ >= 2 ? grad_shard_.f32() : model_.grads().f32();
   double local = 0;
-  for (const auto& [at, n] : norm_ranges_) local += cpu::sum_squares(g + at, n);
+  // The caller charges the whole of the norm to Op::GradNorm (trainer.cpp).
+  for (const auto& [at, n] : norm_ranges_) local += ops(nullptr).sum_squares(g + at, n);
   ProfileScope t(profile_, Op::Comm);
   // Stage 0 holds the whole reduced gradient on every dp rank; the others
   // hold disjoint parts of it.
@@ -382,27 +369,26 @@ double DataParallel::grad_norm_squared() {
 
 void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
   // --bf16 / --fp16: AdamW writes the working copy of what it updates.
-  uint16_t* working = !lowp() ? nullptr : stage_ >= 3 ? lowp_shard_.data() : model_.working_copy();
-  const DType wt = lowp_dtype();
-  {
-    ProfileScope t(profile_, Op::Optimizer);
-    switch (stage_) {
-      case 0:
-      case 1:
-        optim_->step(model_.params().f32(), Indexing::Global, model_.grads().f32(),
-                     Indexing::Global, lr, grad_scale, step, working, wt);
-        // AdamW zeroed the slices it read; under stage 1 the rest of the
-        // buffer holds this rank's unreduced sums.
-        if (stage_ == 1) model_.grads().zero();
-        break;
-      case 2:
-        optim_->step(model_.params().f32(), Indexing::Global, grad_shard_.f32(), Indexing::Shard,
-                     lr, grad_scale, step, working, wt);
-        break;
-      default:
-        optim_->step(param_shard_.f32(), Indexing::Shard, grad_shard_.f32(), Indexing::Shard, lr,
-                     grad_scale, step, working, wt);
-    }
+  const kernels::Act working =
+      !lowp() ? kernels::Act()
+              : lowp_view(stage_ >= 3 ? lowp_shard_.data() : model_.working_copy());
+  const kernels::Ops o = ops(profile_);  // Op::Optimizer
+  switch (stage_) {
+    case 0:
+    case 1:
+      optim_->step(o, model_.params().f32(), Indexing::Global, model_.grads().f32(),
+                   Indexing::Global, lr, grad_scale, step, working);
+      // AdamW zeroed the slices it read; under stage 1 the rest of the
+      // buffer holds this rank's unreduced sums.
+      if (stage_ == 1) o.fill(model_.grads().f32(), 0.0f, model_.grads().numel(), Op::Optimizer);
+      break;
+    case 2:
+      optim_->step(o, model_.params().f32(), Indexing::Global, grad_shard_.f32(), Indexing::Shard,
+                   lr, grad_scale, step, working);
+      break;
+    default:
+      optim_->step(o, param_shard_.f32(), Indexing::Shard, grad_shard_.f32(), Indexing::Shard, lr,
+                   grad_scale, step, working);
   }
   if (stage_ == 1 || stage_ == 2) {
     // Every rank updated its slice of each unit: gather the units in place.
@@ -435,14 +421,10 @@ void DataParallel::finish_param_gather() {
 
 void DataParallel::cast_gathered_slices(size_t u) {
   if (dp_.size() == 1) return;
-  ProfileScope t(profile_, Op::Cast);
   const float* p = model_.params().f32();
   uint16_t* w = model_.working_copy();
-  const auto cast = [&](int64_t a, int64_t z) {
-    if (lowp_dtype() == DType::F16)
-      cpu::cast_fp32_to_fp16(w + a, p + a, z - a);
-    else
-      cpu::cast_fp32_to_bf16(w + a, p + a, z - a);
+  const auto cast = [&](int64_t a, int64_t z) {  // Op::Cast
+    ops(profile_).cast(lowp_view(w + a), p + a, z - a);
   };
   const FlatSegment& s = part_.segment(u);
   const ParamUnit& unit = model_.layout().units()[u];
@@ -451,8 +433,11 @@ void DataParallel::cast_gathered_slices(size_t u) {
 }
 
 void DataParallel::skip_step() {
-  if (model_.grads().numel() > 0) model_.grads().zero();
-  if (grad_shard_.numel() > 0) grad_shard_.zero();
+  // In place of the optimizer step: charged to it.
+  const kernels::Ops o = ops(profile_);
+  if (model_.grads().numel() > 0)
+    o.fill(model_.grads().f32(), 0.0f, model_.grads().numel(), Op::Optimizer);
+  if (grad_shard_.numel() > 0) o.fill(grad_shard_.f32(), 0.0f, grad_shard_.numel(), Op::Optimizer);
 }
 
 void DataParallel::end_step() {

@@ -150,6 +150,11 @@ class DataParallel : public LayerHooks {
   void gather_unit(size_t unit);
   void release_unit(size_t unit);
   bool lowp() const { return model_.precision() != Precision::Fp32; }
+  // The kernels that touch this engine's buffers: the model's backend,
+  // charged to `profile` (null: charged by the caller, or to nothing).
+  kernels::Ops ops(Profile* profile) const { return {model_.backend(), profile}; }
+  // A 16-bit view of a buffer of the run's low precision.
+  kernels::Act lowp_view(uint16_t* p) const { return {p, model_.precision()}; }
   DType lowp_dtype() const {
     return model_.precision() == Precision::Fp16 ? DType::F16 : DType::BF16;
   }

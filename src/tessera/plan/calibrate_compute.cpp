@@ -1,5 +1,6 @@
 // Compute measurements for `tessera calibrate`: GEMMs, memory bandwidth and
-// attention, each through the engine's own library or kernel.
+// attention, each through the engine's own library or kernel (the kernels
+// through the CPU backend, kernels/backend.h, as training calls them).
 #include <omp.h>
 
 #include <algorithm>
@@ -9,18 +10,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
-#include "tessera/kernels/cpu/adamw.h"
-#include "tessera/kernels/cpu/attention.h"
-#include "tessera/kernels/cpu/bias.h"
-#include "tessera/kernels/cpu/cross_entropy.h"
-#include "tessera/kernels/cpu/dropout.h"
-#include "tessera/kernels/cpu/elementwise.h"
-#include "tessera/kernels/cpu/embedding.h"
-#include "tessera/kernels/cpu/gelu.h"
-#include "tessera/kernels/cpu/layernorm.h"
-#include "tessera/kernels/cpu/rmsnorm.h"
-#include "tessera/kernels/cpu/swiglu.h"
-#include "tessera/kernels/cpu/matmul_lowp.h"
+#include "tessera/kernels/cpu_backend_info.h"
 #include "tessera/kernels/gemm_peak.h"
 #include "tessera/plan/calibrate.h"
 
@@ -155,15 +145,18 @@ struct AttentionOperands {
   AttentionOperands(int64_t b, int64_t t, int64_t c, int64_t nh)
       : B(b), T(t), C(c), NH(nh), qkv(B * T * 3 * C), out(B * T * C), lse(B * NH * T),
         dout(B * T * C), dqkv(B * T * 3 * C) {
+    TESSERA_CHECK(NH > 0 && C % NH == 0, "calibrate: width {} is not divisible by {} heads", C,
+                  NH);
     fill(qkv.f32(), B * T * 3 * C, 1.0f);
     fill(dout.f32(), B * T * C, 0.01f);
   }
   void forward(const DropoutSite* drop) {
-    cpu::attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, C, NH, drop);
+    kernels::cpu_backend().attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T,
+                                             AttentionHeads::mha(C, NH), drop);
   }
   void backward(const DropoutSite* drop) {
-    cpu::attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), B, T, C, NH,
-                            drop);
+    kernels::cpu_backend().attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(),
+                                              lse.f32(), B, T, AttentionHeads::mha(C, NH), drop);
   }
 };
 
@@ -181,7 +174,7 @@ AttentionTime measure_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
 
 KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int64_t V, int64_t T,
                             int64_t params, double min_seconds) {
-  using namespace cpu;
+  const kernels::Backend& be = kernels::cpu_backend();
   const int64_t B = rows / T;
   // (rows, 2 F) or (rows, C), whichever is larger: SwiGLU's input is [gate | up].
   const int64_t wide = rows * std::max(C, 2 * F);
@@ -198,7 +191,8 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int6
   fill(wpe.f32(), T * C, 0.02f);
   std::vector<int32_t> tokens(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i) tokens[size_t(i)] = int32_t((i * 7919) % V);
-  layernorm_forward(y.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), bias.f32(), rows, C);
+  be.layernorm_forward(y.f32(), mean.f32(), rstd.f32(), x.f32(), nullptr, w.f32(), bias.f32(),
+                       rows, C);
 
   KernelTimes k{};
   auto per = [&](Kernel kind, double elements, auto&& run) {
@@ -206,46 +200,53 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int6
   };
   const double rc = double(rows * C), rf = double(rows * F), rv = double(rows * V);
   per(Kernel::LayerNormForward, rc, [&] {
-    layernorm_forward(y.f32(), mean.f32(), rstd.f32(), x.f32(), w.f32(), bias.f32(), rows, C);
+    be.layernorm_forward(y.f32(), mean.f32(), rstd.f32(), x.f32(), nullptr, w.f32(), bias.f32(),
+                         rows, C);
   });
   per(Kernel::LayerNormBackward, rc, [&] {
-    layernorm_backward(dx.f32(), dw.f32(), db.f32(), dy.f32(), x.f32(), w.f32(), mean.f32(),
+    be.layernorm_backward(dx.f32(), dw.f32(), db.f32(), dy.f32(), x.f32(), w.f32(), mean.f32(),
                        rstd.f32(), rows, C);
   });
-  per(Kernel::GeluForward, rf, [&] { gelu_forward(y.f32(), x.f32(), rows * F); });
-  per(Kernel::GeluBackward, rf, [&] { gelu_backward(dx.f32(), x.f32(), dy.f32(), rows * F); });
+  per(Kernel::GeluForward, rf, [&] { be.gelu_forward(y.f32(), x.f32(), rows * F); });
+  per(Kernel::GeluBackward, rf, [&] { be.gelu_backward(dx.f32(), x.f32(), dy.f32(), rows * F); });
   // The Llama family's RMSNorm (eps: Llama's 1e-5; backward reads the rstd
   // its forward wrote) and SwiGLU (x holds rows of [gate | up]).
   per(Kernel::RMSNormForward, rc, [&] {
-    rmsnorm_forward(y.f32(), rstd.f32(), x.f32(), w.f32(), rows, C, 1e-5f);
+    be.rmsnorm_forward(y.f32(), rstd.f32(), x.f32(), w.f32(), rows, C, 1e-5f);
   });
   per(Kernel::RMSNormBackward, rc, [&] {
-    rmsnorm_backward(dx.f32(), dw.f32(), dy.f32(), x.f32(), w.f32(), rstd.f32(), rows, C);
+    be.rmsnorm_backward(dx.f32(), dw.f32(), dy.f32(), x.f32(), w.f32(), rstd.f32(), rows, C);
   });
-  per(Kernel::SwigluForward, rf, [&] { swiglu_forward(y.f32(), x.f32(), rows, F); });
-  per(Kernel::SwigluBackward, rf, [&] { swiglu_backward(dx.f32(), x.f32(), dy.f32(), rows, F); });
-  per(Kernel::Residual, rc, [&] { add(y.f32(), y.f32(), x.f32(), rows * C); });
-  per(Kernel::BiasAdd, rf, [&] { bias_add(y.f32(), bias.f32(), rows, F); });
-  per(Kernel::BiasGrad, rf, [&] { bias_backward(db.f32(), dy.f32(), rows, F); });
+  per(Kernel::SwigluForward, rf, [&] { be.swiglu_forward(y.f32(), x.f32(), rows, F); });
+  per(Kernel::SwigluBackward, rf, [&] { be.swiglu_backward(dx.f32(), x.f32(), dy.f32(), rows, F); });
+  per(Kernel::Residual, rc, [&] { be.accumulate(y.f32(), x.f32(), rows * C); });
+  per(Kernel::BiasAdd, rf, [&] { be.bias_add(y.f32(), bias.f32(), rows, F, nullptr); });
+  // A linear's backward without its GEMMs (no dinp, no dweight): the
+  // column sums of dY alone.
+  per(Kernel::BiasGrad, rf, [&] {
+    be.matmul_backward(nullptr, nullptr, db.f32(), dy.f32(), x.f32(), w.f32(), rows, 0, F, false,
+                       true);
+  });
   per(Kernel::EmbeddingForward, rc, [&] {
-    token_embedding_forward(y.f32(), tokens.data(), wte.f32(), rows, C, 0, V);
-    position_embedding_forward(y.f32(), wpe.f32(), B, T, C, 0);
+    be.token_embedding_forward(y.f32(), tokens.data(), wte.f32(), rows, C, 0, V);
+    be.position_embedding_forward(y.f32(), wpe.f32(), B, T, C, 0);
   });
   per(Kernel::EmbeddingBackward, rc, [&] {
-    token_embedding_backward(dwte.f32(), dy.f32(), tokens.data(), rows, C, 0, V);
-    position_embedding_backward(dwpe.f32(), dy.f32(), B, T, C);
+    be.token_embedding_backward(dwte.f32(), dy.f32(), tokens.data(), rows, C, 0, V);
+    be.position_embedding_backward(dwpe.f32(), dy.f32(), B, T, C);
   });
   per(Kernel::CrossEntropyForward, rv, [&] {
-    cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tokens.data(), rows, V);
+    be.cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tokens.data(), rows, V);
   });
   // In place, as the engine runs it (dlogits overwrite the logits); the
   // values drift between repeats, the memory traffic does not.
   per(Kernel::CrossEntropyBackward, rv, [&] {
-    cross_entropy_backward(logits.f32(), logits.f32(), lse.f32(), tokens.data(), 1e-6f, rows, V);
+    be.cross_entropy_backward(logits.f32(), logits.f32(), lse.f32(), tokens.data(), 1e-6f, rows,
+                              V, 0);
   });
   // Dropout at Megatron's default 0.1, a hidden site in place over (rows, C).
   DropoutSite site{.p = 0.1f, .seed = 1, .step = 1, .layer = 1, .site = DropoutSiteKind::MlpOut};
-  per(Kernel::Dropout, rc, [&] { dropout_rows(y.f32(), rows, C, 0, T, site); });
+  per(Kernel::Dropout, rc, [&] { be.dropout_rows(y.f32(), rows, C, 0, T, site); });
   // The attention-probability mask is drawn and applied inside the flash
   // kernel, tile by tile: its price is what it adds to the kernel, forward
   // and backward with the mask less the same without, per Philox draw
@@ -267,8 +268,8 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int6
       const double without = median_seconds([&] { pass(nullptr); }, 3, min_seconds / 5);
       extra.push_back(with - without);
     }
-    const double draws = double(B * NH) * double(attention_dropout_draws(T, true) +
-                                                 attention_dropout_draws(T, false));
+    const double draws = double(B * NH) * double(kernels::attention_dropout_draws(T, true) +
+                                                 kernels::attention_dropout_draws(T, false));
     k[size_t(Kernel::AttentionDropout)] = std::max(0.0, upper_median(extra)) / draws;
   }
   // The optimizer and the norm over the model's parameters.
@@ -278,11 +279,12 @@ KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int6
   fill(g.f32(), n, 0.001f);
   fill(m.f32(), n, 0.0f);
   fill(v.f32(), n, 0.0f);
-  AdamWArgs args;
+  kernels::AdamWArgs args;
   args.lr = 1e-4f;
-  per(Kernel::AdamW, double(n), [&] { adamw_update(p.f32(), g.f32(), m.f32(), v.f32(), n, args); });
+  per(Kernel::AdamW, double(n),
+      [&] { be.adamw_update(p.f32(), g.f32(), m.f32(), v.f32(), n, args, {}); });
   volatile double sink = 0;
-  per(Kernel::GradNorm, double(n), [&] { sink = sink + sum_squares(g.f32(), n); });
+  per(Kernel::GradNorm, double(n), [&] { sink = sink + be.sum_squares(g.f32(), n); });
   return k;
 }
 

@@ -8,8 +8,8 @@
 #include "tessera/comm/communicator.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/error.h"
-#include "tessera/kernels/cpu/matmul.h"
 #include "tessera/core/timer.h"
+#include "tessera/kernels/cpu_backend_info.h"
 #include "tessera/plan/calibrate.h"
 #include "tessera/plan/comm_model.h"
 
@@ -50,7 +50,7 @@ class GemmWork {
   }
   void run(int times) {
     for (int i = 0; i < times; ++i)
-      cpu::matmul_forward(c_.f32(), a_.f32(), w_.f32(), nullptr, n_, n_, n_);
+      kernels::cpu_backend().matmul_forward(c_.f32(), a_.f32(), w_.f32(), nullptr, n_, n_, n_);
   }
 
  private:

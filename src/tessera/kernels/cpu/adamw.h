@@ -11,15 +11,11 @@
 #include <cstdint>
 
 #include "tessera/core/dtype.h"
+#include "tessera/kernels/adamw_args.h"
 
 namespace tessera::cpu {
 
-struct AdamWArgs {
-  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
-  float weight_decay = 0;  // applied as param -= lr * weight_decay * param
-  float grad_scale = 1;    // grad is multiplied by this before use
-  int64_t step = 1;        // 1-based, for bias correction
-};
+using kernels::AdamWArgs;  // the scalars (kernels/adamw_args.h)
 
 // params, grads, m, v: (n) each. working (n): null, or the 16-bit copy of
 // params to write (working_type BF16 or F16: the bits cast.h's

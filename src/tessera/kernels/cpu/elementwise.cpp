@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <vector>
+
+#include "tessera/kernels/cpu/cast.h"
 
 namespace tessera::cpu {
 
@@ -24,6 +27,27 @@ void accumulate(float* y, const float* x, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
+
+namespace {
+template <float (*widen)(uint16_t)>
+void accumulate_widened(float* y, const uint16_t* x, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; i++) y[i] += widen(x[i]);
+}
+}  // namespace
+
+void accumulate_bf16(float* y, const bf16_t* x, int64_t n) {
+  accumulate_widened<bf16_to_fp32>(y, x, n);
+}
+void accumulate_fp16(float* y, const fp16_t* x, int64_t n) {
+  accumulate_widened<fp16_to_fp32>(y, x, n);
+}
+
+void copy_bytes(void* out, const void* in, int64_t bytes) {
+  if (bytes > 0) std::memcpy(out, in, size_t(bytes));
+}
+void fill(float* x, float value, int64_t n) { std::fill_n(x, n, value); }
+void fill_u16(uint16_t* x, uint16_t bits, int64_t n) { std::fill_n(x, n, bits); }
 
 void scale(float* x, float s, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)

@@ -28,8 +28,9 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // dinp (N, C) = dout (N, OC) @ weight (OC, C)
   if (dinp)
     sgemm('N', 'N', N, C, OC, dout, OC, weight, C, accumulate_dinp ? 1.0f : 0.0f, dinp, C);
-  // dweight (OC, C) += (or =) dout^T (OC, N) @ inp (N, C)
-  sgemm('T', 'N', OC, C, N, dout, OC, inp, C, accumulate_dweight ? 1.0f : 0.0f, dweight, C);
+  // dweight (OC, C) += (or =) dout^T (OC, N) @ inp (N, C), skipped when null
+  if (dweight)
+    sgemm('T', 'N', OC, C, N, dout, OC, inp, C, accumulate_dweight ? 1.0f : 0.0f, dweight, C);
   if (dbias) bias_backward(dbias, dout, N, OC);
 }
 

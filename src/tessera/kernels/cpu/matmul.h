@@ -9,7 +9,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     int64_t N, int64_t C, int64_t OC);
 
 // dinp (N, C)    = or += dout (N, OC) @ weight (OC, C)   (accumulate_dinp selects +=)
-// dweight (OC, C) += or = dout^T @ inp                   (accumulate_dweight selects +=)
+// dweight (OC, C) += or = dout^T @ inp                   (accumulate_dweight selects +=; skipped when null)
 // dbias (OC)      += sum over N of dout                  (skipped when null)
 // dinp may be null when the input needs no gradient.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,

@@ -117,7 +117,7 @@ void backward_lowp(DType in, float* dinp, float* dweight, float* dbias, const ui
                    const uint16_t* inp, const uint16_t* weight, int64_t N, int64_t C, int64_t OC,
                    bool accumulate_dinp, bool accumulate_dweight) {
   if (dinp) dinp_lowp(in, dinp, dout, weight, N, C, OC, accumulate_dinp);
-  dweight_lowp(in, dweight, dout, inp, N, C, OC, accumulate_dweight);
+  if (dweight) dweight_lowp(in, dweight, dout, inp, N, C, OC, accumulate_dweight);
   if (dbias) bias_backward_lowp<widen>(dbias, dout, N, OC);
 }
 

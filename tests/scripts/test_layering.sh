@@ -49,6 +49,14 @@ while IFS=: read -r file line _; do
   failures=$((failures + 1))
 done < <(grep -rnE '#include [<"](oneapi/dnnl/)?dnnl' "$src" --include='*.h' --include='*.cpp' | grep -v "^$src/kernels/")
 
+# The kernel seam: outside kernels/ the CPU kernels are reached through
+# kernels::Backend (kernels/backend.h, kernels/ops.h) and
+# kernels/cpu_backend_info.h, never kernels/cpu/ itself.
+while IFS=: read -r file line _; do
+  echo "FAIL: ${file#"$2"/}:$line: includes kernels/cpu/ outside kernels/ (use kernels/ops.h or kernels/cpu_backend_info.h)"
+  failures=$((failures + 1))
+done < <(grep -rnE '#include "tessera/kernels/cpu/' "$src" --include='*.h' --include='*.cpp' | grep -v "^$src/kernels/")
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures include(s) break the layering"
   exit 1

@@ -13,12 +13,12 @@
 # Bad input: one line, exit 2, before any step.
 # Usage: test_finetune.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 py=/usr/bin/python3
 if ! "$py" -c 'import numpy' 2>/dev/null; then echo "SKIP: needs $py with numpy"; exit 77; fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp" || exit 1
 make_gpt2() { "$py" "$src/tests/ckpt/make_gpt2_safetensors.py" "$@" > /dev/null || exit 1; }
 # The file's shape is 2 layers, hidden 64, 4 heads, 64 positions, vocabulary 4096
@@ -27,17 +27,6 @@ batch=(--micro-batch-size 2 --global-batch-size 4 --no-progress --peak-tflops 1
        --attention-dropout 0 --hidden-dropout 0 --lr 1e-3 --lr-warmup-iters 0)
 shape=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64)
 
-# fail, expect_exit (and $last_out).
-# shellcheck source=cli_expect.sh
-source "$src/tests/scripts/cli_expect.sh"
-
-# losses FILE: the metrics file's "step loss" lines.
-losses() {
-  "$py" -c 'import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "step" in r: print(r["step"], repr(r["loss"]), repr(r["lr"]))' "$1"
-}
 
 # same_losses A B TOL WHAT: equal steps, losses within TOL relative.
 same_losses() {
@@ -200,5 +189,4 @@ else
   echo "note: no mpirun: the multi-rank fine-tune is not checked here"
 fi
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish "failure(s)"

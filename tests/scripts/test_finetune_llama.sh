@@ -13,16 +13,13 @@
 #   one process and under tp 2.
 # Usage: test_finetune_llama.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 py=/usr/bin/python3
 if ! "$py" -c 'import numpy' 2>/dev/null; then echo "SKIP: needs $py with numpy"; exit 77; fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp" || exit 1
-# fail, expect_exit (and $last_out).
-# shellcheck source=cli_expect.sh
-source "$src/tests/scripts/cli_expect.sh"
 make_llama() { "$py" "$src/tests/ckpt/make_llama_safetensors.py" "$@" > /dev/null || exit 1; }
 # The files' shape: 2 layers, hidden 64, 4 heads over 2 kv heads, intermediate
 # 128, 64 positions, vocabulary 4096 (the embedded corpus's BPE).
@@ -97,5 +94,4 @@ else
   echo "note: no mpirun: eval under tp 2 is not checked here"
 fi
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish "failure(s)"

@@ -18,11 +18,11 @@
 # whole process tree past it (a failure).
 # Usage: test_mpi_faults.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
 src=$2
 mpirun="$src/scripts/mpirun.sh"
 tmp=$(mktemp -d)
-failures=0
 small=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 8 --no-progress --peak-tflops 1 --log-interval 1000
        --threads 1)
@@ -33,7 +33,6 @@ tp2pp2=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2)
 job=
 trap 'kill_tree "${job:-}"; rm -rf "$tmp"' EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 children_of() {  # the pids whose parent is $1
   local stat line rest
@@ -51,8 +50,6 @@ kill_tree() {  # kill -9 a process and all its descendants
   kill -9 "$1" 2> /dev/null
   return 0
 }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 # True when $1 <= $2 (seconds, decimals allowed).
 within() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 
@@ -142,16 +139,6 @@ expect_rank_error save_vanishes_tp2pp2 4 '\[rank [0-9]\] ' --yank "$tmp/yank4" \
 
 # ---- 2 and 3: interrupted runs resume bit for bit ---------------------------
 
-# The loss of each step in a metrics file, as "step loss" text lines.
-losses() {
-  python3 - "$1" << 'EOF'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "step" in r:
-        print(r["step"], repr(r["loss"]))
-EOF
-}
 # compare_losses NAME GOT REF FIRST LAST: steps FIRST..LAST of GOT must be REF's.
 compare_losses() {
   local name=$1 got=$2 ref=$3 first=$4 last=$5
@@ -285,8 +272,4 @@ start_direct_and_term() {
 }
 start_direct_and_term
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures multi-rank fault case(s) failed"
-  exit 1
-fi
-echo "all multi-rank fault cases passed"
+finish "multi-rank fault case(s) failed" "all multi-rank fault cases passed"

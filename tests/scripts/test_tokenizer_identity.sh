@@ -11,12 +11,11 @@
 # The matching cases still run (exit 0). Each refusal passed silently before.
 # Usage: test_tokenizer_identity.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$src/tests/scripts/cli_expect.sh"
+scratch_dir
 cd "$tmp" || exit 1
 
 # Two texts over disjoint words: their tokenizers learn different merges.
@@ -91,5 +90,4 @@ for ck in ck_files ck_hash; do
   expect_exit 0 "stopped" generate --checkpoint $ck --tokenizer toka --prompt alpha --max-new-tokens 4
 done
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all tokenizer identity checks passed"
+finish "failure(s)" "all tokenizer identity checks passed"

@@ -46,12 +46,18 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="${2:-$(now)}" 'BEGIN { printf "%.1f", b - a }'; }
 
 # expect_exit CODE PATTERN ARGS...: tessera ($bin) ARGS exits CODE and prints
-# PATTERN, within $expect_timeout seconds (default 300). Exit 2 (bad input)
-# must also come before any step and in one line. The output is left in
+# PATTERN, within $expect_timeout seconds (default 300). The output is left in
 # $last_out.
-expect_exit() {
-  local want=$1 pattern=$2
-  shift 2
+expect_exit() { expect_run "$1" "" "${@:2}"; }
+
+# expect_refusal PATTERN ARGS...: as expect_exit 2, and the refusal of bad
+# input comes before any step, in one line.
+expect_refusal() { expect_run 2 one_line "$@"; }
+
+# expect_run CODE [one_line] PATTERN ARGS...: what the two above share.
+expect_run() {
+  local want=$1 one_line=$2 pattern=$3
+  shift 3
   local out status=0
   out=$(timeout "${expect_timeout:-300}" "$bin" "$@" 2>&1) || status=$?  # safe under set -e
   if [ "$status" -ne "$want" ]; then
@@ -60,9 +66,9 @@ expect_exit() {
   elif ! grep -Eq -- "$pattern" <<<"$out"; then
     fail "tessera $*: no line matches /$pattern/:"
     echo "$out" | tail -5 | sed 's/^/    /'
-  elif [ "$want" -eq 2 ] && grep -q '^step ' <<<"$out"; then
+  elif [ -n "$one_line" ] && grep -q '^step ' <<<"$out"; then
     fail "tessera $*: trained before refusing"
-  elif [ "$want" -eq 2 ] && [ "$(grep -c . <<<"$out")" -ne 1 ]; then
+  elif [ -n "$one_line" ] && [ "$(grep -c . <<<"$out")" -ne 1 ]; then
     fail "tessera $*: refused with more than one line:"
     echo "$out" | sed 's/^/    /'
   else

@@ -36,8 +36,8 @@ check "$tmp/plots/throughput.svg" "y axis label" 1 'tokens per second'
 check "$tmp/plots/mfu.svg" "curves" 2 'class="series"'
 
 printf 'not json\n' >"$tmp/garbage.jsonl"
-expect_exit 2 "garbage.jsonl:1: not JSON" plot "$tmp/garbage.jsonl" --output "$tmp/bad"
+expect_refusal "garbage.jsonl:1: not JSON" plot "$tmp/garbage.jsonl" --output "$tmp/bad"
 head -1 "$tmp/run_a.jsonl" >"$tmp/no_steps.jsonl"
-expect_exit 2 "no_steps.jsonl: no steps" plot "$tmp/no_steps.jsonl" --output "$tmp/bad"
-expect_exit 2 "cannot open metrics file" plot "$tmp/missing.jsonl" --output "$tmp/bad"
+expect_refusal "no_steps.jsonl: no steps" plot "$tmp/no_steps.jsonl" --output "$tmp/bad"
+expect_refusal "cannot open metrics file" plot "$tmp/missing.jsonl" --output "$tmp/bad"
 finish "failure(s)" "plot: all checks passed"

@@ -15,7 +15,7 @@ bin=$(realpath "$1")
 src=$(realpath "$2")
 scratch_dir
 cd "$tmp" || exit 1
-expect2() { expect_exit 2 "$@"; }
+expect2() { expect_refusal "$@"; }
 
 plan_args=(--model gpt2-small --devices 8 --global-batch-size 8)
 # A system file of its own (configs/systems/ may change): every key below.

@@ -88,7 +88,8 @@ elif (( 16#$blocked & 0x4002 )); then  # bit 14: SIGTERM (15), bit 1: SIGINT (2)
   fail "the trial's launcher started with SIGTERM or SIGINT blocked (SigBlk $blocked)"
 fi
 
-# Bad input: one line, exit 2.
+# Bad input: exit 2 and the message (a warning may come first: the calibration
+# file names another CPU on some machines).
 printf 'num-layers = 2\nbogus-key = 1\n' > bad.toml
 expect_exit 2 'bogus-key' tune --config bad.toml
 expect_exit 2 '--budget-trials must be >= 1' tune --config tiny.toml --budget-trials 0

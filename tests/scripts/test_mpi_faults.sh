@@ -60,9 +60,9 @@ start() {
   "$mpirun" "$@" > "$log" 2>&1 &
   job=$!
 }
-# finish LIMIT: waits for $job up to LIMIT seconds; its status in $status
+# wait_job LIMIT: waits for $job up to LIMIT seconds; its status in $status
 # (999 when it had to be killed), the moment it ended in $ended.
-finish() {
+wait_job() {
   local deadline=$(($(date +%s) + $1))
   while kill -0 "$job" 2> /dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
   if kill -0 "$job" 2> /dev/null; then
@@ -105,13 +105,13 @@ expect_rank_error() {
   start "$log" -n "$ranks" "$bin" train "${small[@]}" --comm-timeout 0 "$@"
   if [ -n "$yank" ]; then
     if ! wait_for 120 test -f "$yank/latest"; then
-      finish 1
+      wait_job 1
       fail "$name: no checkpoint to start from"; sed 's/^/    /' "$log"; return
     fi
     ln -s /proc/nonexistent/ck "$yank.new" && mv -T "$yank.new" "$yank"
   fi
   wait_for 120 has_line "$pattern" "$log" && seen=$(now)
-  finish 60
+  wait_job 60
   if [ -z "$seen" ] && has_line "$pattern" "$log"; then seen=$ended; fi  # printed just before the end
   if [ -z "$seen" ]; then
     fail "$name: no line /$pattern/ (exit $status)"; sed 's/^/    /' "$log"
@@ -164,11 +164,11 @@ resume_matches() {
   local lr=(--lr-warmup-iters 2 --lr-decay-iters 40 --train-iters "$last")
   start "$tmp/$name.ref.log" -n "$ranks" "$bin" train "${small[@]}" "$@" "${lr[@]}" \
     --metrics-file "$tmp/$name.ref.jsonl"
-  finish 240
+  wait_job 240
   [ "$status" -eq 0 ] || { fail "$name: reference run exited $status"; sed 's/^/    /' "$tmp/$name.ref.log"; return; }
   start "$tmp/$name.resume.log" -n "$ranks" "$bin" train "${small[@]}" "$@" "${lr[@]}" \
     --load "$tmp/$name.ck" --metrics-file "$tmp/$name.resume.jsonl"
-  finish 240
+  wait_job 240
   [ "$status" -eq 0 ] || { fail "$name: resumed run exited $status"; sed 's/^/    /' "$tmp/$name.resume.log"; return; }
   grep -q "resumed from .*step_0*$step " "$tmp/$name.resume.log" ||
     { fail "$name: did not resume from step $step:"; sed 's/^/    /' "$tmp/$name.resume.log"; return; }
@@ -186,13 +186,13 @@ sigterm_resumes() {
   start "$log" -n "$ranks" "$bin" train "${small[@]}" "$@" "${long[@]}" --exit-signal-handler \
     --save "$tmp/$name.ck" --metrics-file "$tmp/$name.jsonl"
   if ! wait_for 120 lines_at_least "$tmp/$name.jsonl" 4; then  # the header and 3 steps
-    finish 1; fail "$name: the job did not reach step 3"; sed 's/^/    /' "$log"; return
+    wait_job 1; fail "$name: the job did not reach step 3"; sed 's/^/    /' "$log"; return
   fi
   local sent victim=$job
   [ "$target" = launcher ] || victim=$(children_of "$(children_of "$job" | head -1)" | tail -1)
   sent=$(now)
   kill -TERM "$victim"
-  finish 60
+  wait_job 60
   local line step
   line=$(grep -E '^tessera: stopped after step [0-9]+ of 1000000: SIGTERM \(--exit-signal-handler\); saved ' "$log")
   step=$(sed -E 's/^tessera: stopped after step ([0-9]+) .*/\1/' <<< "$line")
@@ -212,14 +212,14 @@ kill9_resumes() {
   start "$log" -n "$ranks" "$bin" train "${small[@]}" "$@" "${long[@]}" --save-interval 1 \
     --save "$tmp/$name.ck" --metrics-file "$tmp/$name.jsonl"
   if ! wait_for 120 lines_at_least "$tmp/$name.jsonl" 4; then
-    finish 1; fail "$name: the job did not reach step 3"; sed 's/^/    /' "$log"; return
+    wait_job 1; fail "$name: the job did not reach step 3"; sed 's/^/    /' "$log"; return
   fi
   local launcher victim sent
   launcher=$(children_of "$job" | head -1)           # mpirun
   victim=$(children_of "$launcher" | tail -1)         # one rank
   sent=$(now)
   kill -9 "$victim"
-  finish 60
+  wait_job 60
   if [ "$status" -eq 0 ] || [ "$status" -eq 999 ] || ! within "$(elapsed "$sent" "$ended")" 10; then
     fail "$name: after kill -9 of a rank the job exited $status $(elapsed "$sent" "$ended") s later (want nonzero within 10 s)"
     sed 's/^/    /' "$log"; return
@@ -245,7 +245,7 @@ expect_stop() {
   local log="$tmp/$name.log"
   "$@" > "$log" 2>&1 &
   job=$!
-  finish 120
+  wait_job 120
   if [ "$status" -ne "$want" ] || [ "$(grep -Ec -- "$pattern" "$log")" -ne 1 ]; then
     fail "$name: exit $status (want $want) and one line /$pattern/:"; sed 's/^/    /' "$log"
   else
@@ -262,7 +262,7 @@ start_direct_and_term() {
     --metrics-file "$tmp/single.jsonl" > "$tmp/single.log" 2>&1 &
   job=$!
   wait_for 120 lines_at_least "$tmp/single.jsonl" 3 && kill -TERM "$job"
-  finish 60
+  wait_job 60
   if [ "$status" -ne 143 ] || ! grep -Eq '^tessera: stopped after step [0-9]+ of 1000000: SIGTERM \(--exit-signal-handler\); saved ' "$tmp/single.log" ||
      [ ! -f "$tmp/single.ck/latest" ]; then
     fail "one process: SIGTERM gave exit $status:"; sed 's/^/    /' "$tmp/single.log"

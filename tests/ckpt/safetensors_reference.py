@@ -1,18 +1,29 @@
 #!/usr/bin/python3
-"""Independent reader for `tessera export --format safetensors`.
+"""Independent reader for `tessera export --format safetensors`, either family.
 
-Parses model.safetensors by hand (8-byte little-endian header length, JSON
-header, raw little-endian tensors), checks config.json, builds GPT-2 in
-PyTorch float64 from the Hugging Face names with Conv1D orientation
-(y = x @ W + b, W stored (in, out)) and the tied LM head, and compares the
-loss on the given tokens with the engine's. Exits nonzero on any mismatch.
+Reads model.safetensors by hand and config.json as Hugging Face would
+(hf_checkpoint.py), checks the config's fixed fields and that the file holds
+exactly the names and shapes GPT2LMHeadModel or LlamaForCausalLM (by
+config.json's model_type) saves, then renames those tensors into the
+float64 reference model of tests/model/torch_reference.py, from the Hugging
+Face conventions alone:
+  gpt2:  Conv1D orientation (y = x @ W + b, W stored (in, out)), one c_attn
+         for q, k, v; the tied LM head (no lm_head.weight in the file).
+  llama: nn.Linear orientation (W stored (out, in)); q_proj, k_proj, v_proj
+         stacked (grouped-query attention: query head j reads kv head
+         j // (heads / kv_heads)), rotary positions in Hugging Face's
+         rotate_half convention applied to q_proj's and k_proj's output as
+         stored (no permutation), RMSNorm, the SwiGLU MLP
+         down(silu(gate(x)) * up(x)), and lm_head or, when
+         tie_word_embeddings, embed_tokens.
+Compares the loss on the given tokens with the engine's (and the logits,
+when the case names them); exits nonzero on any mismatch.
 
 usage: safetensors_reference.py EXPORT_DIR CASE.json
-  CASE.json: {"tokens": [[...T+1 ids...], ...], "loss": engine loss}
+  CASE.json: {"tokens": [[...T+1 ids...], ...], "loss": engine loss,
+              "logits": (optional) file of the engine's float32 logits (B, T, vocab)}
 """
 import json
-import math
-import struct
 import sys
 from pathlib import Path
 
@@ -20,78 +31,98 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-TOL = 1e-5
+here = Path(__file__).resolve().parent
+sys.path.insert(0, str(here))
+sys.path.insert(0, str(here.parent / "model"))
+from hf_checkpoint import gpt2_shapes, llama_shapes, read_safetensors  # noqa: E402
+from torch_reference import Reference  # noqa: E402
 
 
-def read_safetensors(path):
-    raw = Path(path).read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    end = 0
-    for name, h in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-        assert h["dtype"] == "F32", (name, h["dtype"])
-        b, e = h["data_offsets"]
-        assert b == end, f"{name}: gap or overlap at byte {b}"
-        end = e
-        arr = np.frombuffer(data[b:e], dtype="<f4").reshape(h["shape"])
-        tensors[name] = torch.from_numpy(arr.astype(np.float64))
-    assert end == len(data), "trailing bytes after the last tensor"
-    return tensors, meta
+def gpt2_reference(w, cfg):
+    """GPT-2's names and Conv1D weights into the reference's (out, in) ones."""
+    assert cfg["n_ctx"] == cfg["n_positions"]
+    assert "lm_head.weight" not in w, "the head is tied: it must not be written"
+    t = {"wte": w["transformer.wte.weight"], "wpe": w["transformer.wpe.weight"],
+         "ln_f.weight": w["transformer.ln_f.weight"], "ln_f.bias": w["transformer.ln_f.bias"]}
+    ours = {"ln_1": "ln_1", "ln_2": "ln_2", "attn.c_attn": "attn.qkv", "attn.c_proj": "attn.proj",
+            "mlp.c_fc": "mlp.fc", "mlp.c_proj": "mlp.proj"}
+    for l in range(cfg["n_layer"]):
+        for hf, name in ours.items():
+            weight = w[f"transformer.h.{l}.{hf}.weight"]
+            t[f"h.{l}.{name}.weight"] = weight if hf.startswith("ln_") else weight.T
+            t[f"h.{l}.{name}.bias"] = w[f"transformer.h.{l}.{hf}.bias"]
+    config = {"hidden_size": cfg["n_embd"], "num_heads": cfg["n_head"], "kv_heads": cfg["n_head"],
+              "num_layers": cfg["n_layer"], "vocab_size": cfg["vocab_size"],
+              "rmsnorm": False, "norm_epsilon": cfg["layer_norm_epsilon"], "swiglu": False,
+              "rope": False, "rotary_base": None}
+    return Reference(config, t)
+
+
+def llama_reference(w, cfg):
+    """Llama's names into the reference's: q, k, v and gate, up stacked."""
+    assert cfg["head_dim"] == cfg["hidden_size"] // cfg["num_attention_heads"], cfg["head_dim"]
+    t = {"wte": w["model.embed_tokens.weight"], "ln_f.weight": w["model.norm.weight"]}
+    if not cfg["tie_word_embeddings"]:
+        t["lm_head.weight"] = w["lm_head.weight"]
+    stacked = {"attn.qkv": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
+               "attn.proj": ["self_attn.o_proj"], "mlp.fc": ["mlp.gate_proj", "mlp.up_proj"],
+               "mlp.proj": ["mlp.down_proj"]}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        t[f"h.{l}.ln_1.weight"] = w[p + "input_layernorm.weight"]
+        t[f"h.{l}.ln_2.weight"] = w[p + "post_attention_layernorm.weight"]
+        for name, parts in stacked.items():
+            for kind in ("weight", "bias"):
+                if p + parts[0] + "." + kind in w:
+                    t[f"h.{l}.{name}.{kind}"] = torch.cat([w[p + part + "." + kind] for part in parts])
+    config = {"hidden_size": cfg["hidden_size"], "num_heads": cfg["num_attention_heads"],
+              "kv_heads": cfg["num_key_value_heads"], "num_layers": cfg["num_hidden_layers"],
+              "vocab_size": cfg["vocab_size"], "rmsnorm": True, "norm_epsilon": cfg["rms_norm_eps"],
+              "swiglu": True, "rope": True, "rotary_base": cfg["rope_theta"]}
+    return Reference(config, t)
+
+
+# model_type -> (config.json's fixed fields, expected tensors, the reference, tolerance)
+FAMILIES = {
+    "gpt2": ({"model_type": "gpt2", "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+              "architectures": ["GPT2LMHeadModel"]}, gpt2_shapes, gpt2_reference, 1e-5),
+    "llama": ({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+               "rope_scaling": None, "torch_dtype": "float32"}, llama_shapes, llama_reference, 1e-4),
+}
 
 
 def main():
     out, case = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
     cfg = json.loads((out / "config.json").read_text())
-    for k, v in {"model_type": "gpt2", "activation_function": "gelu_new",
-                 "layer_norm_epsilon": 1e-5, "architectures": ["GPT2LMHeadModel"]}.items():
+    fixed, shapes, reference, tol = FAMILIES[cfg["model_type"]]
+    for k, v in fixed.items():
         assert cfg[k] == v, (k, cfg[k])
-    L, C, H, V, P = cfg["n_layer"], cfg["n_embd"], cfg["n_head"], cfg["vocab_size"], cfg["n_positions"]
-    assert cfg["n_ctx"] == P
-    w, meta = read_safetensors(out / "model.safetensors")
+    arrays, meta = read_safetensors(out / "model.safetensors")
     assert meta.get("format") == "pt", meta
-    assert "lm_head.weight" not in w, "the head is tied: it must not be written"
-    expected = {"transformer.wte.weight": (V, C), "transformer.wpe.weight": (P, C),
-                "transformer.ln_f.weight": (C,), "transformer.ln_f.bias": (C,)}
-    inner = cfg["n_inner"] or 4 * C
-    for l in range(L):
-        p = f"transformer.h.{l}."
-        expected.update({p + "ln_1.weight": (C,), p + "ln_1.bias": (C,),
-                         p + "attn.c_attn.weight": (C, 3 * C), p + "attn.c_attn.bias": (3 * C,),
-                         p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
-                         p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
-                         p + "mlp.c_fc.weight": (C, inner), p + "mlp.c_fc.bias": (inner,),
-                         p + "mlp.c_proj.weight": (inner, C), p + "mlp.c_proj.bias": (C,)})
-    assert set(w) == set(expected), set(w) ^ set(expected)
+    expected = shapes(cfg)
+    assert set(arrays) == set(expected), sorted(set(arrays) ^ set(expected))
     for k, s in expected.items():
-        assert tuple(w[k].shape) == s, (k, tuple(w[k].shape), s)
+        assert arrays[k].shape == s, (k, arrays[k].shape, s)
+    w = {k: torch.from_numpy(a.astype(np.float64)) for k, a in arrays.items()}
 
     tokens = torch.tensor(case["tokens"], dtype=torch.long)
     idx, tgt = tokens[:, :-1], tokens[:, 1:]
     B, T = idx.shape
-    x = w["transformer.wte.weight"][idx] + w["transformer.wpe.weight"][:T]
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    heads = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
-    for l in range(L):
-        q = lambda s: w[f"transformer.h.{l}.{s}"]
-        h = F.layer_norm(x, (C,), q("ln_1.weight"), q("ln_1.bias"), 1e-5)
-        qq, kk, vv = (h @ q("attn.c_attn.weight") + q("attn.c_attn.bias")).split(C, dim=-1)
-        att = heads(qq) @ heads(kk).transpose(-1, -2) / math.sqrt(C // H)
-        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        y = (att @ heads(vv)).transpose(1, 2).reshape(B, T, C)
-        x = x + y @ q("attn.c_proj.weight") + q("attn.c_proj.bias")
-        h = F.layer_norm(x, (C,), q("ln_2.weight"), q("ln_2.bias"), 1e-5)
-        h = F.gelu(h @ q("mlp.c_fc.weight") + q("mlp.c_fc.bias"), approximate="tanh")
-        x = x + h @ q("mlp.c_proj.weight") + q("mlp.c_proj.bias")
-    x = F.layer_norm(x, (C,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
-    logits = x @ w["transformer.wte.weight"].T
+    V = cfg["vocab_size"]
+    with torch.no_grad():
+        logits = reference(w, cfg).forward(idx)
     loss = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1)).item()
-    rel = abs(loss - case["loss"]) / abs(loss)
-    print(f"safetensors_reference: torch loss {loss:.8f}, engine {case['loss']:.8f}, "
-          f"relative difference {rel:.2e} ({len(w)} tensors)")
-    return 0 if rel <= TOL else 1
+    loss_err = abs(loss - case["loss"]) / abs(loss)
+    report = f"loss torch {loss:.8f} engine {case['loss']:.8f} (relative {loss_err:.2e})"
+    ok = loss_err <= tol
+    if "logits" in case:
+        ours = torch.from_numpy(np.fromfile(case["logits"], dtype="<f4").astype(np.float64)).view(B, T, V)
+        logit_err = (ours - logits).abs().max().item() / logits.abs().max().item()
+        report = f"logits relative error {logit_err:.2e}, " + report
+        ok = ok and logit_err <= tol
+    print(f"safetensors_reference: {cfg['model_type']}: {'ok' if ok else 'FAIL'}: {report}; "
+          f"{len(w)} tensors, tolerance {tol:g}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 // Hugging Face Llama export/import (issue 17): names and row blocks, the
 // LlamaConfig both ways and the keys this engine refuses, the export read by
-// an independent PyTorch Llama (safetensors_reference_llama.py: logits and
+// an independent PyTorch Llama (safetensors_reference.py: logits and
 // loss to 1e-4) and imported back bit for bit, tied and untied, MHA, GQA and
 // MQA, with and without biases; files the model cannot hold; models no
 // Hugging Face architecture holds (refused on export, naming the setting).
@@ -178,7 +178,7 @@ TEST_P(ExportLlama, ReadByPyTorchAndImportedBackBitForBit) {
   test::write_floats(dir / "logits.f32", x.logits.data(), int64_t(x.logits.size()));
   std::ofstream(dir / "case.json")
       << json({{"tokens", x.tokens}, {"loss", x.loss}, {"logits", dir / "logits.f32"}}).dump();
-  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/ckpt/safetensors_reference_llama.py {} {}",
+  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/ckpt/safetensors_reference.py {} {}",
                                       TESSERA_SOURCE_DIR, dir / "hf", dir / "case.json");
   EXPECT_EQ(std::system(cmd.c_str()), 0) << "the PyTorch Llama disagrees (output above)";
 

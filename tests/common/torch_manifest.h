@@ -28,7 +28,7 @@ inline nlohmann::json torch_manifest(const TrainConfig& cfg, const GPT& model,
                  {"eps", cfg.optim.eps},
                  {"weight_decay", cfg.optim.weight_decay},
                  {"clip_grad", cfg.optim.clip_grad},
-                 // The Llama family's switches (torch_reference_llama.py).
+                 // The family's switches (torch_reference.py reads each one).
                  {"rmsnorm", cfg.model.rmsnorm()},
                  {"norm_epsilon", cfg.model.norm_epsilon},
                  {"swiglu", cfg.model.swiglu},

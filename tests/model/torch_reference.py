@@ -1,10 +1,22 @@
 #!/usr/bin/python3
-"""PyTorch reference for tessera's GPT (run with Debian's /usr/bin/python3).
+"""PyTorch reference for tessera's model family (run with Debian's /usr/bin/python3).
 
-Reads what test_torch_reference.cpp dumped (initial weights, the step-1
-logits and gradients, 5 steps of losses), rebuilds the same GPT-2 in PyTorch
-in float64 from the same weights and data, and exits nonzero if any tensor
-differs by more than 1e-4 relative (max-abs error over max-abs value).
+One float64 model, written by hand, for every member of the family: GPT-2
+(LayerNorm, learned positions, GELU, biases, tied head) and Llama (RMSNorm,
+grouped-query attention with rotary positions in Hugging Face Llama's
+rotate_half convention, a SwiGLU MLP, no biases, an untied head), and any mix
+of the switches. Each switch is read from the configuration, so the same code
+checks them all. It is used three ways:
+
+  * as a script: reads what test_torch_reference.cpp dumped (initial weights,
+    the step-1 logits and gradients, 5 steps of losses) and exits nonzero if
+    any tensor differs by more than 1e-4 relative (max-abs error over max-abs
+    value);
+  * by torch_reference_bf16.py, which runs it under bf16 autocast;
+  * by tests/ckpt/safetensors_reference.py, which renames an exported Hugging
+    Face checkpoint into these names and runs it.
+
+usage: torch_reference.py DUMP_DIR [-v]
 """
 import json
 import math
@@ -23,37 +35,95 @@ def load(path, n=-1):
     return torch.from_numpy(np.fromfile(path, dtype=np.float32, count=n).astype(np.float64))
 
 
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope(x, base):
+    """x (B, H, T, hs): dims i and i + hs/2 rotate by pos * base^(-2i/hs)."""
+    T, hs = x.shape[-2], x.shape[-1]
+    inv = base ** (-torch.arange(0, hs, 2, dtype=DTYPE) / hs)          # (hs/2)
+    ang = torch.arange(T, dtype=DTYPE)[:, None] * inv[None, :]         # (T, hs/2)
+    ang = torch.cat((ang, ang), dim=-1)                                 # (T, hs)
+    return x * ang.cos() + rotate_half(x) * ang.sin()
+
+
 class Reference:
-    def __init__(self, manifest, flat):
-        self.c = manifest["config"]
-        self.entries = manifest["params"]
-        self.params = {}
-        for e in self.entries:
+    """The model over named tensors in the engine's names and orientation
+    (wte, wpe, h.L.attn.qkv.weight (out, in), ..., ln_f, lm_head).
+
+    config: hidden_size, num_heads, kv_heads, num_layers, vocab_size, and the
+    family's switches rmsnorm, norm_epsilon, swiglu, rope, rotary_base. A
+    bias, wpe or lm_head is used when present among the tensors.
+    """
+
+    def __init__(self, config, tensors):
+        self.c = config
+        self.params = {n: t.clone().requires_grad_(True) for n, t in tensors.items()}
+
+    @classmethod
+    def from_flat(cls, manifest, flat):
+        """The tensors of the engine's flat buffer, as the manifest places them."""
+        tensors = {}
+        for e in manifest["params"]:
             n = int(np.prod(e["shape"]))
-            t = flat[e["offset"]:e["offset"] + n].reshape(e["shape"]).clone()
-            self.params[e["name"]] = t.requires_grad_(True)
+            tensors[e["name"]] = flat[e["offset"]:e["offset"] + n].reshape(e["shape"])
+        return cls(manifest["config"], tensors)
+
+    def norm(self, x, prefix):
+        c, p = self.c, self.params
+        if c["rmsnorm"]:
+            return rms_norm(x, p[prefix + ".weight"], c["norm_epsilon"])
+        return F.layer_norm(x, (x.shape[-1],), p[prefix + ".weight"], p[prefix + ".bias"],
+                            c["norm_epsilon"])
+
+    def linear(self, x, prefix):
+        p = self.params
+        y = x @ p[prefix + ".weight"].T
+        return y + p[prefix + ".bias"] if prefix + ".bias" in p else y
 
     def forward(self, idx):
         c, p = self.c, self.params
         B, T = idx.shape
         C, H, V = c["hidden_size"], c["num_heads"], c["vocab_size"]
-        x = p["wte"][idx] + p["wpe"][:T]
+        KVH = c["kv_heads"]
+        hs = C // H
+        x = p["wte"][idx]
+        if not c["rope"]:
+            x = x + p["wpe"][:T]
         mask = torch.ones(T, T, dtype=torch.bool).tril()
         for l in range(c["num_layers"]):
-            q = lambda s: p[f"h.{l}.{s}"]
-            h = F.layer_norm(x, (C,), q("ln_1.weight"), q("ln_1.bias"), 1e-5)
-            qkv = h @ q("attn.qkv.weight").T + q("attn.qkv.bias")
-            qq, kk, vv = qkv.split(C, dim=-1)
-            heads = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
-            att = heads(qq) @ heads(kk).transpose(-1, -2) / math.sqrt(C // H)
+            h = self.norm(x, f"h.{l}.ln_1")
+            qkv = self.linear(h, f"h.{l}.attn.qkv")
+            qq, kk, vv = qkv.split([H * hs, KVH * hs, KVH * hs], dim=-1)
+            q = qq.view(B, T, H, hs).transpose(1, 2)
+            k = kk.view(B, T, KVH, hs).transpose(1, 2)
+            v = vv.view(B, T, KVH, hs).transpose(1, 2)
+            if c["rope"]:
+                q, k = rope(q, c["rotary_base"]), rope(k, c["rotary_base"])
+            # Query head j reads kv head j // (H / KVH).
+            k = k.repeat_interleave(H // KVH, dim=1)
+            v = v.repeat_interleave(H // KVH, dim=1)
+            att = q @ k.transpose(-1, -2) / math.sqrt(hs)
             att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-            y = (att @ heads(vv)).transpose(1, 2).reshape(B, T, C)
-            x = x + y @ q("attn.proj.weight").T + q("attn.proj.bias")
-            h = F.layer_norm(x, (C,), q("ln_2.weight"), q("ln_2.bias"), 1e-5)
-            h = F.gelu(h @ q("mlp.fc.weight").T + q("mlp.fc.bias"), approximate="tanh")
-            x = x + h @ q("mlp.proj.weight").T + q("mlp.proj.bias")
-        x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], 1e-5)
-        return x @ p["wte"][:V].T  # tied head; padding rows never predicted
+            y = (att @ v).transpose(1, 2).reshape(B, T, H * hs)
+            x = x + self.linear(y, f"h.{l}.attn.proj")
+            h = self.norm(x, f"h.{l}.ln_2")
+            u = self.linear(h, f"h.{l}.mlp.fc")
+            if c["swiglu"]:
+                gate, up = u.chunk(2, dim=-1)
+                u = F.silu(gate) * up
+            else:
+                u = F.gelu(u, approximate="tanh")
+            x = x + self.linear(u, f"h.{l}.mlp.proj")
+        x = self.norm(x, "ln_f")
+        head = p["lm_head.weight"] if "lm_head.weight" in p else p["wte"]
+        return x @ head[:V].T  # padding rows never predicted
 
     def loss(self, tokens):
         logits = self.forward(tokens[:, :-1])
@@ -78,6 +148,25 @@ def compare(what, ours, ref):
         failures.append(what)
 
 
+def check_parameter_names(man):
+    """What the configuration leaves out must be absent from the engine's list."""
+    c = man["config"]
+    names = {e["name"] for e in man["params"]}
+    expect_absent = []
+    if c["rope"]:
+        expect_absent.append("wpe")
+    if c["rmsnorm"]:
+        expect_absent += ["ln_f.bias", "h.0.ln_1.bias", "h.0.ln_2.bias"]
+    if not c["add_bias_linear"]:
+        expect_absent += ["h.0.attn.qkv.bias", "h.0.attn.proj.bias", "h.0.mlp.fc.bias",
+                          "h.0.mlp.proj.bias"]
+    for n in expect_absent:
+        if n in names:
+            failures.append(f"parameter {n} should not exist")
+    if c["untie_embeddings"] != ("lm_head.weight" in names):
+        failures.append("lm_head.weight present iff untied")
+
+
 def main():
     d = Path(sys.argv[1])
     man = json.loads((d / "manifest.json").read_text())
@@ -86,7 +175,9 @@ def main():
     B, T, V, GB = c["micro_batch"], c["seq_length"], c["vocab_size"], c["global_batch"]
     tokens = torch.tensor(man["tokens"], dtype=torch.long).view(-1, T + 1)
 
-    ref = Reference(man, flat)
+    check_parameter_names(man)
+
+    ref = Reference.from_flat(man, flat)
     # Logits of micro-batch 0, loss and gradient of the step-1 global batch.
     compare("logits", load(d / "logits.f32", B * T * V).view(B, T, V), ref.forward(tokens[:B, :-1]))
     loss = ref.loss(tokens[:GB])
@@ -99,7 +190,7 @@ def main():
         compare(f"grad {e['name']}", g, ref.params[e["name"]].grad)
 
     # Five AdamW steps from the same start, with the engine's LR per step.
-    ref = Reference(man, flat)
+    ref = Reference.from_flat(man, flat)
     decay = [ref.params[e["name"]] for e in man["params"] if e["decay"]]
     no_decay = [ref.params[e["name"]] for e in man["params"] if not e["decay"]]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": c["weight_decay"]},
@@ -118,7 +209,7 @@ def main():
         opt.step()
 
     if failures:
-        print(f"torch_reference: {len(failures)} mismatches beyond {TOL} relative")
+        print(f"torch_reference: {len(failures)} mismatches beyond {TOL} relative: {failures[:5]}")
         return 1
     print(f"torch_reference: logits, loss, {len(man['params'])} gradients and "
           f"{len(man['steps'])} AdamW steps agree to {TOL} relative "

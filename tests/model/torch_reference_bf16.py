@@ -43,7 +43,7 @@ def rel(a, b):
 
 
 def grads_of(man, flat, tokens, autocast):
-    ref = Reference(man, flat)
+    ref = Reference.from_flat(man, flat)
     if autocast:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = ref.loss(tokens)

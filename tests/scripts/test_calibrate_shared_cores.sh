@@ -6,6 +6,7 @@
 # planner then counted twice).
 # Usage: test_calibrate_shared_cores.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 cores=$(getconf _NPROCESSORS_ONLN)
@@ -13,11 +14,8 @@ if [ "$cores" -ge 4 ]; then
   echo "skip: $cores cores hold 4 ranks of one thread; nothing is shared"
   exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 "$src/scripts/mpirun.sh" -n 4 "$bin" calibrate --quick --threads 1 --output four.toml \
   > calib.out 2>&1 || { cat calib.out; fail "calibrate on 4 ranks exited $?"; }
@@ -58,5 +56,4 @@ new, old = (json.load(open(f))["top"][0] for f in sys.argv[1:])
 assert old["step_seconds"] == new["step_seconds"], (old["time"], new["time"])
 PY
 
-[ $fails -eq 0 ] && echo "test_calibrate_shared_cores: ok"
-exit $((fails > 0))
+finish "failure(s)" "test_calibrate_shared_cores: ok"

@@ -4,10 +4,9 @@
 # well under a second), and never crash (exit codes >= 128 are signals).
 # Usage: test_cli_errors.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
+scratch_dir
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 2 --train-iters 2 --no-progress)
 
@@ -18,12 +17,10 @@ expect_error() {  # expect_error PATTERN ARGS...
   out=$(timeout 20 "$bin" "$@" 2>&1)
   status=$?
   if [ "$status" -eq 0 ] || [ "$status" -ge 124 ]; then
-    echo "FAIL: tessera $* exited $status (want a clean nonzero exit)"
-    failures=$((failures + 1))
+    fail "tessera $* exited $status (want a clean nonzero exit)"
   elif ! grep -Eq -- "$pattern" <<<"$out"; then
-    echo "FAIL: tessera $*: message does not match /$pattern/:"
+    fail "tessera $*: message does not match /$pattern/:"
     echo "$out" | sed 's/^/    /'
-    failures=$((failures + 1))
   else
     echo "ok: $(grep -E -- "$pattern" <<<"$out" | head -1)"
   fi
@@ -106,8 +103,7 @@ expect_llama_error() {  # expect_llama_error PATTERN ARGS...: also the exit stat
   timeout 20 "$bin" "$@" > /dev/null 2>&1
   local status=$?
   if [ "$status" -ne 2 ]; then
-    echo "FAIL: tessera $* exited $status (want 2)"
-    failures=$((failures + 1))
+    fail "tessera $* exited $status (want 2)"
   fi
 }
 llama=(--num-layers 1 --hidden-size 48 --num-attention-heads 6 --seq-length 16
@@ -137,11 +133,7 @@ expect_llama_error '--rotary-base must be a finite number > 1' train "${llama[@]
 
 # And a valid run still works: the errors above are not the only outcome.
 if ! "$bin" train "${small[@]}" --peak-tflops 1 > "$tmp/ok.log" 2>&1; then
-  echo "FAIL: a valid small run failed:"; cat "$tmp/ok.log"; failures=$((failures + 1))
+  fail "a valid small run failed:"; cat "$tmp/ok.log"
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures bad-input case(s) failed"
-  exit 1
-fi
-echo "all bad-input cases give their message and a clean nonzero exit"
+finish "bad-input case(s) failed" "all bad-input cases give their message and a clean nonzero exit"

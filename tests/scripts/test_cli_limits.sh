@@ -7,10 +7,9 @@
 # from the previous good step.
 # Usage: test_cli_limits.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
+scratch_dir
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 2 --train-iters 2 --no-progress --peak-tflops 1)
 plan=(plan --model gpt2-small --devices 8 --global-batch-size 8)
@@ -24,13 +23,11 @@ expect2() {  # expect2 PATTERN ARGS...: exit code 2 and an error line matching P
   out=$(timeout 60 "$bin" "$@" 2>&1)
   status=$?
   if [ "$status" -ne 2 ]; then
-    echo "FAIL: tessera $* exited $status (want 2):"
+    fail "tessera $* exited $status (want 2):"
     echo "$out" | tail -3 | sed 's/^/    /'
-    failures=$((failures + 1))
   elif ! grep -Eq -- "^tessera: error: .*($pattern)" <<<"$out"; then
-    echo "FAIL: tessera $*: no error line matching /$pattern/:"
+    fail "tessera $*: no error line matching /$pattern/:"
     echo "$out" | tail -3 | sed 's/^/    /'
-    failures=$((failures + 1))
   else
     echo "ok (2): $(grep -E -- "^tessera: error: " <<<"$out" | head -1)"
   fi
@@ -186,16 +183,11 @@ for field in model/ffn_hidden_size parallel/tp parallel/sequence_parallel parall
   out=$(timeout 60 "$bin" train "${small[@]}" --train-iters 6 --load "$tmp/ck2" 2>&1)
   status=$?
   if [ "$status" -ne 0 ] || ! grep -q "using the previous good checkpoint .*step_000002" <<<"$out"; then
-    echo "FAIL: --load with a wrong-typed $field in the newest step exited $status, want 0 from step 2:"
+    fail "--load with a wrong-typed $field in the newest step exited $status, want 0 from step 2:"
     echo "$out" | grep -E "note|error" | head -4 | sed 's/^/    /'
-    failures=$((failures + 1))
   else
     echo "ok (0): wrong-typed $field: $(grep -o "step_000004 is unusable: .*" <<<"$out" | head -1 | cut -c1-150)"
   fi
 done
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures case(s) failed"
-  exit 1
-fi
-echo "every hostile number and wrong-typed field: one line, exit 2"
+finish "case(s) failed" "every hostile number and wrong-typed field: one line, exit 2"

@@ -13,11 +13,11 @@
 #     no model, are one line and exit 2.
 # Usage: test_eval.sh TESSERA_BINARY SOURCE_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
 src=$2
 mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cache=(--cache-dir "$tmp/cache")
 small=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 8 --train-iters 4 --no-progress --threads 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 16 item 1: fine-tuning from weights, through the CLI.
-# - a GPT-2 file written independently (tests/ckpt/make_gpt2_safetensors.py)
+# - a GPT-2 file written independently (tests/ckpt/make_safetensors.py gpt2)
 #   imports; files the model cannot hold (layers it has not, an untied head)
 #   are refused naming the tensors; `import --config FILE` reads that JSON;
 #   an import records no seed; export's config.json names bos/eos;
@@ -13,31 +13,20 @@
 # Bad input: one line, exit 2, before any step.
 # Usage: test_finetune.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 py=/usr/bin/python3
 if ! "$py" -c 'import numpy' 2>/dev/null; then echo "SKIP: needs $py with numpy"; exit 77; fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp" || exit 1
-make_gpt2() { "$py" "$src/tests/ckpt/make_gpt2_safetensors.py" "$@" > /dev/null || exit 1; }
+make_gpt2() { "$py" "$src/tests/ckpt/make_safetensors.py" gpt2 "$@" > /dev/null || exit 1; }
 # The file's shape is 2 layers, hidden 64, 4 heads, 64 positions, vocabulary 4096
 # (the embedded corpus's BPE).
 batch=(--micro-batch-size 2 --global-batch-size 4 --no-progress --peak-tflops 1
        --attention-dropout 0 --hidden-dropout 0 --lr 1e-3 --lr-warmup-iters 0)
 shape=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64)
 
-# fail, expect_exit (and $last_out).
-# shellcheck source=cli_expect.sh
-source "$src/tests/scripts/cli_expect.sh"
-
-# losses FILE: the metrics file's "step loss" lines.
-losses() {
-  "$py" -c 'import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "step" in r: print(r["step"], repr(r["loss"]), repr(r["lr"]))' "$1"
-}
 
 # same_losses A B TOL WHAT: equal steps, losses within TOL relative.
 same_losses() {
@@ -60,17 +49,17 @@ make_gpt2 untied --untied-head
 make_gpt2 tiedcopy --tied-head-copy
 make_gpt2 zero --zero-head
 expect_exit 0 'imported .*gpt2/model.safetensors' import --input gpt2/model.safetensors --output imp
-expect_exit 2 "deeper/model.safetensors: 12 tensor\(s\) the model .* has no place for: transformer\.h\.2\.attn\.c_attn\.bias" \
+expect_refusal "deeper/model.safetensors: 12 tensor\(s\) the model .* has no place for: transformer\.h\.2\.attn\.c_attn\.bias" \
   import --input deeper/model.safetensors --config gpt2/config.json --output imp_deeper
 [ ! -e imp_deeper/latest ] || fail "a refused import left a checkpoint"
-expect_exit 2 'untied/model.safetensors: lm_head.weight differs from transformer.wte.weight \(an untied LM head\)' \
+expect_refusal 'untied/model.safetensors: lm_head.weight differs from transformer.wte.weight \(an untied LM head\)' \
   import --input untied/model.safetensors --output imp_untied
 expect_exit 0 'imported' import --input tiedcopy/model.safetensors --output imp_tiedcopy
 # --config names a JSON config.json (it used to be read as a TOML --config).
 cp gpt2/config.json elsewhere.json
 mkdir -p bare && cp gpt2/model.safetensors bare/
 expect_exit 0 'imported .*bare/model.safetensors' import --input bare/model.safetensors --config elsewhere.json --output imp_cfg
-expect_exit 2 '^tessera: error: --config nope.json: .*No such file' import --input bare/model.safetensors --config nope.json --output imp_nope
+expect_refusal '^tessera: error: --config nope.json: .*No such file' import --input bare/model.safetensors --config nope.json --output imp_nope
 "$py" -c 'import json, sys
 m = json.load(open(sys.argv[1]))
 assert "seed" not in m, ("an import records a seed", m.get("seed"))
@@ -78,15 +67,15 @@ assert m["extra"]["imported_from"].endswith("gpt2/model.safetensors"), m["extra"
 print("ok: the import records no seed, and where it came from")' imp/step_000000/metadata.json || fail "import metadata"
 
 # ---- train --load of an import ----------------------------------------------
-expect_exit 2 'imp: checkpoint .* has no optimizer state to resume \(it is an import\): pass --finetune' \
+expect_refusal 'imp: checkpoint .* has no optimizer state to resume \(it is an import\): pass --finetune' \
   train "${shape[@]}" "${batch[@]}" --train-iters 2 --load imp
-expect_exit 2 'holds a different model \(num_layers 2 vs 1.*pass --use-checkpoint-args' \
+expect_refusal 'holds a different model \(num_layers 2 vs 1.*pass --use-checkpoint-args' \
   train --num-layers 1 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "${batch[@]}" \
   --train-iters 2 --load imp --finetune
-expect_exit 2 '^tessera: error: --finetune needs --load DIR' train "${shape[@]}" "${batch[@]}" --finetune
-expect_exit 2 '^tessera: error: --no-load-optim needs --load DIR' train "${shape[@]}" "${batch[@]}" --no-load-optim
-expect_exit 2 '^tessera: error: --use-checkpoint-args needs --load DIR' train "${shape[@]}" "${batch[@]}" --use-checkpoint-args
-expect_exit 2 'checkpoint nowhere: no such directory' train "${shape[@]}" "${batch[@]}" --load nowhere --finetune
+expect_refusal '^tessera: error: --finetune needs --load DIR' train "${shape[@]}" "${batch[@]}" --finetune
+expect_refusal '^tessera: error: --no-load-optim needs --load DIR' train "${shape[@]}" "${batch[@]}" --no-load-optim
+expect_refusal '^tessera: error: --use-checkpoint-args needs --load DIR' train "${shape[@]}" "${batch[@]}" --use-checkpoint-args
+expect_refusal 'checkpoint nowhere: no such directory' train "${shape[@]}" "${batch[@]}" --load nowhere --finetune
 
 # --finetune from the zero-embedding file: every logit is 0 at step 1, so the
 # loss is ln(4096) whatever the data; a run from tessera's own init is not.
@@ -119,7 +108,7 @@ expect_exit 0 '^model: layers 2 hidden 64 heads 4 ffn 256 seq 32 ' \
 expect_exit 0 '^model: layers 2 hidden 64 heads 4 ffn 256 seq 32 ' \
   train "${shape[@]}" "${batch[@]}" --seq-length 32 --max-position-embeddings 64 --train-iters 1 \
   --load imp --finetune
-expect_exit 2 'holds a different model \(max_position_embeddings 64 vs 32' \
+expect_refusal 'holds a different model \(max_position_embeddings 64 vs 32' \
   train "${shape[@]}" "${batch[@]}" --seq-length 32 --train-iters 1 --load imp --finetune
 # It is a run of its own: resuming it needs no flags either (its seed is recorded now).
 expect_exit 0 'resumed from .*ft1/step_000003 \(weights, step 3, optimizer state, seed 1234\)' \
@@ -130,7 +119,7 @@ expect_exit 0 'resumed from .*ft1/step_000003 \(weights, step 3, optimizer state
 cp -r imp ft_in_imp
 expect_exit 0 'saved ft_in_imp/step_000001' train "${batch[@]}" --train-iters 1 --load ft_in_imp --finetune \
   --use-checkpoint-args --save ft_in_imp
-expect_exit 2 '^tessera: error: --save ft1 is where --finetune loads from, and it holds a run.s checkpoints \(2 steps, the newest step_000004\)' \
+expect_refusal '^tessera: error: --save ft1 is where --finetune loads from, and it holds a run.s checkpoints \(2 steps, the newest step_000004\)' \
   train "${batch[@]}" --train-iters 1 --load ft1 --finetune --use-checkpoint-args --save ft1 --overwrite-save
 
 # ---- --no-load-optim and --no-load-rng on a trained checkpoint ----------------
@@ -150,7 +139,7 @@ assert a[3]["loss"] == b[3]["loss"] and a[3]["lr"] == b[3]["lr"], (a[3], b[3])
 assert abs(a[4]["loss"] - b[4]["loss"]) > 1e-6, (a[4]["loss"], b[4]["loss"])
 print(f"ok: --no-load-optim: step 3 loss {b[3]['loss']:.6f} as the run's, step 4 {b[4]['loss']:.6f} vs {a[4]['loss']:.6f}")
 PY
-expect_exit 2 'the checkpoint was trained with --seed 7, this run has --seed 8 .*pass --no-load-rng' \
+expect_refusal 'the checkpoint was trained with --seed 7, this run has --seed 8 .*pass --no-load-rng' \
   train "${shape[@]}" "${batch[@]}" --train-iters 4 --seed 8 --load run/step_000002
 expect_exit 0 'resumed from .*\(weights, step 2, optimizer state, this run.s seed 8\)' \
   train "${shape[@]}" "${batch[@]}" --train-iters 3 --seed 8 --load run/step_000002 --no-load-rng \
@@ -200,5 +189,4 @@ else
   echo "note: no mpirun: the multi-rank fine-tune is not checked here"
 fi
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish "failure(s)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 17: a Hugging Face Llama file through the CLI, as test_finetune.sh
 # does for GPT-2.
-# - a Llama file written independently (tests/ckpt/make_llama_safetensors.py:
+# - a Llama file written independently (tests/ckpt/make_safetensors.py llama:
 #   GQA 4 over 2, untied head, older files' rotary buffers) imports; configs
 #   this engine cannot compute (rope_scaling, another hidden_act) are
 #   refused with one line naming the key;
@@ -13,17 +13,14 @@
 #   one process and under tp 2.
 # Usage: test_finetune_llama.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 py=/usr/bin/python3
 if ! "$py" -c 'import numpy' 2>/dev/null; then echo "SKIP: needs $py with numpy"; exit 77; fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp" || exit 1
-# fail, expect_exit (and $last_out).
-# shellcheck source=cli_expect.sh
-source "$src/tests/scripts/cli_expect.sh"
-make_llama() { "$py" "$src/tests/ckpt/make_llama_safetensors.py" "$@" > /dev/null || exit 1; }
+make_llama() { "$py" "$src/tests/ckpt/make_safetensors.py" llama "$@" > /dev/null || exit 1; }
 # The files' shape: 2 layers, hidden 64, 4 heads over 2 kv heads, intermediate
 # 128, 64 positions, vocabulary 4096 (the embedded corpus's BPE).
 batch=(--micro-batch-size 2 --global-batch-size 4 --no-progress --peak-tflops 1
@@ -36,9 +33,9 @@ make_llama scaled --rope-scaling llama3
 make_llama gelu --hidden-act gelu
 expect_exit 0 'imported .*llama/model.safetensors \(layers 2 hidden 64 heads 4 ffn 128 seq 64 vocab 4096 .*rmsnorm swiglu rope 10000 gqa 2 untied no-bias' \
   import --input llama/model.safetensors --output imp
-expect_exit 2 '^tessera: error: config.json: rope_scaling .*llama3.* \(this engine computes plain rotary positions' \
+expect_refusal '^tessera: error: config.json: rope_scaling .*llama3.* \(this engine computes plain rotary positions' \
   import --input scaled/model.safetensors --output imp_scaled
-expect_exit 2 "^tessera: error: config.json: hidden_act 'gelu'" import --input gelu/model.safetensors --output imp_gelu
+expect_refusal "^tessera: error: config.json: hidden_act 'gelu'" import --input gelu/model.safetensors --output imp_gelu
 [ ! -e imp_scaled/latest ] || fail "a refused import left a checkpoint"
 
 # ---- fine-tune from the file's weights -----------------------------------------
@@ -97,5 +94,4 @@ else
   echo "note: no mpirun: eval under tp 2 is not checked here"
 fi
 
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish "failure(s)"

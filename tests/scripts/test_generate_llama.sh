@@ -7,16 +7,11 @@
 # greedy decoding gives the same text either way, across the window slide.
 # Usage: test_generate_llama.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp" || exit 1
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 timeout 300 "$bin" train --config "$src/configs/llama-tiny.toml" --seq-length 32 \
   --micro-batch-size 4 --global-batch-size 4 --train-iters 3 --eval-iters 1 --no-progress \
@@ -51,8 +46,4 @@ gen sampled1 --temperature 0.8 --top-k 40 --seed 3
 gen sampled2 --temperature 0.8 --top-k 40 --seed 3
 cmp -s sampled1.out sampled2.out || fail "sampling with one seed is not repeatable"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "ok: generate on a Llama-family checkpoint, with and without the KV cache"
+finish "failure(s)" "ok: generate on a Llama-family checkpoint, with and without the KV cache"

@@ -5,6 +5,7 @@
 # this test says which include broke the rule, in words.
 # Usage: test_layering.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 src=$2/src/tessera
 
 # layer -> the layers it may include (its own is always allowed).
@@ -23,20 +24,17 @@ declare -A allowed=(
   [cli]="core config kernels comm data model optim parallel ckpt train plan"
 )
 
-failures=0
 for dir in "$src"/*/; do
   layer=$(basename "$dir")
   if [ -z "${allowed[$layer]+set}" ]; then
-    echo "FAIL: src/tessera/$layer is not in the layer table (tests/scripts/test_layering.sh, docs/architecture.md)"
-    failures=$((failures + 1))
+    fail "src/tessera/$layer is not in the layer table (tests/scripts/test_layering.sh, docs/architecture.md)"
     continue
   fi
   while IFS=: read -r file line target; do
     [ "$target" = "$layer" ] && continue
     case " ${allowed[$layer]} " in
       *" $target "*) ;;
-      *) echo "FAIL: ${file#"$2"/}:$line: layer '$layer' includes tessera/$target/ (allowed: ${allowed[$layer]:-none})"
-         failures=$((failures + 1)) ;;
+      *) fail "${file#"$2"/}:$line: layer '$layer' includes tessera/$target/ (allowed: ${allowed[$layer]:-none})" ;;
     esac
   done < <(grep -rnoE '#include "tessera/[a-z_]+/' "$dir" | sed -E 's|#include "tessera/([a-z_]+)/|\1|')
 done
@@ -45,20 +43,14 @@ done
 # GEMM-rate measurement is kernels/gemm_peak.h). Its header sits in
 # /usr/include on some machines, where the build cannot hide it.
 while IFS=: read -r file line _; do
-  echo "FAIL: ${file#"$2"/}:$line: includes oneDNN outside kernels/ (use kernels/gemm_peak.h or a kernel)"
-  failures=$((failures + 1))
+  fail "${file#"$2"/}:$line: includes oneDNN outside kernels/ (use kernels/gemm_peak.h or a kernel)"
 done < <(grep -rnE '#include [<"](oneapi/dnnl/)?dnnl' "$src" --include='*.h' --include='*.cpp' | grep -v "^$src/kernels/")
 
 # The kernel seam: outside kernels/ the CPU kernels are reached through
 # kernels::Backend (kernels/backend.h, kernels/ops.h) and
 # kernels/cpu_backend_info.h, never kernels/cpu/ itself.
 while IFS=: read -r file line _; do
-  echo "FAIL: ${file#"$2"/}:$line: includes kernels/cpu/ outside kernels/ (use kernels/ops.h or kernels/cpu_backend_info.h)"
-  failures=$((failures + 1))
+  fail "${file#"$2"/}:$line: includes kernels/cpu/ outside kernels/ (use kernels/ops.h or kernels/cpu_backend_info.h)"
 done < <(grep -rnE '#include "tessera/kernels/cpu/' "$src" --include='*.h' --include='*.cpp' | grep -v "^$src/kernels/")
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures include(s) break the layering"
-  exit 1
-fi
-echo "layering: every include of src/tessera follows the layer table"
+finish "include(s) break the layering" "layering: every include of src/tessera follows the layer table"

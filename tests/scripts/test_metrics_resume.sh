@@ -9,9 +9,9 @@
 # it was.
 # Usage: test_metrics_resume.sh TESSERA_BINARY SOURCE_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 4 --train-iters 6 --no-progress --threads 1
        --log-interval 2 --save-interval 3 --save "$tmp/ck" --metrics-file "$tmp/m.jsonl"

@@ -7,9 +7,9 @@
 # tflops_per_rank / the file's rate, and the log says where each came from.
 # Usage: test_mfu.sh TESSERA_BINARY SOURCE_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 echo '{"fp32_gemm_tflops": 0.0005, "threads": 1}' >"$tmp/peak.json"
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 4 --train-iters 3 --no-progress --threads 1

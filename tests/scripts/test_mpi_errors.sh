@@ -4,10 +4,10 @@
 # rank left hanging (each case must end well inside its time limit).
 # Usage: test_mpi_errors.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
 src=$2
 mpirun="$src/scripts/mpirun.sh"
-failures=0
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 4 --train-iters 2 --no-progress --peak-tflops 1)
 
@@ -20,12 +20,10 @@ expect_job_error() {  # expect_job_error RANKS PATTERN COMMAND ARGS...
   job_status=$status
   count=$(grep -Ec -- "$pattern" <<<"$out")
   if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then
-    echo "FAIL: -n $ranks $*: exited $status (want a clean nonzero exit, no hang)"
-    failures=$((failures + 1))
+    fail "-n $ranks $*: exited $status (want a clean nonzero exit, no hang)"
   elif [ "$count" -ne 1 ]; then
-    echo "FAIL: -n $ranks $*: message /$pattern/ printed $count times (want once):"
+    fail "-n $ranks $*: message /$pattern/ printed $count times (want once):"
     echo "$out" | sed 's/^/    /'
-    failures=$((failures + 1))
   else
     echo "ok: -n $ranks: $(grep -E -- "$pattern" <<<"$out")"
   fi
@@ -48,8 +46,7 @@ expect_job_error2() {  # as expect_job_error, and the job's exit code must be 2
   local before=$failures
   expect_job_error "$@"
   if [ "$failures" -eq "$before" ] && [ "$job_status" -ne 2 ]; then
-    echo "FAIL: -n $1 ${*:3}: exited $job_status (want 2)"
-    failures=$((failures + 1))
+    fail "-n $1 ${*:3}: exited $job_status (want 2)"
   fi
 }
 first=--decoder-first-pipeline-num-layers
@@ -100,8 +97,7 @@ rm -rf "$scratch"
 if ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --zero-stage 1 > /tmp/tessera_mpi_ok.$$ 2>&1 ||
    ! timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --tensor-model-parallel-size 2 \
        --sequence-parallel --zero-stage 3 >> /tmp/tessera_mpi_ok.$$ 2>&1; then
-  echo "FAIL: a valid 2-rank run failed:"; sed 's/^/    /' /tmp/tessera_mpi_ok.$$
-  failures=$((failures + 1))
+  fail "a valid 2-rank run failed:"; sed 's/^/    /' /tmp/tessera_mpi_ok.$$
 fi
 rm -f /tmp/tessera_mpi_ok.$$
 
@@ -113,15 +109,10 @@ printf 'pipeline-model-parallel-size = 2\nnum-layers = 3\n%s = 1\n' \
 out=$(timeout 120 "$mpirun" -n 2 "$bin" train "${small[@]}" --config "$toml" --num-layers 3 2>&1)
 status=$?
 if [ "$status" -ne 0 ] || ! grep -q 'pp 2 (layers first 1)' <<<"$out" || ! grep -q '^step  *2' <<<"$out"; then
-  echo "FAIL: a valid uneven 2-rank run from $toml (exit $status):"; echo "$out" | tail -5 | sed 's/^/    /'
-  failures=$((failures + 1))
+  fail "a valid uneven 2-rank run from $toml (exit $status):"; echo "$out" | tail -5 | sed 's/^/    /'
 else
   echo "ok: -n 2 --config: $(grep -o 'pp 2 (layers first 1)' <<<"$out" | head -1)"
 fi
 rm -f "$toml"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures multi-rank bad-input case(s) failed"
-  exit 1
-fi
-echo "all multi-rank bad-input cases exit cleanly with one message"
+finish "multi-rank bad-input case(s) failed" "all multi-rank bad-input cases exit cleanly with one message"

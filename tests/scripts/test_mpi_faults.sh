@@ -18,11 +18,11 @@
 # whole process tree past it (a failure).
 # Usage: test_mpi_faults.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
 src=$2
 mpirun="$src/scripts/mpirun.sh"
 tmp=$(mktemp -d)
-failures=0
 small=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 8 --no-progress --peak-tflops 1 --log-interval 1000
        --threads 1)
@@ -33,7 +33,6 @@ tp2pp2=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2)
 job=
 trap 'kill_tree "${job:-}"; rm -rf "$tmp"' EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 children_of() {  # the pids whose parent is $1
   local stat line rest
@@ -51,8 +50,6 @@ kill_tree() {  # kill -9 a process and all its descendants
   kill -9 "$1" 2> /dev/null
   return 0
 }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 # True when $1 <= $2 (seconds, decimals allowed).
 within() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 
@@ -63,9 +60,9 @@ start() {
   "$mpirun" "$@" > "$log" 2>&1 &
   job=$!
 }
-# finish LIMIT: waits for $job up to LIMIT seconds; its status in $status
+# wait_job LIMIT: waits for $job up to LIMIT seconds; its status in $status
 # (999 when it had to be killed), the moment it ended in $ended.
-finish() {
+wait_job() {
   local deadline=$(($(date +%s) + $1))
   while kill -0 "$job" 2> /dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
   if kill -0 "$job" 2> /dev/null; then
@@ -108,13 +105,13 @@ expect_rank_error() {
   start "$log" -n "$ranks" "$bin" train "${small[@]}" --comm-timeout 0 "$@"
   if [ -n "$yank" ]; then
     if ! wait_for 120 test -f "$yank/latest"; then
-      finish 1
+      wait_job 1
       fail "$name: no checkpoint to start from"; sed 's/^/    /' "$log"; return
     fi
     ln -s /proc/nonexistent/ck "$yank.new" && mv -T "$yank.new" "$yank"
   fi
   wait_for 120 has_line "$pattern" "$log" && seen=$(now)
-  finish 60
+  wait_job 60
   if [ -z "$seen" ] && has_line "$pattern" "$log"; then seen=$ended; fi  # printed just before the end
   if [ -z "$seen" ]; then
     fail "$name: no line /$pattern/ (exit $status)"; sed 's/^/    /' "$log"
@@ -142,16 +139,6 @@ expect_rank_error save_vanishes_tp2pp2 4 '\[rank [0-9]\] ' --yank "$tmp/yank4" \
 
 # ---- 2 and 3: interrupted runs resume bit for bit ---------------------------
 
-# The loss of each step in a metrics file, as "step loss" text lines.
-losses() {
-  python3 - "$1" << 'EOF'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "step" in r:
-        print(r["step"], repr(r["loss"]))
-EOF
-}
 # compare_losses NAME GOT REF FIRST LAST: steps FIRST..LAST of GOT must be REF's.
 compare_losses() {
   local name=$1 got=$2 ref=$3 first=$4 last=$5
@@ -177,11 +164,11 @@ resume_matches() {
   local lr=(--lr-warmup-iters 2 --lr-decay-iters 40 --train-iters "$last")
   start "$tmp/$name.ref.log" -n "$ranks" "$bin" train "${small[@]}" "$@" "${lr[@]}" \
     --metrics-file "$tmp/$name.ref.jsonl"
-  finish 240
+  wait_job 240
   [ "$status" -eq 0 ] || { fail "$name: reference run exited $status"; sed 's/^/    /' "$tmp/$name.ref.log"; return; }
   start "$tmp/$name.resume.log" -n "$ranks" "$bin" train "${small[@]}" "$@" "${lr[@]}" \
     --load "$tmp/$name.ck" --metrics-file "$tmp/$name.resume.jsonl"
-  finish 240
+  wait_job 240
   [ "$status" -eq 0 ] || { fail "$name: resumed run exited $status"; sed 's/^/    /' "$tmp/$name.resume.log"; return; }
   grep -q "resumed from .*step_0*$step " "$tmp/$name.resume.log" ||
     { fail "$name: did not resume from step $step:"; sed 's/^/    /' "$tmp/$name.resume.log"; return; }
@@ -199,13 +186,13 @@ sigterm_resumes() {
   start "$log" -n "$ranks" "$bin" train "${small[@]}" "$@" "${long[@]}" --exit-signal-handler \
     --save "$tmp/$name.ck" --metrics-file "$tmp/$name.jsonl"
   if ! wait_for 120 lines_at_least "$tmp/$name.jsonl" 4; then  # the header and 3 steps
-    finish 1; fail "$name: the job did not reach step 3"; sed 's/^/    /' "$log"; return
+    wait_job 1; fail "$name: the job did not reach step 3"; sed 's/^/    /' "$log"; return
   fi
   local sent victim=$job
   [ "$target" = launcher ] || victim=$(children_of "$(children_of "$job" | head -1)" | tail -1)
   sent=$(now)
   kill -TERM "$victim"
-  finish 60
+  wait_job 60
   local line step
   line=$(grep -E '^tessera: stopped after step [0-9]+ of 1000000: SIGTERM \(--exit-signal-handler\); saved ' "$log")
   step=$(sed -E 's/^tessera: stopped after step ([0-9]+) .*/\1/' <<< "$line")
@@ -225,14 +212,14 @@ kill9_resumes() {
   start "$log" -n "$ranks" "$bin" train "${small[@]}" "$@" "${long[@]}" --save-interval 1 \
     --save "$tmp/$name.ck" --metrics-file "$tmp/$name.jsonl"
   if ! wait_for 120 lines_at_least "$tmp/$name.jsonl" 4; then
-    finish 1; fail "$name: the job did not reach step 3"; sed 's/^/    /' "$log"; return
+    wait_job 1; fail "$name: the job did not reach step 3"; sed 's/^/    /' "$log"; return
   fi
   local launcher victim sent
   launcher=$(children_of "$job" | head -1)           # mpirun
   victim=$(children_of "$launcher" | tail -1)         # one rank
   sent=$(now)
   kill -9 "$victim"
-  finish 60
+  wait_job 60
   if [ "$status" -eq 0 ] || [ "$status" -eq 999 ] || ! within "$(elapsed "$sent" "$ended")" 10; then
     fail "$name: after kill -9 of a rank the job exited $status $(elapsed "$sent" "$ended") s later (want nonzero within 10 s)"
     sed 's/^/    /' "$log"; return
@@ -258,7 +245,7 @@ expect_stop() {
   local log="$tmp/$name.log"
   "$@" > "$log" 2>&1 &
   job=$!
-  finish 120
+  wait_job 120
   if [ "$status" -ne "$want" ] || [ "$(grep -Ec -- "$pattern" "$log")" -ne 1 ]; then
     fail "$name: exit $status (want $want) and one line /$pattern/:"; sed 's/^/    /' "$log"
   else
@@ -275,7 +262,7 @@ start_direct_and_term() {
     --metrics-file "$tmp/single.jsonl" > "$tmp/single.log" 2>&1 &
   job=$!
   wait_for 120 lines_at_least "$tmp/single.jsonl" 3 && kill -TERM "$job"
-  finish 60
+  wait_job 60
   if [ "$status" -ne 143 ] || ! grep -Eq '^tessera: stopped after step [0-9]+ of 1000000: SIGTERM \(--exit-signal-handler\); saved ' "$tmp/single.log" ||
      [ ! -f "$tmp/single.ck/latest" ]; then
     fail "one process: SIGTERM gave exit $status:"; sed 's/^/    /' "$tmp/single.log"
@@ -285,8 +272,4 @@ start_direct_and_term() {
 }
 start_direct_and_term
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures multi-rank fault case(s) failed"
-  exit 1
-fi
-echo "all multi-rank fault cases passed"
+finish "multi-rank fault case(s) failed" "all multi-rank fault cases passed"

@@ -14,16 +14,12 @@
 # leaves behind is every process of that session.
 # Usage: test_mpi_launcher.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 src=$(realpath "$2")
 mpirun=$src/scripts/mpirun.sh
 command -v mpirun > /dev/null || { echo "skip: no mpirun"; exit 77; }
 command -v setsid > /dev/null || { echo "skip: no setsid"; exit 77; }
 tmp=$(mktemp -d)
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 # The pids of session $1 and their command names, one "pid name" a line.
 session_members() {
@@ -39,8 +35,6 @@ session_members() {
     echo "$pid ${name%%)*}"
   done
 }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 cleanup() {  # whatever a failed case left, by session
   local s
   for s in "${sessions[@]}"; do
@@ -147,5 +141,4 @@ else
   echo "ok: 4: $out"
 fi
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "the launcher closes its output and leaves nothing behind"
+finish "failure(s)" "the launcher closes its output and leaves nothing behind"

@@ -11,38 +11,17 @@
 #   --overwrite-save; import never repoints a training run's `latest`.
 # Usage: test_outputs_and_checkpoints.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp" || exit 1
-failures=0
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 2 --train-iters 2 --no-progress --peak-tflops 1)
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 # expect_exit CODE PATTERN ARGS...: tessera ARGS exits CODE and prints PATTERN.
-expect_exit() {
-  local want=$1 pattern=$2
-  shift 2
-  local out status
-  out=$(timeout 60 "$bin" "$@" 2>&1)
-  status=$?
-  if [ "$status" -ne "$want" ]; then
-    fail "tessera $* exited $status (want $want):"
-    echo "$out" | tail -5 | sed 's/^/    /'
-  elif ! grep -Eq -- "$pattern" <<<"$out"; then
-    fail "tessera $*: no line matches /$pattern/:"
-    echo "$out" | tail -5 | sed 's/^/    /'
-  else
-    echo "ok: $(grep -E -- "$pattern" <<<"$out" | head -1)"
-  fi
-  last_out=$out
-}
+expect_timeout=60  # expect_exit's limit: these runs are tiny
 
 # A refused output must be refused before training: no step ran.
 expect_refused_before_training() {  # PATTERN ARGS...
@@ -142,8 +121,4 @@ expect_exit 2 '--output shared already holds checkpoints \(newest step_000002\)'
 expect_exit 0 'imported' import --input hf/model.safetensors --output fresh
 [ -f fresh/step_000000/tokenizer/vocab.json ] || fail "import did not copy the tokenizer"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures case(s) failed"
-  exit 1
-fi
-echo "outputs are checked before the work, checkpoints carry their tokenizer and hold one run"
+finish "case(s) failed" "outputs are checked before the work, checkpoints carry their tokenizer and hold one run"

@@ -14,13 +14,11 @@
 #   calibration's; calibrate prints progress while it measures.
 # Usage: test_plan_to_train.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$src" || exit 1
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # One line on stderr naming all of the needles, exit 2.
 expect_error() {
@@ -163,5 +161,4 @@ grep -A2 '^\[calibration\]' "$tmp/cal.toml" | tr '\n' ' ' | grep -q "ranks = 1 t
   fail "calibrate: no [calibration] ranks x threads in its file"
 echo "ok: calibrate progress lines and [calibration]"
 
-echo "$failures failed"
-[ "$failures" -eq 0 ]
+finish "failed"

@@ -6,22 +6,20 @@
 # exit 2.
 # Usage: test_plot.sh TESSERA_BINARY SOURCE_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 4 --train-iters 6 --no-progress --threads 1
        --eval-interval 3 --eval-iters 1 --cache-dir "$tmp/cache" --peak-tflops 1)
 "$bin" train "${small[@]}" --metrics-file "$tmp/run_a.jsonl" >/dev/null
 "$bin" train "${small[@]}" --lr 1e-3 --metrics-file "$tmp/run_b.jsonl" >/dev/null
 "$bin" plot "$tmp/run_a.jsonl" "$tmp/run_b.jsonl" --output "$tmp/plots"
-failures=0
 check() {  # check FILE WHAT COUNT PATTERN: PATTERN occurs COUNT times in FILE
   local n
   n=$(grep -o -- "$4" "$1" | wc -l)
   if [ "$n" -ne "$3" ]; then
-    echo "FAIL: $(basename "$1"): $2: found $n, want $3"
-    failures=$((failures + 1))
+    fail "$(basename "$1"): $2: found $n, want $3"
   fi
 }
 for chart in loss loss_tokens; do
@@ -37,23 +35,9 @@ check "$tmp/plots/throughput.svg" "curves" 2 'class="series"'
 check "$tmp/plots/throughput.svg" "y axis label" 1 'tokens per second'
 check "$tmp/plots/mfu.svg" "curves" 2 'class="series"'
 
-expect_exit2() {  # expect_exit2 PATTERN FILE
-  local out status
-  set +e
-  out=$("$bin" plot "$2" --output "$tmp/bad" 2>&1)
-  status=$?
-  set -e
-  if [ "$status" -ne 2 ] || ! grep -Eq -- "$1" <<<"$out"; then
-    echo "FAIL: plot $2 gave exit $status: $out"
-    failures=$((failures + 1))
-  else
-    echo "ok: $out"
-  fi
-}
 printf 'not json\n' >"$tmp/garbage.jsonl"
-expect_exit2 "garbage.jsonl:1: not JSON" "$tmp/garbage.jsonl"
+expect_refusal "garbage.jsonl:1: not JSON" plot "$tmp/garbage.jsonl" --output "$tmp/bad"
 head -1 "$tmp/run_a.jsonl" >"$tmp/no_steps.jsonl"
-expect_exit2 "no_steps.jsonl: no steps" "$tmp/no_steps.jsonl"
-expect_exit2 "cannot open metrics file" "$tmp/missing.jsonl"
-[ "$failures" -eq 0 ] && echo "plot: all checks passed"
-[ "$failures" -eq 0 ]
+expect_refusal "no_steps.jsonl: no steps" plot "$tmp/no_steps.jsonl" --output "$tmp/bad"
+expect_refusal "cannot open metrics file" plot "$tmp/missing.jsonl" --output "$tmp/bad"
+finish "failure(s)" "plot: all checks passed"

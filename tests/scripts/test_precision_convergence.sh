@@ -8,10 +8,10 @@
 # overflow (a skipped step) and still ended within that 2 %.
 # Usage: test_precision_convergence.sh TESSERA_BINARY SOURCE_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 # The embedded corpus is tokenized once into a cache shared by the three runs.
 common=(--config "$src/configs/default.toml" --no-progress --cache-dir "$tmp/cache")
 

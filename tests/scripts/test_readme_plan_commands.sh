@@ -8,12 +8,11 @@
 # write its --config; paths under /tmp/ go to a private directory).
 # Usage: test_readme_plan_commands.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
 src=$2
-failures=0
 count=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 while IFS= read -r line; do
   cmd=${line%%#*}  # drop the trailing comment
   cmd=${cmd//\/tmp\//$tmp/}
@@ -26,14 +25,12 @@ while IFS= read -r line; do
     # A search's report fits a 100-column terminal (issue 13, part 4).
     long=$(awk 'length($0) > 100' <<<"$out")
     if [[ "$args" == *--model* || "$args" == *--config* ]] && [ -n "$long" ]; then
-      echo "FAIL: tessera $sub$args prints lines over 100 columns:"
+      fail "tessera $sub$args prints lines over 100 columns:"
       echo "$long" | head -3 | sed 's/^/    /'
-      failures=$((failures + 1))
     fi
   else
-    echo "FAIL: tessera $sub$args"
+    fail "tessera $sub$args"
     echo "$out" | tail -3 | sed 's/^/    /'
-    failures=$((failures + 1))
   fi
 done < <(grep -hE '^(build/)?tessera (plan |train .*--dry-run)' "$src/README.md" "$src/docs/planner.md" |
          grep -vE '\.\.\.|--validate|\\$')

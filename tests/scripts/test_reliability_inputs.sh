@@ -10,13 +10,12 @@
 # - an error line quotes at most a few thousand bytes of a 10 MB value.
 # Usage: test_reliability_inputs.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp" || exit 1
-source "$src/tests/scripts/cli_expect.sh"  # fail, expect_exit (one line, exit 2)
-expect2() { expect_exit 2 "$@"; }
+expect2() { expect_refusal "$@"; }
 
 plan_args=(--model gpt2-small --devices 8 --global-batch-size 8)
 # A system file of its own (configs/systems/ may change): every key below.
@@ -118,8 +117,4 @@ status=$?  # a CLI11 parse error: its line and the --help hint
 [ "$status" -eq 2 ] && grep -q -- "--max-new-tokens: does not fit a 64-bit integer" <<<"$out" &&
   echo "ok: $(head -1 <<<"$out")" || fail "--max-new-tokens beyond int64: exit $status: $(head -1 <<<"$out")"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all passed"
+finish "failure(s)" "all passed"

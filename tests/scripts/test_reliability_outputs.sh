@@ -12,6 +12,7 @@
 #   directory, and the next run into that --save resumes.
 # Usage: test_reliability_outputs.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 tmp=$(mktemp -d)
 mounted=""
@@ -21,14 +22,9 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$tmp" || exit 1
-failures=0
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 2 --no-progress --peak-tflops 1)
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 ok() { echo "ok: $*"; }
 
 # The device checks write to a private node of /dev/null's device (1,3), so
@@ -173,8 +169,4 @@ else
   echo "skip: the full-disk check needs root and a tmpfs mount"
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all passed"
+finish "failure(s)" "all passed"

@@ -7,15 +7,13 @@
 # calibration, and once that has run, plan uses it.
 # Usage: test_run_calibration.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp"
 unset TESSERA_RUN_CALIBRATION  # CTest turns it off for every other test
 export XDG_CACHE_HOME=$tmp/cache
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 step() { sed -nE 's/^  step ([0-9.]+) s.*/\1/p' "$1" | head -1; }
 
 cat > run.toml <<'TOML'
@@ -75,5 +73,4 @@ for key in all_reduce_factor reduce_scatter_factor all_gather_factor cores; do
   grep -Eq "^$key = [0-9.]+$" "$cal" || fail "the 2-rank calibration has no $key: $cal"
 done
 
-[ $fails -eq 0 ] && echo "all run-calibration checks ok"
-exit $((fails > 0))
+finish "failure(s)" "all run-calibration checks ok"

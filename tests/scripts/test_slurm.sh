@@ -18,11 +18,11 @@
 # with the reason when either is missing.
 # Usage: test_slurm.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 cluster=$src/scripts/slurm/local_cluster.sh
 
-skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "the local Slurm daemons need root"
 for cmd in munged slurmctld slurmd srun sbatch sinfo; do
   command -v "$cmd" >/dev/null || skip "$cmd not installed (apt-get install slurm-wlm munge; scripts/setup.sh does)"
@@ -53,8 +53,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT  # a CTest timeout still stops the cluster (the EXIT trap)
 
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # Four steps of a tiny model; the schedule decays over 4 steps whatever
 # --train-iters is, so a 2-step run is the first half of the 4-step one.
@@ -62,13 +60,6 @@ small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 4 --lr-decay-iters 4
        --no-progress --peak-tflops 1 --log-interval 1)
 
-losses() {  # losses METRICS_FILE: "step loss" per line, the loss exactly as logged
-  /usr/bin/python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "loss" in r and "step" in r:
-        print(r["step"], repr(r["loss"]))' "$1"
-}
 
 two_ranks() {  # two_ranks METRICS_FILE: the run record says one job of 2 ranks
   grep -q '"ranks":2' "$1" && grep -q '"dp":2' "$1"
@@ -181,8 +172,4 @@ else
 fi
 
 echo "test_slurm: $((SECONDS - start)) s in all"
-if [ "$failures" -ne 0 ]; then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "all Slurm checks passed"
+finish "check(s) failed" "all Slurm checks passed"

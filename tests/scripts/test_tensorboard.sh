@@ -7,10 +7,10 @@
 # unwritable directory is one line and exit 2 before training.
 # Usage: test_tensorboard.sh TESSERA_BINARY SOURCE_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --global-batch-size 4 --train-iters 6 --no-progress --threads 1
        --eval-interval 3 --eval-iters 1 --cache-dir "$tmp/cache")

@@ -11,12 +11,11 @@
 # The matching cases still run (exit 0). Each refusal passed silently before.
 # Usage: test_tokenizer_identity.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$src/tests/scripts/cli_expect.sh"
+scratch_dir
 cd "$tmp" || exit 1
 
 # Two texts over disjoint words: their tokenizers learn different merges.
@@ -52,13 +51,13 @@ small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
 mismatch="tokenizer mismatch: "
 
 # ---- training data -------------------------------------------------------------
-expect_exit 2 "${mismatch}--data-path b.tok has tokenizer $hb but --data-path a.tok has tokenizer $ha" \
+expect_refusal "${mismatch}--data-path b.tok has tokenizer $hb but --data-path a.tok has tokenizer $ha" \
   train "${small[@]}" --data-path 0.5 a.tok 0.5 b.tok
-expect_exit 2 "${mismatch}b.tok has tokenizer $hb but a.tok has tokenizer $ha" \
+expect_refusal "${mismatch}b.tok has tokenizer $hb but a.tok has tokenizer $ha" \
   train "${small[@]}" --data-path a.tok b.tok
-expect_exit 2 "${mismatch}--valid-data-path b.tok has tokenizer $hb but --data-path a.tok has tokenizer $ha" \
+expect_refusal "${mismatch}--valid-data-path b.tok has tokenizer $hb but --data-path a.tok has tokenizer $ha" \
   train "${small[@]}" --data-path a.tok --valid-data-path b.tok
-expect_exit 2 "${mismatch}--data-path b.tok has tokenizer $hb but --vocab-file $tmp/toka/vocab.json has tokenizer $ha" \
+expect_refusal "${mismatch}--data-path b.tok has tokenizer $hb but --vocab-file $tmp/toka/vocab.json has tokenizer $ha" \
   train "${small[@]}" --data-path b.tok --vocab-file toka/vocab.json --merge-file toka/merges.txt
 expect_exit 0 "saved" train "${small[@]}" --data-path 0.5 a.tok 0.5 a.tok --valid-data-path a.tok \
   --save ck_files --vocab-file toka/vocab.json --merge-file toka/merges.txt
@@ -79,17 +78,16 @@ fi
 for ck in ck_files ck_hash; do
   grep -q "\"tokenizer_hash\": \"$ha\"" $ck/step_000002/metadata.json ||
     fail "$ck: metadata.json does not record tokenizer_hash $ha"
-  expect_exit 2 "${mismatch}--data-path b.tok has tokenizer $hb but the model $ck/step_000002 \\(step 2\\) has tokenizer $ha" \
+  expect_refusal "${mismatch}--data-path b.tok has tokenizer $hb but the model $ck/step_000002 \\(step 2\\) has tokenizer $ha" \
     eval --checkpoint $ck --data-path b.tok
   expect_exit 0 "eval: loss" eval --checkpoint $ck --data-path a.tok
-  expect_exit 2 "${mismatch}--data-path b.tok has tokenizer $hb but the checkpoint $ck/step_000002 has tokenizer $ha" \
+  expect_refusal "${mismatch}--data-path b.tok has tokenizer $hb but the checkpoint $ck/step_000002 has tokenizer $ha" \
     train "${small[@]}" --train-iters 4 --data-path b.tok --load $ck --save $ck
-  expect_exit 2 "${mismatch}--tokenizer tokb has tokenizer $hb but the model $ck/step_000002 has tokenizer $ha" \
+  expect_refusal "${mismatch}--tokenizer tokb has tokenizer $hb but the model $ck/step_000002 has tokenizer $ha" \
     generate --checkpoint $ck --tokenizer tokb --prompt zeta --max-new-tokens 4
-  expect_exit 2 "${mismatch}--tokenizer bytes has byte-level text but the model $ck/step_000002 has tokenizer $ha" \
+  expect_refusal "${mismatch}--tokenizer bytes has byte-level text but the model $ck/step_000002 has tokenizer $ha" \
     generate --checkpoint $ck --tokenizer bytes --prompt zeta --max-new-tokens 4
   expect_exit 0 "stopped" generate --checkpoint $ck --tokenizer toka --prompt alpha --max-new-tokens 4
 done
 
-[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
-echo "all tokenizer identity checks passed"
+finish "failure(s)" "all tokenizer identity checks passed"

@@ -10,12 +10,11 @@
 #   rank's track also names its stage and layers, "rank 1 (pp 1: layers 1-2)".
 # Usage: test_trace.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 cd "$tmp" || exit 1
-failures=0
 small=(--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 16
        --micro-batch-size 2 --train-iters 3 --eval-interval 0 --no-progress --peak-tflops 1)
 
@@ -40,15 +39,14 @@ for r in range(ranks):
     assert got, f"rank {r}: no spans"
     assert all(e["dur"] >= 0 for e in events if e["ph"] == "X"), "negative duration"
 EOF
-    echo "FAIL: $name: trace $file"
-    failures=$((failures + 1))
+    fail "$name: trace $file"
   fi
 }
 
 # One process, gradient accumulation over 3 micro-batches, step 2 traced.
 out=$("$bin" train "${small[@]}" --global-batch-size 6 --trace t1.json --trace-step 2 2>&1)
 grep -q "trace of step 2 (1 rank) written to t1.json" <<<"$out" ||
-  { echo "FAIL: one process: no line saying where the trace went"; echo "$out"; failures=$((failures + 1)); }
+  { fail "one process: no line saying where the trace went"; echo "$out"; }
 check_trace "one process" t1.json 1 "F mb0 c0" "B mb0 c0" "F mb1 c0" "B mb1 c0" \
   "F mb2 c0" "B mb2 c0" ReduceGrads OptimizerStep
 
@@ -56,20 +54,20 @@ check_trace "one process" t1.json 1 "F mb0 c0" "B mb0 c0" "F mb1 c0" "B mb1 c0" 
 if "$src/scripts/mpirun.sh" -n 2 "$bin" train "${small[@]}" --global-batch-size 2 \
     --tensor-model-parallel-size 2 --trace t2.json > tp.log 2>&1; then
   grep -q "trace of step 3 (2 ranks) written to t2.json" tp.log ||
-    { echo "FAIL: tp2: no line saying where the trace went"; cat tp.log; failures=$((failures + 1)); }
+    { fail "tp2: no line saying where the trace went"; cat tp.log; }
   check_trace "tp2" t2.json 2 "F mb0 c0" "B mb0 c0" ReduceGrads OptimizerStep
 else
-  echo "FAIL: tp2 run failed"; cat tp.log; failures=$((failures + 1))
+  fail "tp2 run failed"; cat tp.log
 fi
 
 # Two ranks, pipeline parallel: the executor's own actions.
 if "$src/scripts/mpirun.sh" -n 2 "$bin" train "${small[@]}" --global-batch-size 4 \
     --pipeline-model-parallel-size 2 --trace t3.json > pp.log 2>&1; then
   grep -q "trace of step 3 (2 ranks) written to t3.json" pp.log ||
-    { echo "FAIL: pp2: no line saying where the trace went"; cat pp.log; failures=$((failures + 1)); }
+    { fail "pp2: no line saying where the trace went"; cat pp.log; }
   TRACK_NOTES="pp 0: layers 0|pp 1: layers 1" check_trace "pp2" t3.json 2 "*"
 else
-  echo "FAIL: pp2 run failed"; cat pp.log; failures=$((failures + 1))
+  fail "pp2 run failed"; cat pp.log
 fi
 
 # Uneven stages: 3 layers, the first stage holds one.
@@ -77,8 +75,7 @@ if "$src/scripts/mpirun.sh" -n 2 "$bin" train "${small[@]}" --global-batch-size 
     --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1 --trace t4.json > pp_uneven.log 2>&1; then
   TRACK_NOTES="pp 0: layers 0|pp 1: layers 1-2" check_trace "pp2 uneven" t4.json 2 "*"
 else
-  echo "FAIL: pp2 uneven run failed"; cat pp_uneven.log; failures=$((failures + 1))
+  fail "pp2 uneven run failed"; cat pp_uneven.log
 fi
 
-[ "$failures" -eq 0 ] && echo "test_trace: all passed"
-[ "$failures" -eq 0 ]
+finish "failure(s)" "test_trace: all passed"

@@ -13,12 +13,11 @@
 #      launcher's 60 s grace).
 # Usage: test_tune_leftovers.sh TESSERA_BINARY SOURCE_DIR
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 bin=$(realpath "$1")
 src=$(realpath "$2")
 command -v setsid > /dev/null || { echo "skip: no setsid"; exit 77; }
 tmp=$(mktemp -d)
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # The pids of processes running exactly `sleep $1` (a duration only this
 # test uses).
@@ -95,5 +94,4 @@ else
   echo "ok: 2: the hung trial was a timeout after $took s, and none of its ranks is left"
 fi
 
-[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
-echo "test_tune_leftovers: ok"
+finish "failure(s)" "test_tune_leftovers: ok"

@@ -6,9 +6,9 @@
 # warning, with verdicts beside, for a best on few measurements.
 # Usage: test_tune_report.sh TESSERA_BINARY SOURCE_DIR (the binary unused)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 python3 - "$src/bench" "$tmp" <<'PYEOF'
 import contextlib
 import io

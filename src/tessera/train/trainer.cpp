@@ -32,9 +32,17 @@ namespace tessera {
 
 using comm::ReduceOp;
 
+// Warm-up + cosine decay to min_lr at decay_iters (default: the whole run).
+static LrSchedule lr_schedule_of(const TrainConfig& cfg) {
+  return {cfg.optim.lr, cfg.optim.min_lr, cfg.optim.warmup_iters,
+          cfg.optim.decay_iters > 0 ? cfg.optim.decay_iters : cfg.train_iters};
+}
+
 Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communicator* world,
                  comm::Grid* grid)
-    : cfg_(cfg), data_(data) {
+    : cfg_(cfg),
+      data_(data),
+      lr_(lr_schedule_of(cfg)) {
   TESSERA_CHECK(data.vocab_size() <= cfg.model.vocab_size,
                 "the data's vocabulary ({}) is larger than the model's ({})", data.vocab_size(),
                 cfg.model.vocab_size);
@@ -69,10 +77,6 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   dp_->set_grad_reduce_bf16(cfg.grad_reduce_bf16);
   dp_->set_overlap_grad_reduce(cfg.overlap_grad_reduce);
   dp_->set_overlap_param_gather(cfg.overlap_param_gather);
-  lr_.max_lr = cfg.optim.lr;
-  lr_.min_lr = cfg.optim.min_lr;
-  lr_.warmup_iters = cfg.optim.warmup_iters;
-  lr_.decay_iters = cfg.optim.decay_iters > 0 ? cfg.optim.decay_iters : cfg.train_iters;
   const int64_t B = cfg.par.micro_batch, T = cfg.model.seq_length;
   if (cfg.par.pp > 1) {
     // Activations live in the executor's in-flight slots.
@@ -105,19 +109,18 @@ DropoutContext Trainer::train_dropout(int64_t step, int64_t first_sample) const 
   return {true, cfg_.seed, step, first_sample};
 }
 
-float Trainer::run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss,
-                               int64_t step, std::vector<TraceSpan>* spans, int64_t mb,
-                               bool first_backward) {
-  load_batch(split, first_sample, inputs_.data(), targets_.data());
-  acts_.dropout = split == Split::Train ? train_dropout(step, first_sample) : DropoutContext{};
+float Trainer::run_micro_batch(const MicroBatch& mb) {
+  load_batch(Split::Train, mb.first_sample, inputs_.data(), targets_.data());
+  acts_.dropout = train_dropout(mb.step, mb.first_sample);
   const double t0 = trace_now_us();
   float loss = model_->forward(acts_, inputs_.data(), targets_.data(), dp_.get());
   const double t1 = trace_now_us();
-  acts_.first_backward_of_step = first_backward;
-  if (backward) model_->backward(acts_, inputs_.data(), targets_.data(), dloss, dp_.get());
-  if (spans) {
-    spans->push_back({Action{ActionType::Forward, mb, 0}, t0, t1});
-    if (backward) spans->push_back({Action{ActionType::Backward, mb, 0}, t1, trace_now_us()});
+  // The step's first backward writes the weight gradients instead of adding.
+  acts_.first_backward_of_step = mb.index == 0;
+  model_->backward(acts_, inputs_.data(), targets_.data(), mb.dloss, dp_.get());
+  if (mb.spans) {
+    mb.spans->push_back({Action{ActionType::Forward, mb.index, 0}, t0, t1});
+    mb.spans->push_back({Action{ActionType::Backward, mb.index, 0}, t1, trace_now_us()});
   }
   return loss;
 }
@@ -264,8 +267,8 @@ StepStats Trainer::train_step(int64_t step) {
     double loss_sum = 0;
     for (int64_t k = 0; k < accum; ++k) {
       dp_->begin_micro_batch(k == accum - 1);
-      loss_sum += run_micro_batch(Split::Train, first_sample(cfg_.par, step, k, dp_group_->rank()),
-                                  true, dloss, step, trace, k, /*first_backward=*/k == 0);
+      loss_sum += run_micro_batch(
+          {step, k, first_sample(cfg_.par, step, k, dp_group_->rank()), dloss, trace});
       const double t0 = trace_now_us();
       dp_->end_micro_batch();
       if (trace && k == accum - 1)

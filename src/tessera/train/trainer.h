@@ -80,14 +80,18 @@ class Trainer {
   int64_t activation_bytes() const { return pipe_ ? pipe_->activation_bytes() : acts_.bytes(); }
 
  private:
-  // step: the optimizer step a training micro-batch belongs to (its dropout
-  // masks); 0 for validation (no dropout). spans: the traced step's list
-  // (--trace), which gets this micro-batch's forward and backward as
-  // micro-batch mb; null when not tracing. first_backward: the step's first
-  // micro-batch (Activations::first_backward_of_step).
-  float run_micro_batch(Split split, int64_t first_sample, bool backward, float dloss,
-                        int64_t step = 0, std::vector<TraceSpan>* spans = nullptr,
-                        int64_t mb = 0, bool first_backward = false);
+  // One training micro-batch of a step without pipelining.
+  struct MicroBatch {
+    int64_t step = 0;          // the optimizer step it belongs to (its dropout masks)
+    int64_t index = 0;         // k of the step's accumulation steps
+    int64_t first_sample = 0;  // its first sample (layout-independent numbering)
+    float dloss = 0;           // d(mean loss)/d(token loss), times the fp16 loss scale
+    // The traced step's list (--trace), which gets this micro-batch's forward
+    // and backward as micro-batch `index`; null when not tracing.
+    std::vector<TraceSpan>* spans = nullptr;
+  };
+  // Forward and backward of `mb`; returns its loss.
+  float run_micro_batch(const MicroBatch& mb);
   // Whether --trace records `step`, and (collective over the world) writing
   // the trace of every rank's spans, said on the logging rank.
   bool traced(int64_t step) const;

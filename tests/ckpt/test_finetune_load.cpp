@@ -15,7 +15,7 @@
 #include "expect_error.h"
 #include "hashed_batches.h"
 #include "tessera/ckpt/checkpoint.h"
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/train/load_options.h"
 #include "tessera/train/trainer.h"
 
@@ -168,7 +168,7 @@ TEST(FinetuneLoad, CheckpointArgsOverrideAndSaySo) {
   TrainConfig c;  // the library's default shape, nothing like the tiny model
   c.model.num_layers = cfg.model.num_layers + 3;
   const auto notes = apply_checkpoint_args(c, ck, {"--num-layers"});
-  EXPECT_EQ(ckpt::model_difference(c.model, cfg.model), "");
+  EXPECT_EQ(model_difference(c.model, cfg.model), "");
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0], fmt::format("--use-checkpoint-args: --num-layers {} replaced by the "
                                   "checkpoint's {}",

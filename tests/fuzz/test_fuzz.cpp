@@ -12,7 +12,7 @@
 #include "fuzz_json.h"
 #include "fuzz_scratch.h"
 #include "fuzz_targets.h"
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/data/llmc_shard.h"
 #include "tessera/data/token_file.h"
 
@@ -148,8 +148,8 @@ TEST(Fuzz, PlanRunMetrics) {
   par.global_batch = 4;
   const json header = {
       {"run",
-       {{"model", ckpt::model_to_json(cfg)},
-        {"parallel", ckpt::parallel_to_json(par)},
+       {{"model", model_to_json(cfg)},
+        {"parallel", parallel_to_json(par)},
         {"memory_bytes", json::array({{{"params", 1e6}, {"grads", 1e6}, {"optimizer", 2e6},
                                        {"activations", 5e5}}})},
         {"precision", "fp32"}, {"rank", 0}, {"ranks", 1}, {"system", "local"}, {"threads", 2}}}};

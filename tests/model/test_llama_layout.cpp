@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/ckpt/slice_map.h"
 #include "tessera/model/param_layout.h"
 #include "tiny_model.h"
@@ -135,23 +135,23 @@ TEST(LlamaLayout, ConfigJsonRoundTripsTheFamilyAndLeavesGptAsItWas) {
   GPTConfig m = test::tiny_llama();
   m.rotary_base = 500000.0f;
   m.norm_epsilon = 1e-6f;
-  const GPTConfig back = ckpt::model_from_json(ckpt::model_to_json(m));
-  EXPECT_EQ(ckpt::model_difference(m, back), "");
+  const GPTConfig back = model_from_json(model_to_json(m));
+  EXPECT_EQ(model_difference(m, back), "");
   EXPECT_EQ(back.summary(), m.summary());
   EXPECT_EQ(back.ffn(), m.ffn());
   // A GPT's metadata has none of the family's keys.
-  const auto j = ckpt::model_to_json(test::tiny_gpt());
+  const auto j = model_to_json(test::tiny_gpt());
   for (const char* k : {"normalization", "swiglu", "position_embedding_type", "num_query_groups",
                         "untie_embeddings_and_output_weights", "add_bias_linear", "norm_epsilon"})
     EXPECT_FALSE(j.contains(k)) << k;
   // Each switch is a difference of its own.
   GPTConfig r = m;
   r.rotary_base = 10000.0f;
-  EXPECT_EQ(ckpt::model_difference(m, r), "rotary_base 500000 vs 10000");
+  EXPECT_EQ(model_difference(m, r), "rotary_base 500000 vs 10000");
   GPTConfig g = m;
   g.num_query_groups = 4;
-  EXPECT_EQ(ckpt::model_difference(m, g), "num_query_groups 2 vs 4");
-  EXPECT_EQ(ckpt::model_difference(test::tiny_gpt(), [] {
+  EXPECT_EQ(model_difference(m, g), "num_query_groups 2 vs 4");
+  EXPECT_EQ(model_difference(test::tiny_gpt(), [] {
               GPTConfig x = test::tiny_gpt();
               x.normalization = Normalization::RMSNorm;
               return x;

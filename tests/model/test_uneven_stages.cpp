@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include "expect_error.h"
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/parallel/schedule.h"
 #include "tessera/parallel/schedule_sim.h"
@@ -165,14 +165,14 @@ TEST(UnevenStages, EveryParameterHeldOnce) {
 
 TEST(UnevenStages, CheckpointMetadataKeepsTheSplit) {
   const ParallelConfig p = split(4, 1, 3);
-  const ParallelConfig back = ckpt::parallel_from_json(ckpt::parallel_to_json(p));
+  const ParallelConfig back = parallel_from_json(parallel_to_json(p));
   EXPECT_EQ(back.first_stage_layers, std::optional<int64_t>(1));
   EXPECT_EQ(back.last_stage_layers, std::optional<int64_t>(3));
   // An even run's metadata has no such keys (files read as before).
-  const auto even = ckpt::parallel_to_json(split(4, std::nullopt, std::nullopt));
+  const auto even = parallel_to_json(split(4, std::nullopt, std::nullopt));
   EXPECT_FALSE(even.contains("first_stage_layers"));
   EXPECT_FALSE(even.contains("last_stage_layers"));
-  EXPECT_FALSE(ckpt::parallel_from_json(even).uneven_stages());
+  EXPECT_FALSE(parallel_from_json(even).uneven_stages());
 }
 
 TEST(UnevenStages, ImpossibleSplitsNameTheFlag) {

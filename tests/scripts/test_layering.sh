@@ -20,7 +20,7 @@ declare -A allowed=(
   [parallel]="core config kernels comm model optim"
   [ckpt]="core config kernels comm model optim parallel"
   [train]="core config kernels comm data model optim parallel ckpt"
-  [plan]="core config kernels comm model optim parallel ckpt"
+  [plan]="core config kernels comm model optim parallel"
   [cli]="core config kernels comm data model optim parallel ckpt train plan"
 )
 

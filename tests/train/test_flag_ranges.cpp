@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "expect_error.h"
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/ckpt/hf_gpt2.h"
 #include "tessera/plan/search.h"
 #include "tessera/plan/system.h"
@@ -144,24 +144,24 @@ TEST(MemoryCheck, ARunThatCannotFitIsRefusedWithTheBytesItNeeds) {
 }
 
 TEST(JsonFields, AWrongTypedFieldNamesItInsteadOfATypeError) {
-  nlohmann::json model = ckpt::model_to_json(small_run().model);
+  nlohmann::json model = model_to_json(small_run().model);
   nlohmann::json bad = model;
   bad["ffn_hidden_size"] = "x";
-  EXPECT_TRUE(throws_error_with([&] { ckpt::model_from_json(bad); },
+  EXPECT_TRUE(throws_error_with([&] { model_from_json(bad); },
                                 {"model config", "'ffn_hidden_size' must be an integer"}));
   bad = model;
   bad["init_std"] = "x";
-  EXPECT_TRUE(throws_error_with([&] { ckpt::model_from_json(bad); }, {"'init_std' must be a number"}));
-  EXPECT_TRUE(throws_error_with([&] { ckpt::model_from_json(nlohmann::json::array()); },
+  EXPECT_TRUE(throws_error_with([&] { model_from_json(bad); }, {"'init_std' must be a number"}));
+  EXPECT_TRUE(throws_error_with([&] { model_from_json(nlohmann::json::array()); },
                                 {"model config is not an object"}));
-  nlohmann::json par = ckpt::parallel_to_json(small_run().par);
+  nlohmann::json par = parallel_to_json(small_run().par);
   for (const char* key : {"tp", "schedule", "sequence_parallel", "zero_stage"}) {
     nlohmann::json p = par;
     p[key] = key == std::string("schedule") ? nlohmann::json(5) : nlohmann::json("x");
-    EXPECT_TRUE(throws_error_with([&] { ckpt::parallel_from_json(p); }, {"parallel config", key}))
+    EXPECT_TRUE(throws_error_with([&] { parallel_from_json(p); }, {"parallel config", key}))
         << key;
   }
-  EXPECT_TRUE(throws_error_with([&] { ckpt::parallel_from_json(7); },
+  EXPECT_TRUE(throws_error_with([&] { parallel_from_json(7); },
                                 {"parallel config is not an object"}));
   nlohmann::json hf = ckpt::hf_config(test::gpt2_small());
   for (const char* key : {"activation_function", "layer_norm_epsilon", "tie_word_embeddings",

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "tessera/ckpt/checkpoint.h"
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/ckpt/crc32c.h"
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/metadata.h"

@@ -15,6 +15,7 @@
 #include "tessera/comm/grid.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/comm/node_local.h"
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
 #include "tessera/data/data_blend.h"
@@ -41,7 +42,7 @@ struct EvalFlags {
 // The run as `train` would describe it: the model, the layout and the data
 // (TrainConfig is what open_training_data and the layout checks read).
 TrainConfig eval_config(const EvalFlags& f, const EvalModel& m, int64_t world) {
-  TESSERA_CHECK(f.micro_batch >= 0, "--micro-batch-size must be >= 1 (got {})", f.micro_batch);
+  TESSERA_CHECK(f.micro_batch >= 0, "{} must be >= 1 (got {})", flag::micro_batch, f.micro_batch);
   TESSERA_CHECK(f.eval_iters >= 0, "--eval-iters must be >= 0 (got {}; 0: every window)",
                 f.eval_iters);
   TESSERA_CHECK(f.threads >= 0 && f.threads <= kMaxThreads,
@@ -159,17 +160,16 @@ void register_eval(CLI::App& app) {
       ->excludes(split_valid);
   sub->add_option("--cache-dir", f->cache_dir,
                   "where the embedded corpus is cached (default: ~/.cache/tessera)");
-  sub->add_option("--micro-batch-size", f->micro_batch,
+  sub->add_option(flag::micro_batch, f->micro_batch,
                   "windows per forward (default: the checkpoint's; the total does not depend on "
                   "it)");
   sub->add_option("--eval-iters", f->eval_iters,
                   "read only the first N micro-batches of windows, as `train --eval-iters` does "
                   "(0: every window)")
       ->capture_default_str();
-  sub->add_option("--tensor-model-parallel-size", f->tp, "tensor-parallel ranks")
-      ->capture_default_str();
-  sub->add_option("--pipeline-model-parallel-size", f->pp, "pipeline stages")
-      ->capture_default_str();
+  // Train's layout flags, as train declares them.
+  for (auto [name, ranks] : {std::pair{flag::tp, &f->tp}, std::pair{flag::pp, &f->pp}})
+    sub->add_option(name, *ranks, parallel_field(name).help)->capture_default_str();
   sub->add_option("--threads", f->threads,
                   "threads per rank (default: the node's cores / the ranks on the node)");
   sub->add_option("--json", f->json, "also write the result as JSON to this file");

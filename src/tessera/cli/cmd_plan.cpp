@@ -14,6 +14,7 @@
 #include "tessera/cli/commands.h"
 #include "tessera/cli/run_calibration.h"
 #include "tessera/cli/run_plan.h"
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
 #include "tessera/model/param_layout.h"
@@ -127,8 +128,8 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   }
   if (a.sequence_parallel == "on") sp.sequence_parallel = {true};
   else if (a.sequence_parallel == "off") sp.sequence_parallel = {false};
-  else TESSERA_CHECK(a.sequence_parallel == "both", "--sequence-parallel: on, off or both (got '{}')",
-                     a.sequence_parallel);
+  else TESSERA_CHECK(a.sequence_parallel == "both", "{}: on, off or both (got '{}')",
+                     flag::sequence_parallel, a.sequence_parallel);
   // fp8: Transformer Engine's recipe, bf16 around FP8 linear GEMMs (layout.h).
   sp.fp8 = a.precision == "fp8";
   TESSERA_CHECK(sp.fp8 || precision_parse(a.precision, sp.precision),
@@ -462,7 +463,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--zero", a->zero, "ZeRO stages to try (0-3)");
   cmd->add_option("--recompute", a->recompute, "recompute modes to try: none selective full");
   cmd->add_option("--schedule", a->schedule, "schedules to try: 1f1b interleaved gpipe");
-  cmd->add_option("--sequence-parallel", a->sequence_parallel, "on, off or both")
+  // Train's flag, planned: which of its values the search tries.
+  cmd->add_option(flag::sequence_parallel, a->sequence_parallel, "on, off or both")
       ->capture_default_str();
   cmd->add_option("--precision", a->precision, "bf16 or fp16 (16-bit with fp32 master weights; fp16 with loss "
                   "scaling), fp32, or fp8 (bf16 with Transformer Engine's FP8 linear GEMMs; "
@@ -510,7 +512,7 @@ void register_plan(CLI::App& app) {
     a->given_zero = given("--zero");
     a->given_rc = given("--recompute");
     a->given_sched = given("--schedule");
-    a->given_sp = given("--sequence-parallel");
+    a->given_sp = given(flag::sequence_parallel);
     a->given_precision = given("--precision");
     run_plan(*a);
   });

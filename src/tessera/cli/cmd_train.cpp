@@ -14,11 +14,13 @@
 #include "tessera/cli/collective_errors.h"
 #include "tessera/cli/commands.h"
 #include "tessera/cli/config_file.h"
+#include "tessera/cli/field_options.h"
 #include "tessera/cli/flag_checks.h"
 #include "tessera/cli/run_plan.h"
 #include "tessera/data/data_blend.h"
 #include "tessera/data/tokenizer_identity.h"
 #include "tessera/comm/grid.h"
+#include "tessera/config/parallel_fields.h"
 #include "tessera/comm/launch_env.h"
 #include "tessera/comm/mpi_runtime.h"
 #include "tessera/comm/node_local.h"
@@ -31,6 +33,7 @@
 #include "tessera/train/data_setup.h"
 #include "tessera/train/load_options.h"
 #include "tessera/train/memory_check.h"
+#include "tessera/train/run_fields.h"
 #include "tessera/train/run_outputs.h"
 #include "tessera/train/trainer.h"
 
@@ -121,47 +124,15 @@ void add_model_options(CLI::App* sub, GPTConfig& m) {
   add_llama_options(sub, m);
 }
 
-// The parallel layout and schedule (ParallelConfig), and the pipeline trace.
+// The parallel layout and schedule (ParallelConfig, declared in
+// config/parallel_fields.cpp), and the pipeline trace.
 void add_parallel_options(CLI::App* sub, TrainConfig& c) {
-  auto& p = c.par;
-  sub->add_option("--tensor-model-parallel-size", p.tp, "tensor-parallel ranks")
-      ->capture_default_str();
-  sub->add_option("--pipeline-model-parallel-size", p.pp, "pipeline stages")
-      ->capture_default_str();
-  sub->add_option_function<std::string>(
-         "--recompute-granularity", [&p](const std::string& v) { p.recompute = recompute_parse(v); },
-         "activation recomputation: none, selective (attention core and GELU) or full (each "
-         "layer from its input)")
-      ->default_str("none");
-  sub->add_option_function<std::string>(
-         "--pipeline-schedule", [&c](const std::string& v) { c.par.schedule = schedule_kind_parse(v); },
-         "gpipe, 1f1b or interleaved")
-      ->default_str("1f1b");
-  sub->add_option("--virtual-pipeline-stages", p.virtual_stages,
-                  "model chunks per pipeline rank (interleaved schedule)")
-      ->capture_default_str();
-  sub->add_option_function<int64_t>(
-      "--decoder-first-pipeline-num-layers", [&p](int64_t n) { p.first_stage_layers = n; },
-      "transformer layers of the first pipeline stage; the stages without such a flag split the "
-      "rest evenly (default: every stage num-layers / pp)");
-  sub->add_option_function<int64_t>(
-      "--decoder-last-pipeline-num-layers", [&p](int64_t n) { p.last_stage_layers = n; },
-      "transformer layers of the last pipeline stage (it also holds the LM head and loss)");
+  add_field_options(sub, parallel_fields(), c.par);
   sub->add_option("--trace", c.trace_file,
                   "write a Chrome trace (Perfetto / chrome://tracing) of one step, a track "
                   "per rank: forward, backward, gradient reduction, optimizer (and every "
                   "pipeline action under pipeline parallelism)");
   sub->add_option("--trace-step", c.trace_step, "the step to trace (0: the last)")
-      ->capture_default_str();
-  sub->add_flag("--sequence-parallel", p.sequence_parallel,
-                "split LayerNorm/residual regions along the sequence over the tp ranks");
-  sub->add_option("--zero-stage", p.zero_stage,
-                  "ZeRO: 0 replicate, 1 shard optimizer state, 2 and gradients, 3 and parameters")
-      ->capture_default_str();
-  sub->add_option("--micro-batch-size", p.micro_batch, "sequences per micro-batch")
-      ->capture_default_str();
-  sub->add_option("--global-batch-size", p.global_batch,
-                  "sequences per optimizer step (micro-batch x accumulation steps x dp)")
       ->capture_default_str();
 }
 
@@ -227,19 +198,7 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
                   "clock x FLOPs per cycle)");
   sub->add_option("--peak-file", c.peak_file, "measured GEMM peak, reported beside MFU (default: " +
                                                   default_peak_file() + ")");
-  sub->add_flag("--bf16", c.bf16,
-                "GEMMs in bf16 with fp32 accumulation (fp32 master weights, optimizer, "
-                "activations and everything else)");
-  sub->add_flag("--fp16", c.fp16,
-                "GEMMs on fp16 inputs with fp32 accumulation, dynamic loss scaling");
-  sub->add_flag("--grad-reduce-in-bf16", c.grad_reduce_bf16,
-                "--bf16: reduce data-parallel gradients in bf16 (half the bytes; default fp32)");
-  sub->add_flag("--overlap-grad-reduce", c.overlap_grad_reduce,
-                "start each data-parallel gradient reduction as soon as backward has finished "
-                "its layer, behind the rest of backward (default: after the whole backward)");
-  sub->add_flag("--overlap-param-gather", c.overlap_param_gather,
-                "ZeRO-1/2: the next step's forward waits for each layer's gathered parameters "
-                "instead of the optimizer step waiting for all (needs --overlap-grad-reduce)");
+  add_field_options(sub, run_fields(), c);  // precision and overlap switches
   auto& ls = c.loss_scale;
   sub->add_option_function<float>(
       "--loss-scale", [&ls](float v) { ls.dynamic = false; ls.static_scale = v; },
@@ -324,9 +283,8 @@ struct LaunchFlags {
     TESSERA_CHECK(vocab_size == 0 || vocab_size >= 2,
                   "--vocab-size must be >= 2 (got {}; leave it out to take the tokenizer's)",
                   vocab_size);
-    TESSERA_CHECK(layers_per_virtual_stage >= 0,
-                  "--num-layers-per-virtual-pipeline-stage must be >= 1 (got {})",
-                  layers_per_virtual_stage);
+    TESSERA_CHECK(layers_per_virtual_stage >= 0, "{} must be >= 1 (got {})",
+                  flag::layers_per_virtual_stage, layers_per_virtual_stage);
     TESSERA_CHECK(std::isfinite(comm_timeout) && comm_timeout >= 0,
                   "--comm-timeout must be a finite number >= 0 (got {})", comm_timeout);
     TESSERA_CHECK(dry_run_ranks >= 0 && dry_run_ranks <= (int64_t(1) << 24),
@@ -339,7 +297,7 @@ struct LaunchFlags {
 void add_launch_options(CLI::App* sub, LaunchFlags& f) {
   sub->add_option("--vocab-size", f.vocab_size,
                   "model vocabulary (default: the tokenizer's, or the data file's)");
-  sub->add_option("--num-layers-per-virtual-pipeline-stage", f.layers_per_virtual_stage,
+  sub->add_option(flag::layers_per_virtual_stage, f.layers_per_virtual_stage,
                   "layers per model chunk (sets --virtual-pipeline-stages)");
   sub->add_option("--comm-timeout", f.comm_timeout,
                   "seconds a collective may take before the watchdog reports the ranks behind "
@@ -358,13 +316,10 @@ void add_launch_options(CLI::App* sub, LaunchFlags& f) {
 // --num-layers-per-virtual-pipeline-stage sets --virtual-pipeline-stages.
 void apply_layers_per_virtual_stage(TrainConfig& c, int64_t per) {
   if (per <= 0) return;
-  const int64_t chunk = checked_mul(per, c.par.pp,
-                                    "--num-layers-per-virtual-pipeline-stage x "
-                                    "--pipeline-model-parallel-size");
-  TESSERA_CHECK(c.model.num_layers % chunk == 0,
-                "--num-layers ({}) must be divisible by --num-layers-per-virtual-pipeline-stage "
-                "({}) x --pipeline-model-parallel-size ({})",
-                c.model.num_layers, per, c.par.pp);
+  const std::string what = fmt::format("{} x {}", flag::layers_per_virtual_stage, flag::pp);
+  const int64_t chunk = checked_mul(per, c.par.pp, what.c_str());
+  TESSERA_CHECK(c.model.num_layers % chunk == 0, "--num-layers ({}) must be divisible by {} ({}) x {} ({})",
+                c.model.num_layers, flag::layers_per_virtual_stage, per, flag::pp, c.par.pp);
   c.par.virtual_stages = c.model.num_layers / chunk;
 }
 

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <sstream>
 
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/core/toml_text.h"
 #include "tessera/plan/report.h"
 #include "tessera/train/data_setup.h"
+#include "tessera/train/run_fields.h"
 
 namespace tessera::cli {
 
@@ -34,14 +36,37 @@ TrainKey number(const char* key, float v) {
   return {key, TrainKey::Kind::Toml, has_point ? text : text + ".0", text};
 }
 
-// The keys layout_keys writes, and the one it replaces
-// (num-layers-per-virtual-pipeline-stage sets virtual-pipeline-stages).
-constexpr const char* kLayoutKeys[] = {
-    "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size",
-    "global-batch-size",          "zero-stage",                   "recompute-granularity",
-    "sequence-parallel",          "pipeline-schedule",            "virtual-pipeline-stages",
-    "num-layers-per-virtual-pipeline-stage", "overlap-grad-reduce",   "overlap-param-gather",
-    "decoder-first-pipeline-num-layers",     "decoder-last-pipeline-num-layers"};
+// A field's value as a train key, typed as TOML wants it; nothing for an
+// unset optional or a field the layout leaves out (Field::written).
+template <class C>
+void append_field_key(const Field<C>& f, const C& c, TrainKeys& out) {
+  if (f.written && !f.written(c)) return;
+  const std::optional<std::string> text = field_text(f, c);
+  if (!text) return;
+  const std::string key(f.key());
+  struct Kind {
+    const std::string& key;
+    const std::string& text;
+    TrainKey operator()(bool C::*) const { return {key, TrainKey::Kind::Flag, text, ""}; }
+    TrainKey operator()(const ChoiceAccess<C>&) const {
+      return {key, TrainKey::Kind::String, text, ""};
+    }
+    TrainKey operator()(float C::*) const { return {key, TrainKey::Kind::Toml, "", ""}; }
+    TrainKey integer() const { return {key, TrainKey::Kind::Integer, text, ""}; }
+    TrainKey operator()(int64_t C::*) const { return integer(); }
+    TrainKey operator()(int C::*) const { return integer(); }
+    TrainKey operator()(std::optional<int64_t> C::*) const { return integer(); }
+  };
+  TrainKey k = std::visit(Kind{key, *text}, f.access);
+  if (k.kind == TrainKey::Kind::Toml) k = number(key.c_str(), c.*std::get<float C::*>(f.access));
+  out.push_back(std::move(k));
+}
+
+template <class C>
+void append_layout_keys(std::span<const Field<C>> fields, const C& c, TrainKeys& out) {
+  for (const Field<C>& f : fields)
+    if (f.on(kSurfaceLayout)) append_field_key(f, c, out);
+}
 
 // A TOML basic string: quotes and backslashes escaped (control characters
 // do not occur in flag values).
@@ -79,6 +104,7 @@ TrainConfig read_planned_run(const std::string& path) {
 }
 
 plan::PlanLayout layout_of_run(const TrainConfig& c) {
+  // run_of_layout is the inverse for the fields a layout holds.
   plan::PlanLayout L;
   L.par = c.par;
   L.precision = c.precision();
@@ -116,29 +142,32 @@ TrainKeys model_keys(const GPTConfig& m) {
   return k;
 }
 
+TrainConfig run_of_layout(const plan::PlanLayout& L) {
+  TrainConfig c;
+  c.par = L.par;
+  c.bf16 = L.precision == Precision::Bf16;
+  c.fp16 = L.precision == Precision::Fp16;
+  c.overlap_grad_reduce = L.overlap_grad_reduce;
+  c.overlap_param_gather = L.overlap_param_gather;
+  return c;
+}
+
 TrainKeys layout_keys(const plan::PlanLayout& L) {
-  const ParallelConfig& p = L.par;
-  TrainKeys k{integer("tensor-model-parallel-size", p.tp),
-              integer("pipeline-model-parallel-size", p.pp),
-              integer("micro-batch-size", p.micro_batch),
-              integer("global-batch-size", p.global_batch),
-              integer("zero-stage", p.zero_stage),
-              string("recompute-granularity", recompute_name(p.recompute)),
-              flag("sequence-parallel", p.sequence_parallel),
-              string("pipeline-schedule", schedule_kind_name(p.schedule))};
-  if (p.schedule == ScheduleKind::Interleaved)
-    k.push_back(integer("virtual-pipeline-stages", p.virtual_stages));
-  if (p.first_stage_layers)
-    k.push_back(integer("decoder-first-pipeline-num-layers", *p.first_stage_layers));
-  if (p.last_stage_layers)
-    k.push_back(integer("decoder-last-pipeline-num-layers", *p.last_stage_layers));
-  k.push_back(flag("overlap-grad-reduce", L.overlap_grad_reduce));
-  k.push_back(flag("overlap-param-gather", L.overlap_param_gather));
+  TrainKeys k;
+  append_layout_keys(parallel_fields(), L.par, k);
+  append_layout_keys(run_fields(), run_of_layout(L), k);
   return k;
 }
 
 bool is_layout_key(const std::string& key) {
-  return std::find(std::begin(kLayoutKeys), std::end(kLayoutKeys), key) != std::end(kLayoutKeys);
+  auto in = [&](const auto& fields) {
+    return std::any_of(fields.begin(), fields.end(), [&](const auto& f) {
+      return f.on(kSurfaceLayout) && f.key() == key;
+    });
+  };
+  // num-layers-per-virtual-pipeline-stage sets virtual-pipeline-stages, so
+  // a planned layout replaces it too.
+  return in(parallel_fields()) || in(run_fields()) || key == flag_key(flag::layers_per_virtual_stage);
 }
 
 TrainKeys non_layout_keys_of_file(const std::string& path) {

@@ -33,6 +33,9 @@ TrainConfig read_planned_run(const std::string& path);
 // (fp32 state, its own activation arena, blockwise attention), in fp32 or
 // mixed 16-bit GEMMs (--bf16 / --fp16).
 plan::PlanLayout layout_of_run(const TrainConfig& c);
+// The inverse for the settings a layout holds: degrees, batch, schedule,
+// precision switches, overlap switches (the rest at train's defaults).
+TrainConfig run_of_layout(const plan::PlanLayout& L);
 
 // One `tessera train` setting: its key (the flag without "--") and value.
 struct TrainKey {
@@ -45,7 +48,9 @@ struct TrainKey {
 using TrainKeys = std::vector<TrainKey>;
 
 // The model's shape and a layout (degrees, batch, ZeRO, recompute,
-// sequence parallelism, schedule) as train keys; the keys layout_keys sets.
+// sequence parallelism, schedule, overlap switches: the fields of
+// parallel_fields() and run_fields() on kSurfaceLayout, in table order) as
+// train keys; whether a key is one layout_keys sets.
 TrainKeys model_keys(const GPTConfig& m);
 TrainKeys layout_keys(const plan::PlanLayout& L);
 bool is_layout_key(const std::string& key);

@@ -17,9 +17,12 @@
 #include <fmt/core.h>
 
 #include "tessera/cli/run_plan.h"
+#include "tessera/config/field_json.h"
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/plan/run_metrics.h"
 #include "tessera/train/exit_signals.h"
+#include "tessera/train/run_fields.h"
 
 namespace tessera::cli {
 
@@ -156,7 +159,7 @@ std::vector<std::string> split_words(const std::string& s) {
 std::string layout_flags(const plan::PlanLayout& L) {
   std::string out;
   for (const TrainKey& k : layout_keys(L)) {
-    if (k.key == "global-batch-size") continue;  // the base config's, never varied
+    if (k.key == flag_key(flag::global_batch)) continue;  // never varied (varies_in_trials)
     if (k.kind == TrainKey::Kind::Flag) {
       if (k.value == "true") out += (out.empty() ? "--" : " --") + k.key;
       continue;
@@ -170,94 +173,72 @@ plan::PlanLayout parse_layout_flags(const std::string& flags, int64_t ranks,
                                     const plan::PlanLayout& base) {
   plan::PlanLayout L = base;
   ParallelConfig& p = L.par;
+  TrainConfig run = run_of_layout(base);  // the layout's fields of TrainConfig
   const std::vector<std::string> w = split_words(flags);
   for (size_t i = 0; i < w.size(); ++i) {
     const std::string& f = w[i];
-    auto value = [&]() -> const std::string& {
+    // One word of the flags: a layout field of ParallelConfig or TrainConfig
+    // (the global batch is the base config's, never varied).
+    auto apply = [&](const auto& field, auto& c) {
+      if (field_is_switch(field)) return (void)field_from_text(field, c, "true");
       TESSERA_CHECK(i + 1 < w.size(), "--include '{}': {} needs a value", flags, f);
-      return w[++i];
+      const std::string& v = w[++i];
+      TESSERA_CHECK(field_from_text(field, c, v), "--include '{}': {} needs an integer (got '{}')",
+                    flags, f, v);
     };
-    auto integer = [&]() {
-      const std::string& v = value();
-      try {
-        size_t used = 0;
-        const long long x = std::stoll(v, &used);
-        if (used == v.size()) return int64_t(x);
-      } catch (const std::exception&) {
-      }
-      fail("--include '{}': {} needs an integer (got '{}')", flags, f, v);
-    };
-    if (f == "--tensor-model-parallel-size") p.tp = integer();
-    else if (f == "--pipeline-model-parallel-size") p.pp = integer();
-    else if (f == "--micro-batch-size") p.micro_batch = integer();
-    else if (f == "--zero-stage") p.zero_stage = int(integer());
-    else if (f == "--virtual-pipeline-stages") p.virtual_stages = integer();
-    else if (f == "--decoder-first-pipeline-num-layers") p.first_stage_layers = integer();
-    else if (f == "--decoder-last-pipeline-num-layers") p.last_stage_layers = integer();
-    else if (f == "--recompute-granularity") p.recompute = recompute_parse(value());
-    else if (f == "--pipeline-schedule") p.schedule = schedule_kind_parse(value());
-    else if (f == "--sequence-parallel") p.sequence_parallel = true;
-    else if (f == "--overlap-grad-reduce") L.overlap_grad_reduce = true;
-    else if (f == "--overlap-param-gather") L.overlap_param_gather = true;
+    const auto* pf = f == flag::global_batch ? nullptr : find_field(parallel_fields(), f);
+    const auto* rf = find_field(run_fields(), f);
+    if (pf && pf->on(kSurfaceLayout)) apply(*pf, p);
+    else if (rf && rf->on(kSurfaceLayout)) apply(*rf, run);
     else fail("--include '{}': '{}' is not a layout flag of tessera train", flags, f);
   }
+  L.overlap_grad_reduce = run.overlap_grad_reduce;
+  L.overlap_param_gather = run.overlap_param_gather;
   p.dp = p.tp > 0 && p.pp > 0 && ranks % (p.tp * p.pp) == 0 ? ranks / (p.tp * p.pp) : 0;
   return L;
 }
 
+namespace {
+
+// A trial line holds every key (a missing one is not a trial of tessera
+// tune), except the uneven stages', which logs written before they were
+// searched lack; 0 is an even split. Ranges are not checked: a trial of an
+// impossible layout is logged as it was asked for (dp 0 when ranks do not
+// divide).
+constexpr JsonForm kTrialForm{.every_key_required = true, .unset_as_zero = true,
+                              .check_ranges = false};
+
+}  // namespace
+
 nlohmann::json trial_to_json(const Trial& t) {
-  const ParallelConfig& p = t.layout.par;
-  return {{"trial", t.index},
-          {"layout", t.layout.str()},
-          {"flags", t.flags},
-          {"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"micro_batch", p.micro_batch},
-          {"global_batch", p.global_batch},
-          {"virtual_stages", p.virtual_stages},
-          // 0: an even split (no --decoder-first/last-pipeline-num-layers)
-          {"first_stage_layers", p.first_stage_layers.value_or(0)},
-          {"last_stage_layers", p.last_stage_layers.value_or(0)},
-          {"zero_stage", p.zero_stage},
-          {"recompute", recompute_name(p.recompute)},
-          {"sequence_parallel", p.sequence_parallel},
-          {"schedule", schedule_kind_name(p.schedule)},
-          {"overlap_grad_reduce", t.layout.overlap_grad_reduce},
-          {"overlap_param_gather", t.layout.overlap_param_gather},
-          {"precision", precision_name(t.layout.precision)},
-          {"predicted_before", t.predicted_before},
-          {"predicted_after", t.predicted_after},
-          {"status", t.status},
-          {"reason", t.reason},
-          {"measured", t.measured},
-          {"memory", t.memory},
-          {"seconds", t.seconds},
-          {"config", t.config},
-          {"metrics", t.metrics},
-          {"log", t.log}};
+  nlohmann::json j = {{"trial", t.index},
+                      {"layout", t.layout.str()},
+                      {"flags", t.flags},
+                      {"precision", precision_name(t.layout.precision)},
+                      {"predicted_before", t.predicted_before},
+                      {"predicted_after", t.predicted_after},
+                      {"status", t.status},
+                      {"reason", t.reason},
+                      {"measured", t.measured},
+                      {"memory", t.memory},
+                      {"seconds", t.seconds},
+                      {"config", t.config},
+                      {"metrics", t.metrics},
+                      {"log", t.log}};
+  fields_to_json(parallel_fields(), kSurfaceTrial, t.layout.par, kTrialForm, j);
+  fields_to_json(run_fields(), kSurfaceTrial, run_of_layout(t.layout), kTrialForm, j);
+  return j;
 }
 
 Trial trial_from_json(const nlohmann::json& j, const std::string& where) {
   Trial t;
   try {
     t.index = j.at("trial").get<int64_t>();
-    ParallelConfig& p = t.layout.par;
-    p.tp = j.at("tp").get<int64_t>();
-    p.pp = j.at("pp").get<int64_t>();
-    p.dp = j.at("dp").get<int64_t>();
-    p.micro_batch = j.at("micro_batch").get<int64_t>();
-    p.global_batch = j.at("global_batch").get<int64_t>();
-    p.virtual_stages = j.at("virtual_stages").get<int64_t>();
-    // Logs written before uneven stages were searched have neither key.
-    if (const int64_t f = j.value("first_stage_layers", int64_t(0)); f > 0) p.first_stage_layers = f;
-    if (const int64_t l = j.value("last_stage_layers", int64_t(0)); l > 0) p.last_stage_layers = l;
-    p.zero_stage = j.at("zero_stage").get<int>();
-    p.recompute = recompute_parse(j.at("recompute").get<std::string>());
-    p.sequence_parallel = j.at("sequence_parallel").get<bool>();
-    p.schedule = schedule_kind_parse(j.at("schedule").get<std::string>());
-    t.layout.overlap_grad_reduce = j.at("overlap_grad_reduce").get<bool>();
-    t.layout.overlap_param_gather = j.at("overlap_param_gather").get<bool>();
+    fields_from_json(parallel_fields(), kSurfaceTrial, j, kTrialForm, "trial", t.layout.par);
+    TrainConfig run;
+    fields_from_json(run_fields(), kSurfaceTrial, j, kTrialForm, "trial", run);
+    t.layout.overlap_grad_reduce = run.overlap_grad_reduce;
+    t.layout.overlap_param_gather = run.overlap_param_gather;
     // "mixed16": a log written before the planner told bf16 from fp16
     // (the tuner's trials of a 16-bit run were --bf16 ones then).
     const std::string precision = j.at("precision").get<std::string>();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/checked_math.h"
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
@@ -13,7 +14,7 @@ Recompute recompute_parse(std::string_view name) {
   if (name == "none") return Recompute::None;
   if (name == "selective") return Recompute::Selective;
   if (name == "full") return Recompute::Full;
-  fail("--recompute-granularity: '{}' is not one of none, selective, full", name);
+  fail("{}: '{}' is not one of none, selective, full", flag::recompute, name);
 }
 
 const char* recompute_name(Recompute r) {
@@ -29,7 +30,7 @@ ScheduleKind schedule_kind_parse(std::string_view s) {
   if (s == "gpipe") return ScheduleKind::GPipe;
   if (s == "1f1b") return ScheduleKind::OneFOneB;
   if (s == "interleaved") return ScheduleKind::Interleaved;
-  fail("--pipeline-schedule must be gpipe, 1f1b or interleaved (got '{}')", s);
+  fail("{} must be gpipe, 1f1b or interleaved (got '{}')", flag::schedule, s);
 }
 
 const char* schedule_kind_name(ScheduleKind k) {
@@ -42,38 +43,35 @@ const char* schedule_kind_name(ScheduleKind k) {
 }
 
 void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
-  TESSERA_CHECK(p >= 1, "--pipeline-model-parallel-size must be >= 1 (got {})", p);
-  TESSERA_CHECK(v >= 1, "--virtual-pipeline-stages must be >= 1 (got {})", v);
+  check_parallel_range(flag::pp, p);
+  check_parallel_range(flag::virtual_stages, v);
   TESSERA_CHECK(m >= 1,
                 "micro-batches per step, global batch / (micro-batch x dp), must be >= 1 (got {})",
                 m);
-  TESSERA_CHECK(v == 1 || kind == ScheduleKind::Interleaved,
-                "--virtual-pipeline-stages {} needs --pipeline-schedule interleaved (got {})", v,
-                schedule_kind_name(kind));
+  TESSERA_CHECK(v == 1 || kind == ScheduleKind::Interleaved, "{} {} needs {} interleaved (got {})",
+                flag::virtual_stages, v, flag::schedule, schedule_kind_name(kind));
   // With one rank every chunk boundary would be a send to itself; run v = 1.
-  TESSERA_CHECK(v == 1 || p >= 2,
-                "--virtual-pipeline-stages {} needs --pipeline-model-parallel-size >= 2 (got {})",
-                v, p);
+  TESSERA_CHECK(v == 1 || p >= 2, "{} {} needs {} >= 2 (got {})", flag::virtual_stages, v,
+                flag::pp, p);
   TESSERA_CHECK(kind != ScheduleKind::Interleaved || m % p == 0,
-                "--pipeline-schedule interleaved needs the micro-batches per step, global batch / "
-                "(micro-batch x dp) = {}, to be a multiple of --pipeline-model-parallel-size ({})",
-                m, p);
+                "{} interleaved needs the micro-batches per step, global batch / (micro-batch x "
+                "dp) = {}, to be a multiple of {} ({})",
+                flag::schedule, m, flag::pp, p);
 }
 
 namespace {
 
 // tp, pp >= 1 and world a multiple of tp x pp.
 void validate_world(int64_t tp, int64_t pp, int64_t world) {
-  TESSERA_CHECK(tp >= 1, "--tensor-model-parallel-size must be >= 1 (got {})", tp);
-  TESSERA_CHECK(pp >= 1, "--pipeline-model-parallel-size must be >= 1 (got {})", pp);
+  check_parallel_range(flag::tp, tp);
+  check_parallel_range(flag::pp, pp);
   TESSERA_CHECK(world >= 1, "world size must be >= 1 (got {})", world);
-  const int64_t model_ranks =
-      checked_mul(tp, pp, "--tensor-model-parallel-size x --pipeline-model-parallel-size");
+  static const std::string what = fmt::format("{} x {}", flag::tp, flag::pp);
+  const int64_t model_ranks = checked_mul(tp, pp, what.c_str());
   TESSERA_CHECK(world % model_ranks == 0,
-                "world size {} is not divisible by --tensor-model-parallel-size ({}) x "
-                "--pipeline-model-parallel-size ({}): data-parallel size = world / (tp x pp) "
-                "must be a whole number",
-                world, tp, pp);
+                "world size {} is not divisible by {} ({}) x {} ({}): data-parallel size = world "
+                "/ (tp x pp) must be a whole number",
+                world, flag::tp, tp, flag::pp, pp);
 }
 
 }  // namespace
@@ -85,16 +83,14 @@ void ParallelConfig::set_world(int64_t world) {
 
 void ParallelConfig::validate_degrees(int64_t world) const {
   validate_world(tp, pp, world);
-  TESSERA_CHECK(dp >= 1 && dp == world / (tp * pp),
-                "data-parallel size {} is not world size {} / (--tensor-model-parallel-size ({}) "
-                "x --pipeline-model-parallel-size ({}))",
-                dp, world, tp, pp);
+  TESSERA_CHECK(dp >= 1 && dp == world / (tp * pp), "data-parallel size {} is not world size {} / ({} ({}) x {} ({}))",
+                dp, world, flag::tp, tp, flag::pp, pp);
 }
 
 namespace {
 
-constexpr const char* kFirstFlag = "--decoder-first-pipeline-num-layers";
-constexpr const char* kLastFlag = "--decoder-last-pipeline-num-layers";
+constexpr const char* kFirstFlag = flag::first_stage_layers;
+constexpr const char* kLastFlag = flag::last_stage_layers;
 
 // Megatron-Core's uneven split: the first and/or last stage hold the layers
 // given, the middle stages (those without a flag) an equal share of the
@@ -104,26 +100,25 @@ void validate_uneven_split(const ParallelConfig& p, int64_t num_layers) {
   const char* which = p.first_stage_layers ? kFirstFlag : kLastFlag;
   const std::pair<const char*, std::optional<int64_t>> given[] = {
       {kFirstFlag, p.first_stage_layers}, {kLastFlag, p.last_stage_layers}};
-  for (const auto& [flag, value] : given)
-    TESSERA_CHECK(!value || *value >= 1, "{} must be >= 1 (got {})", flag, *value);
-  TESSERA_CHECK(p.pp > 1, "{} needs --pipeline-model-parallel-size > 1 (got {})", which, p.pp);
+  for (const auto& [name, value] : given)
+    if (value) check_parallel_range(name, *value);
+  TESSERA_CHECK(p.pp > 1, "{} needs {} > 1 (got {})", which, flag::pp, p.pp);
   int64_t rest = num_layers, middle = p.pp;
-  for (const auto& [flag, value] : given) {
+  for (const auto& [name, value] : given) {
     if (!value) continue;
-    TESSERA_CHECK(*value <= num_layers, "{} ({}) is more than --num-layers ({})", flag, *value,
+    TESSERA_CHECK(*value <= num_layers, "{} ({}) is more than --num-layers ({})", name, *value,
                   num_layers);
     TESSERA_CHECK(*value % p.virtual_stages == 0,
-                  "{} ({}) must be divisible by --virtual-pipeline-stages ({}): each stage's "
-                  "layers are cut into that many equal chunks",
-                  flag, *value, p.virtual_stages);
+                  "{} ({}) must be divisible by {} ({}): each stage's layers are cut into that "
+                  "many equal chunks",
+                  name, *value, flag::virtual_stages, p.virtual_stages);
     rest -= *value;
     middle -= 1;
   }
   if (middle == 0) {
     TESSERA_CHECK(rest == 0,
-                  "{} ({}) + {} ({}) must equal --num-layers ({}) with "
-                  "--pipeline-model-parallel-size 2",
-                  kFirstFlag, *p.first_stage_layers, kLastFlag, *p.last_stage_layers, num_layers);
+                  "{} ({}) + {} ({}) must equal --num-layers ({}) with {} 2", kFirstFlag,
+                  *p.first_stage_layers, kLastFlag, *p.last_stage_layers, num_layers, flag::pp);
     return;
   }
   const std::string flags = p.first_stage_layers && p.last_stage_layers
@@ -139,69 +134,59 @@ void validate_uneven_split(const ParallelConfig& p, int64_t num_layers) {
                 num_layers, flags, rest, middle);
   TESSERA_CHECK((rest / middle) % p.virtual_stages == 0,
                 "the {} layers of each middle pipeline stage (--num-layers {} less {}, over {} "
-                "stages) must be divisible by --virtual-pipeline-stages ({})",
-                rest / middle, num_layers, flags, middle, p.virtual_stages);
+                "stages) must be divisible by {} ({})",
+                rest / middle, num_layers, flags, middle, flag::virtual_stages, p.virtual_stages);
 }
 
 // The model's dimensions split over tp, its layers over pp x v.
 void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
-  TESSERA_CHECK(m.num_heads % p.tp == 0,
-                "--num-attention-heads ({}) must be divisible by --tensor-model-parallel-size ({})",
-                m.num_heads, p.tp);
-  TESSERA_CHECK(m.hidden_size % p.tp == 0,
-                "--hidden-size ({}) must be divisible by --tensor-model-parallel-size ({})",
-                m.hidden_size, p.tp);
+  TESSERA_CHECK(m.num_heads % p.tp == 0, "--num-attention-heads ({}) must be divisible by {} ({})",
+                m.num_heads, flag::tp, p.tp);
+  TESSERA_CHECK(m.hidden_size % p.tp == 0, "--hidden-size ({}) must be divisible by {} ({})",
+                m.hidden_size, flag::tp, p.tp);
   // GQA: every tp rank holds whole key/value heads (num_query_groups / tp
   // of them) beside its num_heads / tp query heads.
-  TESSERA_CHECK(m.kv_heads() % p.tp == 0,
-                "--num-query-groups ({}) must be divisible by --tensor-model-parallel-size ({})",
-                m.kv_heads(), p.tp);
-  TESSERA_CHECK(m.ffn() % p.tp == 0,
-                "--ffn-hidden-size ({}{}) must be divisible by --tensor-model-parallel-size ({})",
+  TESSERA_CHECK(m.kv_heads() % p.tp == 0, "--num-query-groups ({}) must be divisible by {} ({})",
+                m.kv_heads(), flag::tp, p.tp);
+  TESSERA_CHECK(m.ffn() % p.tp == 0, "--ffn-hidden-size ({}{}) must be divisible by {} ({})",
                 m.ffn(), m.swiglu && m.ffn_hidden_size == 0 ? ", the --swiglu default 8/3 x hidden" : "",
-                p.tp);
+                flag::tp, p.tp);
   TESSERA_CHECK(!p.sequence_parallel || m.seq_length % p.tp == 0,
-                "--seq-length ({}) must be divisible by --tensor-model-parallel-size ({}) with "
-                "--sequence-parallel",
-                m.seq_length, p.tp);
-  TESSERA_CHECK(p.virtual_stages >= 1, "--virtual-pipeline-stages must be >= 1 (got {})",
-                p.virtual_stages);
+                "--seq-length ({}) must be divisible by {} ({}) with {}", m.seq_length, flag::tp,
+                p.tp, flag::sequence_parallel);
+  check_parallel_range(flag::virtual_stages, p.virtual_stages);
   if (p.uneven_stages()) return validate_uneven_split(p, m.num_layers);
-  TESSERA_CHECK(m.num_layers % checked_mul(p.pp, p.virtual_stages,
-                                           "--pipeline-model-parallel-size x "
-                                           "--virtual-pipeline-stages") ==
-                    0,
-                "--num-layers ({}) must be divisible by --pipeline-model-parallel-size ({}) x "
-                "--virtual-pipeline-stages ({})",
-                m.num_layers, p.pp, p.virtual_stages);
+  static const std::string what = fmt::format("{} x {}", flag::pp, flag::virtual_stages);
+  const int64_t chunks = checked_mul(p.pp, p.virtual_stages, what.c_str());
+  TESSERA_CHECK(m.num_layers % chunks == 0,
+                "--num-layers ({}) must be divisible by {} ({}) x {} ({})", m.num_layers, flag::pp,
+                p.pp, flag::virtual_stages, p.virtual_stages);
 }
 
 }  // namespace
 
 void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
   validate_degrees(world);
-  TESSERA_CHECK(micro_batch >= 1, "--micro-batch-size must be >= 1 (got {})", micro_batch);
-  TESSERA_CHECK(global_batch >= 1, "--global-batch-size must be >= 1 (got {})", global_batch);
-  const int64_t per_step =
-      checked_mul(micro_batch, dp, "--micro-batch-size x data-parallel size");
+  check_parallel_range(flag::micro_batch, micro_batch);
+  check_parallel_range(flag::global_batch, global_batch);
+  static const std::string per_step_what = fmt::format("{} x data-parallel size", flag::micro_batch);
+  const int64_t per_step = checked_mul(micro_batch, dp, per_step_what.c_str());
   TESSERA_CHECK(global_batch % per_step == 0,
-                "--global-batch-size ({}) must be divisible by --micro-batch-size ({}) x "
-                "data-parallel size ({})",
-                global_batch, micro_batch, dp);
-  TESSERA_CHECK(zero_stage >= 0 && zero_stage <= 3, "--zero-stage must be 0, 1, 2 or 3 (got {})",
-                zero_stage);
+                "{} ({}) must be divisible by {} ({}) x data-parallel size ({})",
+                flag::global_batch, global_batch, flag::micro_batch, micro_batch, dp);
+  check_parallel_range(flag::zero_stage, zero_stage);
   // The embedding table is padded to a multiple of this (GPTConfig::padded_vocab).
-  checked_add(m.vocab_size,
-              checked_mul(m.make_vocab_size_divisible_by, tp,
-                          "--make-vocab-size-divisible-by x --tensor-model-parallel-size"),
-              "vocabulary padded to --make-vocab-size-divisible-by x --tensor-model-parallel-size");
+  static const std::string padding = fmt::format("--make-vocab-size-divisible-by x {}", flag::tp);
+  static const std::string padded = "vocabulary padded to " + padding;
+  checked_add(m.vocab_size, checked_mul(m.make_vocab_size_divisible_by, tp, padding.c_str()),
+              padded.c_str());
   validate_model_split(*this, m);
   if (pp > 1) {
     schedule_validate(schedule, pp, virtual_stages, accumulation_steps());
   } else {
     TESSERA_CHECK(virtual_stages == 1 && schedule != ScheduleKind::Interleaved,
-                  "--virtual-pipeline-stages / --pipeline-schedule interleaved need "
-                  "--pipeline-model-parallel-size > 1");
+                  "{} / {} interleaved need {} > 1", flag::virtual_stages, flag::schedule,
+                  flag::pp);
   }
 }
 

@@ -33,16 +33,17 @@ const char* schedule_kind_name(ScheduleKind k);
 void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m);
 
 struct ParallelConfig {
-  int64_t tp = 1;                  // --tensor-model-parallel-size
-  int64_t pp = 1;                  // --pipeline-model-parallel-size
+  // The flags of these fields: parallel_fields.h (flag::tp, flag::pp, ...).
+  int64_t tp = 1;                  // tensor-parallel ranks
+  int64_t pp = 1;                  // pipeline stages
   int64_t dp = 1;                  // world / (tp * pp)
-  int64_t virtual_stages = 1;      // --virtual-pipeline-stages
-  ScheduleKind schedule = ScheduleKind::OneFOneB;  // --pipeline-schedule
-  int64_t micro_batch = 1;         // --micro-batch-size (sequences per micro-batch per dp rank)
-  int64_t global_batch = 1;        // --global-batch-size (sequences per optimizer step)
-  int zero_stage = 0;              // --zero-stage
+  int64_t virtual_stages = 1;      // model chunks per pipeline rank
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  int64_t micro_batch = 1;         // sequences per micro-batch per dp rank
+  int64_t global_batch = 1;        // sequences per optimizer step
+  int zero_stage = 0;              // 0-3
   Recompute recompute = Recompute::None;
-  bool sequence_parallel = false;  // --sequence-parallel
+  bool sequence_parallel = false;
   // Uneven pipeline stages (Megatron-Core's names): the first / last
   // pipeline stage holds this many transformer layers, the others split
   // the rest evenly. Unset: every stage holds num_layers / pp. With virtual

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/model/weights.h"
 
@@ -21,7 +22,7 @@ DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
   const ParamLayout& L = model.layout();
   TESSERA_CHECK(L.unit_align() % (16 * dp.size()) == 0,
                 "the parameter layout was built for another data-parallel size");
-  TESSERA_CHECK(stage_ >= 0 && stage_ <= 3, "--zero-stage must be 0, 1, 2 or 3 (got {})", stage_);
+  check_parallel_range(flag::zero_stage, stage_);
   TESSERA_CHECK((model.params().numel() > 0) == (stage_ < 3) &&
                     (model.grads().numel() > 0) == (stage_ < 2),
                 "DataParallel: the model's buffers do not match ZeRO stage {}", stage_);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <toml++/toml.h>
 
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
@@ -60,13 +61,14 @@ namespace {
 // Every key a [[run]] may hold (bench/published/README.md); anything else is
 // a typo the file's author should hear about.
 constexpr const char* kRunKeys[] = {
-    "name", "system", "devices", "tensor-model-parallel-size", "pipeline-model-parallel-size",
-    "micro-batch-size", "global-batch-size", "zero-stage", "recompute", "precision",
-    "flash-attention", "sequence-parallel", "pipeline-schedule", "virtual-stages",
+    "name", "system", "devices", flag_key(flag::tp), flag_key(flag::pp),
+    flag_key(flag::micro_batch), flag_key(flag::global_batch), flag_key(flag::zero_stage),
+    "recompute", "precision", "flash-attention", flag_key(flag::sequence_parallel),
+    flag_key(flag::schedule), "virtual-stages",
     "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "inferred", "note", "model", "step-seconds",
     "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu",
-    "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
-    "decoder-last-pipeline-num-layers"};
+    "peak-tflops", "flops", "memory-gb", flag_key(flag::first_stage_layers),
+    flag_key(flag::last_stage_layers)};
 constexpr const char* kMeasures[] = {"step-seconds", "tokens-per-second",
                                      "tokens-per-second-per-device", "tflops-per-device", "mfu"};
 
@@ -90,7 +92,7 @@ struct RunReader {
                     key);
       return *fallback;
     }
-    TESSERA_CHECK(*v >= 1 || std::string_view(key) == "zero-stage", "{}: '{}' must be >= 1 (got {})",
+    TESSERA_CHECK(*v >= 1 || std::string_view(key) == flag_key(flag::zero_stage), "{}: '{}' must be >= 1 (got {})",
                   where, key, *v);
     return *v;
   }
@@ -182,15 +184,16 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
   PlanLayout& L = run.layout;
   ParallelConfig& par = L.par;
   const int64_t devices = r.integer("devices");
-  par.tp = r.integer("tensor-model-parallel-size", 1);
-  par.pp = r.integer("pipeline-model-parallel-size", 1);
+  par.tp = r.integer(flag_key(flag::tp), 1);
+  par.pp = r.integer(flag_key(flag::pp), 1);
   TESSERA_CHECK(devices % (par.tp * par.pp) == 0, "{}: devices {} is not a multiple of tp x pp = {}",
                 r.where, devices, par.tp * par.pp);
   par.dp = devices / (par.tp * par.pp);
-  par.micro_batch = r.integer("micro-batch-size");
-  par.global_batch = r.integer("global-batch-size");
-  par.zero_stage = int(r.integer("zero-stage", 0));
-  TESSERA_CHECK(par.zero_stage >= 0 && par.zero_stage <= 3, "{}: zero-stage must be 0-3", r.where);
+  par.micro_batch = r.integer(flag_key(flag::micro_batch));
+  par.global_batch = r.integer(flag_key(flag::global_batch));
+  par.zero_stage = int(r.integer(flag_key(flag::zero_stage), 0));
+  TESSERA_CHECK(par.zero_stage >= 0 && par.zero_stage <= 3, "{}: {} must be 0-3", r.where,
+                flag_key(flag::zero_stage));
   const std::string rc = r.str("recompute", "none");
   TESSERA_CHECK(rc == "none" || rc == "selective" || rc == "full",
                 "{}: recompute must be none, selective or full (got '{}')", r.where, rc);
@@ -202,14 +205,13 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
                 "{}: precision must be bf16, fp16 or fp8 (got '{}')", r.where, precision);
   if (L.fp8) L.precision = Precision::Bf16;
   L.flash_attention = r.flag("flash-attention", true);
-  par.sequence_parallel = r.flag("sequence-parallel", false);
-  par.schedule = schedule_kind_parse(r.str("pipeline-schedule", "1f1b"));
+  par.sequence_parallel = r.flag(flag_key(flag::sequence_parallel), false);
+  par.schedule = schedule_kind_parse(r.str(flag_key(flag::schedule), "1f1b"));
   par.virtual_stages = r.integer("virtual-stages", 1);
   // Uneven stages, as Megatron-LM's flags (BLOOM's 70 layers over 12 stages).
-  if (t.contains("decoder-first-pipeline-num-layers"))
-    par.first_stage_layers = r.integer("decoder-first-pipeline-num-layers");
-  if (t.contains("decoder-last-pipeline-num-layers"))
-    par.last_stage_layers = r.integer("decoder-last-pipeline-num-layers");
+  for (const auto& [key, layers] : {std::pair{flag_key(flag::first_stage_layers), &par.first_stage_layers},
+                                    std::pair{flag_key(flag::last_stage_layers), &par.last_stage_layers}})
+    if (t.contains(key)) *layers = r.integer(key);
   L.overlap_grad_reduce = r.flag("overlap-grad-reduce", false);
   L.overlap_param_gather = r.flag("overlap-param-gather", false);
   L.tp_comm_overlap = r.flag("tp-comm-overlap", false);
@@ -233,8 +235,8 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
   }
   // As Megatron-LM: the userbuffers overlap cuts sequence-parallel collectives.
   TESSERA_CHECK(!L.tp_comm_overlap || (par.sequence_parallel && par.tp > 1),
-                "{}: tp-comm-overlap needs sequence-parallel and tensor-model-parallel-size > 1",
-                r.where);
+                "{}: tp-comm-overlap needs {} and {} > 1", r.where,
+                flag_key(flag::sequence_parallel), flag_key(flag::tp));
   try {
     par.validate(run.model, devices);
   } catch (const Error& e) {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/core/error.h"
 
 namespace tessera::plan {
@@ -28,8 +28,8 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
   TESSERA_CHECK(run.is_object() && run.contains("model") && run.contains("parallel"),
                 "{}: the run header needs \"model\" and \"parallel\"", where);
   try {
-    r.model = ckpt::model_from_json(run["model"]);
-    r.par = ckpt::parallel_from_json(run["parallel"]);
+    r.model = model_from_json(run["model"]);
+    r.par = parallel_from_json(run["parallel"]);
   } catch (const Error& e) {
     fail("{}: {}", where, e.what());
   }

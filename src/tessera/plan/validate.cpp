@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/comm/grid_layout.h"
 #include "tessera/core/error.h"
 
@@ -48,7 +48,7 @@ Validation validate_runs(const std::vector<std::string>& paths,
   for (const auto& path : paths) {
     RunMetrics r = read_run_metrics(path);
     check_enough_steps(r, warmup_steps);
-    const std::string key = fmt::format("{}|{}|{}|{}", ckpt::model_to_json(r.model).dump(),
+    const std::string key = fmt::format("{}|{}|{}|{}", model_to_json(r.model).dump(),
                                         engine_layout(r).str(), r.precision, r.rank);
     const auto at = std::find(keys.begin(), keys.end(), key);
     if (at == keys.end()) {

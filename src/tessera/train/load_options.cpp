@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
@@ -42,7 +42,7 @@ std::vector<std::string> apply_checkpoint_args(TrainConfig& c, const ckpt::Check
   m.num_query_groups = from.num_query_groups;
   m.untie_embeddings = from.untie_embeddings;
   m.add_bias_linear = from.add_bias_linear;
-  if (const std::string d = ckpt::model_difference(before, m); !d.empty())
+  if (const std::string d = model_difference(before, m); !d.empty())
     notes.push_back(fmt::format(
         "--use-checkpoint-args: the architecture taken from the checkpoint ({}: this run's flags "
         "vs the checkpoint's)",
@@ -72,7 +72,7 @@ void check_load_options(const TrainConfig& c, const ckpt::Checkpoint& ck) {
                   "(the data order would differ; pass --no-load-rng to continue with this run's "
                   "seed)",
                   dir, ck.state.seed, c.seed);
-  const std::string diff = ckpt::model_difference(compared_model(c, ck), c.model);
+  const std::string diff = model_difference(compared_model(c, ck), c.model);
   TESSERA_CHECK(diff.empty(),
                 "--load {}: checkpoint {} holds a different model ({}: checkpoint vs this run){}",
                 dir, ck.path, diff,

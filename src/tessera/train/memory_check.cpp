@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/model/activations.h"
 #include "tessera/model/param_layout.h"
@@ -40,12 +41,12 @@ void check_memory_fits(const MemoryBytes& need, double available_bytes, int64_t 
   TESSERA_CHECK(need.total() <= per_rank,
                 "the model needs at least {:.1f} GB per rank (parameters {:.1f}, gradients {:.1f}, "
                 "optimizer {:.1f}, activations {:.1f} GB) but {:.1f} GB are available{}: a smaller "
-                "model, more ranks (--tensor-model-parallel-size, --pipeline-model-parallel-size, "
-                "--zero-stage) or a smaller --micro-batch-size",
+                "model, more ranks ({}, {}, {}) or a smaller {}",
                 need.total() / 1e9, need.params / 1e9, need.grads / 1e9, need.optimizer / 1e9,
                 need.activations / 1e9, per_rank / 1e9,
                 ranks_on_node > 1 ? fmt::format(" to each of the {} ranks on this node", ranks_on_node)
-                                  : "");
+                                  : "",
+                flag::tp, flag::pp, flag::zero_stage, flag::micro_batch);
 }
 
 }  // namespace tessera

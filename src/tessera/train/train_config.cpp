@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 
@@ -38,8 +39,9 @@ void TrainConfig::validate(int64_t world) const {
   // (ZeRO-1/2 here; ZeRO-3 gathers per layer anyway), and it goes with
   // overlapped gradient reductions.
   TESSERA_CHECK(!overlap_param_gather || par.zero_stage == 1 || par.zero_stage == 2,
-                "--overlap-param-gather needs --zero-stage 1 or 2 (ZeRO-3 gathers each layer's "
-                "parameters as it runs; 0 has nothing to gather)");
+                "--overlap-param-gather needs {} 1 or 2 (ZeRO-3 gathers each layer's parameters "
+                "as it runs; 0 has nothing to gather)",
+                flag::zero_stage);
   TESSERA_CHECK(!overlap_param_gather || overlap_grad_reduce,
                 "--overlap-param-gather needs --overlap-grad-reduce");
   {
@@ -104,14 +106,18 @@ void TrainConfig::validate(int64_t world) const {
   checked_mul(train_iters, step_tokens, "--train-iters x --global-batch-size x --seq-length");
   // One micro-batch's activations: every layer's rows (a few hidden widths
   // and two MLP widths each) and the logits, in fp32.
-  const char* acts = "one micro-batch's activations (--micro-batch-size x --seq-length x model)";
+  static const std::string acts_what =
+      fmt::format("one micro-batch's activations ({} x --seq-length x model)", flag::micro_batch);
+  const char* acts = acts_what.c_str();
   const int64_t rows = checked_mul(par.micro_batch, model.seq_length, acts);
   const int64_t layer_width =
       checked_add(checked_mul(16, model.hidden_size, acts), checked_mul(2, model.ffn(), acts), acts);
   const int64_t width = checked_add(checked_mul(model.num_layers, layer_width, acts),
                                     model.padded_vocab(par.tp), acts);
   checked_mul(checked_mul(rows, width, acts), 4, acts);
-  checked_mul(eval_iters, rows, "--eval-iters x --micro-batch-size x --seq-length");
+  static const std::string eval_what =
+      fmt::format("--eval-iters x {} x --seq-length", flag::micro_batch);
+  checked_mul(eval_iters, rows, eval_what.c_str());
 }
 
 }  // namespace tessera

@@ -10,7 +10,7 @@
 #include <omp.h>
 
 #include "tessera/ckpt/checkpoint.h"
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 #include "tessera/ckpt/tokenizer_files.h"
 #include "tessera/ckpt/zero_shard.h"
 #include "tessera/comm/collective_log.h"
@@ -396,8 +396,8 @@ nlohmann::json Trainer::run_header() const {
                       {"optimizer", int64_t(r.optimizer)},
                       {"activations", int64_t(r.activations)}});
   return {{"run",
-           {{"model", ckpt::model_to_json(cfg_.model)},
-            {"parallel", ckpt::parallel_to_json(cfg_.par)},
+           {{"model", model_to_json(cfg_.model)},
+            {"parallel", parallel_to_json(cfg_.par)},
             {"memory_bytes", memory},
             {"precision", precision_name(cfg_.precision())},
             {"overlap_grad_reduce", cfg_.overlap_grad_reduce},

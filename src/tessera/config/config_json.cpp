@@ -1,10 +1,12 @@
-#include "tessera/ckpt/config_json.h"
+#include "tessera/config/config_json.h"
 
 #include <fmt/format.h>
 
+#include "tessera/config/field_json.h"
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 
-namespace tessera::ckpt {
+namespace tessera {
 
 using nlohmann::json;
 
@@ -131,46 +133,20 @@ GPTConfig model_from_json(const json& j) {
   return m;
 }
 
+// Each field at its default when absent (files written before the field
+// existed: the schedule was 1F1B, the stages even).
+constexpr JsonForm kMetadataForm{.every_key_required = false, .unset_as_zero = false,
+                                 .check_ranges = true};
+
 json parallel_to_json(const ParallelConfig& p) {
-  json j = {{"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"virtual_stages", p.virtual_stages},
-          {"schedule", schedule_kind_name(p.schedule)},
-          {"micro_batch", p.micro_batch},
-          {"global_batch", p.global_batch},
-          {"zero_stage", p.zero_stage},
-          {"recompute", recompute_name(p.recompute)},
-          {"sequence_parallel", p.sequence_parallel}};
-  // Only when set, so an even split's metadata reads as it always has.
-  if (p.first_stage_layers) j["first_stage_layers"] = *p.first_stage_layers;
-  if (p.last_stage_layers) j["last_stage_layers"] = *p.last_stage_layers;
+  json j = json::object();
+  fields_to_json(parallel_fields(), kSurfaceCheckpoint, p, kMetadataForm, j);
   return j;
 }
 
 ParallelConfig parallel_from_json(const json& j) {
-  const char* what = "parallel config";
-  TESSERA_CHECK(j.is_object(), "{} is not an object (got {})", what, j.dump());
   ParallelConfig p;
-  p.tp = int_or(j, "tp", 1, what);
-  p.pp = int_or(j, "pp", 1, what);
-  p.dp = int_or(j, "dp", 1, what);
-  p.virtual_stages = int_or(j, "virtual_stages", 1, what);
-  // Files written before the schedule was part of ParallelConfig ran 1F1B.
-  p.schedule = schedule_kind_parse(string_or(j, "schedule", "1f1b", what));
-  p.micro_batch = int_or(j, "micro_batch", 1, what);
-  p.global_batch = int_or(j, "global_batch", 1, what);
-  const int64_t zero = int_or(j, "zero_stage", 0, what);
-  TESSERA_CHECK(zero >= 0 && zero <= 3, "{}: 'zero_stage' must be 0, 1, 2 or 3 (got {})", what,
-                zero);
-  p.zero_stage = int(zero);
-  std::string r = string_or(j, "recompute", "none", what);
-  p.recompute = r == "full" ? Recompute::Full : r == "selective" ? Recompute::Selective : Recompute::None;
-  p.sequence_parallel = bool_or(j, "sequence_parallel", false, what);
-  // Absent: the even split (and every file written before uneven stages).
-  if (j.contains("first_stage_layers"))
-    p.first_stage_layers = int_or(j, "first_stage_layers", 0, what);
-  if (j.contains("last_stage_layers")) p.last_stage_layers = int_or(j, "last_stage_layers", 0, what);
+  fields_from_json(parallel_fields(), kSurfaceCheckpoint, j, kMetadataForm, "parallel config", p);
   return p;
 }
 
@@ -208,4 +184,4 @@ std::string model_difference(const GPTConfig& a, const GPTConfig& b) {
   return "";
 }
 
-}  // namespace tessera::ckpt
+}  // namespace tessera

@@ -1,4 +1,5 @@
-// The model and parallel configs as metadata.json spells them. Reading is
+// The model and parallel configs as a checkpoint's metadata.json (and a
+// metrics file's run header) spell them. Reading is
 // strict about what a model needs (a missing size is an error naming the
 // key) and lenient about the rest (defaults), so older files stay readable.
 #pragma once
@@ -7,7 +8,7 @@
 #include "tessera/config/gpt_config.h"
 #include "tessera/config/parallel_config.h"
 
-namespace tessera::ckpt {
+namespace tessera {
 
 nlohmann::json model_to_json(const GPTConfig& m);
 GPTConfig model_from_json(const nlohmann::json& j);  // validates
@@ -19,4 +20,4 @@ ParallelConfig parallel_from_json(const nlohmann::json& j);
 // parameter's shape), else a message naming the first difference.
 std::string model_difference(const GPTConfig& a, const GPTConfig& b);
 
-}  // namespace tessera::ckpt
+}  // namespace tessera

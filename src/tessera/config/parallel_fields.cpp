@@ -1,0 +1,69 @@
+#include "tessera/config/parallel_fields.h"
+
+#include <array>
+#include <limits>
+
+namespace tessera {
+
+namespace {
+
+using P = ParallelConfig;
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+constexpr FieldRange kPositive{1, kNoMax, ">= 1"};
+
+const std::array<Field<P>, 12> kFields{{
+    {flag::tp, "tp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::tp,
+     "tensor-parallel ranks", kPositive},
+    {flag::pp, "pp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::pp, "pipeline stages",
+     kPositive},
+    {flag::micro_batch, "micro_batch", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
+     &P::micro_batch, "sequences per micro-batch", kPositive},
+    {flag::global_batch, "global_batch", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
+     &P::global_batch, "sequences per optimizer step (micro-batch x accumulation steps x dp)",
+     kPositive},
+    {flag::zero_stage, "zero_stage", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
+     &P::zero_stage,
+     "ZeRO: 0 replicate, 1 shard optimizer state, 2 and gradients, 3 and parameters",
+     FieldRange{0, 3, "0, 1, 2 or 3"}},
+    {flag::recompute, "recompute", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
+     ChoiceAccess<P>{[](const P& p) { return recompute_name(p.recompute); },
+                     [](P& p, std::string_view v) { p.recompute = recompute_parse(v); }},
+     "activation recomputation: none, selective (attention core and GELU) or full (each layer "
+     "from its input)"},
+    {flag::sequence_parallel, "sequence_parallel",
+     kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::sequence_parallel,
+     "split LayerNorm/residual regions along the sequence over the tp ranks"},
+    {flag::schedule, "schedule", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
+     ChoiceAccess<P>{[](const P& p) { return schedule_kind_name(p.schedule); },
+                     [](P& p, std::string_view v) { p.schedule = schedule_kind_parse(v); }},
+     "gpipe, 1f1b or interleaved"},
+    // Only the interleaved schedule has virtual stages (validate refuses
+    // v > 1 with another), so a planned layout names them only there.
+    {flag::virtual_stages, "virtual_stages", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
+     &P::virtual_stages, "model chunks per pipeline rank (interleaved schedule)", kPositive,
+     [](const P& p) { return p.schedule == ScheduleKind::Interleaved; }},
+    {flag::first_stage_layers, "first_stage_layers",
+     kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::first_stage_layers,
+     "transformer layers of the first pipeline stage; the stages without such a flag split the "
+     "rest evenly (default: every stage num-layers / pp)",
+     kPositive},
+    {flag::last_stage_layers, "last_stage_layers",
+     kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::last_stage_layers,
+     "transformer layers of the last pipeline stage (it also holds the LM head and loss)",
+     kPositive},
+    {nullptr, "dp", kSurfaceCheckpoint | kSurfaceTrial, &P::dp, "data-parallel ranks"},
+}};
+
+}  // namespace
+
+std::span<const Field<ParallelConfig>> parallel_fields() { return kFields; }
+
+const Field<ParallelConfig>& parallel_field(std::string_view flag) {
+  const Field<ParallelConfig>* f = find_field(parallel_fields(), flag);
+  TESSERA_CHECK(f != nullptr, "{} is not a field of ParallelConfig", flag);
+  return *f;
+}
+
+void check_parallel_range(const char* flag, int64_t v) { check_field_range(parallel_field(flag), v); }
+
+}  // namespace tessera

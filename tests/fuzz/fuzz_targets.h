@@ -15,7 +15,7 @@
 #include "tessera/ckpt/hf_gpt2.h"
 #include "tessera/ckpt/safetensors.h"
 #include "tessera/cli/config_file.h"
-#include "tessera/cli/run_plan.h"
+#include "tessera/cli/train_run.h"
 #include "tessera/data/megatron_dataset.h"
 #include "tessera/data/token_source.h"
 #include "tessera/data/tokenizer.h"

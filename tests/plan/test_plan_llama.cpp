@@ -7,7 +7,8 @@
 
 #include "expect_error.h"
 #include "temp_file.h"
-#include "tessera/cli/run_plan.h"
+#include "tessera/bridge/run_plan.h"
+#include "tessera/cli/train_run.h"
 #include "tessera/model/flops.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/layout_cost.h"
@@ -141,7 +142,7 @@ TEST(LlamaModelFile, BadValuesNameTheFileAndKey) {
 TEST(LlamaModelFile, EmittedTrainKeysReadBackAsTheSameModel) {
   for (const char* name : {"llama-3-70b", "llama-tiny"}) {
     const GPTConfig m = load_model(name);
-    const std::string text = cli::train_config_toml(cli::model_keys(m), "emitted");
+    const std::string text = bridge::train_config_toml(bridge::model_keys(m), "emitted");
     const std::string f = write_temp(std::string("llama_emitted_") + name + ".toml", text);
     const GPTConfig back = load_model_file(f);
     EXPECT_EQ(back.summary(), m.summary()) << text;
@@ -149,7 +150,7 @@ TEST(LlamaModelFile, EmittedTrainKeysReadBackAsTheSameModel) {
     EXPECT_EQ(back.ffn(), m.ffn()) << name;
   }
   // GPT models emit none of the family's keys.
-  const std::string gpt = cli::train_config_toml(cli::model_keys(load_model("gpt3-175b")), "");
+  const std::string gpt = bridge::train_config_toml(bridge::model_keys(load_model("gpt3-175b")), "");
   EXPECT_EQ(gpt.find("swiglu"), std::string::npos) << gpt;
   EXPECT_EQ(gpt.find("normalization"), std::string::npos) << gpt;
 }

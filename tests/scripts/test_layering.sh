@@ -21,7 +21,9 @@ declare -A allowed=(
   [ckpt]="core config kernels comm model optim parallel"
   [train]="core config kernels comm data model optim parallel ckpt"
   [plan]="core config kernels comm model optim parallel"
-  [cli]="core config kernels comm data model optim parallel ckpt train plan"
+  [bridge]="core config kernels comm data model optim parallel ckpt train plan"
+  [tune]="core config kernels comm data model optim parallel ckpt train plan bridge"
+  [cli]="core config kernels comm data model optim parallel ckpt train plan bridge tune"
 )
 
 for dir in "$src"/*/; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `local` system calibrated for the run (cli/run_calibration.h): `plan
+# The `local` system calibrated for the run (bridge/run_calibration.h): `plan
 # --config` of a one-rank run measures this machine at the run's threads
 # over the run's shapes once, caches it per shape, and `plan` and `train
 # --dry-run` then predict from that file; `--system local` keeps the

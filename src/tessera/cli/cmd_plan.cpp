@@ -2,7 +2,7 @@
 // system, search them, and print the best (or JSON for scripts), also as
 // the `tessera train` flags that run it (--emit-config: a train --config
 // file). --config plans a `tessera train --config` file's own run: one
-// vocabulary for both commands (run_plan.h).
+// vocabulary for both commands (bridge/run_plan.h).
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -12,8 +12,9 @@
 #include <optional>
 
 #include "tessera/cli/commands.h"
-#include "tessera/cli/run_calibration.h"
-#include "tessera/cli/run_plan.h"
+#include "tessera/cli/train_run.h"
+#include "tessera/bridge/run_calibration.h"
+#include "tessera/bridge/run_plan.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
@@ -29,6 +30,9 @@
 #include "tessera/plan/validate.h"
 
 namespace tessera::cli {
+
+using bridge::TrainKey;
+using bridge::TrainKeys;
 
 namespace {
 
@@ -61,7 +65,7 @@ struct PlanArgs {
        given_sched = false, given_sp = false, given_precision = false, given_model = false;
 };
 
-// A `tessera train --config` file as the planner sees it (run_plan.h).
+// A `tessera train --config` file as the planner sees it (cli/train_run.h).
 struct ConfigRun {
   TrainConfig train;
 };
@@ -267,19 +271,19 @@ TrainKeys best_as_train_keys(const PlanArgs& a, const GPTConfig& model,
                              const plan::LayoutCost& best) {
   TrainKeys keys;
   if (!a.config.empty()) {
-    keys = non_layout_keys_of_file(a.config);
+    keys = bridge::non_layout_keys_of_file(a.config);
     if (a.given_precision) {  // --precision replaced the file's
       std::erase_if(keys, [](const TrainKey& k) { return k.key == "bf16" || k.key == "fp16"; });
       if (best.layout.precision != Precision::Fp32)
         keys.push_back({precision_name(best.layout.precision), TrainKey::Kind::Flag, "true", ""});
     }
   } else {
-    keys = model_keys(model);
+    keys = bridge::model_keys(model);
     // 16-bit GEMMs: the engine's --bf16 / --fp16 (fp32 master weights and state).
     if (best.layout.precision != Precision::Fp32)
       keys.push_back({precision_name(best.layout.precision), TrainKey::Kind::Flag, "true", ""});
   }
-  const TrainKeys layout = layout_keys(best.layout);
+  const TrainKeys layout = bridge::layout_keys(best.layout);
   keys.insert(keys.end(), layout.begin(), layout.end());
   return keys;
 }
@@ -288,7 +292,7 @@ void print_train_command(const TrainKeys& keys, const plan::LayoutCost& best) {
   const int64_t n = best.layout.devices();
   fmt::print("\nrun it with {} rank{}{}:\n{}", n, n == 1 ? "" : "s",
              n == 1 ? "" : fmt::format(" (e.g. scripts/mpirun.sh -n {} before it)", n),
-             train_command(keys));
+             bridge::train_command(keys));
 }
 
 void write_emit_config(const PlanArgs& a, const TrainKeys& keys, const plan::SystemSpec& sys,
@@ -302,7 +306,7 @@ void write_emit_config(const PlanArgs& a, const TrainKeys& keys, const plan::Sys
       a.config.empty() ? "--model " : "--config ", a.model, sys.name, best.layout.str(),
       best.time.step, best.peak_memory / 1e9, n,
       n == 1 ? "" : fmt::format("scripts/mpirun.sh -n {} ", n));
-  write_output_file(a.emit_config, train_config_toml(keys, header), "--emit-config");
+  write_output_file(a.emit_config, bridge::train_config_toml(keys, header), "--emit-config");
   fmt::print(a.json == "-" ? stderr : stdout, "wrote {}\n", a.emit_config);
 }
 
@@ -382,9 +386,8 @@ void run_plan(const PlanArgs& args) {
     if (!a.given_batch) a.global_batch = run->train.par.global_batch;
     // The run on this machine (no --system): this run's own calibration.
     if (args.system.empty())
-      use_run_calibration(sys, {model, run->train.par.micro_batch, run->train.par.tp, a.devices,
-                                run->train.threads,
-                                run->train.precision()});
+      bridge::use_run_calibration(sys, {model, run->train.par.micro_batch, run->train.par.tp,
+                                        a.devices, run->train.threads, run->train.precision()});
   } else {
     model = plan::load_model(a.model, is_train_flag);
     // A preset whose source gives its training batch plans that batch.

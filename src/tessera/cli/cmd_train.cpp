@@ -16,7 +16,7 @@
 #include "tessera/cli/config_file.h"
 #include "tessera/cli/field_options.h"
 #include "tessera/cli/flag_checks.h"
-#include "tessera/cli/run_plan.h"
+#include "tessera/cli/train_run.h"
 #include "tessera/data/data_blend.h"
 #include "tessera/data/tokenizer_identity.h"
 #include "tessera/comm/grid.h"

@@ -19,15 +19,25 @@
 
 #include "tessera/cli/commands.h"
 #include "tessera/cli/config_file.h"
-#include "tessera/cli/run_plan.h"
-#include "tessera/cli/tune_model.h"
-#include "tessera/cli/tune_trial.h"
+#include "tessera/bridge/run_plan.h"
+#include "tessera/cli/train_run.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
 #include "tessera/plan/calibrate_run.h"
 #include "tessera/plan/report.h"
+#include "tessera/tune/tune_model.h"
+#include "tessera/tune/tune_trial.h"
 
 namespace tessera::cli {
+
+using namespace tune;
+using bridge::TrainKey;
+using bridge::TrainKeys;
+using bridge::layout_keys;
+using bridge::layout_of_run;
+using bridge::non_layout_keys_of_file;
+using bridge::train_command;
+using bridge::train_config_toml;
 
 namespace {
 

@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "tessera/cli/tune_trial.h"
+#include "tessera/tune/tune_trial.h"
 #include "tessera/config/gpt_config.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/search.h"
 #include "tessera/plan/system.h"
 
-namespace tessera::cli {
+namespace tessera::tune {
 
 struct Correction {
   plan::SystemSpec system;  // base with the factors applied
@@ -60,4 +60,4 @@ const plan::LayoutCost* most_promising(const std::vector<plan::LayoutCost>& rank
 // The planner's step time for L on sys; -1 when it rejects the layout.
 double predicted_step(const GPTConfig& m, const plan::SystemSpec& sys, const plan::PlanLayout& L);
 
-}  // namespace tessera::cli
+}  // namespace tessera::tune

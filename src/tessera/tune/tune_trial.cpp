@@ -1,4 +1,4 @@
-#include "tessera/cli/tune_trial.h"
+#include "tessera/tune/tune_trial.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 
 #include <fmt/core.h>
 
-#include "tessera/cli/run_plan.h"
+#include "tessera/bridge/run_plan.h"
 #include "tessera/config/field_json.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
@@ -24,7 +24,11 @@
 #include "tessera/train/exit_signals.h"
 #include "tessera/train/run_fields.h"
 
-namespace tessera::cli {
+namespace tessera::tune {
+
+using bridge::layout_keys;
+using bridge::run_of_layout;
+using bridge::TrainKey;
 
 namespace {
 
@@ -311,4 +315,4 @@ void run_trial(const TrialSettings& s, Trial& t) {
   t.status = "ok";
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::tune

@@ -1,7 +1,8 @@
 // Between `tessera train` and `tessera plan`: one vocabulary for a run.
-// A train --config file read with train's own defaults, the layout the
-// planner prices for it, a planned layout written back as train flags or a
-// train --config TOML file, and `train --dry-run`'s report.
+// A train run's config completed as the planner needs it, the layout the
+// planner prices for it, and a planned layout written back as train flags or
+// a train --config TOML file. (Reading the file itself is cli's: it parses
+// train's own flags, cli/train_run.h.)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,22 +13,13 @@
 #include "tessera/plan/system.h"
 #include "tessera/train/train_config.h"
 
-namespace tessera::cli {
+namespace tessera::bridge {
 
-// cmd_train.cpp: whether `--NAME` is a flag of `tessera train` (a key its
-// --config file may hold), and the TrainConfig a `tessera train --config
-// FILE` run starts from (every key the file leaves out at train's default;
-// --num-layers-per-virtual-pipeline-stage applied). vocab_size_flag gets
-// the file's vocab-size (0: none; train takes the data's). Throws naming
-// the file and the key for a key train does not know.
-bool is_train_flag(const std::string& name);
-TrainConfig read_train_config(const std::string& path, int64_t* vocab_size_flag);
-
-// A `tessera train --config` file as the planner and the tuner see it: the
-// run's model (vocabulary from vocab-size, else from the run's data as train
-// opens it; validated), its layout and batch, its precision. Throws naming
-// the file.
-TrainConfig read_planned_run(const std::string& path);
+// A `tessera train --config` file's run as the planner and the tuner see
+// it: `c` as read with train's defaults, its vocabulary from vocab_size_flag
+// (the file's vocab-size; 0: none), else from the run's data as train opens
+// it; validated. Throws naming the file `path`.
+TrainConfig planned_run(TrainConfig c, int64_t vocab_size_flag, const std::string& path);
 
 // The layout of a `tessera train` run as the planner prices it: the engine
 // (fp32 state, its own activation arena, blockwise attention), in fp32 or
@@ -69,11 +61,4 @@ std::string shell_word(const std::string& s);
 // A TOML file for `tessera train --config`, `header` as leading comments.
 std::string train_config_toml(const TrainKeys& keys, const std::string& header);
 
-// `tessera train --dry-run`: the planner's memory per rank and step time for
-// the run `c` on `ranks` ranks of `threads` threads (0: unknown), on the
-// system `system` (a name or a file); a warning when that system is a
-// calibration of another ranks x threads.
-void print_dry_run(const TrainConfig& c, int64_t ranks, int64_t threads,
-                   const std::string& system);
-
-}  // namespace tessera::cli
+}  // namespace tessera::bridge

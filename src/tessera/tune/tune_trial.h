@@ -11,7 +11,7 @@
 
 #include "tessera/plan/layout.h"
 
-namespace tessera::cli {
+namespace tessera::tune {
 
 struct Trial {
   int64_t index = 0;              // 1-based, in the order run
@@ -57,4 +57,4 @@ std::string layout_flags(const plan::PlanLayout& L);
 plan::PlanLayout parse_layout_flags(const std::string& flags, int64_t ranks,
                                     const plan::PlanLayout& base);
 
-}  // namespace tessera::cli
+}  // namespace tessera::tune

@@ -1,14 +1,14 @@
-// `tessera tune`'s choice of the next trial (cli/tune_model.h): expected
+// `tessera tune`'s choice of the next trial (tune/tune_model.h): expected
 // improvement under the corrected model, with a spread of the model's own
 // error times how new a layout is to the trials. Greedy on the prediction
 // alone would try a near-copy of a measured layout; the rule must prefer an
 // untried family that could be faster.
 #include <gtest/gtest.h>
 
-#include "tessera/cli/tune_model.h"
+#include "tessera/tune/tune_model.h"
 
 using namespace tessera;
-using namespace tessera::cli;
+using namespace tessera::tune;
 
 namespace {
 

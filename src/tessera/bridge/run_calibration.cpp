@@ -1,4 +1,4 @@
-#include "tessera/cli/run_calibration.h"
+#include "tessera/bridge/run_calibration.h"
 
 #include <fmt/core.h>
 #include <omp.h>
@@ -8,13 +8,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "tessera/cli/run_plan.h"
+#include "tessera/bridge/run_plan.h"
 #include "tessera/comm/local_communicator.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
 #include "tessera/plan/calibrate_run.h"
 
-namespace tessera::cli {
+namespace tessera::bridge {
 
 namespace fs = std::filesystem;
 
@@ -161,4 +161,4 @@ void use_run_calibration(plan::SystemSpec& sys, const RunShape& run) {
   }
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::bridge

@@ -1,4 +1,4 @@
-#include "tessera/cli/tune_model.h"
+#include "tessera/tune/tune_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "tessera/core/error.h"
 #include "tessera/plan/validate.h"
 
-namespace tessera::cli {
+namespace tessera::tune {
 
 Correction correct_system(const plan::SystemSpec& base, const std::vector<Trial>& trials,
                           int64_t warmup) {
@@ -143,4 +143,4 @@ const plan::LayoutCost* most_promising(const std::vector<plan::LayoutCost>& rank
   return pick;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::tune

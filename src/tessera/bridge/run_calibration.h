@@ -21,7 +21,7 @@
 #include "tessera/config/gpt_config.h"
 #include "tessera/plan/system.h"
 
-namespace tessera::cli {
+namespace tessera::bridge {
 
 struct RunShape {
   GPTConfig model;
@@ -51,4 +51,4 @@ std::optional<plan::SystemSpec> run_calibration(const RunShape& run, std::string
 // to calibrate the run. What it did goes to stderr: stdout may be JSON.
 void use_run_calibration(plan::SystemSpec& sys, const RunShape& run);
 
-}  // namespace tessera::cli
+}  // namespace tessera::bridge

@@ -143,4 +143,18 @@ const plan::LayoutCost* most_promising(const std::vector<plan::LayoutCost>& rank
   return pick;
 }
 
+double mean_error(const std::vector<Trial>& trials, double Trial::*pred) {
+  double sum = 0;
+  int n = 0;
+  for (const Trial& t : trials)
+    if (t.ok() && t.*pred > 0) sum += std::abs(t.*pred / t.measured - 1), ++n;
+  return n ? sum / n : -1;
+}
+
+double in_sample_error(const GPTConfig& m, const plan::SystemSpec& corrected,
+                       std::vector<Trial> trials) {
+  for (Trial& t : trials) t.predicted_after = predicted_step(m, corrected, t.layout);
+  return mean_error(trials, &Trial::predicted_after);
+}
+
 }  // namespace tessera::tune

@@ -57,6 +57,16 @@ const plan::LayoutCost* most_promising(const std::vector<plan::LayoutCost>& rank
                                        const std::vector<Trial>& trials,
                                        const std::set<std::string>& tried);
 
+// Mean |predicted / measured - 1| over the ok trials the planner priced
+// (`pred` > 0): predicted_before (uncorrected) or predicted_after
+// (corrected from the trials before each); -1 when there are none.
+double mean_error(const std::vector<Trial>& trials, double Trial::*pred);
+
+// The same in-sample: every ok trial predicted on `corrected` (the system
+// corrected from all of them).
+double in_sample_error(const GPTConfig& m, const plan::SystemSpec& corrected,
+                       std::vector<Trial> trials);
+
 // The planner's step time for L on sys; -1 when it rejects the layout.
 double predicted_step(const GPTConfig& m, const plan::SystemSpec& sys, const plan::PlanLayout& L);
 

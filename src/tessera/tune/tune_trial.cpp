@@ -153,6 +153,8 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+std::string ms_text(double s) { return s < 0 ? "-" : fmt::format("{:.1f}", s * 1e3); }
+
 std::vector<std::string> split_words(const std::string& s) {
   std::istringstream in(s);
   std::vector<std::string> out;

@@ -29,6 +29,10 @@ struct Trial {
   bool ok() const { return status == "ok"; }
 };
 
+// A step time in seconds as milliseconds for the tables, "-" when the
+// planner rejected the layout (a negative time).
+std::string ms_text(double s);
+
 nlohmann::json trial_to_json(const Trial& t);
 // Throws tessera::Error naming `where` for a line that is not a trial.
 Trial trial_from_json(const nlohmann::json& j, const std::string& where);

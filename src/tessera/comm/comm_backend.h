@@ -47,6 +47,9 @@ class CommCall {
         seq_(seq) {}
 
   bool blocking() const { return blocking_; }
+  // False for the Communicator's own set-up traffic (unlogged()): the op
+  // trace (trace_backend.h) records only the calls the engine makes.
+  bool logged() const { return monitor_ != nullptr; }
   void started() const;   // the call entered the transport
   void finished() const;  // the call completed
 

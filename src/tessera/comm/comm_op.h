@@ -48,6 +48,15 @@ constexpr bool is_collective(CommOp op) { return op != CommOp::Send && op != Com
 // algorithm bandwidth = S / t; bus bandwidth = algbw * factor, which is also
 // the bytes each rank puts on the wire per S under a bandwidth-optimal (ring)
 // algorithm, so the step counters call S * factor "wire bytes".
+// The data size S of a call of `count` elements of `elem_bytes` each, as
+// the Communicator hands them to its backend (the buffer's count; the
+// shard's for reduce_scatter and all_gather) on a group of `group_size`.
+constexpr size_t data_size(CommOp op, size_t count, size_t elem_bytes, int group_size) {
+  const size_t bytes = count * elem_bytes;
+  if (op == CommOp::ReduceScatter || op == CommOp::AllGather) return size_t(group_size) * bytes;
+  if (op == CommOp::Barrier) return 0;
+  return bytes;
+}
 constexpr double bus_factor(CommOp op, int group_size) {
   const double n = group_size;
   if (group_size <= 1) return op == CommOp::Send || op == CommOp::Recv ? 1.0 : 0.0;

@@ -96,7 +96,9 @@ Work Communicator::start_all_reduce(void* data, size_t count, DType dtype, Reduc
                                     bool blocking) {
   check_reducible(dtype, /*f64_allowed=*/true);
   check_count(count);
-  const CommCall call = issue(CommOp::AllReduce, count * dtype_size(dtype), -1, blocking);
+  const CommCall call =
+      issue(CommOp::AllReduce, data_size(CommOp::AllReduce, count, dtype_size(dtype), size_), -1,
+            blocking);
   return backend_->iall_reduce(data, count, dtype, op, call);
 }
 
@@ -104,7 +106,8 @@ Work Communicator::start_reduce_scatter(const void* send, void* recv, size_t sha
                                         DType dtype, ReduceOp op, bool blocking) {
   check_reducible(dtype, /*f64_allowed=*/false);  // the ring sums f32 or bf16
   check_count(shard_count);
-  const size_t bytes = size_t(size_) * shard_count * dtype_size(dtype);
+  const size_t bytes =
+      data_size(CommOp::ReduceScatter, shard_count, dtype_size(dtype), size_);
   const CommCall call = issue(CommOp::ReduceScatter, bytes, -1, blocking);
   return backend_->ireduce_scatter(send, recv, shard_count, dtype, op, call);
 }
@@ -112,7 +115,7 @@ Work Communicator::start_reduce_scatter(const void* send, void* recv, size_t sha
 Work Communicator::start_all_gather(const void* send, void* recv, size_t shard_count, DType dtype,
                                     bool blocking) {
   check_count(shard_count);
-  const size_t bytes = size_t(size_) * shard_count * dtype_size(dtype);
+  const size_t bytes = data_size(CommOp::AllGather, shard_count, dtype_size(dtype), size_);
   const CommCall call = issue(CommOp::AllGather, bytes, -1, blocking);
   return backend_->iall_gather(send, recv, shard_count, dtype, call);
 }

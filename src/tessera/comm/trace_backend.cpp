@@ -1,0 +1,53 @@
+#include "tessera/comm/trace_backend.h"
+
+namespace tessera::comm {
+
+std::unique_ptr<CommBackend> TraceBackend::split(int color, int key) {
+  if (color < 0) return nullptr;
+  // Every member passes the same color in a traced world of one runner: the
+  // sub-group is the whole group again, with this rank where the key puts it.
+  return std::make_unique<TraceBackend>(rank_, size_, sink_);
+}
+
+Work TraceBackend::record(CommOp op, const void* data, size_t count, DType dtype,
+                          const CommCall& call) {
+  call.started();
+  if (call.logged() && sink_)
+    sink_({op, dtype, count, data_size(op, count, dtype_size(dtype), size_), size_, data});
+  call.finished();
+  return {};
+}
+
+Work TraceBackend::iall_reduce(void* data, size_t count, DType dtype, ReduceOp,
+                               const CommCall& call) {
+  return record(CommOp::AllReduce, data, count, dtype, call);
+}
+
+Work TraceBackend::ireduce_scatter(const void*, void* recv, size_t shard_count, DType dtype,
+                                   ReduceOp, const CommCall& call) {
+  return record(CommOp::ReduceScatter, recv, shard_count, dtype, call);
+}
+
+Work TraceBackend::iall_gather(const void* send, void*, size_t shard_count, DType dtype,
+                               const CommCall& call) {
+  return record(CommOp::AllGather, send, shard_count, dtype, call);
+}
+
+Work TraceBackend::ibroadcast(void* data, size_t count, DType dtype, int, const CommCall& call) {
+  return record(CommOp::Broadcast, data, count, dtype, call);
+}
+
+Work TraceBackend::isend(const void* data, size_t count, DType dtype, int, int,
+                         const CommCall& call) {
+  return record(CommOp::Send, data, count, dtype, call);
+}
+
+Work TraceBackend::irecv(void* data, size_t count, DType dtype, int, int, const CommCall& call) {
+  return record(CommOp::Recv, data, count, dtype, call);
+}
+
+Work TraceBackend::ibarrier(const CommCall& call) {
+  return record(CommOp::Barrier, nullptr, 0, DType::F32, call);
+}
+
+}  // namespace tessera::comm

@@ -100,13 +100,19 @@ class LowPrecision {
   // weight outside the working copy), at least n elements; reused call
   // after call, micro-batch after micro-batch.
   uint16_t* scratch(int i, int64_t n) const {
+    if (placed_) return placed_ + int64_t(i) * kPlacedSlot;
     auto& v = scratch_[i];
     if (int64_t(v.size()) < n) v.resize(size_t(n));
     return v.data();
   }
+  // The op trace's scratch (model/op_trace.h): slot i at base + i * 2^40
+  // elements, never allocated, for a backend that never touches it.
+  void place_scratch(uint16_t* base) { placed_ = base; }
 
  private:
+  static constexpr int64_t kPlacedSlot = int64_t(1) << 40;
   mutable std::vector<uint16_t> scratch_[3];
+  uint16_t* placed_ = nullptr;
 };
 
 }  // namespace kernels

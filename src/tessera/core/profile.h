@@ -21,6 +21,10 @@ constexpr std::string_view op_name(Op op) {
 
 struct Profile {
   std::array<double, size_t(Op::kCount)> seconds{};
+  // The kind the innermost open ProfileScope charges (kCount: none): what a
+  // tracing backend (model/op_trace.h) files each call it records under, so
+  // the planner prices the same kinds the engine measures.
+  Op open = Op::kCount;
   void reset() { seconds.fill(0.0); }
   // this += scale * other, kind by kind (the planner sums predicted profiles).
   Profile& add(const Profile& other, double scale = 1.0) {
@@ -42,9 +46,14 @@ struct Profile {
 // it directly.
 class ProfileScope {
  public:
-  ProfileScope(Profile* p, Op op) : p_(p), op_(op), t0_(p ? now_seconds() : 0) {}
+  ProfileScope(Profile* p, Op op) : p_(p), op_(op), outer_(p ? p->open : Op::kCount),
+                                    t0_(p ? now_seconds() : 0) {
+    if (p_) p_->open = op;
+  }
   ~ProfileScope() {
-    if (p_) p_->seconds[size_t(op_)] += now_seconds() - t0_;
+    if (!p_) return;
+    p_->seconds[size_t(op_)] += now_seconds() - t0_;
+    p_->open = outer_;
   }
   ProfileScope(const ProfileScope&) = delete;
   ProfileScope& operator=(const ProfileScope&) = delete;
@@ -52,6 +61,7 @@ class ProfileScope {
  private:
   Profile* p_;
   Op op_;
+  Op outer_;  // the kind open before this scope, restored after it
   double t0_;
 };
 

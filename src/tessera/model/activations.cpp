@@ -168,4 +168,13 @@ void activations_init(Activations& a, const ActShape& s, float* scratch) {
   carve(a, s, c);
 }
 
+void activations_place(Activations& a, const ActShape& s, char* base) {
+  TESSERA_CHECK(base, "activations_place: null base");
+  const Carver n = count(s);
+  a.s = s;
+  a.arena = Buffer{};
+  Carver c{base, base + n.saved, s.precision};
+  carve(a, s, c);
+}
+
 }  // namespace tessera

@@ -170,6 +170,11 @@ void activations_init(Activations& a, const ActShape& s);
 // micro-batch's starts. The arena then holds only the saved views.
 void activations_init(Activations& a, const ActShape& s, float* scratch);
 
+// The views of activations_init laid out from `base` (activations_bytes(s)
+// bytes, saved views then scratch) without allocating: the op trace
+// (model/op_trace.h) places them at an address the tracing backend never
+// reads, so a 175B model's micro-batch costs no memory to trace.
+void activations_place(Activations& a, const ActShape& s, char* base);
 // Bytes activations_init will allocate for `s` (the planner and the memory
 // report use the same count) = saved + scratch. Every view is rounded up to
 // 64 bytes; 16-bit views (s.precision not fp32) count 2 bytes an element.

@@ -223,6 +223,7 @@ void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks) {
     const LayerDropout drop = layer_dropout(acts, l);
     block_recompute(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
                     acts.tp_full, drop);
+    if (hooks) hooks->after_recompute(l);
     block_backward(ops(acts), w_.layers[l], g_.layers[l], acts.layers[i], acts.layer_input(i),
                    acts.dresid, acts, acts.s, tp_, ln_grads_.f32(), drop);
     if (hooks) hooks->after_backward(l);

@@ -28,6 +28,9 @@ class LayerHooks {
   virtual void before_forward(size_t layer) {}
   virtual void after_forward(size_t layer) {}
   virtual void before_backward(size_t layer) {}
+  // Between the layer's recomputation (--recompute-activations) and its
+  // backward proper; called whether or not anything was recomputed.
+  virtual void after_recompute(size_t layer) {}
   virtual void after_backward(size_t layer) {}
 };
 
@@ -80,6 +83,9 @@ class GPT {
   void set_precision(Precision p);
   Precision precision() const { return lowp_.precision; }
   void refresh_working_copy(Profile* profile = nullptr);
+  // The op trace (op_trace.h) runs on buffers nobody allocated: the
+  // low-precision casts' scratch too, at `base` (kernels/precision.h).
+  void place_lowp_scratch(uint16_t* base) { lowp_.place_scratch(base); }
   // (layout.numel()) the working copy's bits; null under fp32 or ZeRO-3.
   uint16_t* working_copy() { return lowp_copy_.empty() ? nullptr : lowp_copy_.data(); }
   int64_t working_copy_bytes() const { return int64_t(lowp_copy_.size() * sizeof(uint16_t)); }

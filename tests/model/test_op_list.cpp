@@ -1,11 +1,10 @@
 // The op list (model/op_list.h) is what the engine runs: one process, one
-// micro-batch through the whole model on a backend that writes down every
-// kernel call, for each recompute mode, fp32 / bf16 / fp16 and dropout off /
-// on. Same GEMM shapes and counts, same attention calls, same elements per
-// memory-bound kernel (tests/common/op_recorder.h says how calls map to
-// entries). A GEMM or kernel added to block.cpp or gpt.cpp without its
-// entry fails here; tests/mpi/mpi_test_op_list.cpp checks the collectives
-// under tp 2.
+// micro-batch through the whole model on the CPU backend, recording
+// (tests/common/op_recorder.h), for each recompute mode, fp32 / bf16 / fp16,
+// dropout off / on, GPT-2 and the Llama family. The trace, taken on
+// buffers nobody allocated, lists the same calls in the same order with the
+// same shapes and costs. tests/mpi/mpi_test_op_list.cpp checks the
+// collectives under tp 2.
 #include <gtest/gtest.h>
 
 #include "op_recorder.h"
@@ -43,21 +42,19 @@ GPTConfig model_for(const Case& c) {
 }
 
 struct Ran {
-  std::vector<test::RanKernel> forward, backward;
+  std::vector<test::Call> forward, backward;
 };
 
-// One micro-batch forward and backward on the recording backend.
+// One micro-batch forward and backward of the whole model, recorded.
 Ran run_engine(const Case& c) {
   const GPTConfig m = model_for(c);
-  test::RecordingBackend rec;
+  test::RecordingCpu rec;
   GPT model(m, ParamLayout::build(m, ParallelConfig{}, 0, 0));
-  model.set_backend(rec);
   model.set_recompute(c.recompute);
   model.set_precision(c.precision);
   model.init(5);
-  rec.on = false;  // the step's working-copy cast, not a micro-batch's work
-  model.refresh_working_copy();
-  rec.on = true;
+  model.refresh_working_copy();  // the step's cast, not a micro-batch's work
+  model.set_backend(rec.backend);
   Activations acts;
   activations_init(acts, model.act_shape(kB, m.seq_length));
   acts.dropout = {.training = true, .seed = 7, .step = 1, .first_sample = 0};
@@ -69,11 +66,10 @@ Ran run_engine(const Case& c) {
   }
   Ran r;
   model.forward(acts, in.data(), tgt.data());
-  r.forward = std::move(rec.calls);
-  rec.calls.clear();
+  r.forward = rec.take();
   acts.first_backward_of_step = true;
   model.backward(acts, in.data(), tgt.data(), 1.0f / float(N));
-  r.backward = std::move(rec.calls);
+  r.backward = rec.take();
   return r;
 }
 
@@ -86,38 +82,27 @@ OpList list_for(const Case& c) {
   return op_list(oc);
 }
 
-// What the list says one micro-batch of the whole model runs.
-struct Expected {
-  test::KernelTally forward, backward;
-};
-Expected expected(const OpList& ol, int64_t layers) {
-  Expected e;
-  test::tally_list(e.forward, ol.embed, {OpPhase::Forward});
-  test::tally_list(e.forward, ol.layer, {OpPhase::Forward}, layers);
-  test::tally_list(e.forward, ol.head, {OpPhase::Forward});
-  for (const auto* part : {&ol.embed, &ol.head})
-    test::tally_list(e.backward, *part, {OpPhase::Recompute, OpPhase::Backward});
-  test::tally_list(e.backward, ol.layer, {OpPhase::Recompute, OpPhase::Backward}, layers);
-  return e;
+std::vector<test::Call> traced(const OpList& ol, int64_t layers, bool forward) {
+  return test::whole_model<test::Call>(ol, layers, forward, test::append_calls);
 }
 
 class OpListMatchesTheEngine : public ::testing::TestWithParam<Case> {};
 
-TEST_P(OpListMatchesTheEngine, KernelByKernel) {
+TEST_P(OpListMatchesTheEngine, CallByCall) {
   const Case c = GetParam();
   const Ran ran = run_engine(c);
-  const Expected want = expected(list_for(c), model_for(c).num_layers);
-  const test::KernelTally fw = test::tally(ran.forward), bw = test::tally(ran.backward);
-  EXPECT_EQ(fw, want.forward) << name_of(c) << "\nran forward:\n"
-                              << test::describe(fw) << "list forward:\n"
-                              << test::describe(want.forward);
-  EXPECT_EQ(bw, want.backward) << name_of(c) << "\nran backward:\n"
-                               << test::describe(bw) << "list backward:\n"
-                               << test::describe(want.backward);
+  const OpList ol = list_for(c);
+  const int64_t L = model_for(c).num_layers;
+  const std::vector<test::Call> fw = traced(ol, L, true), bw = traced(ol, L, false);
+  EXPECT_EQ(ran.forward, fw) << name_of(c) << "\nran forward:\n"
+                             << test::describe(ran.forward) << "traced forward:\n"
+                             << test::describe(fw);
+  EXPECT_EQ(ran.backward, bw) << name_of(c) << "\nran backward:\n"
+                              << test::describe(ran.backward) << "traced backward:\n"
+                              << test::describe(bw);
   // Not vacuous: the tiny model runs 2 x 4 linears + the head forward.
   int64_t gemms = 0;
-  for (const auto& [key, n] : fw.shaped)
-    if (std::get<0>(key) == "matmul_forward") gemms += n;
+  for (const test::Call& k : ran.forward) gemms += k.kernel == "matmul_forward";
   EXPECT_EQ(gemms, 2 * 4 + 1) << name_of(c);
 }
 
@@ -138,26 +123,26 @@ INSTANTIATE_TEST_SUITE_P(Modes, OpListMatchesTheEngine, ::testing::ValuesIn(all_
                            return s;
                          });
 
-// The comparison can fail: the list without one of the engine's GEMMs (as
-// if block.cpp had gained a linear the list lacks) or with a kernel's
-// elements off no longer matches what ran.
+// The comparison can fail: the trace without one of the engine's GEMMs or
+// with a kernel's elements off no longer matches what ran.
 TEST(OpList, AMissingGemmOrWrongSizeIsCaught) {
   const Case c{Recompute::Selective, Precision::Bf16, true};
   const Ran ran = run_engine(c);
   const int64_t layers = model_for(c).num_layers;
   OpList ol = list_for(c);
-  ASSERT_EQ(test::tally(ran.forward), expected(ol, layers).forward);
+  ASSERT_EQ(ran.forward, traced(ol, layers, true));
   OpList missing = ol;
   for (size_t i = 0; i < missing.layer.size(); ++i)
-    if (std::string(missing.layer[i].what) == "fc" && missing.layer[i].phase == OpPhase::Forward) {
+    if (std::string(missing.layer[i].what) == "mlp.fc" &&
+        missing.layer[i].phase == OpPhase::Forward) {
       missing.layer.erase(missing.layer.begin() + ptrdiff_t(i));
       break;
     }
-  EXPECT_NE(test::tally(ran.forward), expected(missing, layers).forward);
+  EXPECT_NE(ran.forward, traced(missing, layers, true));
   OpList off = ol;
   for (OpEntry& e : off.layer)
     if (std::string(e.kernel) == "dropout_rows" && e.phase == OpPhase::Backward) e.elements += 1;
-  EXPECT_NE(test::tally(ran.backward), expected(off, layers).backward);
+  EXPECT_NE(ran.backward, traced(off, layers, false));
 }
 
 // The entries' own arithmetic: FLOPs of the GEMMs and of attention add up
@@ -239,25 +224,25 @@ TEST(OpList, LlamaEntriesByHand) {
     return out;
   };
   // qkv: (4 + 2 x 2) heads x 8 = 64 columns (MHA's would be 96).
-  const auto qkv = find(ol.layer, OpPhase::Forward, "matmul_forward", "qkv");
+  const auto qkv = find(ol.layer, OpPhase::Forward, "matmul_forward", "attn.qkv");
   ASSERT_EQ(qkv.size(), 1u);
   EXPECT_EQ(qkv[0]->m, N);
   EXPECT_EQ(qkv[0]->n, 64);
   EXPECT_EQ(qkv[0]->k, C);
-  const auto fc = find(ol.layer, OpPhase::Forward, "matmul_forward", "fc");
+  const auto fc = find(ol.layer, OpPhase::Forward, "matmul_forward", "mlp.fc");
   ASSERT_EQ(fc.size(), 1u);
   EXPECT_EQ(fc[0]->n, 2 * F);  // [gate | up]
-  const auto fc_dw = find(ol.layer, OpPhase::Backward, "matmul_backward.dweight", "fc");
+  const auto fc_dw = find(ol.layer, OpPhase::Backward, "matmul_backward.dweight", "mlp.fc");
   ASSERT_EQ(fc_dw.size(), 1u);
   EXPECT_EQ(fc_dw[0]->m, 2 * F);
-  const auto sw = find(ol.layer, OpPhase::Forward, "swiglu_forward", "swiglu");
+  const auto sw = find(ol.layer, OpPhase::Forward, "swiglu_forward", "");
   ASSERT_EQ(sw.size(), 1u);
   EXPECT_EQ(sw[0]->elements, N * F);
   EXPECT_DOUBLE_EQ(sw[0]->bytes_read, 2.0 * double(N * F) * 4);  // gate and up, fp32
   EXPECT_DOUBLE_EQ(sw[0]->bytes_written, double(N * F) * 4);
-  EXPECT_EQ(find(ol.layer, OpPhase::Backward, "swiglu_backward", "swiglu").size(), 1u);
+  EXPECT_EQ(find(ol.layer, OpPhase::Backward, "swiglu_backward", "").size(), 1u);
   // RMSNorm: reads x and w, writes y and rstd.
-  const auto ln1 = find(ol.layer, OpPhase::Forward, "rmsnorm_forward", "ln1");
+  const auto ln1 = find(ol.layer, OpPhase::Forward, "rmsnorm_forward", "ln_1");
   ASSERT_EQ(ln1.size(), 1u);
   EXPECT_EQ(ln1[0]->elements, N * C);
   EXPECT_DOUBLE_EQ(ln1[0]->bytes_read, double(N * C + C) * 4);

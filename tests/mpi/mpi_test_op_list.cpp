@@ -1,10 +1,11 @@
 // The op list (model/op_list.h) under tensor parallelism is what the engine
 // runs: tp 2, with and without sequence parallelism, every recompute mode,
 // fp32 and bf16, dropout off and on. One micro-batch forward and backward
-// on a recording backend (tests/common/op_recorder.h) and the tp group's
-// collective log: the same GEMM shapes and counts, the same elements per
-// memory-bound kernel, and the same collectives in the same order with the
-// same bytes. The one-process cases are tests/model/test_op_list.cpp.
+// of the whole model, recorded (tests/common/op_recorder.h), and the tp
+// group's collective log: the trace, taken with a tp group that moves
+// nothing, lists the same kernel calls in the same order with the same
+// costs, and the same collectives in the same order with the same bytes.
+// The one-process cases are tests/model/test_op_list.cpp.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -69,15 +70,13 @@ TEST(OpListTp, WhatRanIsTheList) {
     ParallelConfig par;
     par.tp = kTp;
     par.sequence_parallel = c.sp;
-    test::RecordingBackend rec;
+    test::RecordingCpu rec;
     GPT model(m, ParamLayout::build(m, par, tp.rank(), 0), true, true, {&tp, c.sp});
-    model.set_backend(rec);
     model.set_recompute(c.recompute);
     model.set_precision(c.precision);
     model.init(5);
-    rec.on = false;
-    model.refresh_working_copy();
-    rec.on = true;
+    model.refresh_working_copy();  // the step's cast, not a micro-batch's work
+    model.set_backend(rec.backend);
     Activations acts;
     activations_init(acts, model.act_shape(kB, m.seq_length));
     acts.dropout = {.training = true, .seed = 7, .step = 1, .first_sample = 0};
@@ -92,8 +91,7 @@ TEST(OpListTp, WhatRanIsTheList) {
     const uint64_t before = log.recorded();
     model.forward(acts, in.data(), tgt.data());
     const uint64_t mid = log.recorded();
-    const std::vector<test::RanKernel> ran_fw = std::move(rec.calls);
-    rec.calls.clear();
+    const std::vector<test::Call> ran_fw = rec.take();
     acts.first_backward_of_step = true;
     model.backward(acts, in.data(), tgt.data(), 1.0f / float(N));
     const uint64_t after = log.recorded();
@@ -113,33 +111,21 @@ TEST(OpListTp, WhatRanIsTheList) {
     oc.precision = c.precision;
     const OpList ol = op_list(oc);
     const int64_t L = m.num_layers;
-    const std::initializer_list<OpPhase> fw{OpPhase::Forward};
-    const std::initializer_list<OpPhase> bw{OpPhase::Recompute, OpPhase::Backward};
 
-    // Kernels.
-    test::KernelTally want_fw, want_bw;
-    test::tally_list(want_fw, ol.embed, fw);
-    test::tally_list(want_fw, ol.layer, fw, L);
-    test::tally_list(want_fw, ol.head, fw);
-    test::tally_list(want_bw, ol.head, bw);
-    test::tally_list(want_bw, ol.layer, bw, L);
-    test::tally_list(want_bw, ol.embed, bw);
-    const test::KernelTally got_fw = test::tally(ran_fw), got_bw = test::tally(rec.calls);
-    EXPECT_EQ(got_fw, want_fw) << "ran:\n" << test::describe(got_fw) << "list:\n"
+    // Kernels, call by call.
+    const std::vector<test::Call> ran_bw = rec.take();
+    const auto want_fw = test::whole_model<test::Call>(ol, L, true, test::append_calls);
+    const auto want_bw = test::whole_model<test::Call>(ol, L, false, test::append_calls);
+    EXPECT_EQ(ran_fw, want_fw) << "ran:\n" << test::describe(ran_fw) << "traced:\n"
                                << test::describe(want_fw);
-    EXPECT_EQ(got_bw, want_bw) << "ran:\n" << test::describe(got_bw) << "list:\n"
+    EXPECT_EQ(ran_bw, want_bw) << "ran:\n" << test::describe(ran_bw) << "traced:\n"
                                << test::describe(want_bw);
 
-    // Collectives, in the order the engine issues them: forward runs the
-    // embedding, the layers, the head; backward the head, then each layer
-    // (last first) with its recomputation, then the embedding.
-    std::vector<test::RanCollective> list_fw, list_bw;
-    test::append_collectives(list_fw, ol.embed, fw);
-    for (int64_t l = 0; l < L; ++l) test::append_collectives(list_fw, ol.layer, fw);
-    test::append_collectives(list_fw, ol.head, fw);
-    test::append_collectives(list_bw, ol.head, bw);
-    for (int64_t l = 0; l < L; ++l) test::append_collectives(list_bw, ol.layer, bw);
-    test::append_collectives(list_bw, ol.embed, bw);
+    // Collectives, in the order the engine issues them.
+    const auto list_fw =
+        test::whole_model<test::RanCollective>(ol, L, true, test::append_collectives);
+    const auto list_bw =
+        test::whole_model<test::RanCollective>(ol, L, false, test::append_collectives);
     EXPECT_EQ(test::collectives_of(fw_recs, "tp"), list_fw);
     EXPECT_EQ(test::collectives_of(bw_recs, "tp"), list_bw);
     EXPECT_FALSE(list_fw.empty());  // tp 2 communicates: the comparison is not of two empties

@@ -68,7 +68,7 @@ TEST(PlanOpList, AnEntryAddedToTheListIsPricedWithoutAnotherEdit) {
   const double before = layer_ops(ol, sys, L).forward[Op::Gemm];
   OpEntry extra = ol.layer.front();
   for (const OpEntry& e : ol.layer)
-    if (std::string(e.what) == "fc" && e.phase == OpPhase::Forward) extra = e;
+    if (std::string(e.what) == "mlp.fc" && e.phase == OpPhase::Forward) extra = e;
   ol.layer.push_back(extra);
   const double after = layer_ops(ol, sys, L).forward[Op::Gemm];
   EXPECT_NEAR(after - before, op_seconds(extra, sys, L), 1e-15);

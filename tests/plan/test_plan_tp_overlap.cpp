@@ -32,12 +32,13 @@ PlanLayout layout(bool sp, bool overlap) {
   return L;
 }
 
-// The seconds of the first entry of `phase` whose `what` and kernel match.
+// The seconds of the n-th entry of `phase` whose `what` and kernel match
+// (a collective's `what` is empty: it reads no parameter).
 double seconds_of(const OpList& ol, OpPhase phase, const char* what, const char* kernel,
-                  const SystemSpec& sys, const PlanLayout& L) {
+                  const SystemSpec& sys, const PlanLayout& L, int n = 0) {
   for (const OpEntry& e : ol.layer)
     if (e.phase == phase && std::strcmp(e.what, what) == 0 && std::strcmp(e.kernel, kernel) == 0)
-      return op_seconds(e, sys, L);
+      if (n-- == 0) return op_seconds(e, sys, L);
   ADD_FAILURE() << "no " << what << " " << kernel;
   return 0;
 }
@@ -55,15 +56,16 @@ TEST(TpCommOverlap, EachForwardCollectiveWaitsOnlyForWhatItsGemmCannotCover) {
   // The four pairs of a forward: the gathered LayerNorm outputs feed qkv and
   // fc; attn_proj's and mlp_proj's partial sums are reduce-scattered.
   const auto F = OpPhase::Forward;
-  auto exposed = [&](const char* coll_what, const char* coll, const char* gemm_what) {
-    const double c = seconds_of(ol, F, coll_what, coll, sys, off);
+  // (the n-th collective of its kind in the forward, and the GEMM it pairs with)
+  auto exposed = [&](const char* coll, int n, const char* gemm_what) {
+    const double c = seconds_of(ol, F, "", coll, sys, off, n);
     const double g = seconds_of(ol, F, gemm_what, "matmul_forward", sys, off);
     return std::max(0.0, c - g * 7.0 / 8.0);
   };
-  const double expected = exposed("ln1", "all_gather", "qkv") +
-                          exposed("attn_proj", "reduce_scatter", "attn_proj") +
-                          exposed("ln2", "all_gather", "fc") +
-                          exposed("mlp_proj", "reduce_scatter", "mlp_proj");
+  const double expected = exposed("all_gather", 0, "attn.qkv") +
+                          exposed("reduce_scatter", 0, "attn.proj") +
+                          exposed("all_gather", 1, "mlp.fc") +
+                          exposed("reduce_scatter", 1, "mlp.proj");
   EXPECT_NEAR(with, expected, 1e-12 * without);
   EXPECT_LT(with, 0.5 * without);  // NVLink 4 at tp 8: the GEMMs cover most of it
   // The GEMMs themselves are priced as before.

@@ -1,14 +1,15 @@
 // The op list: what one transformer layer and the model's two ends do per
-// micro-batch on one tensor-parallel rank, kernel call by kernel call, as
-// block.cpp and gpt.cpp run them. The engine owns it; the planner prices it
-// (plan/layer_ops.cpp) and tests/model/test_op_list.cpp and
-// tests/mpi/mpi_test_op_list.cpp run the engine and check that what ran is
-// exactly this list (the GEMMs' shapes and counts, every backend kernel's
-// elements, every collective's kind and bytes). A kernel added to block.cpp
-// without an entry here fails those tests.
+// micro-batch on one tensor-parallel rank, kernel call by kernel call. It
+// is recorded, not written: op_trace.h runs the engine's own block.cpp and
+// gpt.cpp on a backend that writes each call down with the cost its
+// declaration states (kernels/backend.h, comm/comm_op.h), so a kernel added
+// to the engine is in the list by itself. The planner prices it
+// (plan/layer_ops.cpp); tests/model/test_op_trace.cpp and
+// tests/mpi/mpi_test_op_trace.cpp check that a real run executes exactly
+// the traced calls.
 //
 // Per entry: the phase (forward, the recomputation backward runs first,
-// backward), the profile kind it is charged to (core/profile.h), and
+// backward), the profile kind kernels::Ops charges it to (core/profile.h), and
 //   GEMM        C (m x n) = A (m x k) B (k x n), `batch` copies, operands in
 //               `dtype` (fp32, or bf16 / fp16 with fp32 accumulation);
 //               matmul_backward is two GEMMs (dinp, dweight) and, with a
@@ -23,9 +24,12 @@
 //   collective  kind, group (always tp here) and data size S in bytes
 //               (comm_op.h's convention: the buffer for all-reduce, the
 //               full input for reduce-scatter, the full output for all-gather).
-// `kernel` names the Backend method (kernels/backend.h) ("matmul_backward.dinp"
-// for a part of one; "copy" for Backend::cast between buffers of one type,
-// as kernels::Ops::copy calls it), or the collective ("all_reduce", ...).
+// `kernel` names the Backend method (a fused kernel appears as its parts:
+// "matmul_backward.dinp", the "add" of a norm that takes the residual in,
+// ...; a cast between equal types is a "copy"), or the collective
+// ("all_reduce", ...). `what` names the parameter the call reads, as the
+// layout names it without layer or kind ("attn.qkv", "mlp.proj", "ln_1",
+// "wte", ...), empty for a call that reads none.
 //
 // Flash or not: the engine's attention is flash-style (no T x T scores in
 // memory). flash_attention = false lists Megatron's unfused attention
@@ -53,7 +57,7 @@ struct OpEntry {
   OpPhase phase = OpPhase::Forward;
   OpClass cls = OpClass::Memory;
   Op op = Op::Gemm;              // the profile kind the engine charges it to
-  const char* what = "";         // what it computes, for reports: "qkv", "ln1", "lm_head", ...
+  const char* what = "";         // the parameter it reads, for reports: "attn.qkv", "ln_1", "wte", ...
   const char* kernel = "";       // the Backend method (see above)
   // GEMM operands; a memory kernel's 16-bit view, if any; a collective's payload
   Precision dtype = Precision::Fp32;
@@ -88,7 +92,8 @@ struct OpListConfig {
 // One micro-batch on tp rank 0 (the rank with the most real vocabulary
 // columns), in the order the engine runs it: forward entries, then the
 // recomputation and backward entries (backward runs each layer's
-// recomputation just before its backward).
+// recomputation just before its backward). `what` points at storage that
+// lives as long as the program (the labels are interned).
 struct OpList {
   std::vector<OpEntry> layer;  // one transformer layer (block.cpp)
   std::vector<OpEntry> embed;  // first stage: token + position embedding, its dropout

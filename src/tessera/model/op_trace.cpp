@@ -154,6 +154,15 @@ class Recorder : public LayerHooks {
 OpList trace_op_list(const OpListConfig& c) {
   GPTConfig m = c.model;
   m.num_layers = 1;  // one layer is every layer
+  // The model reads the per-token losses and targets on the host (the mean
+  // loss, the vocab-parallel target check), so those two are real: bound
+  // them (256 MiB each) far above any micro-batch a run trains on.
+  constexpr int64_t kMaxTokens = int64_t(1) << 26;
+  TESSERA_CHECK(c.micro_batch > 0 && m.seq_length > 0 && c.micro_batch <= kMaxTokens &&
+                    m.seq_length <= kMaxTokens / c.micro_batch,
+                "op trace: a micro-batch of {} x {} tokens is more than the planner traces ({})",
+                c.micro_batch, m.seq_length, kMaxTokens);
+  const int64_t N = c.micro_batch * m.seq_length;
   ParallelConfig par;
   par.tp = c.tp;
   par.sequence_parallel = c.sequence_parallel;
@@ -180,7 +189,6 @@ OpList trace_op_list(const OpListConfig& c) {
                   unmapped<float>(Region::Grads) + u.begin,
                   unmapped<uint16_t>(Region::WorkingCopy) + u.begin);
 
-  const int64_t N = c.micro_batch * m.seq_length;
   Activations acts;
   const ActShape s = gpt.act_shape(c.micro_batch, m.seq_length);
   activations_place(acts, s, unmapped<char>(Region::Acts));

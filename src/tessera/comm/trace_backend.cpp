@@ -4,8 +4,9 @@ namespace tessera::comm {
 
 std::unique_ptr<CommBackend> TraceBackend::split(int color, int key) {
   if (color < 0) return nullptr;
-  // Every member passes the same color in a traced world of one runner: the
-  // sub-group is the whole group again, with this rank where the key puts it.
+  // Only this rank runs, so nothing tells how the others split: the
+  // sub-group is the traced group again (same rank, same size), and its
+  // calls go to the same sink.
   return std::make_unique<TraceBackend>(rank_, size_, sink_);
 }
 

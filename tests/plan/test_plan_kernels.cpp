@@ -1,7 +1,7 @@
-// The planner's memory-bound kernels (kernel_cost.h): bytes over bandwidth by
-// default, a system file's measured [kernels] table when present, bad tables
-// named; the [node] overlap and sync-wait terms; and calibrate's own
-// measurement of the engine's kernels.
+// The planner's memory-bound kernels: bytes over bandwidth by default, a
+// system file's measured [kernels] table (by Backend call, kernel_rates.h)
+// when present, bad tables named; the [node] overlap and sync-wait terms;
+// and calibrate's own measurement of the engine's kernels, call by call.
 #include <gtest/gtest.h>
 
 #include "temp_file.h"
@@ -14,7 +14,9 @@
 #include "tessera/core/error.h"
 #include "tessera/kernels/cpu/attention.h"
 #include "tessera/plan/calibrate.h"
-#include "tessera/plan/kernel_cost.h"
+#include "tessera/kernels/backend.h"
+#include "tessera/kernels/cpu_backend_info.h"
+#include "tessera/plan/kernel_rates.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/system.h"
 #include "tiny_system_toml.h"
@@ -44,26 +46,30 @@ PlanLayout dp2() {
 
 TEST(KernelCost, BytesOverBandwidthWithoutATable) {
   SystemSpec s = load_system_file(write_temp("tessera_k0.toml", kBase));
-  // LayerNorm forward reads and writes each fp32 element: 8 bytes at 10 GB/s.
-  EXPECT_DOUBLE_EQ(kernel_seconds(s, Kernel::LayerNormForward, 1e6, 4), 8e6 / 10e9);
-  // AdamW moves 28 bytes per parameter whatever the activations' precision.
-  EXPECT_DOUBLE_EQ(kernel_seconds(s, Kernel::AdamW, 1e6, 2), 28e6 / 10e9);
-  EXPECT_DOUBLE_EQ(kernel_seconds(s, Kernel::GeluBackward, 0, 4), 0.0);
-  for (size_t k = 0; k < kKernelCount; ++k)
-    if (Kernel(k) != Kernel::AttentionDropout)  // drawn in registers: no traffic of its own
-      EXPECT_GT(kernel_bytes_per_element(Kernel(k), 4), 0.0) << kernel_name(Kernel(k));
-  EXPECT_EQ(kernel_seconds(s, Kernel::AttentionDropout, 1e6, 4), 0.0);
+  // A call's bytes at 10 GB/s: 8 MB in 0.8 ms.
+  EXPECT_DOUBLE_EQ(s.kernel_seconds("layernorm_forward", 1e6, 8e6), 8e6 / 10e9);
+  // AdamW moves what its cost says (backend.h): params, grads, m, v read
+  // and written, 32 bytes a parameter in fp32.
+  const kernels::KernelCall adamw = *kernels::Backend::adamw_update_cost(Precision::Fp32, 1000000).begin();
+  EXPECT_DOUBLE_EQ(adamw.bytes_read + adamw.bytes_written, 32e6);
+  EXPECT_DOUBLE_EQ(s.kernel_seconds(adamw.kernel, 1e6, 32e6), 32e6 / 10e9);
+  EXPECT_DOUBLE_EQ(s.kernel_seconds("gelu_backward", 0, 0), 0.0);
+  // The attention mask is drawn in registers: no traffic, no price unmeasured.
+  EXPECT_EQ(kernel_rate(s.kernel_rates, kAttentionMaskDraw), 0.0);
 }
 
 TEST(KernelCost, MeasuredTableWinsAndMovesThePrediction) {
   SystemSpec plain = load_system_file(write_temp("tessera_k1.toml", kBase));
   SystemSpec measured = load_system_file(
-      write_temp("tessera_k2.toml", kBase + "[kernels]\nlayernorm_forward = 2.5\nadamw = 10\n"));
-  EXPECT_DOUBLE_EQ(kernel_seconds(measured, Kernel::LayerNormForward, 1e6, 4), 2.5e-3);
-  EXPECT_DOUBLE_EQ(kernel_seconds(measured, Kernel::AdamW, 1e6, 4), 10e-3);
+      write_temp("tessera_k2.toml", kBase + "[kernels]\nlayernorm_forward = 2.5\nadamw_update = 10\n"
+                                            "\"matmul_backward.dbias\" = 4\n"));
+  EXPECT_DOUBLE_EQ(measured.kernel_seconds("layernorm_forward", 1e6, 8e6), 2.5e-3);
+  EXPECT_DOUBLE_EQ(measured.kernel_seconds("adamw_update", 1e6, 32e6), 10e-3);
+  // A part of a fused call, by its dotted name (quoted in TOML).
+  EXPECT_DOUBLE_EQ(measured.kernel_seconds("matmul_backward.dbias", 1e6, 4e6), 4e-3);
   // Not in the table: the bandwidth model still.
-  EXPECT_DOUBLE_EQ(kernel_seconds(measured, Kernel::GeluForward, 1e6, 4),
-                   kernel_seconds(plain, Kernel::GeluForward, 1e6, 4));
+  EXPECT_DOUBLE_EQ(measured.kernel_seconds("gelu_forward", 1e6, 8e6),
+                   plain.kernel_seconds("gelu_forward", 1e6, 8e6));
   // The layout's LayerNorm time follows: 2 per layer forward x 2 layers + the
   // final one, over 4 x 64 rows x 128 features, one micro-batch per dp rank.
   const LayoutCost a = evaluate_layout(small_model(), plain, dp2());
@@ -82,7 +88,7 @@ TEST(KernelCost, MeasuredTableWinsAndMovesThePrediction) {
 }
 
 // Dropout's masks are Philox draws, arithmetic that bytes over bandwidth
-// undercounts ~10x on a CPU: a measured `dropout` prices each hidden
+// undercounts ~10x on a CPU: a measured `dropout_rows` prices each hidden
 // dropout element (dropout_rows) and a measured `attention_dropout` each
 // draw of the flash kernel's probability mask (kernels/cpu/attention.h),
 // forward and backward; unmeasured, the mask is free and the hidden
@@ -92,7 +98,7 @@ TEST(KernelCost, MeasuredDropoutPricesTheMasks) {
   m.attention_dropout = m.hidden_dropout = 0.1f;
   const SystemSpec plain = load_system_file(write_temp("tessera_k9.toml", kBase));
   const SystemSpec measured = load_system_file(
-      write_temp("tessera_k10.toml", kBase + "[kernels]\ndropout = 3\nattention_dropout = 2\n"));
+      write_temp("tessera_k10.toml", kBase + "[kernels]\ndropout_rows = 3\nattention_dropout = 2\n"));
   const LayoutCost a = evaluate_layout(m, plain, dp2());
   const LayoutCost b = evaluate_layout(m, measured, dp2());
   // 2 layers x 4 sequences x 4 heads, each drawing its mask in forward and backward.
@@ -111,9 +117,13 @@ TEST(KernelCost, BadTablesAreNamed) {
   const std::string unknown_kernel = kBase + "[kernels]\nlayer_norm = 1.0\n";
   EXPECT_TRUE(test::throws_error_with(
       [&] { load_system_file(write_temp("tessera_k3.toml", unknown_kernel)); },
-      {"kernels.layer_norm"}))
+      {"kernels.layer_norm", "Backend call"}))
       << "an unknown kernel";
-  EXPECT_THROW(load_system_file(write_temp("tessera_k4.toml", kBase + "[kernels]\nadamw = -1\n")),
+  // The names of the old per-kind table are not calls: refused, not ignored.
+  EXPECT_TRUE(test::throws_error_with(
+      [&] { load_system_file(write_temp("tessera_k6.toml", kBase + "[kernels]\nresidual = 1\n")); },
+      {"kernels.residual"}));
+  EXPECT_THROW(load_system_file(write_temp("tessera_k4.toml", kBase + "[kernels]\nadamw_update = -1\n")),
                Error);
   std::string bad_overlap = kBase;
   bad_overlap.replace(bad_overlap.find("devices = 2"), 11, "devices = 2\ncomm_overlap = 1.5");
@@ -231,23 +241,57 @@ TEST(InSitu, FactorsAreMeasuredOverPredicted) {
   EXPECT_NEAR(g[Op::Gemm], 1.0, 1e-12);
 }
 
-TEST(KernelCost, CalibrateMeasuresTheEnginesKernels) {
-  const KernelTimes k = measure_kernels(/*rows=*/128, /*C=*/64, /*NH=*/2, /*F=*/256, /*V=*/512,
-                                        /*T=*/64, /*params=*/100000, /*min_seconds=*/0.001);
-  for (size_t i = 0; i < kKernelCount; ++i) {
-    EXPECT_GT(k[i], 0.0) << kernel_name(Kernel(i));
-    // Per element, not per call: a few ns here; under 10 us even on a loaded
-    // machine (this is a unit check, not a timing test).
-    EXPECT_LT(k[i], 1e-5) << kernel_name(Kernel(i));
+// Calibration times every memory-bound call of a training step through the
+// backend, at the model's own shapes: GPT-2's LayerNorm and GELU, the Llama
+// family's RMSNorm and SwiGLU (GQA heads), each under its call's name, and
+// what it wrote reads back as the planner's table.
+TEST(KernelCost, CalibrateMeasuresTheEnginesKernelsCallByCall) {
+  GPTConfig gpt2 = small_model();
+  GPTConfig llama = gpt2;
+  llama.normalization = Normalization::RMSNorm;
+  llama.swiglu = true;
+  llama.position_embedding = PositionEmbedding::Rope;
+  llama.num_query_groups = 2;
+  llama.add_bias_linear = false;
+  const auto& cpu = kernels::cpu_backend();
+  for (const auto& [model, expected] :
+       {std::pair{gpt2, std::vector<std::string>{"layernorm_forward", "layernorm_backward",
+                                                 "gelu_forward", "gelu_backward", "add",
+                                                 "bias_add", "matmul_forward.bias",
+                                                 "matmul_backward.dbias", "dropout_rows",
+                                                 "token_embedding_forward",
+                                                 "position_embedding_forward",
+                                                 "token_embedding_backward",
+                                                 "cross_entropy_forward",
+                                                 "cross_entropy_backward", "adamw_update",
+                                                 "sum_squares"}},
+        std::pair{llama, std::vector<std::string>{"rmsnorm_forward", "rmsnorm_backward",
+                                                  "swiglu_forward", "swiglu_backward",
+                                                  "dropout_rows", "adamw_update"}}}) {
+    const KernelRates k = measure_kernel_rates(cpu, model, /*micro_batch=*/2, /*params=*/100000);
+    for (const std::string& name : expected) EXPECT_GT(kernel_rate(k, name), 0.0) << name;
+    for (const auto& [name, rate] : k) {
+      EXPECT_TRUE(is_kernel_rate_key(name)) << name;
+      // Per element, not per call: a few ns here; under 10 us even on a
+      // loaded machine (this is a unit check, not a timing test).
+      EXPECT_LT(rate, 1e-5) << name;
+      // Only the calls the model makes: no LayerNorm in Llama, no RMSNorm in GPT-2.
+      EXPECT_FALSE(model.rmsnorm() ? name.starts_with("layernorm") : name.starts_with("rmsnorm"))
+          << name;
+    }
   }
+  EXPECT_GE(measure_attention_mask(cpu, 2, 64, AttentionHeads{4, 2, 32, 10000.0f}, 0.001), 0.0);
+
   Calibration c;
   c.cpu = "test";
   c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 100e9;
   c.attention_efficiency = 0.3;
   c.gemm = {{256, 256, 256, 100e9}};
-  c.kernels = k;
+  c.kernels = measure_kernel_rates(cpu, gpt2, 2, 100000);
+  c.kernels[std::string(kAttentionMaskDraw)] = 3e-10;
   c.kernel_rows = 128;
   SystemSpec s = load_system_file(write_temp("tessera_k8.toml", calibration_toml(c)));
-  for (size_t i = 0; i < kKernelCount; ++i)
-    EXPECT_NEAR(s.kernel_seconds_per_element[i], k[i], 1e-4 * k[i] + 1e-15) << kernel_name(Kernel(i));
+  ASSERT_EQ(s.kernel_rates.size(), c.kernels.size());
+  for (const auto& [name, rate] : c.kernels)
+    EXPECT_NEAR(kernel_rate(s.kernel_rates, name), rate, 1e-4 * rate + 1e-15) << name;
 }

@@ -20,7 +20,7 @@
 #include "expect_error.h"
 #include "tessera/plan/calibrate.h"
 #include "tessera/plan/gemm_model.h"
-#include "tessera/plan/kernel_cost.h"
+#include "tessera/plan/kernel_rates.h"
 #include "tessera/plan/system.h"
 
 using namespace tessera;
@@ -137,7 +137,7 @@ Calibration synthetic_calibration(bool with_network) {
   c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 200e9;
   c.attention_efficiency = 0.25;
   c.gemm = {{256, 768, 256, 150e9}, {2048, 1024, 256, 200e9}};
-  c.kernels[size_t(Kernel::GeluForward)] = 1e-9;
+  c.kernels["gelu_forward"] = 1e-9;
   c.kernel_rows = 1024;
   c.in_situ_batch = 4;
   c.in_situ.seconds[size_t(Op::Gemm)] = 1.1;
@@ -247,9 +247,9 @@ TEST(PlanSystem, MemoryBoundKernelsRunAtTheAchievedBandwidth) {
   const SystemSpec half = load_system_text(
       small_system("memory_efficiency = 0.5\n", "{ fp32 = 1000.0 }"), "half");
   EXPECT_DOUBLE_EQ(half.achieved_memory_bandwidth(), 50e9);
-  // GELU forward reads and writes 2-byte elements: 4 bytes each.
-  EXPECT_DOUBLE_EQ(kernel_seconds(full, Kernel::GeluForward, 1e9, 2), 4e9 / 100e9);
-  EXPECT_DOUBLE_EQ(kernel_seconds(half, Kernel::GeluForward, 1e9, 2), 4e9 / 50e9);
+  // A 16-bit GELU forward reads and writes 2-byte elements: 4 bytes each.
+  EXPECT_DOUBLE_EQ(full.kernel_seconds("gelu_forward", 1e9, 4e9), 4e9 / 100e9);
+  EXPECT_DOUBLE_EQ(half.kernel_seconds("gelu_forward", 1e9, 4e9), 4e9 / 50e9);
   // A GEMM bound by memory (k = 1: no reuse) slows the same way.
   const GemmShape thin{4096, 4096, 1};
   EXPECT_NEAR(gemm_seconds(half, Precision::Fp32, thin) /

@@ -27,6 +27,7 @@
 // engine runs (model/op_trace.h); they are the CPU kernels' figures.
 #pragma once
 #include <cstdint>
+#include <string_view>
 
 #include "tessera/kernels/adamw_args.h"
 #include "tessera/kernels/attention_heads.h"
@@ -226,6 +227,10 @@ class Backend {
   // global gradient norm).
   virtual double sum_squares(const float* x, int64_t n) const = 0;
   static KernelCalls sum_squares_cost(int64_t n);
+
+  // Whether some method's cost reports calls named `kernel` ("gelu_forward",
+  // "matmul_backward.dbias"): the names a calibrated system file prices.
+  static bool reports_call(std::string_view kernel);
 };
 
 }  // namespace tessera::kernels

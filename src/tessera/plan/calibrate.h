@@ -2,16 +2,19 @@
 // it as a planner system file (`tessera calibrate` -> configs/systems/local.toml).
 //
 // What the planner's cost model reads, and how each is measured:
-//   [[gemm.measured]]   oneDNN sgemm on the shapes a training step calls
-//                       (forward, input gradient, weight gradient of every
-//                       linear and the LM head), in the planner's (m, n, k)
+//   [[gemm.measured]]   oneDNN sgemm on the shapes a training step calls (the
+//                       GEMMs of the model's traced op list, model/op_list.h:
+//                       every linear's forward, input and weight gradient, and
+//                       the LM head's), in the planner's (m, n, k)
 //                       convention so `gemm_seconds` finds them exactly
 //   memory bandwidth    a STREAM triad over arrays far larger than the caches
-//   attention           the engine's flash-style kernel, forward + backward,
+//   attention           the backend's flash-style kernel, forward + backward,
 //                       as an efficiency relative to the best GEMM
-//   [kernels]           LayerNorm, GELU, residual, bias, embedding,
-//                       cross-entropy, AdamW, gradient norm: seconds per
-//                       element of the engine's own kernels
+//   [kernels]           every memory-bound call of a training step (norms,
+//                       activations, residual adds, biases, embedding, loss,
+//                       dropout, casts, ...), AdamW and the gradient norm:
+//                       seconds per element, timed call by call through the
+//                       backend where the step runs them (kernel_rates.h)
 //   network             ping-pong between ranks 0 and 1 (only with >= 2 ranks)
 #pragma once
 #include <array>
@@ -23,10 +26,15 @@
 
 #include "tessera/core/profile.h"
 #include "tessera/config/gpt_config.h"
+#include "tessera/kernels/attention_heads.h"
+#include "tessera/plan/kernel_rates.h"
 #include "tessera/plan/system.h"
 
 namespace tessera::comm {
 class Communicator;
+}
+namespace tessera::kernels {
+class Backend;
 }
 
 namespace tessera::plan {
@@ -41,9 +49,12 @@ struct CalibShape {
   double flops() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
-// Every distinct GEMM of one training step of `model` at this micro-batch
-// and tp degree: forward (NT), input gradient (NN) and weight gradient (TN)
-// of the four block linears and the tied LM head.
+// Every distinct GEMM of one training micro-batch of `model` at this
+// micro-batch and tp degree, as the engine's traced op list has them
+// (model/op_list.h), at the model's own widths (GQA's qkv, SwiGLU's
+// [gate | up]): forward (NT), input gradient (NN) and weight gradient (TN)
+// of each linear, the linears in the order forward runs them (the layer's,
+// then the LM head).
 std::vector<CalibShape> training_gemm_shapes(const GPTConfig& model, int64_t micro_batch,
                                              int64_t tp);
 
@@ -60,23 +71,19 @@ double measure_gemm(const CalibShape& s, double min_seconds);
 double measure_gemm_lowp(Precision p, const CalibShape& s, double min_seconds);
 // STREAM triad a = b + q c, bytes/s (3 arrays of `elements` floats, 12 bytes each).
 double measure_triad_bandwidth(int64_t elements);
-// Seconds of the engine's attention forward and backward for one micro-batch.
+// Seconds of the attention forward and backward of `backend` for one
+// micro-batch of B sequences of T tokens in `heads` (GQA, RoPE: the model's own).
 struct AttentionTime {
   double forward = 0, backward = 0;
   double planner_flops = 0;  // the planner's forward count: 4 b s^2 h (layout_cost.cpp)
   int64_t batch = 0, seq = 0, hidden = 0, heads = 0;
 };
-AttentionTime measure_attention(int64_t batch, int64_t seq, int64_t hidden, int64_t heads);
-
-// Seconds per element of each memory-bound kernel of the engine
-// (kernel_cost.h), timed at a training step's shapes: `rows` tokens of width
-// C in NH heads, MLP width F, vocabulary V, sequence T; the optimizer and
-// norm over `params` parameters. Medians of repeats, each from cold private
-// caches. attention_dropout is per Philox draw of the mask: what the mask
-// adds to the flash kernel's forward and backward, over their draws.
-using KernelTimes = std::array<double, kKernelCount>;
-KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int64_t V, int64_t T,
-                            int64_t params, double min_seconds);
+AttentionTime measure_attention(const kernels::Backend& backend, int64_t batch, int64_t seq,
+                                const AttentionHeads& heads);
+// Seconds per Philox draw of the probability-dropout mask inside the same
+// kernels: what the mask adds to their forward and backward, over its draws.
+double measure_attention_mask(const kernels::Backend& backend, int64_t batch, int64_t seq,
+                              const AttentionHeads& heads, double min_seconds);
 
 // One training micro-batch of `model` through the engine itself (GPT
 // forward + backward on this rank, no parallelism, random tokens, dropout
@@ -125,7 +132,7 @@ struct Calibration {
   double peak_gemm = 0;             // best measured FLOP/s
   double attention_efficiency = 0;  // relative to peak_gemm, for the planner's formula
   AttentionTime attention;
-  KernelTimes kernels{};            // seconds per element (kernel_cost.h)
+  KernelRates kernels;              // seconds per element, by Backend call (kernel_rates.h)
   Profile in_situ = SystemSpec::unit_factors();  // [in_situ] factors (1: not measured)
   // The same from a step of each 16-bit precision whose GEMMs were measured.
   std::map<Precision, Profile> in_situ_lowp;

@@ -1,6 +1,7 @@
 // Compute measurements for `tessera calibrate`: GEMMs, memory bandwidth and
-// attention, each through the engine's own library or kernel (the kernels
-// through the CPU backend, kernels/backend.h, as training calls them).
+// attention, each through the engine's own library or kernel (attention
+// through the backend being calibrated, kernels/backend.h, as training
+// calls it).
 #include <omp.h>
 
 #include <algorithm>
@@ -17,18 +18,6 @@
 namespace tessera::plan {
 
 namespace {
-
-// Planner shape (m, n, k) of a linear with `rows` tokens, `in` -> `out`
-// features, and the sgemm the engine calls for it (kernels/cpu/matmul.cpp).
-void add_linear(std::vector<CalibShape>& v, int64_t rows, int64_t in, int64_t out) {
-  // forward: out (rows, out) = inp (rows, in) @ W^T      sgemm N,T  rows x out x in
-  v.push_back({rows, out, in, 'N', 'T', rows, out, in});
-  // input gradient: dinp (rows, in) = dout @ W           sgemm N,N  rows x in x out
-  v.push_back({rows, in, out, 'N', 'N', rows, in, out});
-  // weight gradient: dW (out, in) += dout^T @ inp         sgemm T,N  out x in x rows
-  // The planner names it (in, out, rows) (layout_cost.cpp: {g.k, g.n, g.m}).
-  v.push_back({in, out, rows, 'T', 'N', out, in, rows});
-}
 
 void fill(float* p, int64_t n, float scale) {
 #pragma omp parallel for schedule(static)
@@ -73,17 +62,6 @@ Profile upper_median(const std::vector<Profile>& profiles) {
     out.seconds[k] = upper_median(std::move(t));
   }
   return out;
-}
-
-std::vector<CalibShape> training_gemm_shapes(const GPTConfig& m, int64_t micro_batch, int64_t tp) {
-  const int64_t rows = micro_batch * m.seq_length, h = m.hidden_size, f = m.ffn();
-  std::vector<CalibShape> v;
-  add_linear(v, rows, h, 3 * h / tp);  // QKV (column parallel)
-  add_linear(v, rows, h / tp, h);      // attention output (row parallel)
-  add_linear(v, rows, h, f / tp);      // MLP up (column parallel)
-  add_linear(v, rows, f / tp, h);      // MLP down (row parallel)
-  add_linear(v, rows, h, m.padded_vocab(tp) / tp);  // tied LM head (vocab parallel)
-  return v;
 }
 
 namespace {
@@ -140,152 +118,69 @@ namespace {
 // measurements below time it: all-ones q, k, v (the kernel's cost does not
 // depend on the values) and a small upstream gradient.
 struct AttentionOperands {
-  int64_t B, T, C, NH;
-  Buffer qkv, out, lse, dout, dqkv;  // (B, T, 3C), (B, T, C), (B, NH, T), (B, T, C), (B, T, 3C)
-  AttentionOperands(int64_t b, int64_t t, int64_t c, int64_t nh)
-      : B(b), T(t), C(c), NH(nh), qkv(B * T * 3 * C), out(B * T * C), lse(B * NH * T),
-        dout(B * T * C), dqkv(B * T * 3 * C) {
-    TESSERA_CHECK(NH > 0 && C % NH == 0, "calibrate: width {} is not divisible by {} heads", C,
-                  NH);
-    fill(qkv.f32(), B * T * 3 * C, 1.0f);
-    fill(dout.f32(), B * T * C, 0.01f);
+  const kernels::Backend& be;
+  int64_t B, T;
+  AttentionHeads heads;
+  Buffer qkv, out, lse, dout, dqkv;  // (B, T, qkv width), (B, T, Cl), (B, NH, T), (B, T, Cl), (B, T, qkv width)
+  AttentionOperands(const kernels::Backend& backend, int64_t b, int64_t t, const AttentionHeads& h)
+      : be(backend), B(b), T(t), heads(h), qkv(B * T * h.qkv_width()), out(B * T * h.q_width()),
+        lse(B * h.q_heads * T), dout(B * T * h.q_width()), dqkv(B * T * h.qkv_width()) {
+    fill(qkv.f32(), B * T * h.qkv_width(), 1.0f);
+    fill(dout.f32(), B * T * h.q_width(), 0.01f);
   }
   void forward(const DropoutSite* drop) {
-    kernels::cpu_backend().attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T,
-                                             AttentionHeads::mha(C, NH), drop);
+    be.attention_forward(out.f32(), lse.f32(), qkv.f32(), B, T, heads, drop);
   }
   void backward(const DropoutSite* drop) {
-    kernels::cpu_backend().attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(),
-                                              lse.f32(), B, T, AttentionHeads::mha(C, NH), drop);
+    be.attention_backward(dqkv.f32(), dout.f32(), qkv.f32(), out.f32(), lse.f32(), B, T, heads,
+                          drop);
   }
 };
 
 }  // namespace
 
-AttentionTime measure_attention(int64_t B, int64_t T, int64_t C, int64_t NH) {
-  AttentionOperands a(B, T, C, NH);
+AttentionTime measure_attention(const kernels::Backend& be, int64_t B, int64_t T,
+                                const AttentionHeads& heads) {
+  AttentionOperands a(be, B, T, heads);
   AttentionTime r;
   r.forward = median_seconds([&] { a.forward(nullptr); }, 3, 0.01);
   r.backward = median_seconds([&] { a.backward(nullptr); }, 3, 0.01);
-  r.batch = B, r.seq = T, r.hidden = C, r.heads = NH;
-  r.planner_flops = 4.0 * double(B) * double(T) * double(T) * double(C);
+  r.batch = B, r.seq = T, r.hidden = heads.q_width(), r.heads = heads.q_heads;
+  r.planner_flops = 4.0 * double(B) * double(T) * double(T) * double(heads.q_width());
   return r;
 }
 
-KernelTimes measure_kernels(int64_t rows, int64_t C, int64_t NH, int64_t F, int64_t V, int64_t T,
-                            int64_t params, double min_seconds) {
-  const kernels::Backend& be = kernels::cpu_backend();
-  const int64_t B = rows / T;
-  // (rows, 2 F) or (rows, C), whichever is larger: SwiGLU's input is [gate | up].
-  const int64_t wide = rows * std::max(C, 2 * F);
-  Buffer x(wide), y(wide), dy(wide), dx(wide);
-  Buffer w(C), bias(F), dw(C), db(F), mean(rows), rstd(rows);
-  Buffer logits(rows * V), lse(rows), losses(rows), wte(V * C), wpe(T * C), dwte(V * C),
-      dwpe(T * C);
-  fill(x.f32(), wide, 1.0f);
-  fill(dy.f32(), wide, 0.01f);
-  fill(w.f32(), C, 1.0f);
-  fill(bias.f32(), F, 0.1f);
-  fill(logits.f32(), rows * V, 1.0f);
-  fill(wte.f32(), V * C, 0.02f);
-  fill(wpe.f32(), T * C, 0.02f);
-  std::vector<int32_t> tokens(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) tokens[size_t(i)] = int32_t((i * 7919) % V);
-  be.layernorm_forward(y.f32(), mean.f32(), rstd.f32(), x.f32(), nullptr, w.f32(), bias.f32(),
-                       rows, C);
-
-  KernelTimes k{};
-  auto per = [&](Kernel kind, double elements, auto&& run) {
-    k[size_t(kind)] = median_seconds(run, 3, min_seconds) / elements;
-  };
-  const double rc = double(rows * C), rf = double(rows * F), rv = double(rows * V);
-  per(Kernel::LayerNormForward, rc, [&] {
-    be.layernorm_forward(y.f32(), mean.f32(), rstd.f32(), x.f32(), nullptr, w.f32(), bias.f32(),
-                         rows, C);
-  });
-  per(Kernel::LayerNormBackward, rc, [&] {
-    be.layernorm_backward(dx.f32(), dw.f32(), db.f32(), dy.f32(), x.f32(), w.f32(), mean.f32(),
-                       rstd.f32(), rows, C);
-  });
-  per(Kernel::GeluForward, rf, [&] { be.gelu_forward(y.f32(), x.f32(), rows * F); });
-  per(Kernel::GeluBackward, rf, [&] { be.gelu_backward(dx.f32(), x.f32(), dy.f32(), rows * F); });
-  // The Llama family's RMSNorm (eps: Llama's 1e-5; backward reads the rstd
-  // its forward wrote) and SwiGLU (x holds rows of [gate | up]).
-  per(Kernel::RMSNormForward, rc, [&] {
-    be.rmsnorm_forward(y.f32(), rstd.f32(), x.f32(), w.f32(), rows, C, 1e-5f);
-  });
-  per(Kernel::RMSNormBackward, rc, [&] {
-    be.rmsnorm_backward(dx.f32(), dw.f32(), dy.f32(), x.f32(), w.f32(), rstd.f32(), rows, C);
-  });
-  per(Kernel::SwigluForward, rf, [&] { be.swiglu_forward(y.f32(), x.f32(), rows, F); });
-  per(Kernel::SwigluBackward, rf, [&] { be.swiglu_backward(dx.f32(), x.f32(), dy.f32(), rows, F); });
-  per(Kernel::Residual, rc, [&] { be.accumulate(y.f32(), x.f32(), rows * C); });
-  per(Kernel::BiasAdd, rf, [&] { be.bias_add(y.f32(), bias.f32(), rows, F, nullptr); });
-  // A linear's backward without its GEMMs (no dinp, no dweight): the
-  // column sums of dY alone.
-  per(Kernel::BiasGrad, rf, [&] {
-    be.matmul_backward(nullptr, nullptr, db.f32(), dy.f32(), x.f32(), w.f32(), rows, 0, F, false,
-                       true);
-  });
-  per(Kernel::EmbeddingForward, rc, [&] {
-    be.token_embedding_forward(y.f32(), tokens.data(), wte.f32(), rows, C, 0, V);
-    be.position_embedding_forward(y.f32(), wpe.f32(), B, T, C, 0);
-  });
-  per(Kernel::EmbeddingBackward, rc, [&] {
-    be.token_embedding_backward(dwte.f32(), dy.f32(), tokens.data(), rows, C, 0, V);
-    be.position_embedding_backward(dwpe.f32(), dy.f32(), B, T, C);
-  });
-  per(Kernel::CrossEntropyForward, rv, [&] {
-    be.cross_entropy_forward(losses.f32(), lse.f32(), logits.f32(), tokens.data(), rows, V);
-  });
-  // In place, as the engine runs it (dlogits overwrite the logits); the
-  // values drift between repeats, the memory traffic does not.
-  per(Kernel::CrossEntropyBackward, rv, [&] {
-    be.cross_entropy_backward(logits.f32(), logits.f32(), lse.f32(), tokens.data(), 1e-6f, rows,
-                              V, 0);
-  });
-  // Dropout at Megatron's default 0.1, a hidden site in place over (rows, C).
-  DropoutSite site{.p = 0.1f, .seed = 1, .step = 1, .layer = 1, .site = DropoutSiteKind::MlpOut};
-  per(Kernel::Dropout, rc, [&] { be.dropout_rows(y.f32(), rows, C, 0, T, site); });
+double measure_attention_mask(const kernels::Backend& be, int64_t B, int64_t T,
+                              const AttentionHeads& heads, double min_seconds) {
   // The attention-probability mask is drawn and applied inside the flash
   // kernel, tile by tile: its price is what it adds to the kernel, forward
   // and backward with the mask less the same without, per Philox draw
-  // (attention_dropout_draws): the draws, the products with the mask in
+  // (the kernels' mask_draws): the draws, the products with the mask in
   // forward and backward, and whatever of them the kernel's other work hides,
   // timed where they run rather than as a loop of draws beside the kernel.
   // With and without alternate, and the median of the differences is taken,
   // so that a drift of the machine's speed does not land in the difference.
-  site.site = DropoutSiteKind::AttentionProbs;
-  {
-    AttentionOperands a(B, T, C, NH);
-    auto pass = [&](const DropoutSite* drop) {
-      a.forward(drop);
-      a.backward(drop);
-    };
-    std::vector<double> extra;
-    for (int round = 0; round < 5; ++round) {
-      const double with = median_seconds([&] { pass(&site); }, 3, min_seconds / 5);
-      const double without = median_seconds([&] { pass(nullptr); }, 3, min_seconds / 5);
-      extra.push_back(with - without);
-    }
-    const double draws = double(B * NH) * double(kernels::attention_dropout_draws(T, true) +
-                                                 kernels::attention_dropout_draws(T, false));
-    k[size_t(Kernel::AttentionDropout)] = std::max(0.0, upper_median(extra)) / draws;
+  // Megatron's default probability, 0.1.
+  const DropoutSite site{
+      .p = 0.1f, .seed = 1, .step = 1, .layer = 1, .site = DropoutSiteKind::AttentionProbs};
+  AttentionOperands a(be, B, T, heads);
+  auto pass = [&](const DropoutSite* drop) {
+    a.forward(drop);
+    a.backward(drop);
+  };
+  std::vector<double> extra;
+  for (int round = 0; round < 5; ++round) {
+    const double with = median_seconds([&] { pass(&site); }, 3, min_seconds / 5);
+    const double without = median_seconds([&] { pass(nullptr); }, 3, min_seconds / 5);
+    extra.push_back(with - without);
   }
-  // The optimizer and the norm over the model's parameters.
-  const int64_t n = params;
-  Buffer p(n), g(n), m(n), v(n);
-  fill(p.f32(), n, 0.02f);
-  fill(g.f32(), n, 0.001f);
-  fill(m.f32(), n, 0.0f);
-  fill(v.f32(), n, 0.0f);
-  kernels::AdamWArgs args;
-  args.lr = 1e-4f;
-  per(Kernel::AdamW, double(n),
-      [&] { be.adamw_update(p.f32(), g.f32(), m.f32(), v.f32(), n, args, {}); });
-  volatile double sink = 0;
-  per(Kernel::GradNorm, double(n), [&] { sink = sink + be.sum_squares(g.f32(), n); });
-  return k;
+  // The draws as the kernels' costs count them (backend.h).
+  const double draws =
+      double(kernels::Backend::attention_forward_cost(Precision::Fp32, B, T, heads, &site)
+                 .begin()->mask_draws +
+             kernels::Backend::attention_backward_cost(Precision::Fp32, B, T, heads, &site)
+                 .begin()->mask_draws);
+  return std::max(0.0, upper_median(extra)) / draws;
 }
 
 }  // namespace tessera::plan

@@ -17,11 +17,47 @@
 
 #include "tessera/comm/communicator.h"
 #include "tessera/core/timer.h"
+#include "tessera/kernels/cpu_backend_info.h"
+#include "tessera/model/op_list.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
 #include "tessera/plan/system.h"
 
 namespace tessera::plan {
+
+std::vector<CalibShape> training_gemm_shapes(const GPTConfig& m, int64_t micro_batch,
+                                             int64_t tp) {
+  OpListConfig c;
+  c.model = m;
+  c.micro_batch = micro_batch;
+  c.tp = tp;
+  const OpList ol = op_list(c);
+  // (linears, 3): forward, input gradient, weight gradient of each linear,
+  // the linears in the order forward first runs them.
+  std::vector<std::array<CalibShape, 3>> linears;
+  std::map<std::string_view, size_t> index;  // a linear's weight name -> its row
+  for (const auto* part : {&ol.embed, &ol.layer, &ol.head})
+    for (const OpEntry& e : *part) {
+      if (e.cls != OpClass::Gemm || e.batch != 1) continue;
+      const auto [it, added] = index.emplace(e.what, linears.size());
+      if (added) linears.emplace_back();
+      std::array<CalibShape, 3>& roles = linears[it->second];
+      const std::string_view k = e.kernel;
+      if (k == "matmul_forward")
+        roles[0] = {e.m, e.n, e.k, 'N', 'T', e.m, e.n, e.k};
+      else if (k == "matmul_backward.dinp")
+        roles[1] = {e.m, e.n, e.k, 'N', 'N', e.m, e.n, e.k};
+      else if (k == "matmul_backward.dweight")
+        // dW (OC, C) = dY^T X: the sgemm OC x C x rows, which the planner
+        // names (C, OC, rows) (layer_ops.cpp looks it up so).
+        roles[2] = {e.n, e.m, e.k, 'T', 'N', e.m, e.n, e.k};
+    }
+  std::vector<CalibShape> out;
+  for (const auto& roles : linears)
+    for (const CalibShape& s : roles)
+      if (s.m > 0) out.push_back(s);
+  return out;
+}
 
 std::vector<CalibShape> calibration_shapes(const CalibrateOptions& o) {
   std::map<std::tuple<int64_t, int64_t, int64_t>, CalibShape> unique;
@@ -82,7 +118,7 @@ struct PassSamples {
   // The 16-bit GEMMs, kLowp[i]'s at [i]: (shapes, passes) each; empty: not measured.
   std::array<std::vector<std::vector<double>>, 2> gemm_lowp_flops;
   std::vector<double> att_forward, att_backward;  // (passes,)
-  std::vector<std::vector<double>> kernels{kKernelCount};  // (kKernelCount, passes)
+  std::map<std::string, std::vector<double>> kernels;  // (passes,) per Backend call
   std::vector<Profile> steps;  // (passes,) the fp32 in-situ step
   // (passes,) each: kLowp[i]'s step, where its GEMMs are measured.
   std::array<std::vector<Profile>, 2> lowp_steps;
@@ -112,9 +148,9 @@ struct Progress {
 // One pass: every GEMM shape, attention, the kernels and the in-situ step,
 // each timed once. Float all-reduces carry ns and ms so that they keep their
 // digits.
-void measure_pass(comm::Communicator& world, const std::vector<CalibShape>& shapes,
-                  const GPTConfig& m0, int64_t att_batch, double min_seconds, Calibration& c,
-                  PassSamples& s, Progress& progress) {
+void measure_pass(comm::Communicator& world, const kernels::Backend& backend,
+                  const std::vector<CalibShape>& shapes, const GPTConfig& m0, int64_t att_batch,
+                  double min_seconds, Calibration& c, PassSamples& s, Progress& progress) {
   for (size_t i = 0; i < shapes.size(); ++i) {
     world.barrier();
     s.gemm_flops[i].push_back(rank_mean(world, measure_gemm(shapes[i], min_seconds)));
@@ -129,18 +165,21 @@ void measure_pass(comm::Communicator& world, const std::vector<CalibShape>& shap
   }
   progress.line(fmt::format("{} GEMM shapes measured", shapes.size()));
   world.barrier();
-  const AttentionTime at =
-      measure_attention(att_batch, m0.seq_length, m0.hidden_size, m0.num_heads);
+  const AttentionHeads heads{m0.num_heads, m0.kv_heads(), m0.head_size(),
+                             m0.rope() ? m0.rotary_base : 0.0f};
+  const AttentionTime at = measure_attention(backend, att_batch, m0.seq_length, heads);
   s.att_forward.push_back(rank_mean(world, at.forward));
   s.att_backward.push_back(rank_mean(world, at.backward));
   c.attention = at;
   progress.line("attention measured");
   world.barrier();
-  const KernelTimes k = measure_kernels(c.kernel_rows, m0.hidden_size, m0.num_heads, m0.ffn(),
-                                        m0.padded_vocab(1), m0.seq_length,
-                                        ParamLayout::count_model_params(m0), min_seconds);
-  for (size_t i = 0; i < kKernelCount; ++i)
-    s.kernels[i].push_back(rank_mean(world, k[i] * 1e9) * 1e-9);
+  KernelRates k = measure_kernel_rates(backend, m0, c.kernel_rows / m0.seq_length,
+                                       ParamLayout::count_model_params(m0));
+  k[std::string(kAttentionMaskDraw)] =
+      measure_attention_mask(backend, att_batch, m0.seq_length, heads, min_seconds);
+  // Every rank's table has the same names (the same step); the mean of each.
+  for (const auto& [name, rate] : k)
+    s.kernels[name].push_back(rank_mean(world, rate * 1e9) * 1e-9);
   progress.line("memory-bound kernels measured");
   world.barrier();
   auto step_of = [&](const GPTConfig& m, Precision p) {
@@ -184,7 +223,7 @@ void take_medians(const std::vector<CalibShape>& shapes, const PassSamples& s, b
   }
   c.attention.forward = upper_median(s.att_forward);
   c.attention.backward = upper_median(s.att_backward);
-  for (size_t i = 0; i < kKernelCount; ++i) c.kernels[i] = upper_median(s.kernels[i]);
+  for (const auto& [name, rates] : s.kernels) c.kernels[name] = upper_median(rates);
 }
 
 void print_attention_and_kernels(const Calibration& c, int64_t att_batch, const GPTConfig& m0) {
@@ -193,8 +232,7 @@ void print_attention_and_kernels(const Calibration& c, int64_t att_batch, const 
              att_batch, m0.seq_length, m0.hidden_size, m0.num_heads, c.attention.forward * 1e3,
              c.attention.backward * 1e3, c.attention_efficiency);
   fmt::print("  kernels (ns per element, {} tokens):", c.kernel_rows);
-  for (size_t i = 0; i < kKernelCount; ++i)
-    fmt::print(" {} {:.3f}", kernel_name(Kernel(i)), c.kernels[i] * 1e9);
+  for (const auto& [name, rate] : c.kernels) fmt::print(" {} {:.3f}", name, rate * 1e9);
   fmt::print("\n");
 }
 
@@ -216,16 +254,17 @@ void print_in_situ(const Calibration& c) {
 void measure_compute(comm::Communicator& ranks, const CalibrateOptions& o,
                      const std::vector<CalibShape>& shapes, bool lead, const Stopwatch& total,
                      Calibration& c) {
-  // Attention and the memory-bound kernels at the first model's shape and
-  // the largest micro-batch up to 8 (one sequence is too little work to time
-  // on a shared machine), no tp.
+  const kernels::Backend& backend = o.backend ? *o.backend : kernels::cpu_backend();
+  // Attention at the first model's shape and the largest micro-batch up to
+  // 8 (one sequence is too little work to time on a shared machine), no tp.
   const GPTConfig m0 = load_model(o.models.front());
   const int64_t att_batch =
       std::min<int64_t>(8, *std::max_element(o.micro_batch.begin(), o.micro_batch.end()));
-  c.kernel_rows = att_batch * m0.seq_length;
   // The in-situ step: the smallest micro-batch asked for (the factors are
-  // taken as shape-independent; a different shape from most checks).
+  // taken as shape-independent; a different shape from most checks). The
+  // memory-bound kernels are timed in a step of the same micro-batch.
   c.in_situ_batch = *std::min_element(o.micro_batch.begin(), o.micro_batch.end());
+  c.kernel_rows = c.in_situ_batch * m0.seq_length;
 
   // Passes: every measurement is timed once per pass and takes the median
   // over the passes. On a shared machine the speed drifts by tens of percent
@@ -246,7 +285,7 @@ void measure_compute(comm::Communicator& ranks, const CalibrateOptions& o,
                  pass + 1, passes, shapes.size(), total.elapsed());
     std::fflush(stdout);
     Progress progress{lead, fmt::format("pass {}/{}", pass + 1, passes), &total, total.elapsed()};
-    measure_pass(ranks, shapes, m0, att_batch, min_seconds, c, samples, progress);
+    measure_pass(ranks, backend, shapes, m0, att_batch, min_seconds, c, samples, progress);
   }
   take_medians(shapes, samples, lead, c);
 

@@ -27,6 +27,9 @@ struct CalibrateOptions {
   // bf16 by default: plans are bf16 unless asked.
   // Each also gets its own in-situ step ([in_situ_bf16] / [in_situ_fp16]).
   std::vector<Precision> lowp{Precision::Bf16};
+  // The kernels measured (attention and the memory-bound calls); null: the
+  // CPU backend. A backend must outlive the calibration.
+  const kernels::Backend* backend = nullptr;
 };
 
 // Distinct shapes of the training steps of the models, plus (unless quick) a

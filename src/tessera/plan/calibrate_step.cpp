@@ -7,39 +7,49 @@
 #include "tessera/model/gpt.h"
 #include "tessera/plan/calibrate.h"
 #include "tessera/plan/layout_cost.h"
+#include "tessera/plan/training_step.h"
 
 namespace tessera::plan {
 
-Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps,
-                              Precision precision) {
-  const ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
-  GPT model(m, layout);
-  model.init(1);
-  model.set_precision(precision);
-  model.refresh_working_copy();
+TrainingStep::TrainingStep(const GPTConfig& m, int64_t micro_batch, Precision precision,
+                           const kernels::Backend* backend)
+    : config_(m), layout_(ParamLayout::build(m, ParallelConfig{}, 0, 0)), model_(m, layout_) {
+  model_.init(1);
+  if (backend != nullptr) model_.set_backend(*backend);
+  model_.set_precision(precision);
+  model_.refresh_working_copy();
   const int64_t N = micro_batch * m.seq_length;
-  std::vector<int32_t> inputs(static_cast<size_t>(N)), targets(static_cast<size_t>(N));  // (B, T)
+  inputs_.resize(size_t(N));
+  targets_.resize(size_t(N));
   for (int64_t i = 0; i < N; ++i) {
-    inputs[size_t(i)] = int32_t(rng_u64(7, 0, uint64_t(i)) % uint64_t(m.vocab_size));
-    targets[size_t(i)] = int32_t(rng_u64(7, 1, uint64_t(i)) % uint64_t(m.vocab_size));
+    inputs_[size_t(i)] = int32_t(rng_u64(7, 0, uint64_t(i)) % uint64_t(m.vocab_size));
+    targets_[size_t(i)] = int32_t(rng_u64(7, 1, uint64_t(i)) % uint64_t(m.vocab_size));
   }
-  Activations acts;
-  activations_init(acts, model.act_shape(micro_batch, m.seq_length));
+  activations_init(acts_, model_.act_shape(micro_batch, m.seq_length));
   // Training mode: the model's dropout (if any) runs, as in a training step.
-  acts.dropout = DropoutContext{.training = true, .seed = 1};
-  Profile profile;
-  acts.profile = &profile;
+  acts_.dropout = DropoutContext{.training = true, .seed = 1};
   // fp16 trains with its loss scaled up (dynamic loss scaling holds the
   // scale as high as no overflow allows: 2^24 in the main job's --fp16 run),
   // which keeps its gradients in fp16's normal range; unscaled, many would
   // be fp16 subnormals, which cost the scalar conversions more (cast.cpp).
   // 2^16: far from both ends for the calibration's model at init.
-  const float loss_scale = precision == Precision::Fp16 ? 65536.0f : 1.0f;
+  loss_scale_ = precision == Precision::Fp16 ? 65536.0f : 1.0f;
+}
+
+void TrainingStep::run(Profile* profile) {
+  if (profile != nullptr) profile->reset();
+  acts_.profile = profile;
+  model_.forward(acts_, inputs_.data(), targets_.data());
+  model_.backward(acts_, inputs_.data(), targets_.data(), loss_scale_ / float(inputs_.size()));
+}
+
+Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps,
+                              Precision precision) {
+  TrainingStep step(m, micro_batch, precision);
+  Profile profile;
   std::vector<Profile> runs;
   for (int rep = 0; rep <= reps; ++rep) {  // rep 0 warms up
-    profile.reset();
-    model.forward(acts, inputs.data(), targets.data());
-    model.backward(acts, inputs.data(), targets.data(), loss_scale / float(N));
+    step.run(&profile);
     if (rep > 0) runs.push_back(profile);
   }
   return upper_median(runs);

@@ -121,14 +121,18 @@ std::string calibration_toml(const Calibration& c) {
           g.flops / 1e12);
     t += "\n";
   }
-  add("# source: measured by tessera calibrate: the engine's memory-bound kernels\n"
-      "# (kernels/cpu), ns per element (attention_dropout: per draw of the flash\n"
-      "# kernel's mask, what the mask adds to the kernel over its draws), timed at\n"
-      "# {} tokens of the model above; the planner scales them by element count.\n",
+  add("# source: measured by tessera calibrate: each memory-bound call of one training\n"
+      "# micro-batch ({} tokens) of one layer of the model above, timed where the step\n"
+      "# runs it through the backend, ns per element, by the Backend call's name\n"
+      "# (kernels/backend.h); a linear's bias and bias gradient, AdamW and the gradient\n"
+      "# norm timed by their calls alone; attention_dropout: per draw of the flash\n"
+      "# kernel's mask, what the mask adds to the kernel over its draws. The planner\n"
+      "# scales them by element count.\n",
       c.kernel_rows);
   add("[kernels]\n");
-  for (size_t i = 0; i < kKernelCount; ++i)
-    if (c.kernels[i] > 0) add("{} = {:.6g}\n", kernel_name(Kernel(i)), c.kernels[i] * 1e9);
+  // Quoted: a call of one part of a fused kernel is named with a dot.
+  for (const auto& [name, rate] : c.kernels)
+    if (rate > 0) add("\"{}\" = {:.6g}\n", name, rate * 1e9);
   t += "\n";
   auto in_situ = [&](Precision p, const Profile& f) {
     add("# source: measured by tessera calibrate: one {} training micro-batch ({} sequences)\n"

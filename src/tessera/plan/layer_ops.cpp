@@ -7,46 +7,10 @@
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/eager_kernels.h"
 #include "tessera/plan/gemm_model.h"
-#include "tessera/plan/kernel_cost.h"
 
 namespace tessera::plan {
 
 namespace {
-
-// The calibrated [kernels] table's entry that measures an op-list kernel
-// per element (calibrate_compute.cpp times the engine's kernels under these
-// names), if any. `covered`: the kernel is part of another one's
-// measurement (the embedding's position rows with its token rows, the
-// vocab-parallel loss's sums with its max pass), so it costs nothing more
-// when that one is measured.
-struct Measured {
-  Kernel kernel;
-  bool covered = false;
-};
-std::optional<Measured> measured_kernel(std::string_view k) {
-  if (k == "layernorm_forward") return Measured{Kernel::LayerNormForward};
-  if (k == "layernorm_backward") return Measured{Kernel::LayerNormBackward};
-  if (k == "gelu_forward") return Measured{Kernel::GeluForward};
-  if (k == "gelu_backward") return Measured{Kernel::GeluBackward};
-  if (k == "rmsnorm_forward") return Measured{Kernel::RMSNormForward};
-  if (k == "rmsnorm_backward") return Measured{Kernel::RMSNormBackward};
-  if (k == "swiglu_forward") return Measured{Kernel::SwigluForward};
-  if (k == "swiglu_backward") return Measured{Kernel::SwigluBackward};
-  if (k == "dropout_rows") return Measured{Kernel::Dropout};
-  if (k == "add" || k == "accumulate") return Measured{Kernel::Residual};
-  if (k == "bias_add" || k == "matmul_forward.bias") return Measured{Kernel::BiasAdd};
-  if (k == "matmul_backward.dbias") return Measured{Kernel::BiasGrad};
-  if (k == "token_embedding_forward") return Measured{Kernel::EmbeddingForward};
-  if (k == "position_embedding_forward") return Measured{Kernel::EmbeddingForward, true};
-  if (k == "token_embedding_backward") return Measured{Kernel::EmbeddingBackward};
-  if (k == "position_embedding_backward") return Measured{Kernel::EmbeddingBackward, true};
-  if (k == "cross_entropy_forward" || k == "vp_xent_local_max")
-    return Measured{Kernel::CrossEntropyForward};
-  if (k == "vp_xent_local_sums") return Measured{Kernel::CrossEntropyForward, true};
-  if (k == "cross_entropy_backward" || k == "vp_xent_backward")
-    return Measured{Kernel::CrossEntropyBackward};
-  return std::nullopt;  // casts, copies, softmax, unfused dropout: bytes over bandwidth
-}
 
 // Megatron-LM in 16 bits (a layout not marked `engine`) keeps the residual
 // stream, the LayerNorm inputs and outputs and their gradients in the
@@ -70,12 +34,10 @@ double memory_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout&
   if (L.eager_elementwise)
     if (const double b = eager_bytes_per_element(e.kernel); b > 0)
       return b * double(e.elements) / sys.achieved_memory_bandwidth();
-  if (const auto m = measured_kernel(e.kernel)) {
-    const double per_element = sys.kernel_seconds_per_element[size_t(m->kernel)];
-    if (per_element > 0) return m->covered ? 0.0 : per_element * double(e.elements);
-  }
-  // [device] memory_efficiency
-  return megatron16_bytes_factor(e, L) * e.memory_bytes() / sys.achieved_memory_bandwidth();
+  const double factor = megatron16_bytes_factor(e, L);
+  if (factor == 0) return 0;  // a cast Megatron-LM does not make
+  // Its own kernel's [kernels] rate, else its bytes at [device] memory_efficiency.
+  return sys.kernel_seconds(e.kernel, double(e.elements), factor * e.memory_bytes());
 }
 
 Collective plan_collective(CollectiveKind k) {
@@ -193,7 +155,7 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
       // system has no such figure: its mask stays unpriced).
       return e.flops /
                  (sys.peak_flops(L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency) +
-             kernel_seconds(sys, Kernel::AttentionDropout, double(e.mask_draws), 0.0);
+             kernel_rate(sys.kernel_rates, kAttentionMaskDraw) * double(e.mask_draws);
     case OpClass::Memory: return memory_seconds(e, sys, L);
     case OpClass::Collective: {
       // The engine sends activations and their gradients in fp32 (its

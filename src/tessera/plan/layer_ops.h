@@ -2,8 +2,8 @@
 // (model/op_list.h) for one transformer layer and the model's ends on one
 // tp rank, each entry priced by the cost models (GEMMs: gemm_model.h;
 // attention: its FLOPs at the system's attention efficiency; memory-bound
-// kernels: kernel_cost.h's measured tables or their bytes over the memory
-// bandwidth; collectives: comm_model.h), summed by the profile kind the
+// kernels: their own calls' measured rates (kernel_rates.h) or their bytes
+// over the memory bandwidth; collectives: comm_model.h), summed by the profile kind the
 // engine charges each to (core/profile.h). Nothing here restates a kernel:
 // a kernel the engine gains is priced once it is in the list.
 #pragma once

@@ -10,7 +10,7 @@
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/eager_kernels.h"
 #include "tessera/plan/gemm_model.h"
-#include "tessera/plan/kernel_cost.h"
+#include "tessera/kernels/backend.h"
 #include "tessera/plan/layer_ops.h"
 #include "tessera/plan/op_sac.h"
 #include "tessera/plan/pipeline_time.h"
@@ -422,9 +422,12 @@ double core_sharing(const SystemSpec& sys, const PlanLayout& L,
 void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params, Profile& ops) {
   const auto& par = L.par;
   const double shard = par.zero_stage >= 1 ? double(par.dp) : 1.0;
-  const double elt = double(activation_element_bytes(L.precision));
-  ops[Op::Optimizer] += kernel_seconds(sys, Kernel::AdamW, double(params) / shard, elt);
-  ops[Op::GradNorm] += kernel_seconds(sys, Kernel::GradNorm, double(params) / shard, elt);
+  // The engine's calls over the shard, at their costs (kernels/backend.h).
+  const auto n = int64_t(double(params) / shard);
+  for (auto [op, calls] : {std::pair{Op::Optimizer, kernels::Backend::adamw_update_cost(L.precision, n)},
+                           std::pair{Op::GradNorm, kernels::Backend::sum_squares_cost(n)}})
+    for (const kernels::KernelCall& c : calls)
+      ops[op] += sys.kernel_seconds(c.kernel, double(c.elements), c.bytes_read + c.bytes_written);
   // FP8: the updated weights cast to FP8 and transposed once a step (read 2,
   // write 1 + 1 bytes a parameter), each rank over the weights it computes with.
   if (L.fp8) ops[Op::Cast] += 4.0 * double(params) / sys.achieved_memory_bandwidth();

@@ -194,14 +194,14 @@ void read_kernels(SystemSpec& s, const toml::table& root, const std::string& pat
   const toml::table* k = root["kernels"].as_table();
   if (k == nullptr) return;
   for (const auto& [key, value] : *k) {
-    const size_t i =
-        index_of_name(key.str(), kKernelCount, [](size_t k) { return kernel_name(Kernel(k)); });
-    TESSERA_CHECK(i < kKernelCount, "{}: kernels.{} is not a kernel the planner knows", path,
-                  key.str());
+    TESSERA_CHECK(is_kernel_rate_key(key.str()),
+                  "{}: kernels.{} is not a kernel the planner knows (a Backend call's name: "
+                  "layernorm_forward, accumulate, \"matmul_backward.dbias\", ...; or {})",
+                  path, key.str(), kAttentionMaskDraw);
     const auto ns = value.value<double>();
     TESSERA_CHECK(ns && *ns > 0 && std::isfinite(*ns), "{}: kernels.{} must be a positive number (ns per element)",
                   path, key.str());
-    s.kernel_seconds_per_element[i] = *ns * 1e-9;
+    s.kernel_rates[std::string(key.str())] = *ns * 1e-9;
   }
 }
 

@@ -11,7 +11,7 @@
 
 #include "tessera/core/profile.h"
 #include "tessera/kernels/precision.h"
-#include "tessera/plan/kernel_cost.h"
+#include "tessera/plan/kernel_rates.h"
 
 namespace tessera::plan {
 
@@ -116,8 +116,9 @@ struct SystemSpec {
   // 16-bit units runs them at fp32's rate).
   std::vector<GemmSample> gemm_measured_bf16, gemm_measured_fp16;
   // [kernels]: measured seconds per element of the engine's memory-bound
-  // kernels (kernel_cost.h); 0 = not measured, use bytes / memory_bandwidth.
-  std::array<double, kKernelCount> kernel_seconds_per_element{};
+  // kernels, by the Backend call's name (kernel_rates.h); a call not in it
+  // is priced at its bytes over the achieved memory bandwidth.
+  KernelRates kernel_rates;
 
   // [calibration]: a `tessera calibrate` file's ranks x threads per rank
   // (0: not a calibration, or an older one); its numbers hold for runs of
@@ -143,6 +144,13 @@ struct SystemSpec {
 
   double usable_memory() const { return memory_bytes - reserved_bytes; }
   double achieved_memory_bandwidth() const { return memory_bandwidth * memory_efficiency; }
+  // A memory-bound Backend call `kernel` over `elements` elements moving
+  // `bytes`: its [kernels] rate, else the bytes at the achieved bandwidth.
+  double kernel_seconds(std::string_view kernel, double elements, double bytes) const {
+    if (elements <= 0 && bytes <= 0) return 0;
+    const double rate = kernel_rate(kernel_rates, kernel);
+    return rate > 0 ? rate * elements : bytes / achieved_memory_bandwidth();
+  }
   // The dense peak of one precision.
   // The largest fraction of peak_flops_fp8 an FP8 GEMM reaches, [gemm]
   // max_efficiency_fp8 (default max_efficiency).

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/cpu_backend_info.h"
 #include "tessera/plan/calibrate.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/plan/layout_cost.h"
@@ -67,6 +68,20 @@ TEST(Calibrate, ShapesFollowThePlannersConvention) {
   // LM head: vocab padded to 128 * tp = 512, 256 per rank.
   EXPECT_EQ(s[12].n, 256);
   for (const auto& x : s) EXPECT_DOUBLE_EQ(x.flops(), 2.0 * double(x.M) * x.N * x.K);
+
+  // The model's own widths, from its traced op list: GQA's qkv (4 query
+  // heads and 2 + 2 key/value heads of 16) and SwiGLU's [gate | up] (2 F).
+  GPTConfig llama = m;
+  llama.num_query_groups = 2;
+  llama.swiglu = true;
+  llama.normalization = Normalization::RMSNorm;
+  llama.add_bias_linear = false;
+  const auto l = training_gemm_shapes(llama, 2, 1);
+  ASSERT_EQ(l.size(), 15u);
+  EXPECT_EQ(l[0].n, (4 + 2 * 2) * 16);  // qkv forward
+  EXPECT_EQ(l[6].n, 2 * llama.ffn());   // fc forward
+  EXPECT_EQ(l[9].m, 64);                // proj forward: rows, h, F
+  EXPECT_EQ(l[9].k, llama.ffn());
 }
 
 // A synthetic calibration written and read back: every number survives, the
@@ -189,21 +204,21 @@ TEST(Calibrate, InSituFactorsPerPrecision) {
       Error);
 }
 
-// The engine's bf16 and fp16 GEMMs timed in each role a linear calls them
-// (forward, input gradient, weight gradient); other transposes are refused.
-TEST(Calibrate, LowpGemmTimingCoversTheThreeRoles) {
+// The backend's fp32, bf16 and fp16 GEMMs timed in each role a linear calls
+// them (forward, input gradient, weight gradient); other transposes are refused.
+TEST(Calibrate, GemmTimingThroughTheBackendCoversTheThreeRoles) {
   GPTConfig m;
   m.num_layers = 1, m.hidden_size = 64, m.num_heads = 4, m.seq_length = 32, m.vocab_size = 300;
-  for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+  for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
     for (const CalibShape& sh : training_gemm_shapes(m, 2, 1)) {
-      const double flops = measure_gemm_lowp(p, sh, 0.0);
+      const double flops = measure_gemm(kernels::cpu_backend(), p, sh, 0.0);
       EXPECT_GT(flops, 1e6) << precision_name(p) << " " << sh.ta << sh.tb << " " << sh.M << "x"
                             << sh.N << "x" << sh.K;
       EXPECT_LT(flops, 1e14);
     }
     CalibShape bad = training_gemm_shapes(m, 2, 1).front();
     bad.ta = 'T', bad.tb = 'T';
-    EXPECT_THROW(measure_gemm_lowp(p, bad, 0.0), Error);
+    EXPECT_THROW(measure_gemm(kernels::cpu_backend(), p, bad, 0.0), Error);
   }
 }
 

@@ -6,9 +6,8 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/timer.h"
 #include "tessera/core/error.h"
-#include "tessera/kernels/cpu/cast.h"
+#include "tessera/kernels/backend.h"
 #include "tessera/kernels/cpu/matmul.h"
-#include "tessera/kernels/cpu/matmul_lowp.h"
 
 namespace tessera::kernels {
 
@@ -64,39 +63,36 @@ std::vector<double> gemm_fp32_seconds(const GemmShape& s, const GemmTiming& timi
   return timed_repeats(run, timing);
 }
 
-std::vector<double> gemm_lowp_seconds(Precision precision, const GemmShape& s,
-                                      const GemmTiming& timing) {
+std::vector<double> gemm_linear_seconds(const Backend& backend, Precision precision,
+                                        const GemmShape& s, const GemmTiming& timing) {
   const bool forward = s.ta == 'N' && s.tb == 'T', dinp = s.ta == 'N' && s.tb == 'N',
              dweight = s.ta == 'T' && s.tb == 'N';
   TESSERA_CHECK(forward || dinp || dweight,
-                "gemm_lowp_seconds: transposes {}{} are no GEMM of a linear layer", s.ta, s.tb);
-  TESSERA_CHECK(precision != Precision::Fp32, "gemm_lowp_seconds: fp32 is gemm_fp32_seconds");
-  const bool bf16 = precision == Precision::Bf16;
-  // A as stored: (M, K) forward and input gradient, (K, M) weight gradient.
-  std::vector<uint16_t> a(size_t(s.M * s.K)), b(size_t(s.K * s.N));  // 16-bit patterns
-  Buffer c(s.M * s.N);                                               // (M, N) fp32
-  {
-    Buffer wide(std::max(s.M * s.K, s.K * s.N));
-    auto narrow = [&](std::vector<uint16_t>& to, int64_t n) {
-      fill(wide.f32(), n, 0.1f);
-      if (bf16) cpu::cast_fp32_to_bf16(to.data(), wide.f32(), n);
-      else cpu::cast_fp32_to_fp16(to.data(), wide.f32(), n);
-    };
-    narrow(a, s.M * s.K);
-    narrow(b, s.K * s.N);
-  }
+                "gemm_linear_seconds: transposes {}{} are no GEMM of a linear layer", s.ta, s.tb);
+  // A as stored: (M, K) forward and input gradient, (K, M) weight gradient;
+  // B (N, K) forward, (K, N) otherwise. In `precision`, cast from fp32 by
+  // the backend itself; C (M, N) fp32.
+  const bool lowp = precision != Precision::Fp32;
+  Buffer wide_a(s.M * s.K), wide_b(s.K * s.N), c(s.M * s.N);
+  fill(wide_a.f32(), s.M * s.K, 0.1f);
+  fill(wide_b.f32(), s.K * s.N, 0.1f);
   fill(c.f32(), s.M * s.N, 0.0f);
+  std::vector<uint16_t> narrow_a(lowp ? size_t(s.M * s.K) : 0), narrow_b(lowp ? size_t(s.K * s.N) : 0);
+  ConstAct a = wide_a.f32(), b = wide_b.f32();
+  if (lowp) {
+    backend.cast(Act(narrow_a.data(), precision), a, s.M * s.K);
+    backend.cast(Act(narrow_b.data(), precision), b, s.K * s.N);
+    a = ConstAct(narrow_a.data(), precision);
+    b = ConstAct(narrow_b.data(), precision);
+  }
+  const bool accumulate = s.beta != 0;
   auto run = [&] {
-    if (forward) {  // out (N rows, OC) = inp (N rows, C) @ weight (OC, C)^T
-      if (bf16) cpu::matmul_forward_bf16(c.f32(), a.data(), b.data(), nullptr, s.M, s.K, s.N);
-      else cpu::matmul_forward_fp16(c.f32(), a.data(), b.data(), nullptr, s.M, s.K, s.N);
-    } else if (dinp) {  // dinp (N rows, C) = dout (N rows, OC) @ weight (OC, C)
-      if (bf16) cpu::matmul_dinp_bf16(c.f32(), a.data(), b.data(), s.M, s.N, s.K, s.beta != 0);
-      else cpu::matmul_dinp_fp16(c.f32(), a.data(), b.data(), s.M, s.N, s.K, s.beta != 0);
-    } else {  // dweight (OC, C) += dout (N rows, OC)^T @ inp (N rows, C)
-      if (bf16) cpu::matmul_dweight_bf16(c.f32(), a.data(), b.data(), s.K, s.N, s.M, s.beta != 0);
-      else cpu::matmul_dweight_fp16(c.f32(), a.data(), b.data(), s.K, s.N, s.M, s.beta != 0);
-    }
+    if (forward)  // out (M rows, N) = inp (M rows, K) @ weight (N, K)^T
+      backend.matmul_forward(c.f32(), a, b, nullptr, s.M, s.K, s.N);
+    else if (dinp)  // dinp (M rows, N) = dout (M rows, K) @ weight (K, N)
+      backend.matmul_backward(c.f32(), nullptr, nullptr, a, a, b, s.M, s.N, s.K, accumulate, false);
+    else  // dweight (M, N) (+)= dout (K rows, M)^T @ inp (K rows, N)
+      backend.matmul_backward(nullptr, c.f32(), nullptr, a, b, b, s.K, s.N, s.M, false, accumulate);
   };
   return timed_repeats(run, timing);
 }

@@ -13,6 +13,8 @@
 
 namespace tessera::kernels {
 
+class Backend;
+
 // Row-major C (M, N) = op(A) op(B) + beta * C, op 'N' (as stored) or 'T'
 // (transposed), with A, B, C stored as matmul.cpp stores them.
 struct GemmShape {
@@ -32,15 +34,15 @@ struct GemmTiming {
 // untimed warm-up (page faults, the library's kernel choice, thread start).
 std::vector<double> gemm_fp32_seconds(const GemmShape& shape, const GemmTiming& timing);
 
-// The same with the engine's 16-bit GEMM of `precision`, bf16 or fp16
-// (kernels/cpu/matmul_lowp.h: 16-bit operands, fp32 accumulation and output;
-// fp16 widened to fp32 first where oneDNN has no f16 matmul) in the role the
-// shape's transposes name, as matmul.cpp's sgemm calls map to the three
-// GEMMs of a linear: 'N','T' forward, 'N','N' input gradient, 'T','N' weight
-// gradient (beta 1: accumulated). Throws for another pair of transposes.
-std::vector<double> gemm_lowp_seconds(Precision precision, const GemmShape& shape,
-                                      const GemmTiming& timing);
-
+// Seconds of each timed repeat of one GEMM of a linear layer on `backend`
+// in `precision` (fp32, or 16-bit operands with fp32 accumulation and
+// output), in the role the shape's transposes name, as matmul.cpp's sgemm
+// calls map to the three GEMMs of a linear: 'N','T' forward
+// (matmul_forward), 'N','N' input gradient and 'T','N' weight gradient
+// (matmul_backward with only that output; beta 1: accumulated). Throws for
+// another pair of transposes. What calibration times: any backend's GEMMs.
+std::vector<double> gemm_linear_seconds(const Backend& backend, Precision precision,
+                                        const GemmShape& shape, const GemmTiming& timing);
 // Evicts the caches a core owns (L1, L2) by writing a buffer several times
 // their size: in a training step a kernel's operands were last touched many
 // kernels ago, so they arrive from the shared cache or memory, not L2.

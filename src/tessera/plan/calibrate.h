@@ -64,11 +64,12 @@ double upper_median(std::vector<double> values);
 // The same kind by kind over profiles.
 Profile upper_median(const std::vector<Profile>& profiles);
 
-// Achieved FLOP/s of one shape (median of repeats, at least `min_seconds` timed).
-double measure_gemm(const CalibShape& s, double min_seconds);
-// The same with the engine's bf16 or fp16 GEMM in the shape's role
-// (kernels/gemm_peak.h).
-double measure_gemm_lowp(Precision p, const CalibShape& s, double min_seconds);
+// Achieved FLOP/s of one shape on `backend` in precision `p` (the GEMM of
+// a linear in the role the shape's transposes name: kernels/gemm_peak.h),
+// the median of repeats, at least `min_seconds` timed. Throws for a pair of
+// transposes no linear calls.
+double measure_gemm(const kernels::Backend& backend, Precision p, const CalibShape& s,
+                    double min_seconds);
 // STREAM triad a = b + q c, bytes/s (3 arrays of `elements` floats, 12 bytes each).
 double measure_triad_bandwidth(int64_t elements);
 // Seconds of the attention forward and backward of `backend` for one

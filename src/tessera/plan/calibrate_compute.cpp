@@ -64,11 +64,8 @@ Profile upper_median(const std::vector<Profile>& profiles) {
   return out;
 }
 
-namespace {
-
-// Achieved FLOP/s of one shape timed by `seconds` (kernels/gemm_peak.h).
-template <class Seconds>
-double measure_gemm_with(const CalibShape& s, double min_seconds, Seconds seconds) {
+double measure_gemm(const kernels::Backend& backend, Precision p, const CalibShape& s,
+                    double min_seconds) {
   // The weight gradient accumulates into dW (beta 1, matmul.cpp); the
   // forward and input-gradient products overwrite their output.
   const kernels::GemmShape shape{
@@ -76,20 +73,7 @@ double measure_gemm_with(const CalibShape& s, double min_seconds, Seconds second
   // The median from cold private caches, as median_seconds above and for the same reasons.
   const kernels::GemmTiming in_a_step{
       .min_reps = 3, .min_seconds = min_seconds, .cold_caches = true};
-  return shape.flops() / upper_median(seconds(shape, in_a_step));
-}
-
-}  // namespace
-
-double measure_gemm(const CalibShape& s, double min_seconds) {
-  return measure_gemm_with(s, min_seconds, kernels::gemm_fp32_seconds);
-}
-
-double measure_gemm_lowp(Precision p, const CalibShape& s, double min_seconds) {
-  return measure_gemm_with(s, min_seconds,
-                           [p](const kernels::GemmShape& g, const kernels::GemmTiming& t) {
-                             return kernels::gemm_lowp_seconds(p, g, t);
-                           });
+  return shape.flops() / upper_median(kernels::gemm_linear_seconds(backend, p, shape, in_a_step));
 }
 
 double measure_triad_bandwidth(int64_t n) {

@@ -153,12 +153,12 @@ void measure_pass(comm::Communicator& world, const kernels::Backend& backend,
                   double min_seconds, Calibration& c, PassSamples& s, Progress& progress) {
   for (size_t i = 0; i < shapes.size(); ++i) {
     world.barrier();
-    s.gemm_flops[i].push_back(rank_mean(world, measure_gemm(shapes[i], min_seconds)));
+    s.gemm_flops[i].push_back(rank_mean(world, measure_gemm(backend, Precision::Fp32, shapes[i], min_seconds)));
     for (size_t l = 0; l < kLowp.size(); ++l) {
       if (s.gemm_lowp_flops[l].empty()) continue;
       world.barrier();
       s.gemm_lowp_flops[l][i].push_back(
-          rank_mean(world, measure_gemm_lowp(kLowp[l], shapes[i], min_seconds)));
+          rank_mean(world, measure_gemm(backend, kLowp[l], shapes[i], min_seconds)));
     }
     if (progress.due() && i + 1 < shapes.size())
       progress.line(fmt::format("GEMM shape {}/{}", i + 1, shapes.size()));

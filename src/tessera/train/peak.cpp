@@ -13,6 +13,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
+#include "tessera/kernels/cpu_backend_info.h"
 #include "tessera/kernels/cpu_peak.h"
 #include "tessera/kernels/gemm_peak.h"
 
@@ -85,8 +86,9 @@ static double measure(bool verbose, Precision p, nlohmann::json& results) {
     const std::vector<double> t =
         p == Precision::Fp32
             ? kernels::gemm_fp32_seconds(shape, best_of_five)
-            : kernels::gemm_lowp_seconds(p, {.M = M, .N = N, .K = K, .ta = 'N', .tb = 'T'},
-                                         best_of_five);
+            : kernels::gemm_linear_seconds(kernels::cpu_backend(), p,
+                                           {.M = M, .N = N, .K = K, .ta = 'N', .tb = 'T'},
+                                           best_of_five);
     const double tflops = shape.flops() / *std::min_element(t.begin(), t.end()) / 1e12;
     best = std::max(best, tflops);
     results.push_back({{"m", M}, {"n", N}, {"k", K}, {"tflops", tflops}});

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/core/toml_text.h"
@@ -16,15 +17,6 @@ namespace tessera::bridge {
 
 namespace {
 
-TrainKey integer(const char* key, int64_t v) {
-  return {key, TrainKey::Kind::Integer, std::to_string(v), ""};
-}
-TrainKey flag(const char* key, bool on) {
-  return {key, TrainKey::Kind::Flag, on ? "true" : "false", ""};
-}
-TrainKey string(const char* key, const std::string& v) {
-  return {key, TrainKey::Kind::String, v, ""};
-}
 // A float: the shortest text that reads back the same value, with a '.' or
 // an exponent in TOML (where 500000 alone would be an integer).
 TrainKey number(const char* key, float v) {
@@ -45,6 +37,9 @@ void append_field_key(const Field<C>& f, const C& c, TrainKeys& out) {
     const std::string& key;
     const std::string& text;
     TrainKey operator()(bool C::*) const { return {key, TrainKey::Kind::Flag, text, ""}; }
+    TrainKey operator()(const DerivedSwitch<C>&) const {
+      return {key, TrainKey::Kind::Flag, text, ""};
+    }
     TrainKey operator()(const ChoiceAccess<C>&) const {
       return {key, TrainKey::Kind::String, text, ""};
     }
@@ -111,29 +106,8 @@ plan::PlanLayout layout_of_run(const TrainConfig& c) {
 }
 
 TrainKeys model_keys(const GPTConfig& m) {
-  TrainKeys k{integer("num-layers", m.num_layers), integer("hidden-size", m.hidden_size),
-              integer("num-attention-heads", m.num_heads), integer("seq-length", m.seq_length),
-              integer("vocab-size", m.vocab_size)};
-  if (m.ffn_hidden_size > 0) k.push_back(integer("ffn-hidden-size", m.ffn_hidden_size));
-  if (m.max_position_embeddings > 0)
-    k.push_back(integer("max-position-embeddings", m.max_position_embeddings));
-  if (m.make_vocab_size_divisible_by != GPTConfig{}.make_vocab_size_divisible_by)
-    k.push_back(integer("make-vocab-size-divisible-by", m.make_vocab_size_divisible_by));
-  // The Llama family's switches, each only where it differs from GPT-2.
-  const GPTConfig gpt;
-  if (m.rmsnorm()) k.push_back(string("normalization", "RMSNorm"));
-  if (m.norm_epsilon != gpt.norm_epsilon) k.push_back(number("norm-epsilon", m.norm_epsilon));
-  if (m.swiglu) k.push_back(flag("swiglu", true));
-  if (m.rope()) {
-    k.push_back(string("position-embedding-type", "rope"));
-    k.push_back(number("rotary-base", m.rotary_base));
-  }
-  if (m.num_query_groups > 0) {
-    k.push_back(flag("group-query-attention", true));
-    k.push_back(integer("num-query-groups", m.num_query_groups));
-  }
-  if (m.untie_embeddings) k.push_back(flag("untie-embeddings-and-output-weights", true));
-  if (!m.add_bias_linear) k.push_back(flag("disable-bias-linear", true));
+  TrainKeys k;
+  append_layout_keys(model_fields(), m, k);
   return k;
 }
 

@@ -20,6 +20,7 @@
 #include "tessera/data/data_blend.h"
 #include "tessera/data/tokenizer_identity.h"
 #include "tessera/comm/grid.h"
+#include "tessera/config/model_fields.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/comm/launch_env.h"
 #include "tessera/comm/mpi_runtime.h"
@@ -41,87 +42,27 @@ namespace tessera::cli {
 
 namespace {
 
-// The Llama family's switches (GPTConfig), under Megatron-LM's names.
-// --num-query-groups takes effect with --group-query-attention only, as in
-// Megatron; check_query_group_flags refuses one without the other.
-void add_llama_options(CLI::App* sub, GPTConfig& m) {
-  sub->add_option_function<std::string>(
-         "--normalization",
-         [&m](const std::string& v) {
-           TESSERA_CHECK(v == "LayerNorm" || v == "RMSNorm",
-                         "--normalization must be LayerNorm or RMSNorm (got '{}')", v);
-           m.normalization = v == "RMSNorm" ? Normalization::RMSNorm : Normalization::LayerNorm;
-         },
-         "LayerNorm or RMSNorm (no bias, no mean)")
-      ->default_str("LayerNorm");
-  sub->add_option("--norm-epsilon", m.norm_epsilon, "epsilon of the normalization")
-      ->capture_default_str();
-  sub->add_flag("--swiglu", m.swiglu,
-                "SwiGLU MLP: silu(gate) * up; --ffn-hidden-size defaults to 8/3 x hidden rounded "
-                "down to a multiple of 64");
-  sub->add_option_function<std::string>(
-         "--position-embedding-type",
-         [&m](const std::string& v) {
-           TESSERA_CHECK(v == "learned_absolute" || v == "rope",
-                         "--position-embedding-type must be learned_absolute or rope (got '{}')",
-                         v);
-           m.position_embedding = v == "rope" ? PositionEmbedding::Rope : PositionEmbedding::Learned;
-         },
-         "learned_absolute (a position table) or rope (rotary, applied to q and k)")
-      ->default_str("learned_absolute");
-  sub->add_option("--rotary-base", m.rotary_base, "base of the rotary angles")
-      ->capture_default_str();
-  static const std::string gqa_help =
-      "grouped-query attention: --num-query-groups key/value heads, each shared by "
-      "num-attention-heads / num-query-groups query heads";
-  sub->add_flag("--group-query-attention", gqa_help);
-  sub->add_option("--num-query-groups", m.num_query_groups,
-                  "key/value heads under --group-query-attention");
-  sub->add_flag("--untie-embeddings-and-output-weights", m.untie_embeddings,
-                "an output layer (lm_head) of its own instead of the token embedding");
-  sub->add_flag_callback(
-      "--disable-bias-linear", [&m] { m.add_bias_linear = false; },
-      "no biases in the linear layers (qkv, projections, MLP)");
-}
-
 // --num-query-groups and --group-query-attention go together.
 void check_query_group_flags(const CLI::App* sub, const GPTConfig& m) {
-  const bool gqa = sub->get_option("--group-query-attention")->count() > 0;
+  const bool gqa = sub->get_option(flag::group_query_attention)->count() > 0;
   TESSERA_CHECK(!gqa || m.num_query_groups >= 1,
-                "--group-query-attention needs --num-query-groups G (key/value heads, >= 1)");
+                "{} needs {} G (key/value heads, >= 1)", flag::group_query_attention,
+                flag::num_query_groups);
   TESSERA_CHECK(gqa || m.num_query_groups == 0,
-                "--num-query-groups {} needs --group-query-attention (Megatron-LM ignores it "
-                "without; tessera refuses rather than train another model than asked)",
-                m.num_query_groups);
+                "{} {} needs {} (Megatron-LM ignores it without; tessera refuses rather than "
+                "train another model than asked)",
+                flag::num_query_groups, m.num_query_groups, flag::group_query_attention);
 }
 
-// The model's shape: GPTConfig.
+// The model's shape: GPTConfig (config/model_fields.cpp), the Llama
+// family's switches under Megatron-LM's names. --num-query-groups takes
+// effect with --group-query-attention only, as in Megatron;
+// check_query_group_flags refuses one without the other.
 void add_model_options(CLI::App* sub, GPTConfig& m) {
-  sub->add_option("--num-layers", m.num_layers, "transformer layers")->capture_default_str();
-  sub->add_option("--hidden-size", m.hidden_size, "hidden size")->capture_default_str();
-  sub->add_option("--num-attention-heads", m.num_heads, "attention heads")->capture_default_str();
-  sub->add_option("--ffn-hidden-size", m.ffn_hidden_size, "MLP width (0: 4 x hidden)")
-      ->capture_default_str();
-  sub->add_option("--seq-length", m.seq_length, "tokens per sequence")->capture_default_str();
-  sub->add_option("--max-position-embeddings", m.max_position_embeddings,
-                  "rows of the position table (0: --seq-length)")
-      ->capture_default_str();
-  sub->add_option("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by,
-                  "pad the embedding table to a multiple of this (x tensor-parallel size)")
-      ->capture_default_str();
-  sub->add_option("--init-method-std", m.init_std, "std of the normal weight initialisation")
-      ->capture_default_str();
   // Megatron's defaults (0.1), unlike the library's (0: the fp32 reference).
   m.attention_dropout = 0.1f;
   m.hidden_dropout = 0.1f;
-  sub->add_option("--attention-dropout", m.attention_dropout,
-                  "dropout probability of the attention softmax, in [0, 1)")
-      ->capture_default_str();
-  sub->add_option("--hidden-dropout", m.hidden_dropout,
-                  "dropout probability of the embedding output and of each block's attention and "
-                  "MLP output, in [0, 1)")
-      ->capture_default_str();
-  add_llama_options(sub, m);
+  add_field_options(sub, model_fields(), m);
 }
 
 // The parallel layout and schedule (ParallelConfig, declared in
@@ -256,20 +197,11 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
   add_run_options(sub, c);
 }
 
-// The flags of the model's shape: --use-checkpoint-args names the ones given
-// that the checkpoint overrides.
-const char* const kModelShapeFlags[] = {"--num-layers", "--hidden-size", "--num-attention-heads",
-                                        "--ffn-hidden-size", "--seq-length",
-                                        "--max-position-embeddings", "--vocab-size",
-                                        "--make-vocab-size-divisible-by", "--normalization",
-                                        "--norm-epsilon", "--swiglu", "--position-embedding-type",
-                                        "--rotary-base", "--num-query-groups",
-                                        "--untie-embeddings-and-output-weights",
-                                        "--disable-bias-linear"};
-
 struct LaunchFlags {
   int64_t vocab_size = 0;   // --vocab-size
-  std::set<std::string> given_shape_flags;  // of kModelShapeFlags, those on the command line
+  // The flags of the model's shape (kSurfaceShape) given on the command
+  // line: --use-checkpoint-args names the ones the checkpoint overrides.
+  std::set<std::string> given_shape_flags;
   int64_t layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
   double comm_timeout = 300;  // --comm-timeout
   bool dry_run = false;         // --dry-run: the planner's memory and step time, then exit
@@ -281,8 +213,8 @@ struct LaunchFlags {
   void validate() const {
     TESSERA_CHECK(query_group_error.empty(), "{}", query_group_error);
     TESSERA_CHECK(vocab_size == 0 || vocab_size >= 2,
-                  "--vocab-size must be >= 2 (got {}; leave it out to take the tokenizer's)",
-                  vocab_size);
+                  "{} must be >= 2 (got {}; leave it out to take the tokenizer's)",
+                  flag::vocab_size, vocab_size);
     TESSERA_CHECK(layers_per_virtual_stage >= 0, "{} must be >= 1 (got {})",
                   flag::layers_per_virtual_stage, layers_per_virtual_stage);
     TESSERA_CHECK(std::isfinite(comm_timeout) && comm_timeout >= 0,
@@ -295,8 +227,8 @@ struct LaunchFlags {
 
 // The flags of the launch rather than of TrainConfig.
 void add_launch_options(CLI::App* sub, LaunchFlags& f) {
-  sub->add_option("--vocab-size", f.vocab_size,
-                  "model vocabulary (default: the tokenizer's, or the data file's)");
+  // A field of the model's (kOptionElsewhere): the data decides the vocabulary.
+  sub->add_option(flag::vocab_size, f.vocab_size, model_field(flag::vocab_size).help);
   sub->add_option(flag::layers_per_virtual_stage, f.layers_per_virtual_stage,
                   "layers per model chunk (sets --virtual-pipeline-stages)");
   sub->add_option("--comm-timeout", f.comm_timeout,
@@ -318,8 +250,9 @@ void apply_layers_per_virtual_stage(TrainConfig& c, int64_t per) {
   if (per <= 0) return;
   const std::string what = fmt::format("{} x {}", flag::layers_per_virtual_stage, flag::pp);
   const int64_t chunk = checked_mul(per, c.par.pp, what.c_str());
-  TESSERA_CHECK(c.model.num_layers % chunk == 0, "--num-layers ({}) must be divisible by {} ({}) x {} ({})",
-                c.model.num_layers, flag::layers_per_virtual_stage, per, flag::pp, c.par.pp);
+  TESSERA_CHECK(c.model.num_layers % chunk == 0, "{} ({}) must be divisible by {} ({}) x {} ({})",
+                flag::num_layers, c.model.num_layers, flag::layers_per_virtual_stage, per,
+                flag::pp, c.par.pp);
   c.par.virtual_stages = c.model.num_layers / chunk;
 }
 
@@ -500,8 +433,9 @@ void register_train(CLI::App& app) {
     TESSERA_CHECK(!*fp8, "--fp8: tessera train does not train in FP8 (its CPU kernels have no "
                   "FP8 GEMM); train with --bf16, and plan FP8 runs of GPUs with `tessera plan "
                   "--precision fp8`");
-    for (const char* f : kModelShapeFlags)
-      if (sub->get_option(f)->count() > 0) flags->given_shape_flags.insert(f);
+    for (const Field<GPTConfig>& f : model_fields())
+      if (f.on(kSurfaceShape) && sub->get_option(f.flag)->count() > 0)
+        flags->given_shape_flags.insert(f.flag);
     try {
       check_query_group_flags(sub, cfg->model);
     } catch (const Error& e) {

@@ -39,9 +39,15 @@ void fields_to_json(std::span<const Field<C>> fields, FieldSurface surface, cons
       void operator()(float C::*m) const { out = c.*m; }
       void operator()(std::optional<int64_t> C::*m) const { out = (c.*m).value_or(0); }
       void operator()(const ChoiceAccess<C>& a) const { out = a.get(c); }
+      void operator()(const DerivedSwitch<C>& s) const { out = s.on(c); }
     };
     const auto* optional = std::get_if<std::optional<int64_t> C::*>(&f.access);
     if (optional && !(c.**optional) && !form.unset_as_zero) continue;
+    if (f.stored && !f.stored(c)) continue;
+    if (f.stored_value) {
+      j[f.json_key] = f.stored_value(c);
+      continue;
+    }
     std::visit(Write{c, form, j[f.json_key]}, f.access);
   }
 }
@@ -56,6 +62,9 @@ void fields_from_json(std::span<const Field<C>> fields, FieldSurface surface,
     if (!f.on(surface)) continue;
     const char* key = f.json_key;
     const bool optional = std::holds_alternative<std::optional<int64_t> C::*>(f.access);
+    if (f.required)
+      TESSERA_CHECK(j.contains(key) && j[key].is_number_integer(), "{}: missing integer '{}'",
+                    what, key);
     if (!j.contains(key)) {
       TESSERA_CHECK(optional || !form.every_key_required, "{}: missing '{}'", what, key);
       continue;
@@ -93,7 +102,12 @@ void fields_from_json(std::span<const Field<C>> fields, FieldSurface surface,
       }
       void operator()(const ChoiceAccess<C>& a) const {
         TESSERA_CHECK(v.is_string(), "{}: '{}' must be a string (got {})", what, key, v.dump());
-        a.set(c, v.get<std::string>());
+        set_choice(a, c, v.get<std::string>(), fmt::format("{}: '{}'", what, key));
+      }
+      // Nothing of its own to set: the fields it derives from are read.
+      void operator()(const DerivedSwitch<C>&) const {
+        TESSERA_CHECK(v.is_boolean(), "{}: '{}' must be true or false (got {})", what, key,
+                      v.dump());
       }
     };
     std::visit(Read{v, form, what, key, read_integer, c}, f.access);

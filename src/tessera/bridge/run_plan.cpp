@@ -17,10 +17,9 @@ namespace tessera::bridge {
 
 namespace {
 
-// A float: the shortest text that reads back the same value, with a '.' or
-// an exponent in TOML (where 500000 alone would be an integer).
-TrainKey number(const char* key, float v) {
-  const std::string text = fmt::format("{}", v);
+// A float's text (field_text: the shortest that reads back the same value)
+// with a '.' or an exponent in TOML, where 500000 alone would be an integer.
+TrainKey number(const std::string& key, const std::string& text) {
   const bool has_point = text.find_first_of(".eEn") != std::string::npos;
   return {key, TrainKey::Kind::Toml, has_point ? text : text + ".0", text};
 }
@@ -40,18 +39,17 @@ void append_field_key(const Field<C>& f, const C& c, TrainKeys& out) {
     TrainKey operator()(const DerivedSwitch<C>&) const {
       return {key, TrainKey::Kind::Flag, text, ""};
     }
-    TrainKey operator()(const ChoiceAccess<C>&) const {
-      return {key, TrainKey::Kind::String, text, ""};
-    }
-    TrainKey operator()(float C::*) const { return {key, TrainKey::Kind::Toml, "", ""}; }
+    TrainKey string() const { return {key, TrainKey::Kind::String, text, ""}; }
+    TrainKey operator()(const ChoiceAccess<C>&) const { return string(); }
+    TrainKey operator()(std::string C::*) const { return string(); }
+    TrainKey operator()(float C::*) const { return number(key, text); }
+    TrainKey operator()(double C::*) const { return number(key, text); }
     TrainKey integer() const { return {key, TrainKey::Kind::Integer, text, ""}; }
     TrainKey operator()(int64_t C::*) const { return integer(); }
     TrainKey operator()(int C::*) const { return integer(); }
     TrainKey operator()(std::optional<int64_t> C::*) const { return integer(); }
   };
-  TrainKey k = std::visit(Kind{key, *text}, f.access);
-  if (k.kind == TrainKey::Kind::Toml) k = number(key.c_str(), c.*std::get<float C::*>(f.access));
-  out.push_back(std::move(k));
+  out.push_back(std::visit(Kind{key, *text}, f.access));
 }
 
 template <class C>
@@ -161,11 +159,8 @@ TrainKeys non_layout_keys_of_file(const std::string& path) {
     } else if (auto i = v.as_integer()) {
       t.kind = TrainKey::Kind::Integer, t.value = std::to_string(i->get());
     } else if (auto f = v.as_floating_point()) {
-      // The shortest text that reads back the same double; in TOML a float
-      // needs a '.' or an exponent (or is inf / nan).
-      t.flag_value = fmt::format("{}", f->get());
-      t.value = t.flag_value.find_first_of(".eEn") == std::string::npos ? t.flag_value + ".0"
-                                                                         : t.flag_value;
+      // The shortest text that reads back the same double (or inf / nan).
+      t = number(key, fmt::format("{}", f->get()));
     } else {
       fail("config {}: key '{}' must be a string, number or boolean", path, key);
     }

@@ -35,6 +35,7 @@
 #include "tessera/train/load_options.h"
 #include "tessera/train/memory_check.h"
 #include "tessera/train/run_fields.h"
+#include "tessera/train/train_fields.h"
 #include "tessera/train/run_outputs.h"
 #include "tessera/train/trainer.h"
 
@@ -69,33 +70,16 @@ void add_model_options(CLI::App* sub, GPTConfig& m) {
 // config/parallel_fields.cpp), and the pipeline trace.
 void add_parallel_options(CLI::App* sub, TrainConfig& c) {
   add_field_options(sub, parallel_fields(), c.par);
-  sub->add_option("--trace", c.trace_file,
-                  "write a Chrome trace (Perfetto / chrome://tracing) of one step, a track "
-                  "per rank: forward, backward, gradient reduction, optimizer (and every "
-                  "pipeline action under pipeline parallelism)");
-  sub->add_option("--trace-step", c.trace_step, "the step to trace (0: the last)")
-      ->capture_default_str();
+  add_field_options(sub, trace_fields(), c);
 }
 
-// Optimizer, data, logging and checkpoints.
+// Optimizer, data, logging and checkpoints (train/train_fields.h), and the
+// options that are not plain fields: --seed's check, the data flags that
+// exclude one another, --peak-file's default (a path found at run time),
+// --loss-scale (a value that also turns dynamic scaling off).
 void add_run_options(CLI::App* sub, TrainConfig& c) {
-  auto& o = c.optim;
   sub->add_option("--train-iters", c.train_iters, "optimizer steps")->capture_default_str();
-  sub->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
-  sub->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
-      ->capture_default_str();
-  sub->add_option("--lr-warmup-iters", o.warmup_iters, "linear warm-up steps")
-      ->capture_default_str();
-  sub->add_option("--lr-decay-iters", o.decay_iters, "cosine decay ends here (0: --train-iters)")
-      ->capture_default_str();
-  sub->add_option("--weight-decay", o.weight_decay,
-                  "decoupled weight decay (not on biases and LayerNorm)")
-      ->capture_default_str();
-  sub->add_option("--clip-grad", o.clip_grad, "clip the global gradient norm to this (0: off)")
-      ->capture_default_str();
-  sub->add_option("--adam-beta1", o.beta1, "AdamW beta1")->capture_default_str();
-  sub->add_option("--adam-beta2", o.beta2, "AdamW beta2")->capture_default_str();
-  sub->add_option("--adam-eps", o.eps, "AdamW epsilon")->capture_default_str();
+  add_field_options(sub, optim_fields(), c.optim);
   sub->add_option("--seed", c.seed, "seed of initialisation and data sampling")
       ->check(not_negative())
       ->capture_default_str();
@@ -124,19 +108,7 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
          "train,valid,test shares of the data (e.g. 969,30,1; the test part is held out)")
       ->excludes(split_valid);
   valid_path->excludes(split_valid)->excludes(split);
-  sub->add_option("--eval-interval", c.eval_interval, "validation loss every N steps (0: never)")
-      ->capture_default_str();
-  sub->add_option("--eval-iters", c.eval_iters, "micro-batches per validation")
-      ->capture_default_str();
-  sub->add_option("--log-interval", c.log_interval, "print a metrics line every N steps")
-      ->capture_default_str();
-  sub->add_option("--metrics-file", c.metrics_file, "write every step's metrics as JSON lines");
-  sub->add_option("--tensorboard-dir", c.tensorboard_dir,
-                  "write TensorBoard event files (loss, lr, grad norm, loss scale, tokens/s, MFU, "
-                  "memory, validation loss) here");
-  sub->add_option("--peak-tflops", c.peak_tflops,
-                  "peak TFLOP/s per rank for MFU (default: the CPU's theoretical peak, cores x "
-                  "clock x FLOPs per cycle)");
+  add_field_options(sub, log_fields(), c);
   sub->add_option("--peak-file", c.peak_file, "measured GEMM peak, reported beside MFU (default: " +
                                                   default_peak_file() + ")");
   add_field_options(sub, run_fields(), c);  // precision and overlap switches
@@ -144,50 +116,8 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option_function<float>(
       "--loss-scale", [&ls](float v) { ls.dynamic = false; ls.static_scale = v; },
       "--fp16: a static loss scale (default: dynamic)");
-  sub->add_option("--initial-loss-scale", ls.initial_scale, "--fp16: first dynamic loss scale")
-      ->capture_default_str();
-  sub->add_option("--min-loss-scale", ls.min_scale, "--fp16: floor of the dynamic loss scale")
-      ->capture_default_str();
-  sub->add_option("--loss-scale-window", ls.window,
-                  "--fp16: clean steps before the dynamic scale doubles")
-      ->capture_default_str();
-  sub->add_option("--hysteresis", ls.hysteresis,
-                  "--fp16: overflows tolerated before the dynamic scale halves")
-      ->capture_default_str();
-  sub->add_option("--threads", c.threads,
-                  "threads per rank (default: the node's cores / the ranks on the node)");
-  sub->add_flag("!--no-progress", c.progress, "no progress bar on a terminal");
-  sub->add_option("--save", c.save_dir, "write checkpoints under this directory");
-  sub->add_option("--save-interval", c.save_interval, "checkpoint every N steps (0: at the end)")
-      ->capture_default_str();
-  sub->add_option("--save-keep", c.save_keep, "keep the newest K checkpoints (0: all)")
-      ->capture_default_str();
-  sub->add_flag("--overwrite-save", c.overwrite_save,
-                "--save may hold another run's checkpoints: delete them before training (without "
-                "it such a directory is refused; resuming with --load of the same directory is "
-                "always allowed)");
-  sub->add_option("--load", c.load_dir,
-                  "resume from a checkpoint (a step directory, or a --save directory: its latest)");
-  sub->add_flag("--finetune", c.finetune,
-                "--load the weights only: start at step 1 with a fresh optimizer and this run's "
-                "--seed (e.g. from `tessera import`)");
-  sub->add_flag("--no-load-optim", c.no_load_optim,
-                "--load weights, step and seed but not the optimizer state (fresh AdamW moments)");
-  sub->add_flag("--no-load-rng", c.no_load_rng,
-                "--load without the checkpoint's seed: data order and dropout follow this run's "
-                "--seed");
-  sub->add_flag("--use-checkpoint-args", c.use_checkpoint_args,
-                "take the model's shape (layers, hidden, heads, FFN, sequence, positions, "
-                "vocabulary) from the --load checkpoint; it overrides those flags");
-  sub->add_flag("--exit-signal-handler", c.exit_signal_handler,
-                "on SIGTERM or SIGINT, finish the step, save (with --save) and exit 128 + signal");
-  sub->add_option("--exit-duration-in-mins", c.exit_duration_in_mins,
-                  "after the first step that ends this many minutes after the start, save (with "
-                  "--save) and exit 0 (0: no limit)")
-      ->capture_default_str();
-  sub->add_option("--exit-interval", c.exit_interval,
-                  "after a step that is a multiple of N, save (with --save) and exit 0 (0: never)")
-      ->capture_default_str();
+  add_field_options(sub, loss_scale_fields(), ls);
+  add_field_options(sub, process_fields(), c);
 }
 
 // In --help order: model, layout, the rest.

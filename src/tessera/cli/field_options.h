@@ -28,6 +28,9 @@ void add_field_options(CLI::App* sub, std::span<const Field<C>> fields, C& c) {
       void operator()(int64_t C::*m) const { number(sub->add_option(f.flag, c.*m, f.help)); }
       void operator()(int C::*m) const { number(sub->add_option(f.flag, c.*m, f.help)); }
       void operator()(float C::*m) const { number(sub->add_option(f.flag, c.*m, f.help)); }
+      void operator()(double C::*m) const { number(sub->add_option(f.flag, c.*m, f.help)); }
+      // A path or name: empty until given, so no default to show.
+      void operator()(std::string C::*m) const { sub->add_option(f.flag, c.*m, f.help); }
       void operator()(bool C::*m) const {
         if (!f.negated) {
           sub->add_flag(f.flag, c.*m, f.help);

@@ -66,8 +66,9 @@ struct DerivedSwitch {
 // The member a field reads and writes. A std::optional<int64_t> is unset
 // until given (no default value, nothing written while unset).
 template <class C>
-using FieldAccess = std::variant<int64_t C::*, int C::*, bool C::*, float C::*,
-                                 std::optional<int64_t> C::*, ChoiceAccess<C>, DerivedSwitch<C>>;
+using FieldAccess =
+    std::variant<int64_t C::*, int C::*, bool C::*, float C::*, double C::*, std::string C::*,
+                 std::optional<int64_t> C::*, ChoiceAccess<C>, DerivedSwitch<C>>;
 
 template <class C>
 struct Field {
@@ -146,7 +147,8 @@ void set_choice(const ChoiceAccess<C>& a, C& c, std::string_view v, std::string_
 }
 
 // The field's value as a flag argument and TOML text: digits, "true" /
-// "false", the shortest float that reads back the same, an enum's name;
+// "false", the shortest float that reads back the same, a string itself,
+// an enum's name;
 // std::nullopt for an unset optional.
 template <class C>
 std::optional<std::string> field_text(const Field<C>& f, const C& c) {
@@ -159,6 +161,8 @@ std::optional<std::string> field_text(const Field<C>& f, const C& c) {
       return c.*m != negated ? "true" : "false";
     }
     std::optional<std::string> operator()(float C::*m) const { return fmt::format("{}", c.*m); }
+    std::optional<std::string> operator()(double C::*m) const { return fmt::format("{}", c.*m); }
+    std::optional<std::string> operator()(std::string C::*m) const { return c.*m; }
     std::optional<std::string> operator()(std::optional<int64_t> C::*m) const {
       if (!(c.*m)) return std::nullopt;
       return std::to_string(*(c.*m));
@@ -195,6 +199,11 @@ bool field_from_text(const Field<C>& f, C& c, std::string_view text) {
     bool operator()(int64_t C::*m) const { return parse(c.*m); }
     bool operator()(int C::*m) const { return parse(c.*m); }
     bool operator()(float C::*m) const { return parse(c.*m); }
+    bool operator()(double C::*m) const { return parse(c.*m); }
+    bool operator()(std::string C::*m) const {
+      c.*m = text;
+      return true;
+    }
     bool operator()(std::optional<int64_t> C::*m) const {
       int64_t v = 0;
       if (!parse(v)) return false;

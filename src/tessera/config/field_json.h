@@ -37,6 +37,8 @@ void fields_to_json(std::span<const Field<C>> fields, FieldSurface surface, cons
       void operator()(int C::*m) const { out = c.*m; }
       void operator()(bool C::*m) const { out = c.*m; }
       void operator()(float C::*m) const { out = c.*m; }
+      void operator()(double C::*m) const { out = c.*m; }
+      void operator()(std::string C::*m) const { out = c.*m; }
       void operator()(std::optional<int64_t> C::*m) const { out = (c.*m).value_or(0); }
       void operator()(const ChoiceAccess<C>& a) const { out = a.get(c); }
       void operator()(const DerivedSwitch<C>& s) const { out = s.on(c); }
@@ -92,9 +94,20 @@ void fields_from_json(std::span<const Field<C>> fields, FieldSurface surface,
                       v.dump());
         c.*m = v.get<bool>();
       }
-      void operator()(float C::*m) const {
+      void number() const {
         TESSERA_CHECK(v.is_number(), "{}: '{}' must be a number (got {})", what, key, v.dump());
+      }
+      void operator()(float C::*m) const {
+        number();
         c.*m = v.get<float>();
+      }
+      void operator()(double C::*m) const {
+        number();
+        c.*m = v.get<double>();
+      }
+      void operator()(std::string C::*m) const {
+        TESSERA_CHECK(v.is_string(), "{}: '{}' must be a string (got {})", what, key, v.dump());
+        c.*m = v.get<std::string>();
       }
       void operator()(std::optional<int64_t> C::*m) const {
         const int64_t x = integer();

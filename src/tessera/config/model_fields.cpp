@@ -1,6 +1,7 @@
 #include "tessera/config/model_fields.h"
 
 #include <array>
+#include <limits>
 
 namespace tessera {
 
@@ -17,25 +18,33 @@ bool not_default(const G& m) {
 bool rope(const G& m) { return m.rope(); }
 
 constexpr unsigned kShape = kSurfaceLayout | kSurfaceCheckpoint | kSurfaceShape;
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+constexpr FieldRange kPositive{1, kNoMax, ">= 1"};
+// The model's tensors list every layer (ParamLayout), so a billion layers
+// would exhaust memory describing them before any check of the bytes; the
+// largest published models have a few hundred.
+constexpr FieldRange kLayers{1, int64_t(1) << 16, "in [1, 65536]"};
 
 constexpr std::array<const char*, 2> kNorms{"LayerNorm", "RMSNorm"};
 constexpr std::array<const char*, 2> kPositions{"learned_absolute", "rope"};
 
 const std::array<Field<G>, 20> kFields{{
     {.flag = flag::num_layers, .json_key = "num_layers", .surfaces = kShape,
-     .access = &G::num_layers, .help = "transformer layers", .required = true},
+     .access = &G::num_layers, .help = "transformer layers", .range = kLayers, .required = true},
     {.flag = flag::hidden_size, .json_key = "hidden_size", .surfaces = kShape,
-     .access = &G::hidden_size, .help = "hidden size", .required = true},
+     .access = &G::hidden_size, .help = "hidden size", .range = kPositive, .required = true},
     {.flag = flag::num_heads, .json_key = "num_heads", .surfaces = kShape,
-     .access = &G::num_heads, .help = "attention heads", .required = true},
+     .access = &G::num_heads, .help = "attention heads", .range = kPositive, .required = true},
     // Files hold the width itself, the default spelled out
     // (model_from_json reads it back as the default).
     {.flag = flag::ffn_hidden_size, .json_key = "ffn_hidden_size", .surfaces = kShape,
      .access = &G::ffn_hidden_size, .help = "MLP width (0: 4 x hidden)",
+     .range = FieldRange{0, kNoMax, ">= 0"},
      .written = not_default<&G::ffn_hidden_size>,
      .stored_value = [](const G& m) { return m.ffn(); }},
     {.flag = flag::seq_length, .json_key = "seq_length", .surfaces = kShape,
-     .access = &G::seq_length, .help = "tokens per sequence", .required = true},
+     .access = &G::seq_length, .help = "tokens per sequence", .range = kPositive,
+     .required = true},
     {.flag = flag::vocab_size, .json_key = "vocab_size", .surfaces = kShape | kOptionElsewhere,
      .access = &G::vocab_size,
      .help = "model vocabulary (default: the tokenizer's, or the data file's)",
@@ -47,6 +56,7 @@ const std::array<Field<G>, 20> kFields{{
     {.flag = flag::vocab_divisor, .json_key = "make_vocab_size_divisible_by", .surfaces = kShape,
      .access = &G::make_vocab_size_divisible_by,
      .help = "pad the embedding table to a multiple of this (x tensor-parallel size)",
+     .range = kPositive,
      .written = not_default<&G::make_vocab_size_divisible_by>},
     {.flag = flag::init_std, .json_key = "init_std", .surfaces = kSurfaceCheckpoint,
      .access = &G::init_std, .help = "std of the normal weight initialisation"},
@@ -98,6 +108,8 @@ const std::array<Field<G>, 20> kFields{{
      .written = not_default<&G::num_query_groups>},
     {.flag = flag::num_query_groups, .json_key = "num_query_groups", .surfaces = kShape,
      .access = &G::num_query_groups, .help = "key/value heads under --group-query-attention",
+     // 0 is "not given"; a count given is >= 1.
+     .range = FieldRange{0, kNoMax, ">= 1"},
      .written = not_default<&G::num_query_groups>, .stored = not_default<&G::num_query_groups>,
      .hide_default = true},
     {.flag = flag::untie_embeddings, .json_key = "untie_embeddings_and_output_weights",

@@ -147,16 +147,16 @@ void set_choice(const ChoiceAccess<C>& a, C& c, std::string_view v, std::string_
 }
 
 // The field's value as a flag argument and TOML text: digits, "true" /
-// "false", the shortest float that reads back the same, a string itself,
-// an enum's name;
+// "false" (a negated switch's: the flag's, not the member's), the shortest
+// float that reads back the same, a string itself, an enum's name;
 // std::nullopt for an unset optional.
 template <class C>
 std::optional<std::string> field_text(const Field<C>& f, const C& c) {
   struct Text {
     const C& c;
+    bool negated;  // Field::negated
     std::optional<std::string> operator()(int64_t C::*m) const { return std::to_string(c.*m); }
     std::optional<std::string> operator()(int C::*m) const { return std::to_string(c.*m); }
-    bool negated;
     std::optional<std::string> operator()(bool C::*m) const {
       return c.*m != negated ? "true" : "false";
     }

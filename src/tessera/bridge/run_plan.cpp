@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/core/toml_text.h"
@@ -16,19 +17,9 @@ namespace tessera::bridge {
 
 namespace {
 
-TrainKey integer(const char* key, int64_t v) {
-  return {key, TrainKey::Kind::Integer, std::to_string(v), ""};
-}
-TrainKey flag(const char* key, bool on) {
-  return {key, TrainKey::Kind::Flag, on ? "true" : "false", ""};
-}
-TrainKey string(const char* key, const std::string& v) {
-  return {key, TrainKey::Kind::String, v, ""};
-}
-// A float: the shortest text that reads back the same value, with a '.' or
-// an exponent in TOML (where 500000 alone would be an integer).
-TrainKey number(const char* key, float v) {
-  const std::string text = fmt::format("{}", v);
+// A float's text (field_text: the shortest that reads back the same value)
+// with a '.' or an exponent in TOML, where 500000 alone would be an integer.
+TrainKey number(const std::string& key, const std::string& text) {
   const bool has_point = text.find_first_of(".eEn") != std::string::npos;
   return {key, TrainKey::Kind::Toml, has_point ? text : text + ".0", text};
 }
@@ -45,18 +36,20 @@ void append_field_key(const Field<C>& f, const C& c, TrainKeys& out) {
     const std::string& key;
     const std::string& text;
     TrainKey operator()(bool C::*) const { return {key, TrainKey::Kind::Flag, text, ""}; }
-    TrainKey operator()(const ChoiceAccess<C>&) const {
-      return {key, TrainKey::Kind::String, text, ""};
+    TrainKey operator()(const DerivedSwitch<C>&) const {
+      return {key, TrainKey::Kind::Flag, text, ""};
     }
-    TrainKey operator()(float C::*) const { return {key, TrainKey::Kind::Toml, "", ""}; }
+    TrainKey string() const { return {key, TrainKey::Kind::String, text, ""}; }
+    TrainKey operator()(const ChoiceAccess<C>&) const { return string(); }
+    TrainKey operator()(std::string C::*) const { return string(); }
+    TrainKey operator()(float C::*) const { return number(key, text); }
+    TrainKey operator()(double C::*) const { return number(key, text); }
     TrainKey integer() const { return {key, TrainKey::Kind::Integer, text, ""}; }
     TrainKey operator()(int64_t C::*) const { return integer(); }
     TrainKey operator()(int C::*) const { return integer(); }
     TrainKey operator()(std::optional<int64_t> C::*) const { return integer(); }
   };
-  TrainKey k = std::visit(Kind{key, *text}, f.access);
-  if (k.kind == TrainKey::Kind::Toml) k = number(key.c_str(), c.*std::get<float C::*>(f.access));
-  out.push_back(std::move(k));
+  out.push_back(std::visit(Kind{key, *text}, f.access));
 }
 
 template <class C>
@@ -111,29 +104,8 @@ plan::PlanLayout layout_of_run(const TrainConfig& c) {
 }
 
 TrainKeys model_keys(const GPTConfig& m) {
-  TrainKeys k{integer("num-layers", m.num_layers), integer("hidden-size", m.hidden_size),
-              integer("num-attention-heads", m.num_heads), integer("seq-length", m.seq_length),
-              integer("vocab-size", m.vocab_size)};
-  if (m.ffn_hidden_size > 0) k.push_back(integer("ffn-hidden-size", m.ffn_hidden_size));
-  if (m.max_position_embeddings > 0)
-    k.push_back(integer("max-position-embeddings", m.max_position_embeddings));
-  if (m.make_vocab_size_divisible_by != GPTConfig{}.make_vocab_size_divisible_by)
-    k.push_back(integer("make-vocab-size-divisible-by", m.make_vocab_size_divisible_by));
-  // The Llama family's switches, each only where it differs from GPT-2.
-  const GPTConfig gpt;
-  if (m.rmsnorm()) k.push_back(string("normalization", "RMSNorm"));
-  if (m.norm_epsilon != gpt.norm_epsilon) k.push_back(number("norm-epsilon", m.norm_epsilon));
-  if (m.swiglu) k.push_back(flag("swiglu", true));
-  if (m.rope()) {
-    k.push_back(string("position-embedding-type", "rope"));
-    k.push_back(number("rotary-base", m.rotary_base));
-  }
-  if (m.num_query_groups > 0) {
-    k.push_back(flag("group-query-attention", true));
-    k.push_back(integer("num-query-groups", m.num_query_groups));
-  }
-  if (m.untie_embeddings) k.push_back(flag("untie-embeddings-and-output-weights", true));
-  if (!m.add_bias_linear) k.push_back(flag("disable-bias-linear", true));
+  TrainKeys k;
+  append_layout_keys(model_fields(), m, k);
   return k;
 }
 
@@ -187,11 +159,8 @@ TrainKeys non_layout_keys_of_file(const std::string& path) {
     } else if (auto i = v.as_integer()) {
       t.kind = TrainKey::Kind::Integer, t.value = std::to_string(i->get());
     } else if (auto f = v.as_floating_point()) {
-      // The shortest text that reads back the same double; in TOML a float
-      // needs a '.' or an exponent (or is inf / nan).
-      t.flag_value = fmt::format("{}", f->get());
-      t.value = t.flag_value.find_first_of(".eEn") == std::string::npos ? t.flag_value + ".0"
-                                                                         : t.flag_value;
+      // The shortest text that reads back the same double (or inf / nan).
+      t = number(key, fmt::format("{}", f->get()));
     } else {
       fail("config {}: key '{}' must be a string, number or boolean", path, key);
     }

@@ -39,10 +39,12 @@ struct TrainKey {
 };
 using TrainKeys = std::vector<TrainKey>;
 
-// The model's shape and a layout (degrees, batch, ZeRO, recompute,
-// sequence parallelism, schedule, overlap switches: the fields of
-// parallel_fields() and run_fields() on kSurfaceLayout, in table order) as
-// train keys; whether a key is one layout_keys sets.
+// The model's shape (model_fields() on kSurfaceLayout: the sizes that
+// differ from the defaults, the Llama switches that differ from GPT-2) and
+// a layout (degrees, batch, ZeRO, recompute, sequence parallelism,
+// schedule, overlap switches: the fields of parallel_fields() and
+// run_fields() on kSurfaceLayout), each in table order, as train keys;
+// whether a key is one layout_keys sets.
 TrainKeys model_keys(const GPTConfig& m);
 TrainKeys layout_keys(const plan::PlanLayout& L);
 bool is_layout_key(const std::string& key);

@@ -7,6 +7,7 @@
 
 #include "tessera/ckpt/hf_gpt2.h"
 #include "tessera/ckpt/hf_llama.h"
+#include "tessera/config/model_fields.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ckpt {
@@ -29,18 +30,20 @@ HfArch hf_arch_of(const GPTConfig& m) {
   if (!m.llama_family()) return HfArch::Gpt2;
   // Llama's block: RMSNorm, SwiGLU and rotary positions, each required; GQA,
   // an untied head and biases are its options.
+  const std::string rmsnorm = fmt::format("{} RMSNorm", flag::normalization);
+  const std::string rope = fmt::format("{} rope", flag::position_embedding);
   std::vector<std::string> llama_lacks;
-  if (!m.rmsnorm()) llama_lacks.push_back("--normalization RMSNorm");
-  if (!m.swiglu) llama_lacks.push_back("--swiglu");
-  if (!m.rope()) llama_lacks.push_back("--position-embedding-type rope");
+  if (!m.rmsnorm()) llama_lacks.push_back(rmsnorm);
+  if (!m.swiglu) llama_lacks.push_back(flag::swiglu);
+  if (!m.rope()) llama_lacks.push_back(rope);
   if (llama_lacks.empty()) return HfArch::Llama;
   std::vector<std::string> gpt2_lacks;
-  if (m.rmsnorm()) gpt2_lacks.push_back("--normalization RMSNorm");
-  if (m.swiglu) gpt2_lacks.push_back("--swiglu");
-  if (m.rope()) gpt2_lacks.push_back("--position-embedding-type rope");
-  if (m.num_query_groups > 0) gpt2_lacks.push_back("--num-query-groups");
-  if (m.untie_embeddings) gpt2_lacks.push_back("--untie-embeddings-and-output-weights");
-  if (!m.add_bias_linear) gpt2_lacks.push_back("--disable-bias-linear");
+  if (m.rmsnorm()) gpt2_lacks.push_back(rmsnorm);
+  if (m.swiglu) gpt2_lacks.push_back(flag::swiglu);
+  if (m.rope()) gpt2_lacks.push_back(rope);
+  if (m.num_query_groups > 0) gpt2_lacks.push_back(flag::num_query_groups);
+  if (m.untie_embeddings) gpt2_lacks.push_back(flag::untie_embeddings);
+  if (!m.add_bias_linear) gpt2_lacks.push_back(flag::disable_bias_linear);
   fail("no Hugging Face architecture holds this model ({}): GPT-2 has no {}, and Llama needs {}",
        m.summary(), listed(gpt2_lacks), listed(llama_lacks));
 }

@@ -20,6 +20,7 @@
 #include "tessera/data/data_blend.h"
 #include "tessera/data/tokenizer_identity.h"
 #include "tessera/comm/grid.h"
+#include "tessera/config/model_fields.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/comm/launch_env.h"
 #include "tessera/comm/mpi_runtime.h"
@@ -34,6 +35,7 @@
 #include "tessera/train/load_options.h"
 #include "tessera/train/memory_check.h"
 #include "tessera/train/run_fields.h"
+#include "tessera/train/train_fields.h"
 #include "tessera/train/run_outputs.h"
 #include "tessera/train/trainer.h"
 
@@ -41,120 +43,43 @@ namespace tessera::cli {
 
 namespace {
 
-// The Llama family's switches (GPTConfig), under Megatron-LM's names.
-// --num-query-groups takes effect with --group-query-attention only, as in
-// Megatron; check_query_group_flags refuses one without the other.
-void add_llama_options(CLI::App* sub, GPTConfig& m) {
-  sub->add_option_function<std::string>(
-         "--normalization",
-         [&m](const std::string& v) {
-           TESSERA_CHECK(v == "LayerNorm" || v == "RMSNorm",
-                         "--normalization must be LayerNorm or RMSNorm (got '{}')", v);
-           m.normalization = v == "RMSNorm" ? Normalization::RMSNorm : Normalization::LayerNorm;
-         },
-         "LayerNorm or RMSNorm (no bias, no mean)")
-      ->default_str("LayerNorm");
-  sub->add_option("--norm-epsilon", m.norm_epsilon, "epsilon of the normalization")
-      ->capture_default_str();
-  sub->add_flag("--swiglu", m.swiglu,
-                "SwiGLU MLP: silu(gate) * up; --ffn-hidden-size defaults to 8/3 x hidden rounded "
-                "down to a multiple of 64");
-  sub->add_option_function<std::string>(
-         "--position-embedding-type",
-         [&m](const std::string& v) {
-           TESSERA_CHECK(v == "learned_absolute" || v == "rope",
-                         "--position-embedding-type must be learned_absolute or rope (got '{}')",
-                         v);
-           m.position_embedding = v == "rope" ? PositionEmbedding::Rope : PositionEmbedding::Learned;
-         },
-         "learned_absolute (a position table) or rope (rotary, applied to q and k)")
-      ->default_str("learned_absolute");
-  sub->add_option("--rotary-base", m.rotary_base, "base of the rotary angles")
-      ->capture_default_str();
-  static const std::string gqa_help =
-      "grouped-query attention: --num-query-groups key/value heads, each shared by "
-      "num-attention-heads / num-query-groups query heads";
-  sub->add_flag("--group-query-attention", gqa_help);
-  sub->add_option("--num-query-groups", m.num_query_groups,
-                  "key/value heads under --group-query-attention");
-  sub->add_flag("--untie-embeddings-and-output-weights", m.untie_embeddings,
-                "an output layer (lm_head) of its own instead of the token embedding");
-  sub->add_flag_callback(
-      "--disable-bias-linear", [&m] { m.add_bias_linear = false; },
-      "no biases in the linear layers (qkv, projections, MLP)");
-}
-
 // --num-query-groups and --group-query-attention go together.
 void check_query_group_flags(const CLI::App* sub, const GPTConfig& m) {
-  const bool gqa = sub->get_option("--group-query-attention")->count() > 0;
+  const bool gqa = sub->get_option(flag::group_query_attention)->count() > 0;
   TESSERA_CHECK(!gqa || m.num_query_groups >= 1,
-                "--group-query-attention needs --num-query-groups G (key/value heads, >= 1)");
+                "{} needs {} G (key/value heads, >= 1)", flag::group_query_attention,
+                flag::num_query_groups);
   TESSERA_CHECK(gqa || m.num_query_groups == 0,
-                "--num-query-groups {} needs --group-query-attention (Megatron-LM ignores it "
-                "without; tessera refuses rather than train another model than asked)",
-                m.num_query_groups);
+                "{} {} needs {} (Megatron-LM ignores it without; tessera refuses rather than "
+                "train another model than asked)",
+                flag::num_query_groups, m.num_query_groups, flag::group_query_attention);
 }
 
-// The model's shape: GPTConfig.
+// The model's shape: GPTConfig (config/model_fields.cpp), the Llama
+// family's switches under Megatron-LM's names. --num-query-groups takes
+// effect with --group-query-attention only, as in Megatron;
+// check_query_group_flags refuses one without the other.
 void add_model_options(CLI::App* sub, GPTConfig& m) {
-  sub->add_option("--num-layers", m.num_layers, "transformer layers")->capture_default_str();
-  sub->add_option("--hidden-size", m.hidden_size, "hidden size")->capture_default_str();
-  sub->add_option("--num-attention-heads", m.num_heads, "attention heads")->capture_default_str();
-  sub->add_option("--ffn-hidden-size", m.ffn_hidden_size, "MLP width (0: 4 x hidden)")
-      ->capture_default_str();
-  sub->add_option("--seq-length", m.seq_length, "tokens per sequence")->capture_default_str();
-  sub->add_option("--max-position-embeddings", m.max_position_embeddings,
-                  "rows of the position table (0: --seq-length)")
-      ->capture_default_str();
-  sub->add_option("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by,
-                  "pad the embedding table to a multiple of this (x tensor-parallel size)")
-      ->capture_default_str();
-  sub->add_option("--init-method-std", m.init_std, "std of the normal weight initialisation")
-      ->capture_default_str();
   // Megatron's defaults (0.1), unlike the library's (0: the fp32 reference).
   m.attention_dropout = 0.1f;
   m.hidden_dropout = 0.1f;
-  sub->add_option("--attention-dropout", m.attention_dropout,
-                  "dropout probability of the attention softmax, in [0, 1)")
-      ->capture_default_str();
-  sub->add_option("--hidden-dropout", m.hidden_dropout,
-                  "dropout probability of the embedding output and of each block's attention and "
-                  "MLP output, in [0, 1)")
-      ->capture_default_str();
-  add_llama_options(sub, m);
+  add_field_options(sub, model_fields(), m);
 }
 
 // The parallel layout and schedule (ParallelConfig, declared in
 // config/parallel_fields.cpp), and the pipeline trace.
 void add_parallel_options(CLI::App* sub, TrainConfig& c) {
   add_field_options(sub, parallel_fields(), c.par);
-  sub->add_option("--trace", c.trace_file,
-                  "write a Chrome trace (Perfetto / chrome://tracing) of one step, a track "
-                  "per rank: forward, backward, gradient reduction, optimizer (and every "
-                  "pipeline action under pipeline parallelism)");
-  sub->add_option("--trace-step", c.trace_step, "the step to trace (0: the last)")
-      ->capture_default_str();
+  add_field_options(sub, trace_fields(), c);
 }
 
-// Optimizer, data, logging and checkpoints.
+// Optimizer, data, logging and checkpoints (train/train_fields.h), and the
+// options that are not plain fields: --seed's check, the data flags that
+// exclude one another, --peak-file's default (a path found at run time),
+// --loss-scale (a value that also turns dynamic scaling off).
 void add_run_options(CLI::App* sub, TrainConfig& c) {
-  auto& o = c.optim;
   sub->add_option("--train-iters", c.train_iters, "optimizer steps")->capture_default_str();
-  sub->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
-  sub->add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")
-      ->capture_default_str();
-  sub->add_option("--lr-warmup-iters", o.warmup_iters, "linear warm-up steps")
-      ->capture_default_str();
-  sub->add_option("--lr-decay-iters", o.decay_iters, "cosine decay ends here (0: --train-iters)")
-      ->capture_default_str();
-  sub->add_option("--weight-decay", o.weight_decay,
-                  "decoupled weight decay (not on biases and LayerNorm)")
-      ->capture_default_str();
-  sub->add_option("--clip-grad", o.clip_grad, "clip the global gradient norm to this (0: off)")
-      ->capture_default_str();
-  sub->add_option("--adam-beta1", o.beta1, "AdamW beta1")->capture_default_str();
-  sub->add_option("--adam-beta2", o.beta2, "AdamW beta2")->capture_default_str();
-  sub->add_option("--adam-eps", o.eps, "AdamW epsilon")->capture_default_str();
+  add_field_options(sub, optim_fields(), c.optim);
   sub->add_option("--seed", c.seed, "seed of initialisation and data sampling")
       ->check(not_negative())
       ->capture_default_str();
@@ -183,19 +108,7 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
          "train,valid,test shares of the data (e.g. 969,30,1; the test part is held out)")
       ->excludes(split_valid);
   valid_path->excludes(split_valid)->excludes(split);
-  sub->add_option("--eval-interval", c.eval_interval, "validation loss every N steps (0: never)")
-      ->capture_default_str();
-  sub->add_option("--eval-iters", c.eval_iters, "micro-batches per validation")
-      ->capture_default_str();
-  sub->add_option("--log-interval", c.log_interval, "print a metrics line every N steps")
-      ->capture_default_str();
-  sub->add_option("--metrics-file", c.metrics_file, "write every step's metrics as JSON lines");
-  sub->add_option("--tensorboard-dir", c.tensorboard_dir,
-                  "write TensorBoard event files (loss, lr, grad norm, loss scale, tokens/s, MFU, "
-                  "memory, validation loss) here");
-  sub->add_option("--peak-tflops", c.peak_tflops,
-                  "peak TFLOP/s per rank for MFU (default: the CPU's theoretical peak, cores x "
-                  "clock x FLOPs per cycle)");
+  add_field_options(sub, log_fields(), c);
   sub->add_option("--peak-file", c.peak_file, "measured GEMM peak, reported beside MFU (default: " +
                                                   default_peak_file() + ")");
   add_field_options(sub, run_fields(), c);  // precision and overlap switches
@@ -203,50 +116,8 @@ void add_run_options(CLI::App* sub, TrainConfig& c) {
   sub->add_option_function<float>(
       "--loss-scale", [&ls](float v) { ls.dynamic = false; ls.static_scale = v; },
       "--fp16: a static loss scale (default: dynamic)");
-  sub->add_option("--initial-loss-scale", ls.initial_scale, "--fp16: first dynamic loss scale")
-      ->capture_default_str();
-  sub->add_option("--min-loss-scale", ls.min_scale, "--fp16: floor of the dynamic loss scale")
-      ->capture_default_str();
-  sub->add_option("--loss-scale-window", ls.window,
-                  "--fp16: clean steps before the dynamic scale doubles")
-      ->capture_default_str();
-  sub->add_option("--hysteresis", ls.hysteresis,
-                  "--fp16: overflows tolerated before the dynamic scale halves")
-      ->capture_default_str();
-  sub->add_option("--threads", c.threads,
-                  "threads per rank (default: the node's cores / the ranks on the node)");
-  sub->add_flag("!--no-progress", c.progress, "no progress bar on a terminal");
-  sub->add_option("--save", c.save_dir, "write checkpoints under this directory");
-  sub->add_option("--save-interval", c.save_interval, "checkpoint every N steps (0: at the end)")
-      ->capture_default_str();
-  sub->add_option("--save-keep", c.save_keep, "keep the newest K checkpoints (0: all)")
-      ->capture_default_str();
-  sub->add_flag("--overwrite-save", c.overwrite_save,
-                "--save may hold another run's checkpoints: delete them before training (without "
-                "it such a directory is refused; resuming with --load of the same directory is "
-                "always allowed)");
-  sub->add_option("--load", c.load_dir,
-                  "resume from a checkpoint (a step directory, or a --save directory: its latest)");
-  sub->add_flag("--finetune", c.finetune,
-                "--load the weights only: start at step 1 with a fresh optimizer and this run's "
-                "--seed (e.g. from `tessera import`)");
-  sub->add_flag("--no-load-optim", c.no_load_optim,
-                "--load weights, step and seed but not the optimizer state (fresh AdamW moments)");
-  sub->add_flag("--no-load-rng", c.no_load_rng,
-                "--load without the checkpoint's seed: data order and dropout follow this run's "
-                "--seed");
-  sub->add_flag("--use-checkpoint-args", c.use_checkpoint_args,
-                "take the model's shape (layers, hidden, heads, FFN, sequence, positions, "
-                "vocabulary) from the --load checkpoint; it overrides those flags");
-  sub->add_flag("--exit-signal-handler", c.exit_signal_handler,
-                "on SIGTERM or SIGINT, finish the step, save (with --save) and exit 128 + signal");
-  sub->add_option("--exit-duration-in-mins", c.exit_duration_in_mins,
-                  "after the first step that ends this many minutes after the start, save (with "
-                  "--save) and exit 0 (0: no limit)")
-      ->capture_default_str();
-  sub->add_option("--exit-interval", c.exit_interval,
-                  "after a step that is a multiple of N, save (with --save) and exit 0 (0: never)")
-      ->capture_default_str();
+  add_field_options(sub, loss_scale_fields(), ls);
+  add_field_options(sub, process_fields(), c);
 }
 
 // In --help order: model, layout, the rest.
@@ -256,20 +127,11 @@ void add_train_options(CLI::App* sub, TrainConfig& c) {
   add_run_options(sub, c);
 }
 
-// The flags of the model's shape: --use-checkpoint-args names the ones given
-// that the checkpoint overrides.
-const char* const kModelShapeFlags[] = {"--num-layers", "--hidden-size", "--num-attention-heads",
-                                        "--ffn-hidden-size", "--seq-length",
-                                        "--max-position-embeddings", "--vocab-size",
-                                        "--make-vocab-size-divisible-by", "--normalization",
-                                        "--norm-epsilon", "--swiglu", "--position-embedding-type",
-                                        "--rotary-base", "--num-query-groups",
-                                        "--untie-embeddings-and-output-weights",
-                                        "--disable-bias-linear"};
-
 struct LaunchFlags {
   int64_t vocab_size = 0;   // --vocab-size
-  std::set<std::string> given_shape_flags;  // of kModelShapeFlags, those on the command line
+  // The flags of the model's shape (kSurfaceShape) given on the command
+  // line: --use-checkpoint-args names the ones the checkpoint overrides.
+  std::set<std::string> given_shape_flags;
   int64_t layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
   double comm_timeout = 300;  // --comm-timeout
   bool dry_run = false;         // --dry-run: the planner's memory and step time, then exit
@@ -281,8 +143,8 @@ struct LaunchFlags {
   void validate() const {
     TESSERA_CHECK(query_group_error.empty(), "{}", query_group_error);
     TESSERA_CHECK(vocab_size == 0 || vocab_size >= 2,
-                  "--vocab-size must be >= 2 (got {}; leave it out to take the tokenizer's)",
-                  vocab_size);
+                  "{} must be >= 2 (got {}; leave it out to take the tokenizer's)",
+                  flag::vocab_size, vocab_size);
     TESSERA_CHECK(layers_per_virtual_stage >= 0, "{} must be >= 1 (got {})",
                   flag::layers_per_virtual_stage, layers_per_virtual_stage);
     TESSERA_CHECK(std::isfinite(comm_timeout) && comm_timeout >= 0,
@@ -295,8 +157,8 @@ struct LaunchFlags {
 
 // The flags of the launch rather than of TrainConfig.
 void add_launch_options(CLI::App* sub, LaunchFlags& f) {
-  sub->add_option("--vocab-size", f.vocab_size,
-                  "model vocabulary (default: the tokenizer's, or the data file's)");
+  // A field of the model's (kOptionElsewhere): the data decides the vocabulary.
+  sub->add_option(flag::vocab_size, f.vocab_size, model_field(flag::vocab_size).help);
   sub->add_option(flag::layers_per_virtual_stage, f.layers_per_virtual_stage,
                   "layers per model chunk (sets --virtual-pipeline-stages)");
   sub->add_option("--comm-timeout", f.comm_timeout,
@@ -318,8 +180,9 @@ void apply_layers_per_virtual_stage(TrainConfig& c, int64_t per) {
   if (per <= 0) return;
   const std::string what = fmt::format("{} x {}", flag::layers_per_virtual_stage, flag::pp);
   const int64_t chunk = checked_mul(per, c.par.pp, what.c_str());
-  TESSERA_CHECK(c.model.num_layers % chunk == 0, "--num-layers ({}) must be divisible by {} ({}) x {} ({})",
-                c.model.num_layers, flag::layers_per_virtual_stage, per, flag::pp, c.par.pp);
+  TESSERA_CHECK(c.model.num_layers % chunk == 0, "{} ({}) must be divisible by {} ({}) x {} ({})",
+                flag::num_layers, c.model.num_layers, flag::layers_per_virtual_stage, per,
+                flag::pp, c.par.pp);
   c.par.virtual_stages = c.model.num_layers / chunk;
 }
 
@@ -500,8 +363,9 @@ void register_train(CLI::App& app) {
     TESSERA_CHECK(!*fp8, "--fp8: tessera train does not train in FP8 (its CPU kernels have no "
                   "FP8 GEMM); train with --bf16, and plan FP8 runs of GPUs with `tessera plan "
                   "--precision fp8`");
-    for (const char* f : kModelShapeFlags)
-      if (sub->get_option(f)->count() > 0) flags->given_shape_flags.insert(f);
+    for (const Field<GPTConfig>& f : model_fields())
+      if (f.on(kSurfaceShape) && sub->get_option(f.flag)->count() > 0)
+        flags->given_shape_flags.insert(f.flag);
     try {
       check_query_group_flags(sub, cfg->model);
     } catch (const Error& e) {

@@ -37,11 +37,19 @@ void fields_to_json(std::span<const Field<C>> fields, FieldSurface surface, cons
       void operator()(int C::*m) const { out = c.*m; }
       void operator()(bool C::*m) const { out = c.*m; }
       void operator()(float C::*m) const { out = c.*m; }
+      void operator()(double C::*m) const { out = c.*m; }
+      void operator()(std::string C::*m) const { out = c.*m; }
       void operator()(std::optional<int64_t> C::*m) const { out = (c.*m).value_or(0); }
       void operator()(const ChoiceAccess<C>& a) const { out = a.get(c); }
+      void operator()(const DerivedSwitch<C>& s) const { out = s.on(c); }
     };
     const auto* optional = std::get_if<std::optional<int64_t> C::*>(&f.access);
     if (optional && !(c.**optional) && !form.unset_as_zero) continue;
+    if (f.stored && !f.stored(c)) continue;
+    if (f.stored_value) {
+      j[f.json_key] = f.stored_value(c);
+      continue;
+    }
     std::visit(Write{c, form, j[f.json_key]}, f.access);
   }
 }
@@ -56,6 +64,9 @@ void fields_from_json(std::span<const Field<C>> fields, FieldSurface surface,
     if (!f.on(surface)) continue;
     const char* key = f.json_key;
     const bool optional = std::holds_alternative<std::optional<int64_t> C::*>(f.access);
+    if (f.required)
+      TESSERA_CHECK(j.contains(key) && j[key].is_number_integer(), "{}: missing integer '{}'",
+                    what, key);
     if (!j.contains(key)) {
       TESSERA_CHECK(optional || !form.every_key_required, "{}: missing '{}'", what, key);
       continue;
@@ -83,9 +94,20 @@ void fields_from_json(std::span<const Field<C>> fields, FieldSurface surface,
                       v.dump());
         c.*m = v.get<bool>();
       }
-      void operator()(float C::*m) const {
+      void number() const {
         TESSERA_CHECK(v.is_number(), "{}: '{}' must be a number (got {})", what, key, v.dump());
+      }
+      void operator()(float C::*m) const {
+        number();
         c.*m = v.get<float>();
+      }
+      void operator()(double C::*m) const {
+        number();
+        c.*m = v.get<double>();
+      }
+      void operator()(std::string C::*m) const {
+        TESSERA_CHECK(v.is_string(), "{}: '{}' must be a string (got {})", what, key, v.dump());
+        c.*m = v.get<std::string>();
       }
       void operator()(std::optional<int64_t> C::*m) const {
         const int64_t x = integer();
@@ -93,7 +115,12 @@ void fields_from_json(std::span<const Field<C>> fields, FieldSurface surface,
       }
       void operator()(const ChoiceAccess<C>& a) const {
         TESSERA_CHECK(v.is_string(), "{}: '{}' must be a string (got {})", what, key, v.dump());
-        a.set(c, v.get<std::string>());
+        set_choice(a, c, v.get<std::string>(), fmt::format("{}: '{}'", what, key));
+      }
+      // Nothing of its own to set: the fields it derives from are read.
+      void operator()(const DerivedSwitch<C>&) const {
+        TESSERA_CHECK(v.is_boolean(), "{}: '{}' must be true or false (got {})", what, key,
+                      v.dump());
       }
     };
     std::visit(Read{v, form, what, key, read_integer, c}, f.access);

@@ -4,17 +4,13 @@
 
 #include <cmath>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
 
 namespace {
-
-// The model's tensors list every layer (ParamLayout), so a billion layers
-// would exhaust memory describing them before any check of the bytes; the
-// largest published models have a few hundred.
-constexpr int64_t kMaxLayers = int64_t(1) << 16;
 
 // An upper bound of the model's parameter bytes (fp32 weights, gradients and
 // Adam's two moments: 16 per parameter) computed without wrapping, so that
@@ -41,44 +37,41 @@ void check_sizes_fit(const GPTConfig& m) {
 }  // namespace
 
 void GPTConfig::validate() const {
-  TESSERA_CHECK(num_layers >= 1 && num_layers <= kMaxLayers,
-                "--num-layers must be in [1, {}] (got {})", kMaxLayers, num_layers);
-  TESSERA_CHECK(hidden_size >= 1, "--hidden-size must be >= 1 (got {})", hidden_size);
-  TESSERA_CHECK(num_heads >= 1, "--num-attention-heads must be >= 1 (got {})", num_heads);
+  // Each size's range is its field's (config/model_fields.cpp).
+  auto range = [](const char* flag, int64_t v) { check_field_range(model_field(flag), v); };
+  range(flag::num_layers, num_layers);
+  range(flag::hidden_size, hidden_size);
+  range(flag::num_heads, num_heads);
   TESSERA_CHECK(hidden_size % num_heads == 0,
-                "--hidden-size ({}) must be divisible by --num-attention-heads ({})", hidden_size,
-                num_heads);
-  TESSERA_CHECK(seq_length >= 1, "--seq-length must be >= 1 (got {})", seq_length);
+                "{} ({}) must be divisible by {} ({})", flag::hidden_size, hidden_size,
+                flag::num_heads, num_heads);
+  range(flag::seq_length, seq_length);
   TESSERA_CHECK(max_position_embeddings == 0 || max_position_embeddings >= seq_length,
-                "--max-position-embeddings ({}) must be >= --seq-length ({})",
-                max_position_embeddings, seq_length);
+                "{} ({}) must be >= {} ({})", flag::max_positions, max_position_embeddings,
+                flag::seq_length, seq_length);
   TESSERA_CHECK(vocab_size >= 2, "vocabulary size must be >= 2 (got {})", vocab_size);
   TESSERA_CHECK(vocab_size < (int64_t(1) << 31), "vocabulary size {} does not fit int32 token ids",
                 vocab_size);
-  TESSERA_CHECK(ffn_hidden_size >= 0, "--ffn-hidden-size must be >= 0 (got {})", ffn_hidden_size);
-  TESSERA_CHECK(make_vocab_size_divisible_by >= 1,
-                "--make-vocab-size-divisible-by must be >= 1 (got {})",
-                make_vocab_size_divisible_by);
+  range(flag::ffn_hidden_size, ffn_hidden_size);
+  range(flag::vocab_divisor, make_vocab_size_divisible_by);
   TESSERA_CHECK(init_std > 0 && std::isfinite(init_std),
-                "--init-method-std must be a finite number > 0 (got {})", init_std);
+                "{} must be a finite number > 0 (got {})", flag::init_std, init_std);
   // The negated form also refuses NaN.
   TESSERA_CHECK(attention_dropout >= 0.0f && attention_dropout < 1.0f,
-                "--attention-dropout must be in [0, 1) (got {})", attention_dropout);
+                "{} must be in [0, 1) (got {})", flag::attention_dropout, attention_dropout);
   TESSERA_CHECK(hidden_dropout >= 0.0f && hidden_dropout < 1.0f,
-                "--hidden-dropout must be in [0, 1) (got {})", hidden_dropout);
+                "{} must be in [0, 1) (got {})", flag::hidden_dropout, hidden_dropout);
   TESSERA_CHECK(norm_epsilon > 0 && std::isfinite(norm_epsilon),
-                "--norm-epsilon must be a finite number > 0 (got {})", norm_epsilon);
-  TESSERA_CHECK(num_query_groups >= 0, "--num-query-groups must be >= 1 (got {})",
-                num_query_groups);
+                "{} must be a finite number > 0 (got {})", flag::norm_epsilon, norm_epsilon);
+  range(flag::num_query_groups, num_query_groups);
   TESSERA_CHECK(num_query_groups == 0 || num_heads % num_query_groups == 0,
-                "--num-attention-heads ({}) must be divisible by --num-query-groups ({})",
-                num_heads, num_query_groups);
+                "{} ({}) must be divisible by {} ({})", flag::num_heads, num_heads,
+                flag::num_query_groups, num_query_groups);
   TESSERA_CHECK(!rope() || head_size() % 2 == 0,
-                "--position-embedding-type rope needs an even head dimension "
-                "(--hidden-size / --num-attention-heads = {})",
-                head_size());
+                "{} rope needs an even head dimension ({} / {} = {})", flag::position_embedding,
+                flag::hidden_size, flag::num_heads, head_size());
   TESSERA_CHECK(!rope() || (rotary_base > 1 && std::isfinite(rotary_base)),
-                "--rotary-base must be a finite number > 1 (got {})", rotary_base);
+                "{} must be a finite number > 1 (got {})", flag::rotary_base, rotary_base);
   check_sizes_fit(*this);
 }
 

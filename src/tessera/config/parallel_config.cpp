@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/core/checked_math.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
@@ -117,50 +118,55 @@ void validate_uneven_split(const ParallelConfig& p, int64_t num_layers) {
   }
   if (middle == 0) {
     TESSERA_CHECK(rest == 0,
-                  "{} ({}) + {} ({}) must equal --num-layers ({}) with {} 2", kFirstFlag,
-                  *p.first_stage_layers, kLastFlag, *p.last_stage_layers, num_layers, flag::pp);
+                  "{} ({}) + {} ({}) must equal {} ({}) with {} 2", kFirstFlag,
+                  *p.first_stage_layers, kLastFlag, *p.last_stage_layers, flag::num_layers,
+                  num_layers, flag::pp);
     return;
   }
   const std::string flags = p.first_stage_layers && p.last_stage_layers
                                 ? fmt::format("{} + {}", kFirstFlag, kLastFlag)
                                 : std::string(which);
   TESSERA_CHECK(rest >= middle,
-                "{} take {} layers and --num-layers is {}: the {} other pipeline stage(s) need "
-                "at least one layer each",
-                flags, num_layers - rest, num_layers, middle);
+                "{} take {} layers and {} is {}: the {} other pipeline stage(s) need at least one "
+                "layer each",
+                flags, num_layers - rest, flag::num_layers, num_layers, middle);
   TESSERA_CHECK(rest % middle == 0,
-                "--num-layers ({}) less {} leaves {} layers, not divisible by the {} other "
-                "pipeline stage(s)",
-                num_layers, flags, rest, middle);
+                "{} ({}) less {} leaves {} layers, not divisible by the {} other pipeline "
+                "stage(s)",
+                flag::num_layers, num_layers, flags, rest, middle);
   TESSERA_CHECK((rest / middle) % p.virtual_stages == 0,
-                "the {} layers of each middle pipeline stage (--num-layers {} less {}, over {} "
-                "stages) must be divisible by {} ({})",
-                rest / middle, num_layers, flags, middle, flag::virtual_stages, p.virtual_stages);
+                "the {} layers of each middle pipeline stage ({} {} less {}, over {} stages) must "
+                "be divisible by {} ({})",
+                rest / middle, flag::num_layers, num_layers, flags, middle, flag::virtual_stages,
+                p.virtual_stages);
 }
 
 // The model's dimensions split over tp, its layers over pp x v.
 void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
-  TESSERA_CHECK(m.num_heads % p.tp == 0, "--num-attention-heads ({}) must be divisible by {} ({})",
+  TESSERA_CHECK(m.num_heads % p.tp == 0, "{} ({}) must be divisible by {} ({})", flag::num_heads,
                 m.num_heads, flag::tp, p.tp);
-  TESSERA_CHECK(m.hidden_size % p.tp == 0, "--hidden-size ({}) must be divisible by {} ({})",
-                m.hidden_size, flag::tp, p.tp);
+  TESSERA_CHECK(m.hidden_size % p.tp == 0, "{} ({}) must be divisible by {} ({})",
+                flag::hidden_size, m.hidden_size, flag::tp, p.tp);
   // GQA: every tp rank holds whole key/value heads (num_query_groups / tp
   // of them) beside its num_heads / tp query heads.
-  TESSERA_CHECK(m.kv_heads() % p.tp == 0, "--num-query-groups ({}) must be divisible by {} ({})",
-                m.kv_heads(), flag::tp, p.tp);
-  TESSERA_CHECK(m.ffn() % p.tp == 0, "--ffn-hidden-size ({}{}) must be divisible by {} ({})",
-                m.ffn(), m.swiglu && m.ffn_hidden_size == 0 ? ", the --swiglu default 8/3 x hidden" : "",
-                flag::tp, p.tp);
+  TESSERA_CHECK(m.kv_heads() % p.tp == 0, "{} ({}) must be divisible by {} ({})",
+                flag::num_query_groups, m.kv_heads(), flag::tp, p.tp);
+  static const std::string swiglu_default =
+      fmt::format(", the {} default 8/3 x hidden", flag::swiglu);
+  TESSERA_CHECK(m.ffn() % p.tp == 0, "{} ({}{}) must be divisible by {} ({})",
+                flag::ffn_hidden_size, m.ffn(),
+                m.swiglu && m.ffn_hidden_size == 0 ? swiglu_default : std::string(), flag::tp,
+                p.tp);
   TESSERA_CHECK(!p.sequence_parallel || m.seq_length % p.tp == 0,
-                "--seq-length ({}) must be divisible by {} ({}) with {}", m.seq_length, flag::tp,
-                p.tp, flag::sequence_parallel);
+                "{} ({}) must be divisible by {} ({}) with {}", flag::seq_length, m.seq_length,
+                flag::tp, p.tp, flag::sequence_parallel);
   check_parallel_range(flag::virtual_stages, p.virtual_stages);
   if (p.uneven_stages()) return validate_uneven_split(p, m.num_layers);
   static const std::string what = fmt::format("{} x {}", flag::pp, flag::virtual_stages);
   const int64_t chunks = checked_mul(p.pp, p.virtual_stages, what.c_str());
   TESSERA_CHECK(m.num_layers % chunks == 0,
-                "--num-layers ({}) must be divisible by {} ({}) x {} ({})", m.num_layers, flag::pp,
-                p.pp, flag::virtual_stages, p.virtual_stages);
+                "{} ({}) must be divisible by {} ({}) x {} ({})", flag::num_layers, m.num_layers,
+                flag::pp, p.pp, flag::virtual_stages, p.virtual_stages);
 }
 
 }  // namespace
@@ -176,7 +182,7 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
                 flag::global_batch, global_batch, flag::micro_batch, micro_batch, dp);
   check_parallel_range(flag::zero_stage, zero_stage);
   // The embedding table is padded to a multiple of this (GPTConfig::padded_vocab).
-  static const std::string padding = fmt::format("--make-vocab-size-divisible-by x {}", flag::tp);
+  static const std::string padding = fmt::format("{} x {}", flag::vocab_divisor, flag::tp);
   static const std::string padded = "vocabulary padded to " + padding;
   checked_add(m.vocab_size, checked_mul(m.make_vocab_size_divisible_by, tp, padding.c_str()),
               padded.c_str());

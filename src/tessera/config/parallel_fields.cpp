@@ -59,9 +59,7 @@ const std::array<Field<P>, 12> kFields{{
 std::span<const Field<ParallelConfig>> parallel_fields() { return kFields; }
 
 const Field<ParallelConfig>& parallel_field(std::string_view flag) {
-  const Field<ParallelConfig>* f = find_field(parallel_fields(), flag);
-  TESSERA_CHECK(f != nullptr, "{} is not a field of ParallelConfig", flag);
-  return *f;
+  return field_of(parallel_fields(), flag, "ParallelConfig");
 }
 
 void check_parallel_range(const char* flag, int64_t v) { check_field_range(parallel_field(flag), v); }

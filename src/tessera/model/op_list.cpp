@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/model/op_trace.h"
 
@@ -93,17 +94,15 @@ void unfuse_attention(std::vector<OpEntry>& list) {
   list = std::move(out);
 }
 
-// Every field a trace depends on (the layer count and the initialisation
-// do not change one layer's calls).
+// Every field a trace may depend on: the model's from its table
+// (config/model_fields.h), so a field added there keys the cache without a
+// change here (the layer count and the initialisation, which do not change
+// one layer's calls, only split the cache between models a search never
+// mixes).
 std::string trace_key(const OpListConfig& c) {
-  const GPTConfig& m = c.model;
-  return fmt::format(
-      "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} | {} {} {} {} {} {} {}", m.hidden_size,
-      m.num_heads, m.seq_length, m.max_position_embeddings, m.vocab_size, m.ffn_hidden_size,
-      m.make_vocab_size_divisible_by, m.attention_dropout, m.hidden_dropout, int(m.normalization),
-      m.norm_epsilon, m.swiglu, int(m.position_embedding), m.rotary_base, m.num_query_groups,
-      m.untie_embeddings, m.add_bias_linear, c.micro_batch, c.tp, c.sequence_parallel,
-      int(c.recompute), int(c.precision), c.training, c.flash_attention);
+  return fmt::format("{}| {} {} {} {} {} {} {}", model_fields_text(c.model), c.micro_batch, c.tp,
+                     c.sequence_parallel, int(c.recompute), int(c.precision), c.training,
+                     c.flash_attention);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <toml++/toml.h>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/core/edit_distance.h"
 #include "tessera/core/error.h"
 #include "tessera/core/toml_text.h"
@@ -131,24 +132,26 @@ struct ModelKey {
   bool required;
 };
 constexpr ModelKey kModelKeys[] = {
-    {"num-layers", "num_layers", &GPTConfig::num_layers, true},
-    {"hidden-size", "hidden_size", &GPTConfig::hidden_size, true},
-    {"num-attention-heads", "num_heads", &GPTConfig::num_heads, true},
-    {"seq-length", "seq_length", &GPTConfig::seq_length, true},
-    {"vocab-size", "vocab_size", &GPTConfig::vocab_size, false},
-    {"ffn-hidden-size", "ffn_hidden_size", &GPTConfig::ffn_hidden_size, false},
-    {"max-position-embeddings", "max_position_embeddings", &GPTConfig::max_position_embeddings,
-     false},
-    {"make-vocab-size-divisible-by", "make_vocab_size_divisible_by",
+    {flag_key(flag::num_layers), "num_layers", &GPTConfig::num_layers, true},
+    {flag_key(flag::hidden_size), "hidden_size", &GPTConfig::hidden_size, true},
+    {flag_key(flag::num_heads), "num_heads", &GPTConfig::num_heads, true},
+    {flag_key(flag::seq_length), "seq_length", &GPTConfig::seq_length, true},
+    {flag_key(flag::vocab_size), "vocab_size", &GPTConfig::vocab_size, false},
+    {flag_key(flag::ffn_hidden_size), "ffn_hidden_size", &GPTConfig::ffn_hidden_size, false},
+    {flag_key(flag::max_positions), "max_position_embeddings",
+     &GPTConfig::max_position_embeddings, false},
+    {flag_key(flag::vocab_divisor), "make_vocab_size_divisible_by",
      &GPTConfig::make_vocab_size_divisible_by, false},
 };
 
 // The Llama family's switches (Megatron-LM's flag names, as `tessera
 // train` takes them): not integers, so each is read by its own kind.
 constexpr const char* kFamilyKeys[] = {
-    "normalization",   "norm-epsilon",          "swiglu",
-    "position-embedding-type", "rotary-base",   "group-query-attention",
-    "num-query-groups", "untie-embeddings-and-output-weights", "disable-bias-linear"};
+    flag_key(flag::normalization),         flag_key(flag::norm_epsilon),
+    flag_key(flag::swiglu),                flag_key(flag::position_embedding),
+    flag_key(flag::rotary_base),           flag_key(flag::group_query_attention),
+    flag_key(flag::num_query_groups),      flag_key(flag::untie_embeddings),
+    flag_key(flag::disable_bias_linear)};
 
 std::string model_key_list() {
   std::string all;
@@ -191,32 +194,32 @@ std::string string_value(const std::string& path, const std::string& key, const 
 // switch (`gqa`): num-query-groups needs it, as Megatron-LM's does.
 void set_family_key(GPTConfig& c, bool& gqa, const std::string& path, const std::string& key,
                     const toml::node& v) {
-  if (key == "normalization") {
+  if (key == flag_key(flag::normalization)) {
     const std::string n = string_value(path, key, v);
     TESSERA_CHECK(n == "LayerNorm" || n == "RMSNorm",
                   "{}: normalization must be \"LayerNorm\" or \"RMSNorm\" (got \"{}\")", path, clipped(n));
     c.normalization = n == "RMSNorm" ? Normalization::RMSNorm : Normalization::LayerNorm;
-  } else if (key == "norm-epsilon") {
+  } else if (key == flag_key(flag::norm_epsilon)) {
     c.norm_epsilon = number_value(path, key, v);
-  } else if (key == "swiglu") {
+  } else if (key == flag_key(flag::swiglu)) {
     c.swiglu = flag_value(path, key, v);
-  } else if (key == "position-embedding-type") {
+  } else if (key == flag_key(flag::position_embedding)) {
     const std::string n = string_value(path, key, v);
     TESSERA_CHECK(n == "learned_absolute" || n == "rope",
                   "{}: position-embedding-type must be \"learned_absolute\" or \"rope\" (got \"{}\")",
                   path, clipped(n));
     c.position_embedding = n == "rope" ? PositionEmbedding::Rope : PositionEmbedding::Learned;
-  } else if (key == "rotary-base") {
+  } else if (key == flag_key(flag::rotary_base)) {
     c.rotary_base = number_value(path, key, v);
-  } else if (key == "group-query-attention") {
+  } else if (key == flag_key(flag::group_query_attention)) {
     gqa = flag_value(path, key, v);
-  } else if (key == "num-query-groups") {
+  } else if (key == flag_key(flag::num_query_groups)) {
     const auto n = v.value<int64_t>();
     TESSERA_CHECK(v.is_integer() && n.has_value(), "{}: key '{}' must be an integer", path, key);
     c.num_query_groups = *n;
-  } else if (key == "untie-embeddings-and-output-weights") {
+  } else if (key == flag_key(flag::untie_embeddings)) {
     c.untie_embeddings = flag_value(path, key, v);
-  } else if (key == "disable-bias-linear") {
+  } else if (key == flag_key(flag::disable_bias_linear)) {
     c.add_bias_linear = !flag_value(path, key, v);
   }
 }

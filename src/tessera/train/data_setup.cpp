@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/core/error.h"
 #include "tessera/data/data_blend.h"
 #include "tessera/data/embedded_corpus.h"
@@ -79,8 +80,8 @@ TrainingData open_training_data(const TrainConfig& cfg, int64_t vocab_size_flag,
                 "--merge-file",
                 paths.front());
   TESSERA_CHECK(!d.tokenizer || d.vocab_size >= d.tokenizer->vocab_size(),
-                "--vocab-size ({}) is smaller than the tokenizer's vocabulary ({})", d.vocab_size,
-                d.tokenizer->vocab_size());
+                "{} ({}) is smaller than the tokenizer's vocabulary ({})", flag::vocab_size,
+                d.vocab_size, d.tokenizer->vocab_size());
   const int64_t T = cfg.model.seq_length;
   // With a separate validation set the training files are not split.
   const double valid_fraction = valid_source ? 0.0 : cfg.valid_fraction;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "tessera/config/config_json.h"
+#include "tessera/config/model_fields.h"
 #include "tessera/core/error.h"
 
 namespace tessera {
@@ -20,17 +21,17 @@ std::vector<std::string> apply_checkpoint_args(TrainConfig& c, const ckpt::Check
                                   flag, mine, theirs));
     mine = theirs;
   };
-  take("--num-layers", m.num_layers, from.num_layers);
-  take("--hidden-size", m.hidden_size, from.hidden_size);
-  take("--num-attention-heads", m.num_heads, from.num_heads);
-  take("--ffn-hidden-size", m.ffn_hidden_size, from.ffn());
+  take(flag::num_layers, m.num_layers, from.num_layers);
+  take(flag::hidden_size, m.hidden_size, from.hidden_size);
+  take(flag::num_heads, m.num_heads, from.num_heads);
+  take(flag::ffn_hidden_size, m.ffn_hidden_size, from.ffn());
   // A fine-tune's --seq-length is its own (up to the positions): it shapes
   // the batches, not a parameter, and a 1024-position file trains on less.
-  if (!(c.finetune && explicit_flags.count("--seq-length")))
-    take("--seq-length", m.seq_length, from.seq_length);
-  take("--max-position-embeddings", m.max_position_embeddings, from.positions());
-  take("--vocab-size", m.vocab_size, from.vocab_size);
-  take("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by,
+  if (!(c.finetune && explicit_flags.count(flag::seq_length)))
+    take(flag::seq_length, m.seq_length, from.seq_length);
+  take(flag::max_positions, m.max_position_embeddings, from.positions());
+  take(flag::vocab_size, m.vocab_size, from.vocab_size);
+  take(flag::vocab_divisor, m.make_vocab_size_divisible_by,
        from.make_vocab_size_divisible_by);
   // The family's switches decide the parameters as much as the sizes do.
   const GPTConfig before = m;

@@ -178,11 +178,13 @@ OpList trace_op_list(const OpListConfig& c) {
       "tp", std::make_shared<comm::CommMonitor>(0, size_t(64), nullptr));
   kernels::TraceBackend backend([&rec](const kernels::KernelCall& k) { rec.kernel(k); });
 
-  GPT gpt(m, layout, /*own_params=*/false, /*own_grads=*/false,
-          TensorParallel{c.tp > 1 ? &group : nullptr, c.sequence_parallel});
-  gpt.set_backend(backend);
-  gpt.set_recompute(c.recompute);
-  gpt.set_precision(c.precision);
+  GPT gpt(m, layout,
+          {.own_params = false,
+           .own_grads = false,
+           .tp = TensorParallel{c.tp > 1 ? &group : nullptr, c.sequence_parallel},
+           .precision = c.precision,
+           .recompute = c.recompute,
+           .backend = &backend});
   gpt.place_lowp_scratch(unmapped<uint16_t>(Region::LowpScratch));
   for (const ParamUnit& u : layout.units())
     gpt.bind_unit(u, unmapped<float>(Region::Weights) + u.begin,

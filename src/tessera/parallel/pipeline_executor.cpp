@@ -46,6 +46,7 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
   for (int64_t i = 0; i < peak; ++i) {
     auto s = std::make_unique<Slot>();
     activations_init(s->acts, shape);
+    s->acts.profile = opt_.profile;
     if (tokens) {
       s->inputs.resize(size_t(shape.N()));
       s->targets.resize(size_t(shape.N()));
@@ -55,10 +56,6 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
 }
 
 PipelineExecutor::~PipelineExecutor() = default;
-
-void PipelineExecutor::set_profile(Profile* profile) {
-  for (auto& s : slots_) s->acts.profile = profile;
-}
 
 int64_t PipelineExecutor::activation_bytes() const {
   int64_t n = 0;

@@ -13,9 +13,8 @@ namespace tessera::plan {
 Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps,
                               Precision precision) {
   const ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
-  GPT model(m, layout);
+  GPT model(m, layout, {.precision = precision});
   model.init(1);
-  model.set_precision(precision);
   model.refresh_working_copy();
   const int64_t N = micro_batch * m.seq_length;
   std::vector<int32_t> inputs(static_cast<size_t>(N)), targets(static_cast<size_t>(N));  // (B, T)

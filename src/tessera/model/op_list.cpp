@@ -22,15 +22,6 @@ const char* op_phase_name(OpPhase p) {
   return "?";
 }
 
-const char* collective_kind_name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-  }
-  return "?";
-}
-
 namespace {
 
 // Megatron's unfused attention in place of one traced flash-attention

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "tessera/config/gpt_config.h"
+#include "tessera/comm/comm_op.h"
 #include "tessera/config/parallel_config.h"
 #include "tessera/core/profile.h"
 #include "tessera/kernels/precision.h"
@@ -48,10 +49,7 @@ namespace tessera {
 
 enum class OpPhase { Forward, Recompute, Backward };
 enum class OpClass { Gemm, Attention, Memory, Collective };
-enum class CollectiveKind { AllReduce, AllGather, ReduceScatter };
-
 const char* op_phase_name(OpPhase p);
-const char* collective_kind_name(CollectiveKind k);
 
 struct OpEntry {
   OpPhase phase = OpPhase::Forward;
@@ -66,7 +64,7 @@ struct OpEntry {
   double bytes_read = 0, bytes_written = 0;  // device memory traffic
   double flops = 0;              // GEMM 2 m n k batch; attention its matmuls' FLOPs
   int64_t mask_draws = 0;        // attention: Philox draws of its probability-dropout mask
-  CollectiveKind collective = CollectiveKind::AllReduce;
+  comm::CommOp collective = comm::CommOp::AllReduce;  // the tp group's: all_reduce, all_gather or reduce_scatter
   int64_t group_size = 1;        // collective: ranks in the (tp) group
   double bytes = 0;              // collective: data size S
   // collective: it moves (N, C) activations or their gradients (not the

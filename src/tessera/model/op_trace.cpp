@@ -50,17 +50,6 @@ Precision precision_of(DType t) {
   return t == DType::BF16 ? Precision::Bf16 : t == DType::F16 ? Precision::Fp16 : Precision::Fp32;
 }
 
-CollectiveKind collective_of(comm::CommOp op) {
-  switch (op) {
-    case comm::CommOp::AllGather: return CollectiveKind::AllGather;
-    case comm::CommOp::ReduceScatter: return CollectiveKind::ReduceScatter;
-    case comm::CommOp::AllReduce: return CollectiveKind::AllReduce;
-    default: break;
-  }
-  fail("op trace: a transformer layer issued a {} on its tensor-parallel group",
-       comm::comm_op_name(op));
-}
-
 // Receives the traced calls and files them: into the section (embedding,
 // layer, head) and phase the hooks say the run is in, under the profile
 // kind Ops opened for the call.
@@ -100,8 +89,13 @@ class Recorder : public LayerHooks {
     e.phase = phase_;
     e.cls = OpClass::Collective;
     e.op = Op::Comm;
-    e.collective = collective_of(c.op);
-    e.kernel = collective_kind_name(e.collective);
+    // A layer's tp group only reduces and gathers (OpEntry::collective).
+    TESSERA_CHECK(c.op == comm::CommOp::AllReduce || c.op == comm::CommOp::AllGather ||
+                      c.op == comm::CommOp::ReduceScatter,
+                  "op trace: a transformer layer issued a {} on its tensor-parallel group",
+                  comm::comm_op_name(c.op));
+    e.collective = c.op;
+    e.kernel = comm::comm_op_name(c.op).data();  // a literal's view: NUL-terminated
     e.dtype = precision_of(c.dtype);
     e.group_size = c.group_size;
     e.bytes = double(c.bytes);

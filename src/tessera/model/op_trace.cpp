@@ -46,10 +46,6 @@ int64_t element_of(const void* p) {
   return int64_t(bytes / (r == Region::WorkingCopy || r == Region::LowpScratch ? 2 : 4));
 }
 
-Precision precision_of(DType t) {
-  return t == DType::BF16 ? Precision::Bf16 : t == DType::F16 ? Precision::Fp16 : Precision::Fp32;
-}
-
 // Receives the traced calls and files them: into the section (embedding,
 // layer, head) and phase the hooks say the run is in, under the profile
 // kind Ops opened for the call.
@@ -96,7 +92,7 @@ class Recorder : public LayerHooks {
                   comm::comm_op_name(c.op));
     e.collective = c.op;
     e.kernel = comm::comm_op_name(c.op).data();  // a literal's view: NUL-terminated
-    e.dtype = precision_of(c.dtype);
+    e.dtype = c.dtype;
     e.group_size = c.group_size;
     e.bytes = double(c.bytes);
     e.elements = int64_t(c.bytes / dtype_size(c.dtype));

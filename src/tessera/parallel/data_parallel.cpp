@@ -124,7 +124,7 @@ void DataParallel::gather_unit(size_t u) {
     ProfileScope t(opt_.profile, Op::Comm);
     gathered_[u] = take_spare(spare_gathered_, unit.numel());
     dp_.all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
-                   DType::F32);
+                   Precision::Fp32);
     model_.bind_unit(unit, gathered_[u].f32(), nullptr);
     return;
   }
@@ -135,7 +135,8 @@ void DataParallel::gather_unit(size_t u) {
   {
     ProfileScope t(opt_.profile, Op::Comm);
     lp = take_spare(spare_gathered_lowp_, size_t(unit.numel()));
-    dp_.all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()), lowp_dtype());
+    dp_.all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()),
+                  model_.precision());
   }
   gathered_[u] = take_spare(spare_gathered_, unit.numel());
   ops(opt_.profile).cast(gathered_[u].f32(), lowp_view(lp.data()), unit.numel());  // Op::Cast
@@ -251,18 +252,18 @@ void DataParallel::start_grad_reduction(size_t u) {
     if (stage_ >= 2) give_back(std::move(unit_grads_[u]));  // the bf16 copy is what travels
   } else if (stage_ == 0) {
     float* g = model_.grads().f32() + unit.begin;
-    p.work = dp_.all_reduce_async(g, size_t(unit.numel()), DType::F32, ReduceOp::Sum);
+    p.work = dp_.all_reduce_async(g, size_t(unit.numel()), Precision::Fp32, ReduceOp::Sum);
   } else if (stage_ == 1) {
     // In place: this rank's slice of the unit receives the sum.
     float* g = model_.grads().f32();
     p.work = dp_.reduce_scatter_async(g + unit.begin, g + s.global_begin, size_t(s.size()),
-                                      DType::F32, ReduceOp::Sum);
+                                      Precision::Fp32, ReduceOp::Sum);
   } else {
     p.recv = take_spare(spare_grads_, s.size());  // the reduce-scatter writes all it uses
     p.recv_n = s.size();
     p.unit_grads = std::move(unit_grads_[u]);
     p.work = dp_.reduce_scatter_async(p.unit_grads.f32(), p.recv.f32(), size_t(s.size()),
-                                      DType::F32, ReduceOp::Sum);
+                                      Precision::Fp32, ReduceOp::Sum);
   }
   pending_.push_back(std::move(p));
 }
@@ -286,7 +287,7 @@ void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
     p.lowp_at = 0;
     p.lowp_n = unit.numel();
     p.widen_to = model_.grads().f32() + unit.begin;
-    p.work = dp_.all_reduce_async(p.lowp.data(), size_t(unit.numel()), DType::BF16, ReduceOp::Sum);
+    p.work = dp_.all_reduce_async(p.lowp.data(), size_t(unit.numel()), Precision::Bf16, ReduceOp::Sum);
     return;
   }
   // In place: this rank's slice of the bf16 unit receives the sum.
@@ -294,7 +295,7 @@ void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
   p.lowp_n = s.size();
   if (stage_ == 1) p.widen_to = model_.grads().f32() + s.global_begin;
   uint16_t* x = p.lowp.data();
-  p.work = dp_.reduce_scatter_async(x, x + p.lowp_at, size_t(s.size()), DType::BF16, ReduceOp::Sum);
+  p.work = dp_.reduce_scatter_async(x, x + p.lowp_at, size_t(s.size()), Precision::Bf16, ReduceOp::Sum);
 }
 
 void DataParallel::retire(size_t keep) {
@@ -401,7 +402,7 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
       const FlatSegment& s = part_.segment(u);
       const ParamUnit& unit = model_.layout().units()[u];
       param_gathers_[u] =
-          dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), DType::F32);
+          dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), Precision::Fp32);
     }
     if (!opt_.overlap_param_gather) finish_param_gather();
   }

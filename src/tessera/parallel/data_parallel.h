@@ -162,9 +162,6 @@ class DataParallel : public LayerHooks {
   kernels::Ops ops(Profile* profile) const { return {model_.backend(), profile}; }
   // A 16-bit view of a buffer of the run's low precision.
   kernels::Act lowp_view(uint16_t* p) const { return {p, model_.precision()}; }
-  DType lowp_dtype() const {
-    return model_.precision() == Precision::Fp16 ? DType::F16 : DType::BF16;
-  }
   void refresh_working_copy();
   // Stages 1-2, after unit u's parameter all-gather: the working copy of
   // the slices other ranks updated.

@@ -152,7 +152,7 @@ EvalResult evaluate_model(const EvalModel& m, const TrainConfig& c, const BatchS
   }
   // Every dp rank's sum, in double, added up in rank order (the same on all).
   std::vector<double> sums(static_cast<size_t>(dp));  // (dp,)
-  grid.dp().all_gather(&sum, sums.data(), 2, DType::F32);  // a double as two floats' bytes
+  grid.dp().all_gather(&sum, sums.data(), 2, Precision::Fp32);  // a double as two floats' bytes
   double total = 0;
   for (const double s : sums) total += s;
   EvalResult r;

@@ -385,7 +385,7 @@ std::vector<MemoryBytes> Trainer::memory_by_rank() const {
   std::vector<MemoryBytes> all(size_t(world_->size()));  // (world,)
   // Four doubles travel as raw bytes (8 floats): data movement, no arithmetic.
   static_assert(sizeof(MemoryBytes) == 8 * sizeof(float));
-  world_->all_gather(&mine, all.data(), 8, DType::F32);
+  world_->all_gather(&mine, all.data(), 8, Precision::Fp32);
   return all;
 }
 

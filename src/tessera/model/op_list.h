@@ -43,6 +43,7 @@
 #include "tessera/comm/comm_op.h"
 #include "tessera/config/parallel_config.h"
 #include "tessera/core/profile.h"
+#include "tessera/kernels/kernel_call.h"
 #include "tessera/kernels/precision.h"
 
 namespace tessera {
@@ -75,6 +76,12 @@ struct OpEntry {
 
   double memory_bytes() const { return bytes_read + bytes_written; }
 };
+
+// A traced kernel call as an entry: its class, kernel, dtype, shape and
+// costs. Phase, profile kind and `what` are the recorder's to fill; the
+// trace (op_trace.cpp) and the tests' record of a real run
+// (tests/common/op_recorder.h) both map calls through here.
+OpEntry op_entry_of(const kernels::KernelCall& k);
 
 struct OpListConfig {
   GPTConfig model;               // its dropout probabilities apply when `training`

@@ -60,23 +60,12 @@ class Recorder : public LayerHooks {
   void set_statistics(const void* ce_lse, const void* ce_sums) { ce_lse_ = ce_lse, ce_sums_ = ce_sums; }
 
   void kernel(const kernels::KernelCall& k) {
-    OpEntry e;
-    e.phase = phase_;
-    e.cls = k.cls == kernels::CallClass::Gemm        ? OpClass::Gemm
-            : k.cls == kernels::CallClass::Attention ? OpClass::Attention
-                                                     : OpClass::Memory;
     TESSERA_CHECK(profile.open != Op::kCount,
                   "op trace: kernel {} was called outside kernels::Ops (no profile kind)", k.kernel);
+    OpEntry e = op_entry_of(k);
+    e.phase = phase_;
     e.op = profile.open;
     e.what = label_of(k.key);
-    e.kernel = k.kernel;
-    e.dtype = k.dtype;
-    e.m = k.m, e.n = k.n, e.k = k.k, e.batch = k.batch;
-    e.elements = k.elements;
-    e.bytes_read = k.bytes_read;
-    e.bytes_written = k.bytes_written;
-    e.flops = k.flops;
-    e.mask_draws = k.mask_draws;
     section_->push_back(e);
   }
 

@@ -121,8 +121,8 @@ void bench_layer(const Layer& l, int samples) {
   const bool head = OC > 10000;  // the LM head: no bias, and fp16 (fp32 widening) skipped
 
   // The backward as one oneDNN call per GEMM (the layout before the split).
-  const GemmSpec dinp_whole{.in = DType::BF16, .out = DType::F32, .M = N, .N = C, .K = OC};
-  const GemmSpec dw_whole{.in = DType::BF16, .out = DType::F32, .M = OC, .N = C, .K = N,
+  const GemmSpec dinp_whole{.in = Precision::Bf16, .out = Precision::Fp32, .M = N, .N = C, .K = OC};
+  const GemmSpec dw_whole{.in = Precision::Bf16, .out = Precision::Fp32, .M = OC, .N = C, .K = N,
                           .a_trans = true, .accumulate = true};
   const float* b = head ? nullptr : bias.data();
   float* dbp = head ? nullptr : db.data();
@@ -138,7 +138,7 @@ void bench_layer(const Layer& l, int samples) {
       {"bf16", [&] { matmul_backward_bf16(dinp.data(), dw.data(), dbp, dout16.data(),
                                           inp16.data(), w16.data(), N, C, OC, false); }}};
   // The unsplit oneDNN calls exist only where oneDNN has a bf16 matmul.
-  const bool onednn_bf16 = lowp_gemm_path(DType::BF16) == LowpGemmPath::OneDnn;
+  const bool onednn_bf16 = lowp_gemm_path(Precision::Bf16) == LowpGemmPath::OneDnn;
   if (onednn_bf16)
     bwd.push_back({"bf16 unsplit", [&] {
                      gemm_lowp(dinp_whole, dout16.data(), w16.data(), nullptr, dinp.data());
@@ -174,8 +174,8 @@ int main(int argc, char** argv) {
   const std::string only = argc > 2 ? std::string(",") + argv[2] + "," : "";
   std::printf("threads %d, oneDNN isa %s, bf16 impl %s\n%s\n%s\n", omp_get_max_threads(),
               onednn_cpu_isa().c_str(), bf16_gemm_impl(kRows, 768, 2304).c_str(),
-              lowp_gemm_path_description(DType::BF16).c_str(),
-              lowp_gemm_path_description(DType::F16).c_str());
+              lowp_gemm_path_description(Precision::Bf16).c_str(),
+              lowp_gemm_path_description(Precision::Fp16).c_str());
   std::printf("GFLOP/s: wall (median / best of %d calls), cpu (median call, GFLOP per "
               "CPU-second); M = %ld rows\n", samples, long(kRows));
   for (const Layer& l : kLayers)

@@ -25,22 +25,22 @@ class RecordingBackend final : public CommBackend {
   std::unique_ptr<CommBackend> split(int color, int) override {
     return color < 0 ? nullptr : std::make_unique<RecordingBackend>(calls_);
   }
-  Work iall_reduce(void*, size_t, DType, ReduceOp, const CommCall& c) override {
+  Work iall_reduce(void*, size_t, Precision, ReduceOp, const CommCall& c) override {
     return note("all_reduce", c);
   }
-  Work ireduce_scatter(const void*, void*, size_t, DType, ReduceOp, const CommCall& c) override {
+  Work ireduce_scatter(const void*, void*, size_t, Precision, ReduceOp, const CommCall& c) override {
     return note("reduce_scatter", c);
   }
-  Work iall_gather(const void*, void*, size_t, DType, const CommCall& c) override {
+  Work iall_gather(const void*, void*, size_t, Precision, const CommCall& c) override {
     return note("all_gather", c);
   }
-  Work ibroadcast(void*, size_t, DType, int, const CommCall& c) override {
+  Work ibroadcast(void*, size_t, Precision, int, const CommCall& c) override {
     return note("broadcast", c);
   }
-  Work isend(const void*, size_t, DType, int, int, const CommCall& c) override {
+  Work isend(const void*, size_t, Precision, int, int, const CommCall& c) override {
     return note("send", c);
   }
-  Work irecv(void*, size_t, DType, int, int, const CommCall& c) override {
+  Work irecv(void*, size_t, Precision, int, int, const CommCall& c) override {
     return note("recv", c);
   }
   Work ibarrier(const CommCall& c) override { return note("barrier", c); }
@@ -71,7 +71,7 @@ TEST(CommBackend, BlockingFormsAreTheAsyncPrimitivesWaitedFor) {
   f.comm.all_gather_async(shard, v).wait();
   f.comm.broadcast(v, 0);
   f.comm.send(v, 0, 3);
-  f.comm.recv_async(v.data(), v.size(), DType::F32, 0, 3).wait();
+  f.comm.recv_async(v.data(), v.size(), Precision::Fp32, 0, 3).wait();
   f.comm.barrier();
   EXPECT_EQ(f.calls, (std::vector<std::string>{"all_reduce:blocking", "all_reduce:async",
                                                "reduce_scatter:blocking", "all_gather:async",
@@ -84,7 +84,7 @@ TEST(CommBackend, EveryCallIsLoggedWithGroupRanksAndBytes) {
   std::vector<float> v(4), shard(2);
   f.comm.reduce_scatter(v, shard);
   f.comm.send(v, 0, 3);
-  f.comm.broadcast_async(v.data(), v.size(), DType::F32, 1).wait();
+  f.comm.broadcast_async(v.data(), v.size(), Precision::Fp32, 1).wait();
   const auto last = f.comm.log().last(3);
   ASSERT_EQ(last.size(), 3u);
   EXPECT_EQ(last[0].op, CommOp::ReduceScatter);
@@ -106,9 +106,9 @@ TEST(CommBackend, BadArgumentsThrowBeforeTheCallIsLoggedOrIssued) {
   const uint64_t before = f.comm.log().recorded();
   std::vector<uint16_t> half(4);
   std::vector<float> v(4);
-  EXPECT_THROW(f.comm.all_reduce(half.data(), 4, DType::F16, ReduceOp::Sum), Error);  // no fp16 sums
-  EXPECT_THROW(f.comm.all_reduce_async(half.data(), 4, DType::F16, ReduceOp::Sum), Error);
-  EXPECT_THROW(f.comm.all_gather(v.data(), v.data(), 1001, DType::F32), Error);  // > max_count
+  EXPECT_THROW(f.comm.all_reduce(half.data(), 4, Precision::Fp16, ReduceOp::Sum), Error);  // no fp16 sums
+  EXPECT_THROW(f.comm.all_reduce_async(half.data(), 4, Precision::Fp16, ReduceOp::Sum), Error);
+  EXPECT_THROW(f.comm.all_gather(v.data(), v.data(), 1001, Precision::Fp32), Error);  // > max_count
   EXPECT_THROW(f.comm.send(v, 2, 0), Error);       // no rank 2 in a group of 2
   EXPECT_THROW(f.comm.broadcast(v, -1), Error);
   EXPECT_EQ(f.comm.log().recorded(), before);

@@ -35,18 +35,13 @@ struct Call {
   bool operator==(const Call&) const = default;
 };
 
-inline Call call_of(const kernels::KernelCall& c) {
-  const OpClass cls = c.cls == kernels::CallClass::Gemm        ? OpClass::Gemm
-                      : c.cls == kernels::CallClass::Attention ? OpClass::Attention
-                                                               : OpClass::Memory;
-  return {c.kernel, int(cls), c.dtype, c.m, c.n, c.k, c.batch, c.elements,
-          c.mask_draws, c.bytes_read, c.bytes_written, c.flops};
-}
-
 inline Call call_of(const OpEntry& e) {
   return {e.kernel, int(e.cls), e.dtype, e.m, e.n, e.k, e.batch, e.elements,
           e.mask_draws, e.bytes_read, e.bytes_written, e.flops};
 }
+
+// Through the trace's own mapping (op_entry_of), so the two cannot differ in it.
+inline Call call_of(const kernels::KernelCall& c) { return call_of(op_entry_of(c)); }
 
 inline std::string describe(const std::vector<Call>& calls) {
   std::string s;

@@ -79,7 +79,7 @@ TEST(AdamW, WorkingCopyHasTheScalarCastsBits) {
       0x7f800001u, 0xff800000u, 0x7f7fffffu, 0x477ff000u, 0x33800000u, 0x38800000u,
       0x80000000u, 0x3eaaaaabu, 0xc0490fdbu, 0x7fc00000u, 0x387fc000u};
   const int64_t n = 16 * 9 + 5;  // the vector body and a scalar tail
-  for (const DType type : {DType::BF16, DType::F16}) {
+  for (const Precision type : {Precision::Bf16, Precision::Fp16}) {
     std::vector<float> p(n), g(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
     for (int64_t i = 0; i < n; i++)
       p[i] = std::bit_cast<float>(patterns[size_t(i) % patterns.size()]);
@@ -91,7 +91,7 @@ TEST(AdamW, WorkingCopyHasTheScalarCastsBits) {
     for (int64_t i = 0; i < n; i++) {
       const uint32_t bits = std::bit_cast<uint32_t>(p[i]);
       if (!std::isnan(before[i])) ASSERT_EQ(bits, std::bit_cast<uint32_t>(before[i])) << i;
-      const uint16_t want = type == DType::BF16 ? fp32_to_bf16(p[i]) : cpu::fp32_to_fp16(p[i]);
+      const uint16_t want = type == Precision::Bf16 ? fp32_to_bf16(p[i]) : cpu::fp32_to_fp16(p[i]);
       EXPECT_EQ(working[i], want) << dtype_name(type) << " element " << i << " bits " << std::hex << bits;
     }
   }
@@ -105,7 +105,7 @@ TEST(AdamW, WorkingCopyHasTheScalarCastsBits) {
 // updated alone (n = 1: scalar only), in every output.
 TEST(AdamW, EveryStartOffsetGivesTheElementwiseBits) {
   const int64_t n = (1 << 16) + 37;
-  for (const DType type : {DType::BF16, DType::F16}) {
+  for (const Precision type : {Precision::Bf16, Precision::Fp16}) {
     for (int64_t off = 0; off < 16; off += 5) {
       std::vector<float> p = test::randn(n, 1), g = test::randn(n, 2, 0.01f),
                          m = test::randn(n, 3, 0.001f), v = test::randn(n, 4, 1e-3f);  // (n) each

@@ -184,7 +184,7 @@ TEST(MatmulLowp, WritingDweightEqualsAddingToZeros) {
   }
 }
 TEST(MatmulLowp, Fp16ForwardMatchesFp64Reference) {
-  std::printf("fp16 path: %s\n", lowp_gemm_path_description(DType::F16).c_str());
+  std::printf("fp16 path: %s\n", lowp_gemm_path_description(Precision::Fp16).c_str());
   for (Shape s : kShapes) check_forward(kFp16, s);
 }
 TEST(MatmulLowp, Fp16BackwardMatchesFp64Reference) {
@@ -214,17 +214,17 @@ TEST(MatmulLowp, Bf16OptionalOutputsAndCachedPrimitive) {
 // CPU has no bf16 matmul in oneDNN 2.6, and the GEMMs run widened to fp32).
 TEST(MatmulLowp, ReportsImplementation) {
   const std::string impl = bf16_gemm_impl(256, 768, 2304);
-  std::printf("bf16: %s; implementation: %s\n", lowp_gemm_path_description(DType::BF16).c_str(),
+  std::printf("bf16: %s; implementation: %s\n", lowp_gemm_path_description(Precision::Bf16).c_str(),
               impl.c_str());
-  if (lowp_gemm_path(DType::BF16) == LowpGemmPath::OneDnn) {
+  if (lowp_gemm_path(Precision::Bf16) == LowpGemmPath::OneDnn) {
     EXPECT_FALSE(impl.empty());
     EXPECT_NE(impl.rfind("ref", 0), 0u) << impl;
   }
-  for (DType t : {DType::BF16, DType::F16}) {
+  for (Precision t : {Precision::Bf16, Precision::Fp16}) {
     const std::string d = lowp_gemm_path_description(t);
-    EXPECT_NE(d.find(t == DType::BF16 ? "bf16" : "fp16"), std::string::npos) << d;
+    EXPECT_NE(d.find(t == Precision::Bf16 ? "bf16" : "fp16"), std::string::npos) << d;
     EXPECT_NE(d.find(lowp_gemm_path(t) == LowpGemmPath::OneDnn ? "oneDNN's" : "computed in fp32"),
               std::string::npos) << d;
   }
-  EXPECT_THROW(lowp_gemm_path(DType::F32), Error);
+  EXPECT_THROW(lowp_gemm_path(Precision::Fp32), Error);
 }

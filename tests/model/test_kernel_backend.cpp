@@ -53,8 +53,7 @@ struct StepResult {
 // One forward and backward of a fixed micro-batch on `backend` (null: the default).
 StepResult run_once(const kernels::Backend* backend) {
   const GPTConfig m = tiny();
-  GPT model(m, ParamLayout::build(m, ParallelConfig{}, 0, 0));
-  if (backend) model.set_backend(*backend);
+  GPT model(m, ParamLayout::build(m, ParallelConfig{}, 0, 0), {.backend = backend});
   model.init(11);
   Activations acts;
   activations_init(acts, model.act_shape(kB, m.seq_length));

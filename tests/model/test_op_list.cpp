@@ -49,12 +49,11 @@ struct Ran {
 Ran run_engine(const Case& c) {
   const GPTConfig m = model_for(c);
   test::RecordingCpu rec;
-  GPT model(m, ParamLayout::build(m, ParallelConfig{}, 0, 0));
-  model.set_recompute(c.recompute);
-  model.set_precision(c.precision);
+  GPT model(m, ParamLayout::build(m, ParallelConfig{}, 0, 0),
+            {.precision = c.precision, .recompute = c.recompute, .backend = &rec.backend});
   model.init(5);
-  model.refresh_working_copy();  // the step's cast, not a micro-batch's work
-  model.set_backend(rec.backend);
+  model.refresh_working_copy();
+  rec.take();  // the step's cast, not a micro-batch's work
   Activations acts;
   activations_init(acts, model.act_shape(kB, m.seq_length));
   acts.dropout = {.training = true, .seed = 7, .step = 1, .first_sample = 0};

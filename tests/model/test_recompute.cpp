@@ -43,10 +43,8 @@ void batch(std::vector<int32_t>& in, std::vector<int32_t>& tgt, uint64_t seed, i
 Result train(Recompute rc, Precision p = Precision::Fp32) {
   const GPTConfig m = tiny();
   ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
-  GPT model(m, layout);
+  GPT model(m, layout, {.precision = p, .recompute = rc});
   model.init(7);
-  model.set_recompute(rc);
-  model.set_precision(p);
   model.refresh_working_copy();
   const int64_t N = kB * m.seq_length;
   Activations acts;
@@ -108,9 +106,8 @@ TEST(Recompute, MicroBatchesInFlightMayShareScratch) {
   const int64_t N = kB * m.seq_length;
   const Result ref = train(Recompute::None);
   for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
-    GPT model(m, layout);
+    GPT model(m, layout, {.recompute = rc});
     model.init(7);
-    model.set_recompute(rc);
     const ActShape s = model.act_shape(kB, m.seq_length);
     Buffer scratch(activations_scratch_bytes(s) / 4);
     Activations a0, a1;
@@ -178,8 +175,7 @@ TEST(Recompute, ActivationBytesPerMode) {
 TEST(Recompute, ActivationBytesPerModeIn16Bit) {
   const GPTConfig m = tiny();
   ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
-  GPT model(m, layout);
-  model.set_precision(Precision::Bf16);
+  GPT model(m, layout, {.precision = Precision::Bf16});
   ActShape s = model.act_shape(kB, m.seq_length);
   ASSERT_TRUE(s.lowp());
   const int64_t L = s.L, C = s.C, BT = s.N(), Ns = s.Ns(), Cl = s.Cl, F = s.F, V = s.V;

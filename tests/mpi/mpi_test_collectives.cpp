@@ -64,7 +64,7 @@ TEST(Collectives, DoubleScalarSumsPastFloatRange) {
   Communicator& w = world();
   const double huge = 1e300;  // > FLT_MAX; a float cast would make it inf
   EXPECT_EQ(w.all_reduce_scalar(huge), huge * double(w.size()));
-  EXPECT_THROW(w.reduce_scatter(nullptr, nullptr, 1, DType::F64, ReduceOp::Sum), Error);
+  EXPECT_THROW(w.reduce_scatter(nullptr, nullptr, 1, Precision::Fp64, ReduceOp::Sum), Error);
 }
 
 // The ZeRO case: a buffer of `total` elements, padded to a multiple of the
@@ -121,7 +121,7 @@ TEST(Collectives, AllGatherMovesBf16Bits) {
   Communicator& w = world();
   std::vector<uint16_t> mine(3, uint16_t(0xAB00 + w.rank()));
   std::vector<uint16_t> full(3 * size_t(w.size()));
-  w.all_gather(mine.data(), full.data(), 3, DType::BF16);
+  w.all_gather(mine.data(), full.data(), 3, Precision::Bf16);
   for (size_t i = 0; i < full.size(); ++i) EXPECT_EQ(full[i], uint16_t(0xAB00 + i / 3));
 }
 
@@ -140,8 +140,8 @@ TEST(Collectives, SendRecvAroundTheRing) {
   for (size_t count : {size_t(3), size_t(1) << 20}) {  // eager and rendezvous sizes
     auto out = contributions(w.rank(), count);
     std::vector<float> in(count, -1.0f);
-    Work receiving = w.recv_async(in.data(), count, DType::F32, left, 7);
-    Work sending = w.send_async(out.data(), count, DType::F32, right, 7);
+    Work receiving = w.recv_async(in.data(), count, Precision::Fp32, left, 7);
+    Work sending = w.send_async(out.data(), count, Precision::Fp32, right, 7);
     sending.wait();
     receiving.wait();
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(in[i], contribution(left, i));
@@ -190,7 +190,7 @@ TEST(Collectives, AsyncOpsOverlapAndCompleteInAnyWaitOrder) {
     ASSERT_EQ(gathered[i], float(i / shard.shard_count));
 
   auto root_data = contributions(w.rank(), 10);
-  w.broadcast_async(root_data.data(), root_data.size(), DType::F32, 0).wait();
+  w.broadcast_async(root_data.data(), root_data.size(), Precision::Fp32, 0).wait();
   EXPECT_EQ(root_data[3], contribution(0, 3));
 }
 
@@ -247,8 +247,8 @@ TEST(Collectives, LogRecordsSequenceAndCounters) {
 
 TEST(Collectives, RejectsReductionsOnFp16) {
   std::vector<uint16_t> v(4);
-  EXPECT_THROW(world().all_reduce(v.data(), v.size(), DType::F16, ReduceOp::Sum), tessera::Error);
-  EXPECT_THROW(world().reduce_scatter(v.data(), v.data(), 1, DType::F16, ReduceOp::Sum),
+  EXPECT_THROW(world().all_reduce(v.data(), v.size(), Precision::Fp16, ReduceOp::Sum), tessera::Error);
+  EXPECT_THROW(world().reduce_scatter(v.data(), v.data(), 1, Precision::Fp16, ReduceOp::Sum),
                tessera::Error);
 }
 
@@ -267,12 +267,12 @@ TEST(Collectives, Bf16AllReduceSumIsExactOnRepresentableValues) {
   Communicator& w = world();
   for (size_t count : kCounts) {
     auto v = bf16_contributions(w.rank(), count);
-    w.all_reduce(v.data(), count, DType::BF16, ReduceOp::Sum);
+    w.all_reduce(v.data(), count, Precision::Bf16, ReduceOp::Sum);
     for (size_t i = 0; i < count; ++i)
       ASSERT_EQ(bf16_to_fp32(v[i]), expected_sum(w.size(), i)) << count << " " << i;
   }
   auto m = bf16_contributions(w.rank(), 33);
-  w.all_reduce(m.data(), m.size(), DType::BF16, ReduceOp::Max);
+  w.all_reduce(m.data(), m.size(), Precision::Bf16, ReduceOp::Max);
   for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(bf16_to_fp32(m[i]), contribution(w.size() - 1, i));
 }
 
@@ -284,7 +284,7 @@ TEST(Collectives, Bf16ReduceScatterSumIsExactOnRepresentableValues) {
       auto input = bf16_contributions(w.rank(), total);  // (size * shard)
       std::vector<bf16_t> separate(shard, 0xffff);         // (shard)
       bf16_t* out = in_place ? input.data() + size_t(w.rank()) * shard : separate.data();
-      w.reduce_scatter(input.data(), out, shard, DType::BF16, ReduceOp::Sum);
+      w.reduce_scatter(input.data(), out, shard, Precision::Bf16, ReduceOp::Sum);
       for (size_t j = 0; j < shard; ++j)
         ASSERT_EQ(bf16_to_fp32(out[j]), expected_sum(w.size(), size_t(w.rank()) * shard + j))
             << "shard " << shard << " element " << j << " in_place " << in_place;
@@ -304,9 +304,9 @@ TEST(Collectives, Bf16SumsRoundOncePerStep) {
       all[size_t(r)][i] = bf16_to_fp32(fp32_to_bf16(rng_normal(77, uint64_t(r), i)));
   std::vector<bf16_t> a(total), rs(total);
   for (size_t i = 0; i < total; ++i) a[i] = rs[i] = fp32_to_bf16(all[size_t(w.rank())][i]);
-  w.all_reduce(a.data(), total, DType::BF16, ReduceOp::Sum);
+  w.all_reduce(a.data(), total, Precision::Bf16, ReduceOp::Sum);
   std::vector<bf16_t> mine(shard);
-  w.reduce_scatter(rs.data(), mine.data(), shard, DType::BF16, ReduceOp::Sum);
+  w.reduce_scatter(rs.data(), mine.data(), shard, Precision::Bf16, ReduceOp::Sum);
   size_t inexact = 0;
   for (size_t i = 0; i < total; ++i) {
     double exact = 0, mag = 0;

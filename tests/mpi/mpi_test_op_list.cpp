@@ -71,12 +71,14 @@ TEST(OpListTp, WhatRanIsTheList) {
     par.tp = kTp;
     par.sequence_parallel = c.sp;
     test::RecordingCpu rec;
-    GPT model(m, ParamLayout::build(m, par, tp.rank(), 0), true, true, {&tp, c.sp});
-    model.set_recompute(c.recompute);
-    model.set_precision(c.precision);
+    GPT model(m, ParamLayout::build(m, par, tp.rank(), 0),
+              {.tp = {&tp, c.sp},
+               .precision = c.precision,
+               .recompute = c.recompute,
+               .backend = &rec.backend});
     model.init(5);
-    model.refresh_working_copy();  // the step's cast, not a micro-batch's work
-    model.set_backend(rec.backend);
+    model.refresh_working_copy();
+    rec.take();  // the step's cast, not a micro-batch's work
     Activations acts;
     activations_init(acts, model.act_shape(kB, m.seq_length));
     acts.dropout = {.training = true, .seed = 7, .step = 1, .first_sample = 0};

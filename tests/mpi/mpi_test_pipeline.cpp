@@ -125,7 +125,7 @@ struct PipelinedRun {
         dp(world().size() / (c.pp * c.tp)),
         layout(ParamLayout::build(tiny_model(c.layers), par_of(c, dp), g.coord().tp,
                                   g.coord().pp)),
-        model(tiny_model(c.layers), layout, true, true, TensorParallel{&g.tp(), c.sp}),
+        model(tiny_model(c.layers), layout, {.tp = TensorParallel{&g.tp(), c.sp}}),
         exec((init(), model), g, PipelineOptions{c.kind, c.v, kM, kB, kT}),
         opt(layout, adamw_config()) {}
 

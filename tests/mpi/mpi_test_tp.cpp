@@ -96,7 +96,7 @@ struct Replica {
     par.tp = tp.size();
     par.sequence_parallel = tp.sequence_parallel;
     layout = ParamLayout::build(cfg, par, tp.rank(), 0);
-    model = std::make_unique<GPT>(cfg, layout, true, true, tp);
+    model = std::make_unique<GPT>(cfg, layout, GPTOptions{.tp = tp});
     model->init(1234);
     activations_init(acts, model->act_shape(kB, cfg.seq_length));
     m.assign(size_t(layout.numel()), 0.0f);
@@ -304,8 +304,8 @@ TEST_F(TensorParallel, SequenceParallelCutsActivationMemory) {
     ParallelConfig par;
     par.tp = tp;
     ParamLayout L = ParamLayout::build(big, par, group->rank(), 0);
-    GPT without(big, L, false, false, {group.get(), false});
-    GPT with(big, L, false, false, {group.get(), true});
+    GPT without(big, L, {.own_params = false, .own_grads = false, .tp = {group.get(), false}});
+    GPT with(big, L, {.own_params = false, .own_grads = false, .tp = {group.get(), true}});
     const int64_t a = activations_bytes(without.act_shape(4, big.seq_length));
     const int64_t s = activations_bytes(with.act_shape(4, big.seq_length));
     if (test::world().rank() == 0)

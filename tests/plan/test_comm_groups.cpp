@@ -19,7 +19,7 @@ SystemSpec dgx() {
   return load_system_file(std::string(TESSERA_SOURCE_DIR) + "/configs/systems/dgx-a100-80gb.toml");
 }
 
-bool inter_node(const SystemSpec& s, Collective op, int64_t size, int64_t stride, int64_t world) {
+bool inter_node(const SystemSpec& s, CommOp op, int64_t size, int64_t stride, int64_t world) {
   return group_tier(s, op, size, stride, world).ranks == 0;
 }
 
@@ -29,40 +29,40 @@ TEST(CommGroups, TensorGroupsThatDoNotDivideTheNodeCrossIt) {
   const SystemSpec s = dgx();
   ASSERT_EQ(s.devices_per_node, 8);
   // tp 6 x dp 8: group 1 is ranks 6-11, two on node 0 and four on node 1.
-  EXPECT_TRUE(inter_node(s, Collective::AllReduce, 6, 1, 48));
-  EXPECT_TRUE(inter_node(s, Collective::AllReduce, 3, 1, 24));
+  EXPECT_TRUE(inter_node(s, CommOp::AllReduce, 6, 1, 48));
+  EXPECT_TRUE(inter_node(s, CommOp::AllReduce, 3, 1, 24));
   // Dividing tp degrees stay on NVLink at any size.
-  EXPECT_FALSE(inter_node(s, Collective::AllReduce, 4, 1, 48));
-  EXPECT_FALSE(inter_node(s, Collective::AllReduce, 8, 1, 4096));
+  EXPECT_FALSE(inter_node(s, CommOp::AllReduce, 4, 1, 48));
+  EXPECT_FALSE(inter_node(s, CommOp::AllReduce, 8, 1, 4096));
   // A job inside one node never leaves it, whatever the degree.
-  EXPECT_FALSE(inter_node(s, Collective::AllReduce, 6, 1, 6));
+  EXPECT_FALSE(inter_node(s, CommOp::AllReduce, 6, 1, 6));
   // Without the job's size: one aligned group, as before.
-  EXPECT_FALSE(inter_node(s, Collective::AllReduce, 6, 1, 0));
+  EXPECT_FALSE(inter_node(s, CommOp::AllReduce, 6, 1, 0));
 }
 
 TEST(CommGroups, DataParallelGroupsFollowTheirStride) {
   const SystemSpec s = dgx();
   // tp 2 x dp 4: each dp group {r, r+2, r+4, r+6} fills one node.
-  EXPECT_FALSE(inter_node(s, Collective::ReduceScatter, 4, 2, 16));
+  EXPECT_FALSE(inter_node(s, CommOp::ReduceScatter, 4, 2, 16));
   // tp 3 x dp 2 x pp 4: the second stage's group {6, 9} straddles nodes 0 and 1.
-  EXPECT_TRUE(inter_node(s, Collective::ReduceScatter, 2, 3, 24));
+  EXPECT_TRUE(inter_node(s, CommOp::ReduceScatter, 2, 3, 24));
 }
 
 TEST(CommGroups, EveryPipelineHopCounts) {
   const SystemSpec s = dgx();
   // tp 2 x dp 2 x pp 4 (16 ranks): stage 1 (ranks 4-7) sends to stage 2 on node 1.
-  EXPECT_TRUE(inter_node(s, Collective::SendRecv, 2, 4, 16));
+  EXPECT_TRUE(inter_node(s, CommOp::Send, 2, 4, 16));
   // pp 2 of the same: both stages on node 0.
-  EXPECT_FALSE(inter_node(s, Collective::SendRecv, 2, 4, 8));
+  EXPECT_FALSE(inter_node(s, CommOp::Send, 2, 4, 8));
   // The first/last stage pair of the tied embedding: ranks r and r + 12, r < 4.
-  EXPECT_TRUE(inter_node(s, Collective::AllReduce, 2, 12, 16));
+  EXPECT_TRUE(inter_node(s, CommOp::AllReduce, 2, 12, 16));
 }
 
 TEST(CommGroups, AStraddlingGroupPaysTheInterNodeLinkWithoutAHierarchicalShortcut) {
   const SystemSpec s = dgx();
   const double bytes = 64e6;
-  const CommCost inside = collective_cost(s, Collective::AllReduce, bytes, 6, 1, 6);
-  const CommCost across = collective_cost(s, Collective::AllReduce, bytes, 6, 1, 48);
+  const CommCost inside = collective_cost(s, CommOp::AllReduce, bytes, 6, 1, 6);
+  const CommCost across = collective_cost(s, CommOp::AllReduce, bytes, 6, 1, 48);
   EXPECT_EQ(inside.tier->ranks, 8);
   EXPECT_EQ(across.tier->ranks, 0);
   // The node-local runs of a tp-6 group are 2 and 4 ranks: no even
@@ -71,7 +71,7 @@ TEST(CommGroups, AStraddlingGroupPaysTheInterNodeLinkWithoutAHierarchicalShortcu
   const double ratio = s.tiers.front().effective_bandwidth() / s.tiers.back().effective_bandwidth();
   EXPECT_NEAR(across.seconds / inside.seconds, ratio, 0.1 * ratio);
   // dp 16 with tp 1 still goes hierarchical: 8 members per node, aligned.
-  EXPECT_STREQ(collective_cost(s, Collective::AllReduce, bytes, 16, 1, 16).algorithm,
+  EXPECT_STREQ(collective_cost(s, CommOp::AllReduce, bytes, 16, 1, 16).algorithm,
                "hierarchical");
 }
 
@@ -88,10 +88,10 @@ TEST(CommGroups, TheClosedRuleAgreesWithEveryRankChecked) {
           const int64_t world = tp * dp * pp;
           // Each dimension's groups (tp: stride 1; dp: stride tp) and the
           // pipeline's neighbour pairs (stride tp dp), rank by rank.
-          auto brute = [&](Collective op, int64_t size, int64_t stride) {
+          auto brute = [&](CommOp op, int64_t size, int64_t stride) {
             for (int64_t r = 0; r < world; ++r) {
               int64_t first = r, last = r + stride;
-              if (op == Collective::SendRecv) {
+              if (op == CommOp::Send) {
                 if (last >= world) continue;
               } else {
                 first = r - ((r / stride) % size) * stride;
@@ -102,12 +102,12 @@ TEST(CommGroups, TheClosedRuleAgreesWithEveryRankChecked) {
             return false;
           };
           const std::string what = fmt::format("tp {} dp {} pp {} block {}", tp, dp, pp, block);
-          EXPECT_EQ(inter_node(s, Collective::AllReduce, tp, 1, world),
-                    brute(Collective::AllReduce, tp, 1)) << what;
-          EXPECT_EQ(inter_node(s, Collective::ReduceScatter, dp, tp, world),
-                    brute(Collective::ReduceScatter, dp, tp)) << what;
-          EXPECT_EQ(inter_node(s, Collective::SendRecv, 2, tp * dp, world),
-                    brute(Collective::SendRecv, 2, tp * dp)) << what;
+          EXPECT_EQ(inter_node(s, CommOp::AllReduce, tp, 1, world),
+                    brute(CommOp::AllReduce, tp, 1)) << what;
+          EXPECT_EQ(inter_node(s, CommOp::ReduceScatter, dp, tp, world),
+                    brute(CommOp::ReduceScatter, dp, tp)) << what;
+          EXPECT_EQ(inter_node(s, CommOp::Send, 2, tp * dp, world),
+                    brute(CommOp::Send, 2, tp * dp)) << what;
         }
   }
 }
@@ -119,15 +119,15 @@ TEST(CommFactors, EachCollectiveScalesItsOwnBandwidthTerm) {
   SystemSpec s;
   s.tiers = {NetworkTier{.name = "shm", .ranks = 0, .bandwidth = 10e9, .latency = 2e-6}};
   const double bytes = 16e6;
-  auto cost = [&](Collective op) { return collective_cost(s, op, bytes, 2, 1, 2).seconds; };
-  const double ar = cost(Collective::AllReduce), rs = cost(Collective::ReduceScatter);
-  const double ag = cost(Collective::AllGather), p2p = cost(Collective::SendRecv);
+  auto cost = [&](CommOp op) { return collective_cost(s, op, bytes, 2, 1, 2).seconds; };
+  const double ar = cost(CommOp::AllReduce), rs = cost(CommOp::ReduceScatter);
+  const double ag = cost(CommOp::AllGather), p2p = cost(CommOp::Send);
   EXPECT_DOUBLE_EQ(ar, 2 * 2e-6 + bytes / 10e9);  // 2 ranks: 2 (n-1)/n = 1
   s.tiers[0].collective_factor = {3.0, 2.0, 1.5};
-  EXPECT_DOUBLE_EQ(cost(Collective::AllReduce), 2 * 2e-6 + 3.0 * bytes / 10e9);
-  EXPECT_DOUBLE_EQ(cost(Collective::ReduceScatter), 2e-6 + 2.0 * (rs - 2e-6));
-  EXPECT_DOUBLE_EQ(cost(Collective::AllGather), 2e-6 + 1.5 * (ag - 2e-6));
-  EXPECT_DOUBLE_EQ(cost(Collective::SendRecv), p2p);
+  EXPECT_DOUBLE_EQ(cost(CommOp::AllReduce), 2 * 2e-6 + 3.0 * bytes / 10e9);
+  EXPECT_DOUBLE_EQ(cost(CommOp::ReduceScatter), 2e-6 + 2.0 * (rs - 2e-6));
+  EXPECT_DOUBLE_EQ(cost(CommOp::AllGather), 2e-6 + 1.5 * (ag - 2e-6));
+  EXPECT_DOUBLE_EQ(cost(CommOp::Send), p2p);
 }
 
 TEST(CommFactors, SystemFilesReadThemAndRejectNonPositive) {

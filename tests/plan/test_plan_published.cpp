@@ -196,8 +196,8 @@ TEST(GradReduceDtype, SetsTheBytesTheGradientReductionMoves) {
   // ZeRO-3 as FSDP: each micro-batch reduce-scatters the 32 layers' gradients
   // in its backward; exposed, it waits exactly the bytes it saves less.
   const double all_layers = 32 * layer;
-  const double saved = collective_cost(sys, Collective::ReduceScatter, all_layers * 4, 64, 1, 64).seconds -
-                       collective_cost(sys, Collective::ReduceScatter, all_layers * 2, 64, 1, 64).seconds;
+  const double saved = collective_cost(sys, CommOp::ReduceScatter, all_layers * 4, 64, 1, 64).seconds -
+                       collective_cost(sys, CommOp::ReduceScatter, all_layers * 2, 64, 1, 64).seconds;
   EXPECT_GT(saved, 0.1);
   EXPECT_NEAR(a.time.zero3_gather - b.time.zero3_gather, saved, 1e-9);
   EXPECT_NEAR(a.time.step - b.time.step, saved, 1e-9);
@@ -205,8 +205,8 @@ TEST(GradReduceDtype, SetsTheBytesTheGradientReductionMoves) {
   fp32.par.zero_stage = bf16.par.zero_stage = 2;
   const double model = double(evaluate_layout(m, sys, fp32).stages[0].params);
   EXPECT_NEAR(evaluate_layout(m, sys, fp32).time.dp_reduce - evaluate_layout(m, sys, bf16).time.dp_reduce,
-              collective_cost(sys, Collective::ReduceScatter, model * 4, 64, 1, 64).seconds -
-                  collective_cost(sys, Collective::ReduceScatter, model * 2, 64, 1, 64).seconds,
+              collective_cost(sys, CommOp::ReduceScatter, model * 4, 64, 1, 64).seconds -
+                  collective_cost(sys, CommOp::ReduceScatter, model * 2, 64, 1, 64).seconds,
               1e-9);
 }
 
@@ -225,8 +225,8 @@ TEST(Zero3AsFsdp, CollectivesBesideComputeSlowItByTheSystemsOverlap) {
   const LayoutCost real = evaluate_layout(m, sys, L), free = evaluate_layout(m, ideal, L);
   ParamCounter params(m);
   const double chunk = 32 * double(params.layer_params(1));
-  const double g = collective_cost(sys, Collective::AllGather, chunk * 2, 8, 1, 8).seconds;
-  const double r = collective_cost(sys, Collective::ReduceScatter, chunk * 4, 8, 1, 8).seconds;
+  const double g = collective_cost(sys, CommOp::AllGather, chunk * 2, 8, 1, 8).seconds;
+  const double r = collective_cost(sys, CommOp::ReduceScatter, chunk * 4, 8, 1, 8).seconds;
   // Forward: the gathers of layers 2..32; backward: their gathers and the
   // reduce-scatters of layers 32..2; inside one node all of it fits under compute.
   const double covered = 31.0 / 32 * (g + (g + r));

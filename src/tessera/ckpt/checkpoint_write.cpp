@@ -187,7 +187,7 @@ std::string save_checkpoint(const std::string& dir, const ShardView& shard, cons
   const bool root = !c || c->rank() == 0;
   // The staging name must be the same on every rank: rank 0's pid.
   int64_t tag = ::getpid();
-  if (c) c->broadcast(&tag, 2, DType::F32, 0);  // 8 bytes moved as two 4-byte elements
+  if (c) c->broadcast(&tag, 2, Precision::Fp32, 0);  // 8 bytes moved as two 4-byte elements
   std::string staging =
       (fs::path(dir) / fmt::format(".{}.tmp-{}", step_dir_name(state.step), tag)).string();
   if (root) staging = begin_staging(dir, state.step, std::to_string(tag));

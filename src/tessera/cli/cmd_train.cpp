@@ -297,7 +297,7 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
                                   3 * c.model.hidden_size);
       fmt::print("precision: {}{}; fp32 accumulation, master weights, optimizer, activations, "
                  "attention, layernorm, softmax, loss\n",
-                 kernels::lowp_gemm_path_description(DType::BF16),
+                 kernels::lowp_gemm_path_description(Precision::Bf16),
                  impl.empty() ? "" : fmt::format(", matmul {}", impl));
       fmt::print("gradients: accumulated in fp32, data-parallel reductions in {}{}\n",
                  c.grad_reduce_bf16 ? "bf16 (--grad-reduce-in-bf16)" : "fp32",
@@ -305,7 +305,7 @@ int run_train(TrainConfig c, const LaunchFlags& flags) {
     } else if (c.precision() == Precision::Fp16) {
       fmt::print("precision: fp16 GEMM inputs, fp32 accumulation: {}; dynamic loss scaling; fp32 "
                  "master weights, optimizer, activations and everything else\n",
-                 kernels::lowp_gemm_path_description(DType::F16));
+                 kernels::lowp_gemm_path_description(Precision::Fp16));
     }
   }
   std::unique_ptr<Trainer> trainer;

@@ -17,7 +17,7 @@ Communicator::Communicator(std::unique_ptr<CommBackend> backend, std::string nam
   // each proposes its next free id and they take the largest. Ids are small
   // integers (below ProgressBoard::kMaxGroups), exact in f32.
   float agreed = float(monitor_->next_group_id());
-  backend_->iall_reduce(&agreed, 1, DType::F32, ReduceOp::Max, CommCall::unlogged(true)).wait();
+  backend_->iall_reduce(&agreed, 1, Precision::Fp32, ReduceOp::Max, CommCall::unlogged(true)).wait();
   group_id_ = int(agreed);
   monitor_->register_group(group_id_, {name_, world_ranks()});
 }
@@ -53,8 +53,8 @@ void Communicator::check_count(size_t count) const {
                 name_, count, backend_->max_count());
 }
 
-void Communicator::check_reducible(DType dtype, bool f64_allowed) const {
-  TESSERA_CHECK(dtype == DType::F32 || dtype == DType::BF16 || (f64_allowed && dtype == DType::F64),
+void Communicator::check_reducible(Precision dtype, bool f64_allowed) const {
+  TESSERA_CHECK(dtype == Precision::Fp32 || dtype == Precision::Bf16 || (f64_allowed && dtype == Precision::Fp64),
                 "reduction on '{}' in {}: only f32, bf16{} reductions exist so far", name_,
                 dtype_name(dtype), f64_allowed ? " and f64" : "");
 }
@@ -92,7 +92,7 @@ void CommCall::finished() const {
 // ---- each op once ------------------------------------------------------------
 // Data sizes follow comm_op.h: the full buffer for reduce_scatter/all_gather.
 
-Work Communicator::start_all_reduce(void* data, size_t count, DType dtype, ReduceOp op,
+Work Communicator::start_all_reduce(void* data, size_t count, Precision dtype, ReduceOp op,
                                     bool blocking) {
   check_reducible(dtype, /*f64_allowed=*/true);
   check_count(count);
@@ -103,7 +103,7 @@ Work Communicator::start_all_reduce(void* data, size_t count, DType dtype, Reduc
 }
 
 Work Communicator::start_reduce_scatter(const void* send, void* recv, size_t shard_count,
-                                        DType dtype, ReduceOp op, bool blocking) {
+                                        Precision dtype, ReduceOp op, bool blocking) {
   check_reducible(dtype, /*f64_allowed=*/false);  // the ring sums f32 or bf16
   check_count(shard_count);
   const size_t bytes =
@@ -112,7 +112,7 @@ Work Communicator::start_reduce_scatter(const void* send, void* recv, size_t sha
   return backend_->ireduce_scatter(send, recv, shard_count, dtype, op, call);
 }
 
-Work Communicator::start_all_gather(const void* send, void* recv, size_t shard_count, DType dtype,
+Work Communicator::start_all_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
                                     bool blocking) {
   check_count(shard_count);
   const size_t bytes = data_size(CommOp::AllGather, shard_count, dtype_size(dtype), size_);
@@ -120,7 +120,7 @@ Work Communicator::start_all_gather(const void* send, void* recv, size_t shard_c
   return backend_->iall_gather(send, recv, shard_count, dtype, call);
 }
 
-Work Communicator::start_broadcast(void* data, size_t count, DType dtype, int root,
+Work Communicator::start_broadcast(void* data, size_t count, Precision dtype, int root,
                                    bool blocking) {
   check_count(count);
   const int root_world = world_rank_of(root);
@@ -128,7 +128,7 @@ Work Communicator::start_broadcast(void* data, size_t count, DType dtype, int ro
   return backend_->ibroadcast(data, count, dtype, root, call);
 }
 
-Work Communicator::start_send(const void* data, size_t count, DType dtype, int peer, int tag,
+Work Communicator::start_send(const void* data, size_t count, Precision dtype, int peer, int tag,
                               bool blocking) {
   check_count(count);
   const int peer_world = world_rank_of(peer);
@@ -136,7 +136,7 @@ Work Communicator::start_send(const void* data, size_t count, DType dtype, int p
   return backend_->isend(data, count, dtype, peer, tag, call);
 }
 
-Work Communicator::start_recv(void* data, size_t count, DType dtype, int peer, int tag,
+Work Communicator::start_recv(void* data, size_t count, Precision dtype, int peer, int tag,
                               bool blocking) {
   check_count(count);
   const int peer_world = world_rank_of(peer);
@@ -146,47 +146,47 @@ Work Communicator::start_recv(void* data, size_t count, DType dtype, int peer, i
 
 // ---- blocking: the async form, waited for at once ---------------------------
 
-void Communicator::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
+void Communicator::all_reduce(void* data, size_t count, Precision dtype, ReduceOp op) {
   start_all_reduce(data, count, dtype, op, true).wait();
 }
-void Communicator::reduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype,
+void Communicator::reduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype,
                                   ReduceOp op) {
   start_reduce_scatter(send, recv, shard_count, dtype, op, true).wait();
 }
-void Communicator::all_gather(const void* send, void* recv, size_t shard_count, DType dtype) {
+void Communicator::all_gather(const void* send, void* recv, size_t shard_count, Precision dtype) {
   start_all_gather(send, recv, shard_count, dtype, true).wait();
 }
-void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
+void Communicator::broadcast(void* data, size_t count, Precision dtype, int root) {
   start_broadcast(data, count, dtype, root, true).wait();
 }
-void Communicator::send(const void* data, size_t count, DType dtype, int peer, int tag) {
+void Communicator::send(const void* data, size_t count, Precision dtype, int peer, int tag) {
   start_send(data, count, dtype, peer, tag, true).wait();
 }
-void Communicator::recv(void* data, size_t count, DType dtype, int peer, int tag) {
+void Communicator::recv(void* data, size_t count, Precision dtype, int peer, int tag) {
   start_recv(data, count, dtype, peer, tag, true).wait();
 }
 void Communicator::barrier() { backend_->ibarrier(issue(CommOp::Barrier, 0, -1, true)).wait(); }
 
 // ---- non-blocking ------------------------------------------------------------
 
-Work Communicator::all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op) {
+Work Communicator::all_reduce_async(void* data, size_t count, Precision dtype, ReduceOp op) {
   return start_all_reduce(data, count, dtype, op, false);
 }
 Work Communicator::reduce_scatter_async(const void* send, void* recv, size_t shard_count,
-                                        DType dtype, ReduceOp op) {
+                                        Precision dtype, ReduceOp op) {
   return start_reduce_scatter(send, recv, shard_count, dtype, op, false);
 }
 Work Communicator::all_gather_async(const void* send, void* recv, size_t shard_count,
-                                    DType dtype) {
+                                    Precision dtype) {
   return start_all_gather(send, recv, shard_count, dtype, false);
 }
-Work Communicator::broadcast_async(void* data, size_t count, DType dtype, int root) {
+Work Communicator::broadcast_async(void* data, size_t count, Precision dtype, int root) {
   return start_broadcast(data, count, dtype, root, false);
 }
-Work Communicator::send_async(const void* data, size_t count, DType dtype, int peer, int tag) {
+Work Communicator::send_async(const void* data, size_t count, Precision dtype, int peer, int tag) {
   return start_send(data, count, dtype, peer, tag, false);
 }
-Work Communicator::recv_async(void* data, size_t count, DType dtype, int peer, int tag) {
+Work Communicator::recv_async(void* data, size_t count, Precision dtype, int peer, int tag) {
   return start_recv(data, count, dtype, peer, tag, false);
 }
 Work Communicator::barrier_async() {
@@ -200,7 +200,7 @@ void Communicator::reduce_scatter(std::span<const float> send, std::span<float> 
   TESSERA_CHECK(send.size() == recv.size() * size_t(size()),
                 "reduce_scatter on '{}': input has {} elements, expected {} x {}", name(),
                 send.size(), size(), recv.size());
-  reduce_scatter(send.data(), recv.data(), recv.size(), DType::F32, op);
+  reduce_scatter(send.data(), recv.data(), recv.size(), Precision::Fp32, op);
 }
 
 Work Communicator::reduce_scatter_async(std::span<const float> send, std::span<float> recv,
@@ -208,21 +208,21 @@ Work Communicator::reduce_scatter_async(std::span<const float> send, std::span<f
   TESSERA_CHECK(send.size() == recv.size() * size_t(size()),
                 "reduce_scatter on '{}': input has {} elements, expected {} x {}", name(),
                 send.size(), size(), recv.size());
-  return reduce_scatter_async(send.data(), recv.data(), recv.size(), DType::F32, op);
+  return reduce_scatter_async(send.data(), recv.data(), recv.size(), Precision::Fp32, op);
 }
 
 void Communicator::all_gather(std::span<const float> send, std::span<float> recv) {
   TESSERA_CHECK(recv.size() == send.size() * size_t(size()),
                 "all_gather on '{}': output has {} elements, expected {} x {}", name(),
                 recv.size(), size(), send.size());
-  all_gather(send.data(), recv.data(), send.size(), DType::F32);
+  all_gather(send.data(), recv.data(), send.size(), Precision::Fp32);
 }
 
 Work Communicator::all_gather_async(std::span<const float> send, std::span<float> recv) {
   TESSERA_CHECK(recv.size() == send.size() * size_t(size()),
                 "all_gather on '{}': output has {} elements, expected {} x {}", name(),
                 recv.size(), size(), send.size());
-  return all_gather_async(send.data(), recv.data(), send.size(), DType::F32);
+  return all_gather_async(send.data(), recv.data(), send.size(), Precision::Fp32);
 }
 
 }  // namespace tessera::comm

@@ -11,7 +11,7 @@
 //
 // Conventions, for every call:
 //   - counts are in elements of `dtype`; buffers are the caller's.
-//   - reductions (all_reduce, reduce_scatter) take DType::F32 or BF16 (a
+//   - reductions (all_reduce, reduce_scatter) take Precision::Fp32 or BF16 (a
 //     bf16 sum rounds to bf16 after each pairwise add; all_reduce also F64); data
 //     movement (all_gather, broadcast, send, recv) takes any dtype.
 //   - reduce_scatter / all_gather are "block" forms: every rank owns a shard
@@ -71,30 +71,30 @@ class Communicator {
   std::unique_ptr<Communicator> split(int color, int key, std::string name);
 
   // ---- blocking ----
-  void all_reduce(void* data, size_t count, DType dtype, ReduceOp op);
-  void reduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype, ReduceOp op);
-  void all_gather(const void* send, void* recv, size_t shard_count, DType dtype);
-  void broadcast(void* data, size_t count, DType dtype, int root);
-  void send(const void* data, size_t count, DType dtype, int peer, int tag);
-  void recv(void* data, size_t count, DType dtype, int peer, int tag);
+  void all_reduce(void* data, size_t count, Precision dtype, ReduceOp op);
+  void reduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype, ReduceOp op);
+  void all_gather(const void* send, void* recv, size_t shard_count, Precision dtype);
+  void broadcast(void* data, size_t count, Precision dtype, int root);
+  void send(const void* data, size_t count, Precision dtype, int peer, int tag);
+  void recv(void* data, size_t count, Precision dtype, int peer, int tag);
   void barrier();
 
   // ---- non-blocking ----
-  Work all_reduce_async(void* data, size_t count, DType dtype, ReduceOp op);
-  Work reduce_scatter_async(const void* send, void* recv, size_t shard_count, DType dtype,
+  Work all_reduce_async(void* data, size_t count, Precision dtype, ReduceOp op);
+  Work reduce_scatter_async(const void* send, void* recv, size_t shard_count, Precision dtype,
                             ReduceOp op);
-  Work all_gather_async(const void* send, void* recv, size_t shard_count, DType dtype);
-  Work broadcast_async(void* data, size_t count, DType dtype, int root);
-  Work send_async(const void* data, size_t count, DType dtype, int peer, int tag);
-  Work recv_async(void* data, size_t count, DType dtype, int peer, int tag);
+  Work all_gather_async(const void* send, void* recv, size_t shard_count, Precision dtype);
+  Work broadcast_async(void* data, size_t count, Precision dtype, int root);
+  Work send_async(const void* data, size_t count, Precision dtype, int peer, int tag);
+  Work recv_async(void* data, size_t count, Precision dtype, int peer, int tag);
   Work barrier_async();
 
   // ---- fp32 conveniences (the common case) ----
   void all_reduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) {
-    all_reduce(data.data(), data.size(), DType::F32, op);
+    all_reduce(data.data(), data.size(), Precision::Fp32, op);
   }
   Work all_reduce_async(std::span<float> data, ReduceOp op = ReduceOp::Sum) {
-    return all_reduce_async(data.data(), data.size(), DType::F32, op);
+    return all_reduce_async(data.data(), data.size(), Precision::Fp32, op);
   }
   // send.size() must be size() * recv.size().
   void reduce_scatter(std::span<const float> send, std::span<float> recv,
@@ -105,23 +105,23 @@ class Communicator {
   void all_gather(std::span<const float> send, std::span<float> recv);
   Work all_gather_async(std::span<const float> send, std::span<float> recv);
   void broadcast(std::span<float> data, int root) {
-    broadcast(data.data(), data.size(), DType::F32, root);
+    broadcast(data.data(), data.size(), Precision::Fp32, root);
   }
   void send(std::span<const float> data, int peer, int tag = 0) {
-    send(data.data(), data.size(), DType::F32, peer, tag);
+    send(data.data(), data.size(), Precision::Fp32, peer, tag);
   }
   void recv(std::span<float> data, int peer, int tag = 0) {
-    recv(data.data(), data.size(), DType::F32, peer, tag);
+    recv(data.data(), data.size(), Precision::Fp32, peer, tag);
   }
   // One scalar, reduced over the group: losses, norms, counts.
   float all_reduce_scalar(float value, ReduceOp op = ReduceOp::Sum) {
-    all_reduce(&value, 1, DType::F32, op);
+    all_reduce(&value, 1, Precision::Fp32, op);
     return value;
   }
   // In double, for sums that must neither round nor overflow float (the
   // squared gradient norm: its divergence step must not depend on the layout).
   double all_reduce_scalar(double value, ReduceOp op = ReduceOp::Sum) {
-    all_reduce(&value, 1, DType::F64, op);
+    all_reduce(&value, 1, Precision::Fp64, op);
     return value;
   }
   // The world ranks of every member, in group-rank order.
@@ -130,18 +130,18 @@ class Communicator {
  private:
   // Each op once: checks, then the backend's primitive; the blocking form
   // waits on the Work at once.
-  Work start_all_reduce(void* data, size_t count, DType dtype, ReduceOp op, bool blocking);
-  Work start_reduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype,
+  Work start_all_reduce(void* data, size_t count, Precision dtype, ReduceOp op, bool blocking);
+  Work start_reduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype,
                             ReduceOp op, bool blocking);
-  Work start_all_gather(const void* send, void* recv, size_t shard_count, DType dtype,
+  Work start_all_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
                         bool blocking);
-  Work start_broadcast(void* data, size_t count, DType dtype, int root, bool blocking);
-  Work start_send(const void* data, size_t count, DType dtype, int peer, int tag, bool blocking);
-  Work start_recv(void* data, size_t count, DType dtype, int peer, int tag, bool blocking);
+  Work start_broadcast(void* data, size_t count, Precision dtype, int root, bool blocking);
+  Work start_send(const void* data, size_t count, Precision dtype, int peer, int tag, bool blocking);
+  Work start_recv(void* data, size_t count, Precision dtype, int peer, int tag, bool blocking);
 
   void check_count(size_t count) const;      // within the backend's limit
   // f32, and f64 where allowed (all-reduce: MPI sums it; the ring reduce-scatter is f32 only).
-  void check_reducible(DType dtype, bool f64_allowed) const;
+  void check_reducible(Precision dtype, bool f64_allowed) const;
   // Logs the call as issued (and, for a collective, enters it on the
   // progress board); the backend reports its start and end through it.
   CommCall issue(CommOp op, size_t bytes, int peer_world, bool blocking);

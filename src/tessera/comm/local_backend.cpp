@@ -23,31 +23,31 @@ std::unique_ptr<CommBackend> LocalBackend::split(int color, int) {
   return std::make_unique<LocalBackend>();
 }
 
-Work LocalBackend::iall_reduce(void*, size_t, DType, ReduceOp, const CommCall& call) {
+Work LocalBackend::iall_reduce(void*, size_t, Precision, ReduceOp, const CommCall& call) {
   return complete_now(call, [] {});  // the sum over one rank is its own data
 }
 
-Work LocalBackend::ireduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype,
+Work LocalBackend::ireduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype,
                                    ReduceOp, const CommCall& call) {
   return complete_now(call, [&] {
     if (send != recv) std::memmove(recv, send, shard_count * dtype_size(dtype));
   });
 }
 
-Work LocalBackend::iall_gather(const void* send, void* recv, size_t shard_count, DType dtype,
+Work LocalBackend::iall_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
                                const CommCall& call) {
   return complete_now(call, [&] {
     if (send != recv) std::memmove(recv, send, shard_count * dtype_size(dtype));
   });
 }
 
-Work LocalBackend::ibroadcast(void*, size_t, DType, int, const CommCall& call) {
+Work LocalBackend::ibroadcast(void*, size_t, Precision, int, const CommCall& call) {
   return complete_now(call, [] {});
 }
 
 Work LocalBackend::ibarrier(const CommCall& call) { return complete_now(call, [] {}); }
 
-Work LocalBackend::isend(const void* data, size_t count, DType dtype, int, int tag,
+Work LocalBackend::isend(const void* data, size_t count, Precision dtype, int, int tag,
                          const CommCall& call) {
   return complete_now(call, [&] {
     const auto* bytes = static_cast<const char*>(data);
@@ -55,7 +55,7 @@ Work LocalBackend::isend(const void* data, size_t count, DType dtype, int, int t
   });
 }
 
-Work LocalBackend::irecv(void* data, size_t count, DType dtype, int, int tag,
+Work LocalBackend::irecv(void* data, size_t count, Precision dtype, int, int tag,
                          const CommCall& call) {
   // Checked before the call starts: a failed receive stays "issued" in the
   // log, never "in flight".

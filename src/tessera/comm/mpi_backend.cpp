@@ -11,10 +11,10 @@ namespace {
 
 // Data movement treats 16-bit types as opaque 16-bit words; the Communicator
 // lets only F32, BF16 and (into all-reduce) F64 into reductions.
-MPI_Datatype mpi_type(DType dtype) {
+MPI_Datatype mpi_type(Precision dtype) {
   switch (dtype) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
+    case Precision::Fp32: return MPI_FLOAT;
+    case Precision::Fp64: return MPI_DOUBLE;
     default: return MPI_UINT16_T;
   }
 }
@@ -45,8 +45,8 @@ MPI_Op bf16_op(ReduceOp op) {
   return op == ReduceOp::Sum ? ops[0] : ops[1];
 }
 
-MPI_Op mpi_op(ReduceOp op, DType dtype) {
-  if (dtype == DType::BF16) return bf16_op(op);
+MPI_Op mpi_op(ReduceOp op, Precision dtype) {
+  if (dtype == Precision::Bf16) return bf16_op(op);
   return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
 }
 
@@ -129,7 +129,7 @@ Work MpiBackend::run_collective(const CommCall& call, Body body) {
 
 // ---- collectives ---------------------------------------------------------
 
-Work MpiBackend::iall_reduce(void* data, size_t count, DType dtype, ReduceOp op,
+Work MpiBackend::iall_reduce(void* data, size_t count, Precision dtype, ReduceOp op,
                              const CommCall& call) {
   const MPI_Op mop = mpi_op(op, dtype);  // here, not on the stream: the bf16 op is created once
   return run_collective(call, [=](MPI_Comm c, std::vector<float>&) {
@@ -137,10 +137,10 @@ Work MpiBackend::iall_reduce(void* data, size_t count, DType dtype, ReduceOp op,
   });
 }
 
-Work MpiBackend::ireduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype,
+Work MpiBackend::ireduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype,
                                  ReduceOp op, const CommCall& call) {
   return run_collective(call, [=](MPI_Comm c, std::vector<float>& scratch) {
-    if (dtype == DType::BF16)
+    if (dtype == Precision::Bf16)
       ring_reduce_scatter(c, static_cast<const bf16_t*>(send), static_cast<bf16_t*>(recv),
                           shard_count, op, scratch);
     else
@@ -149,7 +149,7 @@ Work MpiBackend::ireduce_scatter(const void* send, void* recv, size_t shard_coun
   });
 }
 
-Work MpiBackend::iall_gather(const void* send, void* recv, size_t shard_count, DType dtype,
+Work MpiBackend::iall_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
                              const CommCall& call) {
   const size_t shard_bytes = shard_count * dtype_size(dtype);
   const bool in_place = static_cast<const char*>(send) ==
@@ -161,7 +161,7 @@ Work MpiBackend::iall_gather(const void* send, void* recv, size_t shard_count, D
   });
 }
 
-Work MpiBackend::ibroadcast(void* data, size_t count, DType dtype, int root,
+Work MpiBackend::ibroadcast(void* data, size_t count, Precision dtype, int root,
                             const CommCall& call) {
   return run_collective(call, [=](MPI_Comm c, std::vector<float>&) {
     MPI_Bcast(data, int(count), mpi_type(dtype), root, c);
@@ -174,7 +174,7 @@ Work MpiBackend::ibarrier(const CommCall& call) {
 
 // ---- point to point ------------------------------------------------------
 
-Work MpiBackend::isend(const void* data, size_t count, DType dtype, int peer, int tag,
+Work MpiBackend::isend(const void* data, size_t count, Precision dtype, int peer, int tag,
                        const CommCall& call) {
   call.started();
   if (call.blocking()) {
@@ -187,7 +187,7 @@ Work MpiBackend::isend(const void* data, size_t count, DType dtype, int peer, in
   return Work(std::make_unique<RequestWork>(request, call));
 }
 
-Work MpiBackend::irecv(void* data, size_t count, DType dtype, int peer, int tag,
+Work MpiBackend::irecv(void* data, size_t count, Precision dtype, int peer, int tag,
                        const CommCall& call) {
   call.started();
   if (call.blocking()) {

@@ -37,16 +37,16 @@ class MpiBackend final : public CommBackend {
 
   std::unique_ptr<CommBackend> split(int color, int key) override;
 
-  Work iall_reduce(void* data, size_t count, DType dtype, ReduceOp op,
+  Work iall_reduce(void* data, size_t count, Precision dtype, ReduceOp op,
                    const CommCall& call) override;
-  Work ireduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype, ReduceOp op,
+  Work ireduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype, ReduceOp op,
                        const CommCall& call) override;
-  Work iall_gather(const void* send, void* recv, size_t shard_count, DType dtype,
+  Work iall_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
                    const CommCall& call) override;
-  Work ibroadcast(void* data, size_t count, DType dtype, int root, const CommCall& call) override;
-  Work isend(const void* data, size_t count, DType dtype, int peer, int tag,
+  Work ibroadcast(void* data, size_t count, Precision dtype, int root, const CommCall& call) override;
+  Work isend(const void* data, size_t count, Precision dtype, int peer, int tag,
              const CommCall& call) override;
-  Work irecv(void* data, size_t count, DType dtype, int peer, int tag,
+  Work irecv(void* data, size_t count, Precision dtype, int peer, int tag,
              const CommCall& call) override;
   Work ibarrier(const CommCall& call) override;
 

@@ -10,7 +10,7 @@ std::unique_ptr<CommBackend> TraceBackend::split(int color, int key) {
   return std::make_unique<TraceBackend>(rank_, size_, sink_);
 }
 
-Work TraceBackend::record(CommOp op, const void* data, size_t count, DType dtype,
+Work TraceBackend::record(CommOp op, const void* data, size_t count, Precision dtype,
                           const CommCall& call) {
   call.started();
   if (call.logged() && sink_)
@@ -19,36 +19,36 @@ Work TraceBackend::record(CommOp op, const void* data, size_t count, DType dtype
   return {};
 }
 
-Work TraceBackend::iall_reduce(void* data, size_t count, DType dtype, ReduceOp,
+Work TraceBackend::iall_reduce(void* data, size_t count, Precision dtype, ReduceOp,
                                const CommCall& call) {
   return record(CommOp::AllReduce, data, count, dtype, call);
 }
 
-Work TraceBackend::ireduce_scatter(const void*, void* recv, size_t shard_count, DType dtype,
+Work TraceBackend::ireduce_scatter(const void*, void* recv, size_t shard_count, Precision dtype,
                                    ReduceOp, const CommCall& call) {
   return record(CommOp::ReduceScatter, recv, shard_count, dtype, call);
 }
 
-Work TraceBackend::iall_gather(const void* send, void*, size_t shard_count, DType dtype,
+Work TraceBackend::iall_gather(const void* send, void*, size_t shard_count, Precision dtype,
                                const CommCall& call) {
   return record(CommOp::AllGather, send, shard_count, dtype, call);
 }
 
-Work TraceBackend::ibroadcast(void* data, size_t count, DType dtype, int, const CommCall& call) {
+Work TraceBackend::ibroadcast(void* data, size_t count, Precision dtype, int, const CommCall& call) {
   return record(CommOp::Broadcast, data, count, dtype, call);
 }
 
-Work TraceBackend::isend(const void* data, size_t count, DType dtype, int, int,
+Work TraceBackend::isend(const void* data, size_t count, Precision dtype, int, int,
                          const CommCall& call) {
   return record(CommOp::Send, data, count, dtype, call);
 }
 
-Work TraceBackend::irecv(void* data, size_t count, DType dtype, int, int, const CommCall& call) {
+Work TraceBackend::irecv(void* data, size_t count, Precision dtype, int, int, const CommCall& call) {
   return record(CommOp::Recv, data, count, dtype, call);
 }
 
 Work TraceBackend::ibarrier(const CommCall& call) {
-  return record(CommOp::Barrier, nullptr, 0, DType::F32, call);
+  return record(CommOp::Barrier, nullptr, 0, Precision::Fp32, call);
 }
 
 }  // namespace tessera::comm

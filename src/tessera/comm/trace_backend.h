@@ -17,7 +17,7 @@ namespace tessera::comm {
 
 struct TracedCall {
   CommOp op = CommOp::AllReduce;
-  DType dtype = DType::F32;
+  Precision dtype = Precision::Fp32;
   size_t count = 0;      // elements as called: the buffer, or one shard for reduce_scatter / all_gather
   size_t bytes = 0;      // data size S (comm_op.h)
   int group_size = 1;
@@ -37,21 +37,21 @@ class TraceBackend final : public CommBackend {
   // A sub-group of the traced group: traced into the same sink.
   std::unique_ptr<CommBackend> split(int color, int key) override;
 
-  Work iall_reduce(void* data, size_t count, DType dtype, ReduceOp op,
+  Work iall_reduce(void* data, size_t count, Precision dtype, ReduceOp op,
                    const CommCall& call) override;
-  Work ireduce_scatter(const void* send, void* recv, size_t shard_count, DType dtype, ReduceOp op,
+  Work ireduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype, ReduceOp op,
                        const CommCall& call) override;
-  Work iall_gather(const void* send, void* recv, size_t shard_count, DType dtype,
+  Work iall_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
                    const CommCall& call) override;
-  Work ibroadcast(void* data, size_t count, DType dtype, int root, const CommCall& call) override;
-  Work isend(const void* data, size_t count, DType dtype, int peer, int tag,
+  Work ibroadcast(void* data, size_t count, Precision dtype, int root, const CommCall& call) override;
+  Work isend(const void* data, size_t count, Precision dtype, int peer, int tag,
              const CommCall& call) override;
-  Work irecv(void* data, size_t count, DType dtype, int peer, int tag,
+  Work irecv(void* data, size_t count, Precision dtype, int peer, int tag,
              const CommCall& call) override;
   Work ibarrier(const CommCall& call) override;
 
  private:
-  Work record(CommOp op, const void* data, size_t count, DType dtype, const CommCall& call);
+  Work record(CommOp op, const void* data, size_t count, Precision dtype, const CommCall& call);
 
   int rank_, size_;
   Sink sink_;

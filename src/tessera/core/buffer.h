@@ -15,7 +15,7 @@ namespace tessera {
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(int64_t numel, DType dtype = DType::F32) { allocate(numel, dtype); }
+  Buffer(int64_t numel, Precision dtype = Precision::Fp32) { allocate(numel, dtype); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   Buffer(Buffer&& o) noexcept { *this = std::move(o); }
@@ -27,7 +27,7 @@ class Buffer {
   }
   ~Buffer() { std::free(data_); }
 
-  void allocate(int64_t numel, DType dtype = DType::F32) {
+  void allocate(int64_t numel, Precision dtype = Precision::Fp32) {
     std::free(data_);
     numel_ = numel;
     dtype_ = dtype;
@@ -44,13 +44,13 @@ class Buffer {
   float* f32() const { return static_cast<float*>(data_); }
   void* data() const { return data_; }
   int64_t numel() const { return numel_; }
-  DType dtype() const { return dtype_; }
+  Precision dtype() const { return dtype_; }
   size_t nbytes() const { return size_t(numel_) * dtype_size(dtype_); }
 
  private:
   void* data_ = nullptr;
   int64_t numel_ = 0;
-  DType dtype_ = DType::F32;
+  Precision dtype_ = Precision::Fp32;
 };
 
 }  // namespace tessera

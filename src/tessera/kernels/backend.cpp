@@ -16,7 +16,7 @@ namespace {
 
 constexpr double kF32 = 4.0;  // bytes of an fp32 element
 
-double bytes_of(Precision p) { return p == Precision::Fp32 ? kF32 : 2.0; }
+double bytes_of(Precision p) { return double(dtype_size(p)); }
 
 KernelCall gemm(const char* kernel, Precision dtype, int64_t m, int64_t n, int64_t k) {
   KernelCall c;

@@ -15,7 +15,7 @@ int64_t attention_dropout_draws(int64_t T, bool forward) {
   return cpu::attention_dropout_draws(T, forward);
 }
 
-std::string lowp_gemm_path_description(DType in) { return cpu::lowp_gemm_path_description(in); }
+std::string lowp_gemm_path_description(Precision in) { return cpu::lowp_gemm_path_description(in); }
 
 std::string bf16_gemm_impl(int64_t N, int64_t C, int64_t OC) {
   return cpu::bf16_gemm_impl(N, C, OC);

@@ -22,7 +22,7 @@ int64_t attention_dropout_draws(int64_t T, bool forward);
 
 // One line for the log: how this machine runs the GEMMs of a 16-bit type
 // (BF16 or F16): oneDNN's matmul, or 16-bit storage with fp32 compute.
-std::string lowp_gemm_path_description(DType in);
+std::string lowp_gemm_path_description(Precision in);
 // The oneDNN implementation of the bf16 forward GEMM at this shape
 // ("brg:avx512_core_bf16", ...; "" if none), for the log.
 std::string bf16_gemm_impl(int64_t N, int64_t C, int64_t OC);

@@ -1,37 +1,17 @@
-// The GEMM precision of a run (--bf16 / --fp16) and the low-precision state
-// kernels::Ops reads when it is not fp32: the model's working copy of the
-// parameters (bf16 or fp16 bit patterns, refreshed by the model from the
-// fp32 master parameters) and the scratch the activation operands are cast
-// into on their way into a GEMM; and the dtype-tagged buffer views
-// (Act, ConstAct) every kernel takes.
+// The low-precision state kernels::Ops reads when a run's precision
+// (core/dtype.h) is not fp32: the model's working copy of the parameters
+// (bf16 or fp16 bit patterns, refreshed by the model from the fp32 master
+// parameters) and the scratch the activation operands are cast into on
+// their way into a GEMM; and the dtype-tagged buffer views (Act, ConstAct)
+// every kernel takes.
 #pragma once
 #include <cstdint>
 #include <functional>
-#include <string_view>
 #include <vector>
 
 #include "tessera/core/dtype.h"
 
-namespace tessera {
-
-// fp32: every kernel in fp32 (the reference). bf16 / fp16: the GEMMs take
-// 16-bit inputs with fp32 accumulation, and the activations that feed or
-// leave a GEMM are stored in 16 bits (model/activations.h says which);
-// statistics, softmax, the loss, the residual stream, every gradient,
-// reduction and the optimizer state stay fp32.
-enum class Precision { Fp32, Bf16, Fp16 };
-
-constexpr const char* precision_name(Precision p) {
-  return p == Precision::Bf16 ? "bf16" : p == Precision::Fp16 ? "fp16" : "fp32";
-}
-// The inverse; false (p untouched) for a name that is none of the three.
-constexpr bool precision_parse(std::string_view name, Precision& p) {
-  for (Precision q : {Precision::Fp32, Precision::Bf16, Precision::Fp16})
-    if (name == precision_name(q)) return p = q, true;
-  return false;
-}
-
-namespace kernels {
+namespace tessera::kernels {
 
 // A buffer as the kernels see it: its address and its element type, the
 // tag every Backend method dispatches on (kernels/backend.h). fp32, or the
@@ -115,5 +95,4 @@ class LowPrecision {
   uint16_t* placed_ = nullptr;
 };
 
-}  // namespace kernels
-}  // namespace tessera
+}  // namespace tessera::kernels

@@ -31,7 +31,7 @@
 //              scratch, then its backward (flops.cpp: one more forward).
 //
 // The mode travels in ActShape::recompute (GPT::act_shape fills it from
-// GPT::set_recompute); activations_bytes reports each mode's true size.
+// GPTOptions::recompute); activations_bytes reports each mode's true size.
 // recompute_parse (config/parallel_config.h) reads the flag.
 #pragma once
 #include "tessera/kernels/dropout_site.h"

@@ -7,23 +7,32 @@
 
 namespace tessera {
 
-GPT::GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params, bool own_grads,
-         TensorParallel tp)
-    : config_(config), layout_(layout), tp_(tp), backend_(&kernels::cpu_backend()) {
+GPT::GPT(const GPTConfig& config, const ParamLayout& layout, const GPTOptions& options)
+    : config_(config),
+      layout_(layout),
+      tp_(options.tp),
+      recompute_(options.recompute),
+      backend_(options.backend ? options.backend : &kernels::cpu_backend()) {
   TESSERA_CHECK(tp_.size() == layout_.tp(),
                 "GPT: tensor-parallel group of {} ranks for a layout split over tp {}", tp_.size(),
                 layout_.tp());
-  if (own_params) {
+  if (options.own_params) {
     params_.allocate(layout.numel());
     w_ = bind_weights(layout_, params_.f32());
   }
-  if (own_grads) {
+  if (options.own_grads) {
     grads_.allocate(layout.numel());
     g_ = bind_weights(layout_, grads_.f32());
   }
   w_.layers.resize(layout.layers().size());
   g_.layers.resize(layout.layers().size());
   if (tp_.sp()) ln_grads_.allocate(4 * config_.hidden_size);  // (4, C): two norms' w and b
+  // The working copy's binding: over params() when they are here; under
+  // ZeRO-3 each bound unit brings its own.
+  lowp_.precision = options.precision;
+  if (!lowp_.active() || params_.numel() == 0) return;
+  lowp_copy_.assign(size_t(layout_.numel()), 0);
+  lowp_.bind(params_.f32(), params_.numel(), lowp_copy_.data());
 }
 
 void GPT::bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base,
@@ -40,15 +49,6 @@ void GPT::bind_unit(const ParamUnit& unit, float* unit_base, float* grad_base,
 }
 
 void GPT::init(uint64_t seed) { init_weights(layout_, config_, params_.f32(), seed); }
-
-void GPT::set_precision(Precision p) {
-  lowp_ = kernels::LowPrecision{};
-  lowp_copy_.clear();
-  lowp_.precision = p;
-  if (!lowp_.active() || params_.numel() == 0) return;  // ZeRO-3: per bound unit
-  lowp_copy_.assign(size_t(layout_.numel()), 0);
-  lowp_.bind(params_.f32(), params_.numel(), lowp_copy_.data());
-}
 
 void GPT::refresh_working_copy(Profile* profile) {
   if (!lowp_.active() || params_.numel() == 0) return;

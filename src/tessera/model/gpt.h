@@ -44,14 +44,37 @@ struct StageChunk {
   bool head = false;    // output: the loss (else acts.output(), sent to the next chunk)
 };
 
+// How a GPT is built: fixed for its life, so nothing configures it half-way
+// (a precision set after activations were shaped, a backend swapped mid-run).
+// The defaults are one process in fp32 on the CPU, owning its buffers.
+struct GPTOptions {
+  // Allocate the full flat buffers. A ZeRO engine that keeps only shards
+  // passes false and binds units itself (GPT::bind_unit).
+  bool own_params = true;
+  bool own_grads = true;
+  // The tensor-parallel group (its size must equal layout.tp()) and the
+  // sequence-parallel switch; the default is no tensor parallelism.
+  TensorParallel tp = {};
+  // GEMM precision (--bf16 / --fp16). Not fp32: the GEMMs of forward and
+  // backward take a bf16 / fp16 working copy of the parameters (same flat
+  // layout as params()), accumulating in fp32, and act_shape() stores the
+  // GEMMs' activations in 16 bits (ActShape::precision); statistics, the
+  // residual stream, the loss and every gradient stay fp32. With params()
+  // allocated, the model holds the copy (working_copy()), made by
+  // refresh_working_copy() from params() or written by the optimizer as it
+  // updates them (DataParallel). Without (ZeRO-3) it holds none: each bound
+  // unit brings its own (bind_unit).
+  Precision precision = Precision::Fp32;
+  // Activation recomputation (config/parallel_config.h), recorded into act_shape().
+  Recompute recompute = Recompute::None;
+  // The kernels forward and backward run on (kernels/backend.h); null: the
+  // CPU backend. It must outlive the model.
+  const kernels::Backend* backend = nullptr;
+};
+
 class GPT {
  public:
-  // own_params / own_grads: allocate the full flat buffers. A ZeRO engine
-  // that keeps only shards passes false and binds units itself (bind_unit).
-  // tp: the tensor-parallel group (its size must equal layout.tp()) and the
-  // sequence-parallel switch; the default is no tensor parallelism.
-  GPT(const GPTConfig& config, const ParamLayout& layout, bool own_params = true,
-      bool own_grads = true, TensorParallel tp = {});
+  GPT(const GPTConfig& config, const ParamLayout& layout, const GPTOptions& options = {});
 
   const GPTConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -69,18 +92,8 @@ class GPT {
 
   void init(uint64_t seed);
 
-  // GEMM precision (--bf16 / --fp16; default fp32). Not fp32: the GEMMs of
-  // forward and backward take a bf16 / fp16 working copy of the parameters
-  // (same flat layout as params()), accumulating in fp32, and act_shape()
-  // stores the GEMMs' activations in 16 bits (ActShape::precision; set the
-  // precision before allocating Activations); statistics, the residual
-  // stream, the loss and every gradient stay fp32. With params() allocated,
-  // the model holds the copy (working_copy()), made by
-  // refresh_working_copy() from params() or written by the optimizer as it
-  // updates them (DataParallel). Without (ZeRO-3) it holds none: each bound
-  // unit brings its own (bind_unit). profile: where the casts are charged
-  // (Op::Cast; may be null).
-  void set_precision(Precision p);
+  // GEMM precision (GPTOptions::precision). refresh_working_copy: profile
+  // is where its casts are charged (Op::Cast; may be null).
   Precision precision() const { return lowp_.precision; }
   void refresh_working_copy(Profile* profile = nullptr);
   // The op trace (op_trace.h) runs on buffers nobody allocated: the
@@ -89,17 +102,7 @@ class GPT {
   // (layout.numel()) the working copy's bits; null under fp32 or ZeRO-3.
   uint16_t* working_copy() { return lowp_copy_.empty() ? nullptr : lowp_copy_.data(); }
   int64_t working_copy_bytes() const { return int64_t(lowp_copy_.size() * sizeof(uint16_t)); }
-  // Where bind_unit charges its casts.
-  void set_profile(Profile* profile) { profile_ = profile; }
-
-  // The kernels forward and backward run on (kernels/backend.h); the CPU
-  // backend unless set. The backend must outlive the model.
-  void set_backend(const kernels::Backend& backend) { backend_ = &backend; }
   const kernels::Backend& backend() const { return *backend_; }
-
-  // Activation recomputation (config/parallel_config.h): recorded into act_shape(),
-  // so it applies to Activations allocated after the call.
-  void set_recompute(Recompute r) { recompute_ = r; }
   Recompute recompute() const { return recompute_; }
 
   // The activation shape of a micro-batch of B sequences of T tokens on this
@@ -161,14 +164,13 @@ class GPT {
   GPTConfig config_;
   ParamLayout layout_;
   TensorParallel tp_;
-  Recompute recompute_ = Recompute::None;
+  Recompute recompute_;
   const kernels::Backend* backend_;  // never null; the CPU backend by default
   Buffer params_, grads_;
   Buffer ln_grads_;  // (4 * C) sequence parallelism: one micro-batch's LayerNorm grads before their tp sum
   ModelWeights w_, g_;
   kernels::LowPrecision lowp_;        // inactive: fp32
   std::vector<uint16_t> lowp_copy_;   // (layout.numel()) the working copy, bf16 / fp16 bits; empty under ZeRO-3
-  Profile* profile_ = nullptr;
 };
 
 }  // namespace tessera

@@ -23,13 +23,20 @@ const char* op_phase_name(OpPhase p) {
   return "?";
 }
 
-const char* collective_kind_name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-  }
-  return "?";
+OpEntry op_entry_of(const kernels::KernelCall& k) {
+  OpEntry e;
+  e.cls = k.cls == kernels::CallClass::Gemm        ? OpClass::Gemm
+          : k.cls == kernels::CallClass::Attention ? OpClass::Attention
+                                                   : OpClass::Memory;
+  e.kernel = k.kernel;
+  e.dtype = k.dtype;
+  e.m = k.m, e.n = k.n, e.k = k.k, e.batch = k.batch;
+  e.elements = k.elements;
+  e.bytes_read = k.bytes_read;
+  e.bytes_written = k.bytes_written;
+  e.flops = k.flops;
+  e.mask_draws = k.mask_draws;
+  return e;
 }
 
 namespace {

@@ -40,18 +40,17 @@
 #include <vector>
 
 #include "tessera/config/gpt_config.h"
+#include "tessera/comm/comm_op.h"
 #include "tessera/config/parallel_config.h"
 #include "tessera/core/profile.h"
+#include "tessera/kernels/kernel_call.h"
 #include "tessera/kernels/precision.h"
 
 namespace tessera {
 
 enum class OpPhase { Forward, Recompute, Backward };
 enum class OpClass { Gemm, Attention, Memory, Collective };
-enum class CollectiveKind { AllReduce, AllGather, ReduceScatter };
-
 const char* op_phase_name(OpPhase p);
-const char* collective_kind_name(CollectiveKind k);
 
 struct OpEntry {
   OpPhase phase = OpPhase::Forward;
@@ -66,7 +65,7 @@ struct OpEntry {
   double bytes_read = 0, bytes_written = 0;  // device memory traffic
   double flops = 0;              // GEMM 2 m n k batch; attention its matmuls' FLOPs
   int64_t mask_draws = 0;        // attention: Philox draws of its probability-dropout mask
-  CollectiveKind collective = CollectiveKind::AllReduce;
+  comm::CommOp collective = comm::CommOp::AllReduce;  // the tp group's: all_reduce, all_gather or reduce_scatter
   int64_t group_size = 1;        // collective: ranks in the (tp) group
   double bytes = 0;              // collective: data size S
   // collective: it moves (N, C) activations or their gradients (not the
@@ -77,6 +76,12 @@ struct OpEntry {
 
   double memory_bytes() const { return bytes_read + bytes_written; }
 };
+
+// A traced kernel call as an entry: its class, kernel, dtype, shape and
+// costs. Phase, profile kind and `what` are the recorder's to fill; the
+// trace (op_trace.cpp) and the tests' record of a real run
+// (tests/common/op_recorder.h) both map calls through here.
+OpEntry op_entry_of(const kernels::KernelCall& k);
 
 struct OpListConfig {
   GPTConfig model;               // its dropout probabilities apply when `training`

@@ -46,21 +46,6 @@ int64_t element_of(const void* p) {
   return int64_t(bytes / (r == Region::WorkingCopy || r == Region::LowpScratch ? 2 : 4));
 }
 
-Precision precision_of(DType t) {
-  return t == DType::BF16 ? Precision::Bf16 : t == DType::F16 ? Precision::Fp16 : Precision::Fp32;
-}
-
-CollectiveKind collective_of(comm::CommOp op) {
-  switch (op) {
-    case comm::CommOp::AllGather: return CollectiveKind::AllGather;
-    case comm::CommOp::ReduceScatter: return CollectiveKind::ReduceScatter;
-    case comm::CommOp::AllReduce: return CollectiveKind::AllReduce;
-    default: break;
-  }
-  fail("op trace: a transformer layer issued a {} on its tensor-parallel group",
-       comm::comm_op_name(op));
-}
-
 // Receives the traced calls and files them: into the section (embedding,
 // layer, head) and phase the hooks say the run is in, under the profile
 // kind Ops opened for the call.
@@ -75,23 +60,12 @@ class Recorder : public LayerHooks {
   void set_statistics(const void* ce_lse, const void* ce_sums) { ce_lse_ = ce_lse, ce_sums_ = ce_sums; }
 
   void kernel(const kernels::KernelCall& k) {
-    OpEntry e;
-    e.phase = phase_;
-    e.cls = k.cls == kernels::CallClass::Gemm        ? OpClass::Gemm
-            : k.cls == kernels::CallClass::Attention ? OpClass::Attention
-                                                     : OpClass::Memory;
     TESSERA_CHECK(profile.open != Op::kCount,
                   "op trace: kernel {} was called outside kernels::Ops (no profile kind)", k.kernel);
+    OpEntry e = op_entry_of(k);
+    e.phase = phase_;
     e.op = profile.open;
     e.what = label_of(k.key);
-    e.kernel = k.kernel;
-    e.dtype = k.dtype;
-    e.m = k.m, e.n = k.n, e.k = k.k, e.batch = k.batch;
-    e.elements = k.elements;
-    e.bytes_read = k.bytes_read;
-    e.bytes_written = k.bytes_written;
-    e.flops = k.flops;
-    e.mask_draws = k.mask_draws;
     section_->push_back(e);
   }
 
@@ -100,9 +74,14 @@ class Recorder : public LayerHooks {
     e.phase = phase_;
     e.cls = OpClass::Collective;
     e.op = Op::Comm;
-    e.collective = collective_of(c.op);
-    e.kernel = collective_kind_name(e.collective);
-    e.dtype = precision_of(c.dtype);
+    // A layer's tp group only reduces and gathers (OpEntry::collective).
+    TESSERA_CHECK(c.op == comm::CommOp::AllReduce || c.op == comm::CommOp::AllGather ||
+                      c.op == comm::CommOp::ReduceScatter,
+                  "op trace: a transformer layer issued a {} on its tensor-parallel group",
+                  comm::comm_op_name(c.op));
+    e.collective = c.op;
+    e.kernel = comm::comm_op_name(c.op).data();  // a literal's view: NUL-terminated
+    e.dtype = c.dtype;
     e.group_size = c.group_size;
     e.bytes = double(c.bytes);
     e.elements = int64_t(c.bytes / dtype_size(c.dtype));
@@ -178,11 +157,13 @@ OpList trace_op_list(const OpListConfig& c) {
       "tp", std::make_shared<comm::CommMonitor>(0, size_t(64), nullptr));
   kernels::TraceBackend backend([&rec](const kernels::KernelCall& k) { rec.kernel(k); });
 
-  GPT gpt(m, layout, /*own_params=*/false, /*own_grads=*/false,
-          TensorParallel{c.tp > 1 ? &group : nullptr, c.sequence_parallel});
-  gpt.set_backend(backend);
-  gpt.set_recompute(c.recompute);
-  gpt.set_precision(c.precision);
+  GPT gpt(m, layout,
+          {.own_params = false,
+           .own_grads = false,
+           .tp = TensorParallel{c.tp > 1 ? &group : nullptr, c.sequence_parallel},
+           .precision = c.precision,
+           .recompute = c.recompute,
+           .backend = &backend});
   gpt.place_lowp_scratch(unmapped<uint16_t>(Region::LowpScratch));
   for (const ParamUnit& u : layout.units())
     gpt.bind_unit(u, unmapped<float>(Region::Weights) + u.begin,

@@ -23,10 +23,10 @@ kernels::ConstAct tp_enter_forward(const TensorParallel& tp, kernels::ConstAct x
   if (!tp.sp()) return x;
   ProfileScope t(prof, Op::Comm);
   // 16-bit words: the gather moves them without looking at the values, so
-  // DType::BF16 stands for fp16 too (the same size in the log's bytes).
+  // Precision::Bf16 stands for fp16 too (the same size in the log's bytes).
   const int64_t shard = N / tp.size() * C;
   uint16_t* gathered = reinterpret_cast<uint16_t*>(full);  // (N, C) 16-bit, in full's first half
-  tp.group->all_gather(x.u16(), gathered, size_t(shard), DType::BF16);
+  tp.group->all_gather(x.u16(), gathered, size_t(shard), Precision::Bf16);
   return kernels::ConstAct(gathered, x.dtype);
 }
 

@@ -12,11 +12,12 @@ using comm::ReduceOp;
 
 DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
                            const AdamWConfig& optim, comm::Communicator* tp,
-                           comm::Communicator* pp)
+                           comm::Communicator* pp, const DataParallelOptions& options)
     : model_(model),
       dp_(dp),
       tp_(tp && tp->size() > 1 ? tp : nullptr),
       pp_(pp && pp->size() > 1 ? pp : nullptr),
+      opt_(options),
       stage_(zero_stage),
       part_(model.layout(), dp.size(), dp.rank()) {
   const ParamLayout& L = model.layout();
@@ -120,10 +121,10 @@ void DataParallel::gather_unit(size_t u) {
   const ParamUnit& unit = model_.layout().units()[u];
   const FlatSegment& s = part_.segment(u);
   if (!lowp()) {
-    ProfileScope t(profile_, Op::Comm);
+    ProfileScope t(opt_.profile, Op::Comm);
     gathered_[u] = take_spare(spare_gathered_, unit.numel());
     dp_.all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
-                   DType::F32);
+                   Precision::Fp32);
     model_.bind_unit(unit, gathered_[u].f32(), nullptr);
     return;
   }
@@ -132,12 +133,13 @@ void DataParallel::gather_unit(size_t u) {
   // widening (exact: every 16-bit value is an fp32 value).
   std::vector<uint16_t>& lp = gathered_lowp_[u];  // (unit numel)
   {
-    ProfileScope t(profile_, Op::Comm);
+    ProfileScope t(opt_.profile, Op::Comm);
     lp = take_spare(spare_gathered_lowp_, size_t(unit.numel()));
-    dp_.all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()), lowp_dtype());
+    dp_.all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()),
+                  model_.precision());
   }
   gathered_[u] = take_spare(spare_gathered_, unit.numel());
-  ops(profile_).cast(gathered_[u].f32(), lowp_view(lp.data()), unit.numel());  // Op::Cast
+  ops(opt_.profile).cast(gathered_[u].f32(), lowp_view(lp.data()), unit.numel());  // Op::Cast
   model_.bind_unit(unit, gathered_[u].f32(), nullptr, lp.data());
 }
 
@@ -150,11 +152,11 @@ void DataParallel::release_unit(size_t u) {
 
 void DataParallel::refresh_working_copy() {
   if (stage_ < 3) {
-    model_.refresh_working_copy(profile_);
+    model_.refresh_working_copy(opt_.profile);
     return;
   }
   lowp_shard_.resize(size_t(part_.shard_numel()));
-  ops(profile_).cast(lowp_view(lowp_shard_.data()), param_shard_.f32(),
+  ops(opt_.profile).cast(lowp_view(lowp_shard_.data()), param_shard_.f32(),
                      part_.shard_numel());  // Op::Cast
 }
 
@@ -194,7 +196,7 @@ void DataParallel::begin_micro_batch(bool last) {
 Buffer DataParallel::take_zeroed_grads(int64_t n) {
   Buffer b = take_spare(spare_grads_, n);
   // Backward accumulates into it (charged with the gradient sums).
-  ops(profile_).fill(b.f32(), 0.0f, n, Op::Residual);
+  ops(opt_.profile).fill(b.f32(), 0.0f, n, Op::Residual);
   return b;
 }
 
@@ -215,7 +217,7 @@ void DataParallel::before_backward(size_t layer) {
 void DataParallel::after_backward(size_t layer) {
   const size_t u = layer_unit_[layer];
   if (stage_ >= 3) release_unit(u);
-  if (!overlap_grad_reduce_ && stage_ < 2) {
+  if (!opt_.overlap_grad_reduce && stage_ < 2) {
     // Reduced after the whole backward (end_micro_batch), as Megatron does
     // without --overlap-grad-reduce.
     if (last_micro_batch_ && (dp_.size() > 1)) deferred_reductions_.push_back(u);
@@ -229,7 +231,7 @@ void DataParallel::after_backward(size_t layer) {
   // own reduction right after its backward made every layer a rendezvous
   // of the dp ranks, each layer's skew between them waited out on its own,
   // where ZeRO-1 waits once for the net skew of the whole backward.
-  retire(/*keep=*/overlap_grad_reduce_ ? kKeepAll : 1);  // else free what has finished
+  retire(/*keep=*/opt_.overlap_grad_reduce ? kKeepAll : 1);  // else free what has finished
 }
 
 void DataParallel::start_grad_reduction(size_t u) {
@@ -241,27 +243,27 @@ void DataParallel::start_grad_reduction(size_t u) {
   }
   const ParamUnit& unit = model_.layout().units()[u];
   const FlatSegment& s = part_.segment(u);
-  ProfileScope t(profile_, Op::Comm);
+  ProfileScope t(opt_.profile, Op::Comm);
   Pending p;
   p.shard_offset = s.shard_offset;
-  if (grad_reduce_bf16_ && dp_.size() > 1) {
+  if (opt_.grad_reduce_bf16 && dp_.size() > 1) {
     const float* g = stage_ < 2 ? model_.grads().f32() + unit.begin : unit_grads_[u].f32();
     start_bf16_reduction(p, u, g);
     if (stage_ >= 2) give_back(std::move(unit_grads_[u]));  // the bf16 copy is what travels
   } else if (stage_ == 0) {
     float* g = model_.grads().f32() + unit.begin;
-    p.work = dp_.all_reduce_async(g, size_t(unit.numel()), DType::F32, ReduceOp::Sum);
+    p.work = dp_.all_reduce_async(g, size_t(unit.numel()), Precision::Fp32, ReduceOp::Sum);
   } else if (stage_ == 1) {
     // In place: this rank's slice of the unit receives the sum.
     float* g = model_.grads().f32();
     p.work = dp_.reduce_scatter_async(g + unit.begin, g + s.global_begin, size_t(s.size()),
-                                      DType::F32, ReduceOp::Sum);
+                                      Precision::Fp32, ReduceOp::Sum);
   } else {
     p.recv = take_spare(spare_grads_, s.size());  // the reduce-scatter writes all it uses
     p.recv_n = s.size();
     p.unit_grads = std::move(unit_grads_[u]);
     p.work = dp_.reduce_scatter_async(p.unit_grads.f32(), p.recv.f32(), size_t(s.size()),
-                                      DType::F32, ReduceOp::Sum);
+                                      Precision::Fp32, ReduceOp::Sum);
   }
   pending_.push_back(std::move(p));
 }
@@ -280,12 +282,12 @@ void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
   const ParamUnit& unit = model_.layout().units()[u];
   const FlatSegment& s = part_.segment(u);
   p.lowp.resize(size_t(unit.numel()));
-  ops(profile_).cast(kernels::Act(p.lowp.data(), Precision::Bf16), g, unit.numel());
+  ops(opt_.profile).cast(kernels::Act(p.lowp.data(), Precision::Bf16), g, unit.numel());
   if (stage_ == 0) {
     p.lowp_at = 0;
     p.lowp_n = unit.numel();
     p.widen_to = model_.grads().f32() + unit.begin;
-    p.work = dp_.all_reduce_async(p.lowp.data(), size_t(unit.numel()), DType::BF16, ReduceOp::Sum);
+    p.work = dp_.all_reduce_async(p.lowp.data(), size_t(unit.numel()), Precision::Bf16, ReduceOp::Sum);
     return;
   }
   // In place: this rank's slice of the bf16 unit receives the sum.
@@ -293,7 +295,7 @@ void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
   p.lowp_n = s.size();
   if (stage_ == 1) p.widen_to = model_.grads().f32() + s.global_begin;
   uint16_t* x = p.lowp.data();
-  p.work = dp_.reduce_scatter_async(x, x + p.lowp_at, size_t(s.size()), DType::BF16, ReduceOp::Sum);
+  p.work = dp_.reduce_scatter_async(x, x + p.lowp_at, size_t(s.size()), Precision::Bf16, ReduceOp::Sum);
 }
 
 void DataParallel::retire(size_t keep) {
@@ -301,7 +303,7 @@ void DataParallel::retire(size_t keep) {
   while (!pending_.empty()) {
     Pending& p = pending_.front();
     if (pending_.size() > keep) {
-      ProfileScope t(profile_, Op::Comm);
+      ProfileScope t(opt_.profile, Op::Comm);
       p.work.wait();
     } else if (!p.work.test()) {
       return;
@@ -310,11 +312,11 @@ void DataParallel::retire(size_t keep) {
       // (lowp_n) the reduced bf16 part
       const kernels::ConstAct x(p.lowp.data() + p.lowp_at, Precision::Bf16);
       if (p.widen_to)
-        ops(profile_).cast(p.widen_to, x, p.lowp_n);  // Op::Cast
+        ops(opt_.profile).cast(p.widen_to, x, p.lowp_n);  // Op::Cast
       else
-        ops(profile_).accumulate(grad_shard_.f32() + p.shard_offset, x, p.lowp_n);
+        ops(opt_.profile).accumulate(grad_shard_.f32() + p.shard_offset, x, p.lowp_n);
     } else if (stage_ >= 2) {
-      ops(profile_).accumulate(grad_shard_.f32() + p.shard_offset, p.recv.f32(), p.recv_n);
+      ops(opt_.profile).accumulate(grad_shard_.f32() + p.shard_offset, p.recv.f32(), p.recv_n);
     }
     give_back(std::move(p.recv));
     give_back(std::move(p.unit_grads));
@@ -344,7 +346,7 @@ void DataParallel::reduce_all() {
 void DataParallel::begin_chunk_backward(bool last) {
   TESSERA_CHECK(stage_ < 2, "begin_chunk_backward: ZeRO-{} reduces every backward", stage_);
   // after_backward starts a layer's reduction only on its last micro-batch.
-  last_micro_batch_ = last && overlap_grad_reduce_;
+  last_micro_batch_ = last && opt_.overlap_grad_reduce;
 }
 
 void DataParallel::end_chunk_backward() {
@@ -357,7 +359,7 @@ double DataParallel::grad_norm_squared() {
   double local = 0;
   // The caller charges the whole of the norm to Op::GradNorm (trainer.cpp).
   for (const auto& [at, n] : norm_ranges_) local += ops(nullptr).sum_squares(g + at, n);
-  ProfileScope t(profile_, Op::Comm);
+  ProfileScope t(opt_.profile, Op::Comm);
   // Stage 0 holds the whole reduced gradient on every dp rank; the others
   // hold disjoint parts of it.
   // In double, as one rank keeps it: a float cast would turn a huge finite
@@ -373,7 +375,7 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
   const kernels::Act working =
       !lowp() ? kernels::Act()
               : lowp_view(stage_ >= 3 ? lowp_shard_.data() : model_.working_copy());
-  const kernels::Ops o = ops(profile_);  // Op::Optimizer
+  const kernels::Ops o = ops(opt_.profile);  // Op::Optimizer
   switch (stage_) {
     case 0:
     case 1:
@@ -393,16 +395,16 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
   }
   if (stage_ == 1 || stage_ == 2) {
     // Every rank updated its slice of each unit: gather the units in place.
-    ProfileScope t(profile_, Op::Comm);
+    ProfileScope t(opt_.profile, Op::Comm);
     float* p = model_.params().f32();
     param_gathers_.resize(part_.segments().size());
     for (size_t u = 0; u < part_.segments().size(); ++u) {
       const FlatSegment& s = part_.segment(u);
       const ParamUnit& unit = model_.layout().units()[u];
       param_gathers_[u] =
-          dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), DType::F32);
+          dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), Precision::Fp32);
     }
-    if (!overlap_param_gather_) finish_param_gather();
+    if (!opt_.overlap_param_gather) finish_param_gather();
   }
   working_fresh_ = true;
 }
@@ -410,7 +412,7 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
 void DataParallel::wait_param_gather(size_t u) {
   if (u >= param_gathers_.size() || param_gathers_[u].done()) return;
   {
-    ProfileScope t(profile_, Op::Comm);
+    ProfileScope t(opt_.profile, Op::Comm);
     param_gathers_[u].wait();
   }
   if (lowp()) cast_gathered_slices(u);
@@ -425,7 +427,7 @@ void DataParallel::cast_gathered_slices(size_t u) {
   const float* p = model_.params().f32();
   uint16_t* w = model_.working_copy();
   const auto cast = [&](int64_t a, int64_t z) {  // Op::Cast
-    ops(profile_).cast(lowp_view(w + a), p + a, z - a);
+    ops(opt_.profile).cast(lowp_view(w + a), p + a, z - a);
   };
   const FlatSegment& s = part_.segment(u);
   const ParamUnit& unit = model_.layout().units()[u];
@@ -435,7 +437,7 @@ void DataParallel::cast_gathered_slices(size_t u) {
 
 void DataParallel::skip_step() {
   // In place of the optimizer step: charged to it.
-  const kernels::Ops o = ops(profile_);
+  const kernels::Ops o = ops(opt_.profile);
   if (model_.grads().numel() > 0)
     o.fill(model_.grads().f32(), 0.0f, model_.grads().numel(), Op::Optimizer);
   if (grad_shard_.numel() > 0) o.fill(grad_shard_.f32(), 0.0f, grad_shard_.numel(), Op::Optimizer);

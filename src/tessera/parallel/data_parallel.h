@@ -20,7 +20,7 @@
 // buffer to accumulate in). Unit sizes divide by dp, so no buffer is
 // truncated: the padding is part of the unit and stays zero.
 //
-// Mixed precision (--bf16 / --fp16, GPT::set_precision before construction):
+// Mixed precision (--bf16 / --fp16, GPTOptions::precision):
 // the 16-bit working copy of the parameters is written by AdamW as it
 // updates them (no separate cast pass). Stages 0-2 keep it full size in the
 // model (stages 1-2 cast the slices the other ranks updated after the
@@ -30,7 +30,8 @@
 // embedding lookups): under ZeRO-3 those read the 16-bit values, elsewhere
 // the fp32 master values. The copy is counted in memory().params.
 // Gradients are accumulated and, by default, reduced in fp32; with
-// set_grad_reduce_bf16 they are rounded to bf16 for the reduction only.
+// DataParallelOptions::grad_reduce_bf16 they are rounded to bf16 for the
+// reduction only.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -47,6 +48,29 @@
 
 namespace tessera {
 
+// How a DataParallel runs, fixed for its life. The defaults: fp32
+// reductions, nothing overlapped, nothing timed.
+struct DataParallelOptions {
+  // --grad-reduce-in-bf16 (needs bf16 GEMMs): data-parallel gradient
+  // reductions move and sum bf16 (half the bytes) instead of fp32.
+  bool grad_reduce_bf16 = false;
+  // --overlap-grad-reduce (Megatron's name and default, off): on, each
+  // unit's reduction starts as soon as backward has finished it and runs
+  // while backward goes on. Off, stages 0-1 start every reduction after the
+  // last micro-batch's backward, and stages 2-3 (which free a unit's
+  // gradient once reduced) wait for each one layer later, so at most two
+  // units' gradients are held. Same reductions of the same buffers either
+  // way: the numbers are identical.
+  bool overlap_grad_reduce = false;
+  // --overlap-param-gather (stages 1-2): the all-gather of the updated
+  // parameters after the optimizer is left running; the next step's forward
+  // waits for each unit just before its layer (the embeddings and final
+  // norm at begin_step). Off, the optimizer step waits for all of them.
+  bool overlap_param_gather = false;
+  // Where the communication, casts and optimizer are timed (null: nowhere).
+  Profile* profile = nullptr;
+};
+
 class DataParallel : public LayerHooks {
  public:
   // model must have been built with own_params = (zero_stage < 3) and
@@ -55,30 +79,14 @@ class DataParallel : public LayerHooks {
   // pp: the pipeline group (null: one stage). The last stage's copy of the
   // tied embedding is left out of the gradient norm (the first stage's counts).
   DataParallel(GPT& model, comm::Communicator& dp, int zero_stage, const AdamWConfig& optim,
-               comm::Communicator* tp = nullptr, comm::Communicator* pp = nullptr);
+               comm::Communicator* tp = nullptr, comm::Communicator* pp = nullptr,
+               const DataParallelOptions& options = {});
   ~DataParallel() override;
 
   void init_params(uint64_t seed);
   // The parameters were changed from outside (a checkpoint load): the next
   // begin_step remakes the 16-bit working copy from them.
   void params_changed() { working_fresh_ = false; }
-  // --grad-reduce-in-bf16 (needs bf16 GEMMs): data-parallel gradient
-  // reductions move and sum bf16 (half the bytes) instead of fp32.
-  void set_grad_reduce_bf16(bool on) { grad_reduce_bf16_ = on; }
-  bool grad_reduce_bf16() const { return grad_reduce_bf16_; }
-  // --overlap-grad-reduce (Megatron's name and default, off): on, each
-  // unit's reduction starts as soon as backward has finished it and runs
-  // while backward goes on. Off, stages 0-1 start every reduction after the
-  // last micro-batch's backward, and stages 2-3 (which free a unit's
-  // gradient once reduced) wait for each one layer later, so at most two
-  // units' gradients are held. Same
-  // reductions of the same buffers either way: the numbers are identical.
-  void set_overlap_grad_reduce(bool on) { overlap_grad_reduce_ = on; }
-  // --overlap-param-gather (stages 1-2): the all-gather of the updated
-  // parameters after the optimizer is left running; the next step's forward
-  // waits for each unit just before its layer (the embeddings and final
-  // norm at begin_step). Off, the optimizer step waits for all of them.
-  void set_overlap_param_gather(bool on) { overlap_param_gather_ = on; }
   // Waits for the parameter all-gathers still running (--overlap-param-gather):
   // call before anything outside a training step reads the parameters
   // (evaluation, a checkpoint, export).
@@ -123,7 +131,6 @@ class DataParallel : public LayerHooks {
   int zero_stage() const { return stage_; }
   const ZeroPartition& partition() const { return part_; }
   AdamW& optimizer() { return *optim_; }
-  void set_profile(Profile* p) { profile_ = p; }
 
   // What a checkpoint reads and writes (ckpt/zero_shard.h): the model, the
   // dp group, and under ZeRO-3 this rank's parameter shard.
@@ -155,9 +162,6 @@ class DataParallel : public LayerHooks {
   kernels::Ops ops(Profile* profile) const { return {model_.backend(), profile}; }
   // A 16-bit view of a buffer of the run's low precision.
   kernels::Act lowp_view(uint16_t* p) const { return {p, model_.precision()}; }
-  DType lowp_dtype() const {
-    return model_.precision() == Precision::Fp16 ? DType::F16 : DType::BF16;
-  }
   void refresh_working_copy();
   // Stages 1-2, after unit u's parameter all-gather: the working copy of
   // the slices other ranks updated.
@@ -181,6 +185,7 @@ class DataParallel : public LayerHooks {
   comm::Communicator& dp_;
   comm::Communicator* tp_;
   comm::Communicator* pp_;
+  DataParallelOptions opt_;
   int stage_;
   ZeroPartition part_;
   std::unique_ptr<AdamW> optim_;
@@ -195,9 +200,6 @@ class DataParallel : public LayerHooks {
   std::vector<uint16_t> lowp_shard_;  // (shard) stage 3, --bf16 / --fp16: the shard's working copy
   std::vector<std::vector<uint16_t>> gathered_lowp_;  // (unit numel) per unit, stage 3 16-bit, while in use
   bool working_fresh_ = false;      // the working copy matches the parameters
-  bool grad_reduce_bf16_ = false;
-  bool overlap_grad_reduce_ = false;
-  bool overlap_param_gather_ = false;
   std::vector<size_t> deferred_reductions_;  // units, stages 0-1 without --overlap-grad-reduce
   // Stages 0-1: per unit, its reduction of this step has started (cleared
   // once every reduction of the step has finished).
@@ -222,7 +224,6 @@ class DataParallel : public LayerHooks {
   std::vector<Buffer> spare_grads_;
   std::deque<Pending> pending_;
   bool last_micro_batch_ = true;
-  Profile* profile_ = nullptr;
 };
 
 }  // namespace tessera

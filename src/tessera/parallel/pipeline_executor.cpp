@@ -46,6 +46,7 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
   for (int64_t i = 0; i < peak; ++i) {
     auto s = std::make_unique<Slot>();
     activations_init(s->acts, shape);
+    s->acts.profile = opt_.profile;
     if (tokens) {
       s->inputs.resize(size_t(shape.N()));
       s->targets.resize(size_t(shape.N()));
@@ -55,10 +56,6 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
 }
 
 PipelineExecutor::~PipelineExecutor() = default;
-
-void PipelineExecutor::set_profile(Profile* profile) {
-  for (auto& s : slots_) s->acts.profile = profile;
-}
 
 int64_t PipelineExecutor::activation_bytes() const {
   int64_t n = 0;
@@ -123,7 +120,7 @@ struct PipelineExecutor::StepState {
       s->chunk = a.chunk;
       live[{a.micro_batch, a.chunk}] = s;
       if (a.type == ActionType::RecvActivation) {
-        s->act_recv = pp.recv_async(s->acts.encoded, wire, DType::F32, int(a.peer_rank),
+        s->act_recv = pp.recv_async(s->acts.encoded, wire, Precision::Fp32, int(a.peer_rank),
                                     int(ex.tag(a)));
         s->act_posted = true;
       }
@@ -134,7 +131,7 @@ struct PipelineExecutor::StepState {
       const Action& a = actions[grad_recvs[next_grad]];
       auto it = live.find({a.micro_batch, a.chunk});
       if (it == live.end()) break;
-      it->second->grad_recv = pp.recv_async(it->second->acts.dresid, wire, DType::F32,
+      it->second->grad_recv = pp.recv_async(it->second->acts.dresid, wire, Precision::Fp32,
                                             int(a.peer_rank), int(ex.tag(a)));
       it->second->grad_posted = true;
       ++next_grad;
@@ -177,7 +174,7 @@ void PipelineExecutor::run_reduce_grads(StepState& ss, const PipelineCallbacks& 
   for (auto& s : slots_) s->finish_sends();
   // The loss lives on the last stage; every stage reports it.
   float loss = float(ss.loss_sum / double(opt_.micro_batches));
-  if (p_ > 1) grid_.pp().broadcast(&loss, 1, DType::F32, int(p_ - 1));
+  if (p_ > 1) grid_.pp().broadcast(&loss, 1, Precision::Fp32, int(p_ - 1));
   loss_ = loss;
   // The tied token table: the first stage's lookup and the last stage's
   // head each hold part of its gradient; both copies must take the same step.
@@ -213,7 +210,7 @@ void PipelineExecutor::run_action(StepState& ss, const Action& a, const Pipeline
     case ActionType::SendActivation: {
       Slot* s = ss.slot_of(a);
       s->sends.push_back(
-          pp.send_async(s->acts.output(), ss.wire, DType::F32, int(a.peer_rank), int(tag(a))));
+          pp.send_async(s->acts.output(), ss.wire, Precision::Fp32, int(a.peer_rank), int(tag(a))));
       break;
     }
     case ActionType::Backward:
@@ -222,7 +219,7 @@ void PipelineExecutor::run_action(StepState& ss, const Action& a, const Pipeline
     case ActionType::SendGrad: {
       Slot* s = ss.slot_of(a);
       s->sends.push_back(
-          pp.send_async(s->acts.dresid, ss.wire, DType::F32, int(a.peer_rank), int(tag(a))));
+          pp.send_async(s->acts.dresid, ss.wire, Precision::Fp32, int(a.peer_rank), int(tag(a))));
       ss.release(s);  // the next owner waits for this send before touching the slot
       break;
     }
@@ -285,7 +282,7 @@ std::vector<float> PipelineExecutor::forward_only(const PipelineCallbacks& cb, i
       }
       case ActionType::SendActivation:
         s->sends.push_back(
-            pp.send_async(s->acts.output(), ss.wire, DType::F32, int(a.peer_rank), int(tag(a))));
+            pp.send_async(s->acts.output(), ss.wire, Precision::Fp32, int(a.peer_rank), int(tag(a))));
         ss.release(s);  // the next owner waits for this send before touching the slot
         break;
       default:
@@ -294,7 +291,7 @@ std::vector<float> PipelineExecutor::forward_only(const PipelineCallbacks& cb, i
   }
   for (auto& s : slots_) s->finish_sends();
   // The losses live on the last stage; every stage returns them.
-  if (p_ > 1) pp.broadcast(losses.data(), size_t(m), DType::F32, int(p_ - 1));
+  if (p_ > 1) pp.broadcast(losses.data(), size_t(m), Precision::Fp32, int(p_ - 1));
   return losses;
 }
 

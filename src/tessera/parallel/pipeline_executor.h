@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tessera/comm/grid.h"
+#include "tessera/core/profile.h"
 #include "tessera/model/gpt.h"
 #include "tessera/parallel/pipeline_trace.h"
 #include "tessera/parallel/schedule.h"
@@ -36,6 +37,9 @@ struct PipelineOptions {
   int64_t micro_batches = 1;   // m per step (per dp rank)
   int64_t micro_batch = 1;     // B sequences per micro-batch
   int64_t seq_length = 1;      // T
+  // Where the model's kernels are timed (core/profile.h; null: nowhere):
+  // every slot's activations carry the pointer the model's kernel calls read.
+  Profile* profile = nullptr;
 };
 
 struct PipelineCallbacks {
@@ -98,9 +102,6 @@ class PipelineExecutor {
   float loss() const { return loss_; }
   const std::vector<Action>& actions() const { return actions_; }
   int64_t slots() const { return int64_t(slots_.size()); }
-  // Time the model's kernels into `profile` (core/profile.h; null: none):
-  // every slot's activations carry the pointer the model's kernel calls read.
-  void set_profile(Profile* profile);
   // Bytes of every activation slot allocated (the stage's activation memory).
   int64_t activation_bytes() const;
 

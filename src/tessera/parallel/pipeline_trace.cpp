@@ -35,7 +35,7 @@ std::vector<std::vector<TraceSpan>> gather_spans(comm::Communicator& world,
   // rank's records padded to the longest list.
   std::vector<float> counts(size_t(n), 0.0f);
   const float my_count = float(mine.size());
-  world.all_gather(&my_count, counts.data(), 1, DType::F32);
+  world.all_gather(&my_count, counts.data(), 1, Precision::Fp32);
   const size_t most = size_t(*std::max_element(counts.begin(), counts.end()));
   std::vector<Record> send(std::max<size_t>(most, 1)), recv(send.size() * size_t(n));
   for (size_t i = 0; i < mine.size(); ++i) {
@@ -44,7 +44,7 @@ std::vector<std::vector<TraceSpan>> gather_spans(comm::Communicator& world,
                int32_t(a.chunk), int32_t(a.peer_rank)};
   }
   // F16 only as a 2-byte unit: data movement takes any dtype.
-  world.all_gather(send.data(), recv.data(), send.size() * sizeof(Record) / 2, DType::F16);
+  world.all_gather(send.data(), recv.data(), send.size() * sizeof(Record) / 2, Precision::Fp16);
   std::vector<std::vector<TraceSpan>> out;
   if (world.rank() != 0) return out;
   out.resize(size_t(n));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "tessera/plan/comm_model.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/plan/layer_ops.h"
 
@@ -12,7 +13,7 @@ namespace tessera::plan {
 namespace {
 
 // Seconds of one micro-batch's collectives of `kind` in `list`.
-double collective_seconds(const std::vector<OpEntry>& list, CollectiveKind kind,
+double collective_seconds(const std::vector<OpEntry>& list, CommOp kind,
                           const SystemSpec& sys, const PlanLayout& L) {
   double s = 0;
   for (const OpEntry& e : list)
@@ -40,15 +41,15 @@ ByOpReport by_op(const GPTConfig& m, const SystemSpec& sys, const LayoutCost& c)
                  Op::Cast})
       s.memory_bound += o[k];
     const double layers_per_chunk = double(par.chunk_layer_count(m.num_layers, sc.stage));
-    auto kind = [&](CollectiveKind k) {
+    auto kind = [&](CommOp k) {
       double t = chunks_run * layers_per_chunk * collective_seconds(ol.layer, k, sys, L);
       if (sc.stage == 0) t += double(mb) * collective_seconds(ol.embed, k, sys, L);
       if (sc.stage == p - 1) t += double(mb) * collective_seconds(ol.head, k, sys, L);
       return t;
     };
-    s.tp_all_reduce = kind(CollectiveKind::AllReduce);
-    s.tp_all_gather = kind(CollectiveKind::AllGather);
-    s.tp_reduce_scatter = kind(CollectiveKind::ReduceScatter);
+    s.tp_all_reduce = kind(CommOp::AllReduce);
+    s.tp_all_gather = kind(CommOp::AllGather);
+    s.tp_reduce_scatter = kind(CommOp::ReduceScatter);
     s.zero3_gather = b.zero3_gather;
     const double busy = s.gemm + s.attention + s.memory_bound + s.tp_all_reduce +
                         s.tp_all_gather + s.tp_reduce_scatter + s.zero3_gather;

@@ -128,7 +128,7 @@ std::array<double, 3> collective_factors(comm::Communicator& comm, const Network
       median_time([&] { comm.reduce_scatter(std::span<const float>(full), std::span<float>(part)); }),
       median_time([&] { comm.all_gather(std::span<const float>(part), std::span<float>(full)); })};
   const NetworkTier tier{.name = "measured", .ranks = 0, .bandwidth = m.bandwidth, .latency = m.latency};
-  const Collective ops[3] = {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather};
+  const CommOp ops[3] = {CommOp::AllReduce, CommOp::ReduceScatter, CommOp::AllGather};
   const double bytes = 4.0 * double(full.size());
   std::array<double, 3> f{};
   for (size_t k = 0; k < 3; ++k) {

@@ -360,11 +360,11 @@ Calibration calibrate_machine(comm::Communicator& world, const CalibrateOptions&
   if (measuring) {
     measure_compute(*measuring, o, shapes, lead, total, c);
     for (int r = c.kernel_ranks; lead && r < world.size(); ++r)
-      world.send(&wake, 1, DType::F32, r, kWakeTag);
+      world.send(&wake, 1, Precision::Fp32, r, kWakeTag);
   } else {
     // Asleep, not in a blocking call: MPI's wait polls, and would take the
     // core from the rank that measures on it.
-    comm::Work w = world.recv_async(&wake, 1, DType::F32, 0, kWakeTag);
+    comm::Work w = world.recv_async(&wake, 1, Precision::Fp32, 0, kWakeTag);
     while (!w.test()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (world.size() >= 2) {

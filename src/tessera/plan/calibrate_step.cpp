@@ -13,10 +13,10 @@ namespace tessera::plan {
 
 TrainingStep::TrainingStep(const GPTConfig& m, int64_t micro_batch, Precision precision,
                            const kernels::Backend* backend)
-    : config_(m), layout_(ParamLayout::build(m, ParallelConfig{}, 0, 0)), model_(m, layout_) {
+    : config_(m),
+      layout_(ParamLayout::build(m, ParallelConfig{}, 0, 0)),
+      model_(m, layout_, {.precision = precision, .backend = backend}) {
   model_.init(1);
-  if (backend != nullptr) model_.set_backend(*backend);
-  model_.set_precision(precision);
   model_.refresh_working_copy();
   const int64_t N = micro_batch * m.seq_length;
   inputs_.resize(size_t(N));

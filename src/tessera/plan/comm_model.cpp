@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tessera/core/error.h"
+
 namespace tessera::plan {
 
 namespace {
@@ -18,17 +20,17 @@ namespace {
 // - a pair r, r + stride straddles a boundary whenever stride >= block, and
 //   otherwise for r = block - stride, a pair that exists once world > block:
 //   with world > block, only a world with no pair at all is inside.
-bool groups_inside_blocks(Collective op, int64_t size, int64_t stride, int64_t world,
+bool groups_inside_blocks(CommOp op, int64_t size, int64_t stride, int64_t world,
                           int64_t block) {
   if (world <= block) return true;
-  if (size <= 1 && op != Collective::SendRecv) return true;  // one member: nothing to cross
-  if (op == Collective::SendRecv) return stride >= world;  // true: there is no pair
+  if (size <= 1 && comm::is_collective(op)) return true;  // one member: nothing to cross
+  if (!comm::is_collective(op)) return stride >= world;  // true: there is no pair
   return block % (size * stride) == 0;
 }
 
 }  // namespace
 
-const NetworkTier& group_tier(const SystemSpec& sys, Collective op, int64_t size, int64_t stride,
+const NetworkTier& group_tier(const SystemSpec& sys, CommOp op, int64_t size, int64_t stride,
                               int64_t world) {
   if (world <= 0) {
     // One group, its first rank aligned: it needs the block its span fills.
@@ -43,27 +45,33 @@ const NetworkTier& group_tier(const SystemSpec& sys, Collective op, int64_t size
   return sys.tiers.back();
 }
 
-RingTerms ring_terms(Collective op, double bytes, double n, const NetworkTier& t) {
+RingTerms ring_terms(CommOp op, double bytes, double n, const NetworkTier& t) {
   const double a = t.latency, b = t.effective_bandwidth();
   switch (op) {
-    case Collective::AllReduce: return {2 * (n - 1) * a, 2 * (n - 1) / n * bytes / b};
-    case Collective::ReduceScatter:
-    case Collective::AllGather: return {(n - 1) * a, (n - 1) / n * bytes / b};
-    case Collective::SendRecv: return {a, bytes / b};
+    case CommOp::AllReduce: return {2 * (n - 1) * a, 2 * (n - 1) / n * bytes / b};
+    case CommOp::ReduceScatter:
+    case CommOp::AllGather: return {(n - 1) * a, (n - 1) / n * bytes / b};
+    case CommOp::Send:
+    case CommOp::Recv: return {a, bytes / b};
+    case CommOp::Broadcast:
+    case CommOp::Barrier: break;
   }
-  return {};
+  fail("the planner does not price a {}", comm::comm_op_name(op));
 }
 
 namespace {
 
-double ring(Collective op, double bytes, double n, const NetworkTier& t) {
+double ring(CommOp op, double bytes, double n, const NetworkTier& t) {
   const RingTerms r = ring_terms(op, bytes, n, t);
   const auto& f = t.collective_factor;  // measured / this model's bandwidth term (system.h)
   switch (op) {
-    case Collective::AllReduce: return r.latency + f[0] * r.bandwidth;
-    case Collective::ReduceScatter: return r.latency + f[1] * r.bandwidth;
-    case Collective::AllGather: return r.latency + f[2] * r.bandwidth;
-    case Collective::SendRecv: return r.latency + r.bandwidth;
+    case CommOp::AllReduce: return r.latency + f[0] * r.bandwidth;
+    case CommOp::ReduceScatter: return r.latency + f[1] * r.bandwidth;
+    case CommOp::AllGather: return r.latency + f[2] * r.bandwidth;
+    case CommOp::Send:
+    case CommOp::Recv: return r.latency + r.bandwidth;
+    case CommOp::Broadcast:
+    case CommOp::Barrier: break;  // ring_terms refused it
   }
   return 0;
 }
@@ -75,21 +83,22 @@ double tree_all_reduce(double bytes, double n, const NetworkTier& t) {
 
 }  // namespace
 
-CommCost collective_cost(const SystemSpec& sys, Collective op, double bytes, int64_t size,
+CommCost collective_cost(const SystemSpec& sys, CommOp op, double bytes, int64_t size,
                          int64_t stride, int64_t world) {
   CommCost c;
   if (size <= 1 || bytes <= 0) return c;
-  const NetworkTier& tier = group_tier(sys, op, op == Collective::SendRecv ? 2 : size, stride, world);
+  const bool p2p = !comm::is_collective(op);
+  const NetworkTier& tier = group_tier(sys, op, p2p ? 2 : size, stride, world);
   c.tier = &tier;
   const double n = double(size);
-  if (op == Collective::SendRecv) {
+  if (p2p) {
     c.seconds = ring(op, bytes, 2, tier);
     c.algorithm = "p2p";
     return c;
   }
   c.seconds = ring(op, bytes, n, tier);
   c.algorithm = "ring";
-  if (op == Collective::AllReduce) {
+  if (op == CommOp::AllReduce) {
     double tree = tree_all_reduce(bytes, n, tier);
     if (tree < c.seconds) c.seconds = tree, c.algorithm = "tree";
   }
@@ -105,17 +114,17 @@ CommCost collective_cost(const SystemSpec& sys, Collective op, double bytes, int
     const double k = double(per_node), outer_n = double(size / per_node);
     double h = 0;
     switch (op) {
-      case Collective::AllReduce:
-        h = ring(Collective::ReduceScatter, bytes, k, inner) +
-            std::min(ring(Collective::AllReduce, bytes / k, outer_n, tier),
+      case CommOp::AllReduce:
+        h = ring(CommOp::ReduceScatter, bytes, k, inner) +
+            std::min(ring(CommOp::AllReduce, bytes / k, outer_n, tier),
                      tree_all_reduce(bytes / k, outer_n, tier)) +
-            ring(Collective::AllGather, bytes, k, inner);
+            ring(CommOp::AllGather, bytes, k, inner);
         break;
-      case Collective::ReduceScatter:
-      case Collective::AllGather:
+      case CommOp::ReduceScatter:
+      case CommOp::AllGather:
         h = ring(op, bytes, k, inner) + ring(op, bytes / k, outer_n, tier);
         break;
-      case Collective::SendRecv: break;
+      default: break;  // send / recv: no node-local part
     }
     if (h > 0 && h < c.seconds) c.seconds = h, c.algorithm = "hierarchical";
   }

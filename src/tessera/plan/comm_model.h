@@ -8,11 +8,15 @@
 #include <cstdint>
 #include <string>
 
+#include "tessera/comm/comm_op.h"
 #include "tessera/plan/system.h"
 
 namespace tessera::plan {
 
-enum class Collective { AllReduce, ReduceScatter, AllGather, SendRecv };
+// The engine's own names for what is priced: all_reduce, reduce_scatter,
+// all_gather, and send / recv (either: the pair between two pipeline
+// stages). Broadcast and barrier are not priced.
+using comm::CommOp;
 
 struct CommCost {
   double seconds = 0;
@@ -28,7 +32,7 @@ struct CommCost {
 // `size` is 2 and the pairs are every (r, r + stride), as between
 // neighbouring pipeline stages. world 0: the job is this one group, its
 // first rank aligned to a block.
-const NetworkTier& group_tier(const SystemSpec& sys, Collective op, int64_t size, int64_t stride,
+const NetworkTier& group_tier(const SystemSpec& sys, CommOp op, int64_t size, int64_t stride,
                               int64_t world = 0);
 
 // The ring algorithm's two terms over `n` ranks of tier `t`, before the
@@ -40,7 +44,7 @@ struct RingTerms {
   double latency = 0;    // seconds
   double bandwidth = 0;  // seconds
 };
-RingTerms ring_terms(Collective op, double bytes, double n, const NetworkTier& t);
+RingTerms ring_terms(CommOp op, double bytes, double n, const NetworkTier& t);
 
 // Time of one collective over `bytes` (the full buffer: each rank's input
 // for all-reduce and reduce-scatter, each rank's output for all-gather, the
@@ -52,7 +56,7 @@ RingTerms ring_terms(Collective op, double bytes, double n, const NetworkTier& t
 //   hierarchical           reduce-scatter in the node, all-reduce of S/k
 //                          across nodes, all-gather in the node (k ranks/node)
 // `world`: the job's ranks, as for group_tier.
-CommCost collective_cost(const SystemSpec& sys, Collective op, double bytes, int64_t size,
+CommCost collective_cost(const SystemSpec& sys, CommOp op, double bytes, int64_t size,
                          int64_t stride, int64_t world = 0);
 
 }  // namespace tessera::plan

@@ -40,15 +40,6 @@ double memory_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout&
   return sys.kernel_seconds(e.kernel, double(e.elements), factor * e.memory_bytes());
 }
 
-Collective plan_collective(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::AllReduce: return Collective::AllReduce;
-    case CollectiveKind::AllGather: return Collective::AllGather;
-    case CollectiveKind::ReduceScatter: return Collective::ReduceScatter;
-  }
-  return Collective::AllReduce;
-}
-
 // A transformer layer's linear GEMM under --precision fp8 (Transformer
 // Engine): the GEMM on FP8 operands, and the memory-bound pass that casts
 // its activation operand (X in forward, dY for the input gradient) to FP8
@@ -88,7 +79,7 @@ const OpEntry* overlap_partner(const std::vector<OpEntry>& list, size_t i) {
   auto stop = [&](const OpEntry& e) {
     return e.phase != c.phase || e.cls == OpClass::Collective || e.cls == OpClass::Attention;
   };
-  if (c.collective == CollectiveKind::AllGather) {
+  if (c.collective == CommOp::AllGather) {
     for (size_t j = i + 1; j < list.size() && !stop(list[j]); ++j)
       if (list[j].cls == OpClass::Gemm) return &list[j];
   } else {
@@ -117,7 +108,7 @@ void price(Profile& p, const std::vector<OpEntry>& list, OpPhase phase, const Sy
     if (e.phase != phase) continue;
     double seconds = entry_seconds(e, sys, L, fp8);
     const bool overlapped = L.tp_comm_overlap && e.cls == OpClass::Collective && e.activation &&
-                            e.collective != CollectiveKind::AllReduce && e.group_size > 1;
+                            e.collective != CommOp::AllReduce && e.group_size > 1;
     if (overlapped)
       if (const OpEntry* g = overlap_partner(list, i))
         seconds = tp_overlapped_seconds(seconds, entry_seconds(*g, sys, L, fp8), e.group_size);
@@ -163,7 +154,7 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
       // layout not marked `engine`) sends them in the 16-bit type.
       const bool megatron16 = !L.engine && L.precision != Precision::Fp32 && e.activation;
       const double bytes = megatron16 ? 2.0 * double(e.elements) : e.bytes;
-      return collective_cost(sys, plan_collective(e.collective), bytes, e.group_size, 1, L.devices())
+      return collective_cost(sys, e.collective, bytes, e.group_size, 1, L.devices())
           .seconds;
     }
   }

@@ -272,12 +272,12 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     // parameters on this tp rank, every dp shard of them (each rank receives
     // (dp - 1) / dp of it: comm_model.cpp). Not times dp.
     const double chunk_params = double(lc) * layer_params;
-    auto cost = [&](Collective op, double bytes_per_param) {
+    auto cost = [&](CommOp op, double bytes_per_param) {
       return collective_cost(sys, op, chunk_params * bytes_per_param, dp, t, L.devices()).seconds;
     };
-    w.zero3_gather.push_back(zero3 ? cost(Collective::AllGather, per_param.params) : 0.0);
+    w.zero3_gather.push_back(zero3 ? cost(CommOp::AllGather, per_param.params) : 0.0);
     w.zero3_reduce.push_back(zero3 && w.zero3_overlapped
-                                 ? cost(Collective::ReduceScatter, grad_reduce_bytes(L, per_param)) +
+                                 ? cost(CommOp::ReduceScatter, grad_reduce_bytes(L, per_param)) +
                                        chunk_params * fsdp1_staging_bytes(L, per_param) /
                                            sys.achieved_memory_bandwidth()
                                  : 0.0);
@@ -317,7 +317,7 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.
   const double p2p_bytes = elt * double(par.micro_batch * m.seq_length * m.hidden_size) / double(t);
-  if (p > 1) pc.p2p_seconds = collective_cost(sys, Collective::SendRecv, p2p_bytes, 2, t * dp, L.devices()).seconds;
+  if (p > 1) pc.p2p_seconds = collective_cost(sys, CommOp::Send, p2p_bytes, 2, t * dp, L.devices()).seconds;
   return pc;
 }
 
@@ -364,10 +364,10 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
     const double grads = double(max_params) * grad_reduce_bytes(L, per_param);
     const double weights = double(max_params) * per_param.params;
     const double reduce =
-        par.zero_stage == 0 ? collective_cost(sys, Collective::AllReduce, grads, dp, t, L.devices()).seconds
-                            : collective_cost(sys, Collective::ReduceScatter, grads, dp, t, L.devices()).seconds;
+        par.zero_stage == 0 ? collective_cost(sys, CommOp::AllReduce, grads, dp, t, L.devices()).seconds
+                            : collective_cost(sys, CommOp::ReduceScatter, grads, dp, t, L.devices()).seconds;
     const double gather = par.zero_stage == 1 || par.zero_stage == 2
-                              ? collective_cost(sys, Collective::AllGather, weights, dp, t, L.devices()).seconds
+                              ? collective_cost(sys, CommOp::AllGather, weights, dp, t, L.devices()).seconds
                               : 0.0;
     b.dp_reduce = reduce + gather;
     const double window = L.overlap_grad_reduce ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
@@ -380,7 +380,7 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   // parameters, so nothing is summed between them.
   if (p > 1 && !m.untie_embeddings) {
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;
-    b.embedding_sync = collective_cost(sys, Collective::AllReduce, emb, 2, (p - 1) * t * dp, L.devices()).seconds;
+    b.embedding_sync = collective_cost(sys, CommOp::AllReduce, emb, 2, (p - 1) * t * dp, L.devices()).seconds;
   }
 }
 
@@ -451,8 +451,8 @@ void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params
   if (!L.engine && L.precision == Precision::Fp16) {
     ops[Op::Optimizer] += 14.0 * double(params) / shard / sys.achieved_memory_bandwidth();
     ops[Op::Optimizer] +=
-        collective_cost(sys, Collective::AllReduce, 4, par.tp, 1, L.devices()).seconds +
-        collective_cost(sys, Collective::AllReduce, 4, par.pp, par.tp * par.dp, L.devices()).seconds;
+        collective_cost(sys, CommOp::AllReduce, 4, par.tp, 1, L.devices()).seconds +
+        collective_cost(sys, CommOp::AllReduce, 4, par.pp, par.tp * par.dp, L.devices()).seconds;
   }
 }
 

@@ -93,7 +93,7 @@ void EvalModel::load_into(GPT& model) const {
   }
   // The whole model on every rank first (a safetensors file has no slices),
   // then this rank's part of it.
-  GPT whole(config, ParamLayout::build(config, ParallelConfig{}, 0, 0), true, false);
+  GPT whole(config, ParamLayout::build(config, ParallelConfig{}, 0, 0), {.own_grads = false});
   ckpt::import_hf(safetensors, whole);
   copy_slices(whole, model);
 }
@@ -133,7 +133,7 @@ EvalResult evaluate_model(const EvalModel& m, const TrainConfig& c, const BatchS
   if (windows <= 0) windows = data.windows(Split::Valid);
   TESSERA_CHECK(windows > 0, "eval: the data has no validation windows to read");
   ParamLayout layout = ParamLayout::build(c.model, c.par, grid.coord().tp, grid.coord().pp);
-  GPT model(c.model, layout, /*own_params=*/true, /*own_grads=*/false, TensorParallel{&grid.tp()});
+  GPT model(c.model, layout, {.own_grads = false, .tp = TensorParallel{&grid.tp()}});
   m.load_into(model);
 
   // Full micro-batches k = 0, 1, ... go to dp rank k % dp; the rest of the
@@ -152,7 +152,7 @@ EvalResult evaluate_model(const EvalModel& m, const TrainConfig& c, const BatchS
   }
   // Every dp rank's sum, in double, added up in rank order (the same on all).
   std::vector<double> sums(static_cast<size_t>(dp));  // (dp,)
-  grid.dp().all_gather(&sum, sums.data(), 2, DType::F32);  // a double as two floats' bytes
+  grid.dp().all_gather(&sum, sums.data(), 2, Precision::Fp32);  // a double as two floats' bytes
   double total = 0;
   for (const double s : sums) total += s;
   EvalResult r;

@@ -32,7 +32,7 @@ std::optional<EarlyExit> ExitConditions::check(int64_t step, comm::Communicator&
     // (2,): the signal caught here (0: none) and whether time is up here.
     float flags[2] = {float(watch_signals_ ? ExitSignals::received() : 0),
                       duration_mins_ > 0 && minutes >= duration_mins_ ? 1.0f : 0.0f};
-    world.all_reduce(flags, 2, DType::F32, comm::ReduceOp::Max);
+    world.all_reduce(flags, 2, Precision::Fp32, comm::ReduceOp::Max);
     if (flags[0] > 0) {
       out.signal = int(flags[0]);
       out.reason = fmt::format("{} (--exit-signal-handler)", signal_name(out.signal));

@@ -63,27 +63,28 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   const int zero = cfg.par.zero_stage;
   ParamLayout layout = ParamLayout::build(cfg.model, cfg.par, tp_rank_, pp_rank_);
   comm::Communicator* tp = grid ? &grid->tp() : nullptr;
-  model_ = std::make_unique<GPT>(cfg.model, layout, /*own_params=*/zero < 3,
-                                 /*own_grads=*/zero < 2,
-                                 TensorParallel{tp, cfg.par.sequence_parallel});
-  model_->set_recompute(cfg.par.recompute);
-  model_->set_precision(cfg.precision());
-  model_->set_profile(&profile_);
+  model_ = std::make_unique<GPT>(
+      cfg.model, layout,
+      GPTOptions{.own_params = zero < 3,
+                 .own_grads = zero < 2,
+                 .tp = TensorParallel{tp, cfg.par.sequence_parallel},
+                 .precision = cfg.precision(),
+                 .recompute = cfg.par.recompute});
   if (cfg.fp16) scaler_ = std::make_unique<LossScaler>(cfg.loss_scale);
-  dp_ = std::make_unique<DataParallel>(*model_, *dp_group_, zero, cfg.optim, tp,
-                                       grid ? &grid->pp() : nullptr);
+  dp_ = std::make_unique<DataParallel>(
+      *model_, *dp_group_, zero, cfg.optim, tp, grid ? &grid->pp() : nullptr,
+      DataParallelOptions{.grad_reduce_bf16 = cfg.grad_reduce_bf16,
+                          .overlap_grad_reduce = cfg.overlap_grad_reduce,
+                          .overlap_param_gather = cfg.overlap_param_gather,
+                          .profile = &profile_});
   dp_->init_params(cfg.seed);
-  dp_->set_profile(&profile_);
-  dp_->set_grad_reduce_bf16(cfg.grad_reduce_bf16);
-  dp_->set_overlap_grad_reduce(cfg.overlap_grad_reduce);
-  dp_->set_overlap_param_gather(cfg.overlap_param_gather);
   const int64_t B = cfg.par.micro_batch, T = cfg.model.seq_length;
   if (cfg.par.pp > 1) {
     // Activations live in the executor's in-flight slots.
     pipe_ = std::make_unique<PipelineExecutor>(
         *model_, *grid,
-        PipelineOptions{cfg.par.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B, T});
-    pipe_->set_profile(&profile_);
+        PipelineOptions{cfg.par.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B,
+                        T, &profile_});
   } else {
     activations_init(acts_, model_->act_shape(B, T));
   }
@@ -384,7 +385,7 @@ std::vector<MemoryBytes> Trainer::memory_by_rank() const {
   std::vector<MemoryBytes> all(size_t(world_->size()));  // (world,)
   // Four doubles travel as raw bytes (8 floats): data movement, no arithmetic.
   static_assert(sizeof(MemoryBytes) == 8 * sizeof(float));
-  world_->all_gather(&mine, all.data(), 8, DType::F32);
+  world_->all_gather(&mine, all.data(), 8, Precision::Fp32);
   return all;
 }
 

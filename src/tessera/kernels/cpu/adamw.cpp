@@ -81,15 +81,15 @@ inline __m256i fp16x16(__m512 x) {
 // less traffic on a memory-bound pass, ~6 % of its bytes). They need 32-byte
 // aligned addresses, so the first few elements up to one go through the
 // scalar form, which gives the vector body's bits (tests/kernels/test_adamw).
-template <DType Copy>
+template <Precision Copy>
 void adamw_range(float* params, float* grads, float* m, float* v, uint16_t* working, int64_t i0,
                  int64_t i1, const Scalars& s) {
   int64_t i = i0;
 #if defined(__AVX512F__)
-  if constexpr (Copy != DType::F32)
+  if constexpr (Copy != Precision::Fp32)
     for (; i < i1 && reinterpret_cast<uintptr_t>(working + i) % 32 != 0; i++) {
       adamw_one(params, grads, m, v, i, s);
-      if constexpr (Copy == DType::BF16) working[i] = fp32_to_bf16(params[i]);
+      if constexpr (Copy == Precision::Bf16) working[i] = fp32_to_bf16(params[i]);
       else working[i] = fp32_to_fp16(params[i]);
     }
   const __m512 gscale = _mm512_set1_ps(s.gscale), b1 = _mm512_set1_ps(s.b1),
@@ -109,27 +109,27 @@ void adamw_range(float* params, float* grads, float* m, float* v, uint16_t* work
     const __m512 upd = _mm512_div_ps(_mm512_mul_ps(nss, mi), denom);
     const __m512 p = _mm512_fmadd_ps(_mm512_loadu_ps(params + i), decay, upd);
     _mm512_storeu_ps(params + i, p);
-    if constexpr (Copy == DType::BF16)
+    if constexpr (Copy == Precision::Bf16)
       _mm256_stream_si256(reinterpret_cast<__m256i*>(working + i), bf16x16(p));
-    else if constexpr (Copy == DType::F16)
+    else if constexpr (Copy == Precision::Fp16)
       _mm256_stream_si256(reinterpret_cast<__m256i*>(working + i), fp16x16(p));
   }
   // Non-temporal stores are weakly ordered: fence them before the pass
   // returns, so the next reader (any thread, after the region's barrier)
   // sees them.
-  if constexpr (Copy != DType::F32) _mm_sfence();
+  if constexpr (Copy != Precision::Fp32) _mm_sfence();
 #endif
   for (; i < i1; i++) {
     adamw_one(params, grads, m, v, i, s);
-    if constexpr (Copy == DType::BF16) working[i] = fp32_to_bf16(params[i]);
-    else if constexpr (Copy == DType::F16) working[i] = fp32_to_fp16(params[i]);
+    if constexpr (Copy == Precision::Bf16) working[i] = fp32_to_bf16(params[i]);
+    else if constexpr (Copy == Precision::Fp16) working[i] = fp32_to_fp16(params[i]);
   }
 }
 
 }  // namespace
 
 void adamw_update(float* params, float* grads, float* m, float* v, int64_t n, const AdamWArgs& a,
-                  uint16_t* working, DType working_type) {
+                  uint16_t* working, Precision working_type) {
   // Same operation order and scalar precision as torch.optim.AdamW (1.13,
   // single-tensor path): the scalars are formed in double, as Python floats,
   // then each elementwise op runs in fp32:
@@ -157,11 +157,11 @@ void adamw_update(float* params, float* grads, float* m, float* v, int64_t n, co
     const int64_t per = ((n + nt - 1) / nt + 15) / 16 * 16;
     const int64_t i0 = std::min(n, t * per), i1 = std::min(n, i0 + per);
     if (!working)
-      adamw_range<DType::F32>(params, grads, m, v, nullptr, i0, i1, s);
-    else if (working_type == DType::F16)
-      adamw_range<DType::F16>(params, grads, m, v, working, i0, i1, s);
+      adamw_range<Precision::Fp32>(params, grads, m, v, nullptr, i0, i1, s);
+    else if (working_type == Precision::Fp16)
+      adamw_range<Precision::Fp16>(params, grads, m, v, working, i0, i1, s);
     else
-      adamw_range<DType::BF16>(params, grads, m, v, working, i0, i1, s);
+      adamw_range<Precision::Bf16>(params, grads, m, v, working, i0, i1, s);
   }
 }
 

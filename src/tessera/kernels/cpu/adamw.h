@@ -21,6 +21,6 @@ using kernels::AdamWArgs;  // the scalars (kernels/adamw_args.h)
 // params to write (working_type BF16 or F16: the bits cast.h's
 // fp32_to_bf16 / fp32_to_fp16 give).
 void adamw_update(float* params, float* grads, float* m, float* v, int64_t n, const AdamWArgs& a,
-                  uint16_t* working = nullptr, DType working_type = DType::BF16);
+                  uint16_t* working = nullptr, Precision working_type = Precision::Bf16);
 
 }  // namespace tessera::cpu

@@ -41,7 +41,11 @@ void expect_type(const char* kernel, Precision got, Precision want) {
                 kernel, precision_name(got), precision_name(want));
 }
 
-constexpr size_t element_bytes(Precision p) { return p == Precision::Fp32 ? 4 : 2; }
+// Views are fp32 or 16-bit (kernels/precision.h): fp64 is only a
+// collective's scalar type, never a kernel's.
+[[noreturn]] void refuse_fp64(const char* kernel) {
+  fail("cpu backend: {} has no fp64 kernel", kernel);
+}
 
 }  // namespace
 
@@ -74,11 +78,12 @@ void CpuBackend::matmul_backward(float* dinp, float* dweight, float* dbias, Cons
     case Precision::Fp16:
       return cpu::matmul_backward_fp16(dinp, dweight, dbias, dout.u16(), inp.u16(), weight.u16(),
                                        N, C, OC, accumulate_dinp, accumulate_dweight);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
 void CpuBackend::cast(Act out, ConstAct in, int64_t n) const {
-  if (out.dtype == in.dtype) return cpu::copy_bytes(out.p, in.p, n * int64_t(element_bytes(in.dtype)));
+  if (out.dtype == in.dtype) return cpu::copy_bytes(out.p, in.p, n * int64_t(dtype_size(in.dtype)));
   if (!in.lowp()) {  // fp32 -> 16 bits, rounded to nearest even
     if (out.dtype == Precision::Bf16) return cpu::cast_fp32_to_bf16(out.u16(), in.f32(), n);
     return cpu::cast_fp32_to_fp16(out.u16(), in.f32(), n);
@@ -93,6 +98,7 @@ void CpuBackend::fill(Act x, float value, int64_t n) const {
     case Precision::Fp32: return cpu::fill(x.f32(), value, n);
     case Precision::Bf16: return cpu::fill_u16(x.u16(), cpu::fp32_to_bf16(value), n);
     case Precision::Fp16: return cpu::fill_u16(x.u16(), cpu::fp32_to_fp16(value), n);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -101,6 +107,7 @@ void CpuBackend::accumulate(float* y, ConstAct x, int64_t n) const {
     case Precision::Fp32: return cpu::accumulate(y, x.f32(), n);
     case Precision::Bf16: return cpu::accumulate_bf16(y, x.u16(), n);
     case Precision::Fp16: return cpu::accumulate_fp16(y, x.u16(), n);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -124,6 +131,7 @@ void CpuBackend::layernorm_forward(Act out, float* mean, float* rstd, const floa
       case Precision::Fp16:
         return cpu::residual_layernorm_forward_fp16(out.u16(), mean, rstd, res, inp, weight,
                                                     bias, N, C);
+      case Precision::Fp64: refuse_fp64(__func__);
     }
   }
   switch (out.dtype) {
@@ -133,6 +141,7 @@ void CpuBackend::layernorm_forward(Act out, float* mean, float* rstd, const floa
       return cpu::layernorm_forward_bf16(out.u16(), mean, rstd, inp, weight, bias, N, C);
     case Precision::Fp16:
       return cpu::layernorm_forward_fp16(out.u16(), mean, rstd, inp, weight, bias, N, C);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -150,6 +159,7 @@ void CpuBackend::rmsnorm_forward(Act out, float* rstd, const float* inp, const f
       return cpu::rmsnorm_forward_bf16(out.u16(), rstd, inp, weight, N, C, eps);
     case Precision::Fp16:
       return cpu::rmsnorm_forward_fp16(out.u16(), rstd, inp, weight, N, C, eps);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -168,6 +178,7 @@ void CpuBackend::attention_forward(Act out, float* lse, ConstAct qkv, int64_t B,
       return cpu::attention_forward_bf16(out.u16(), lse, qkv.u16(), B, T, heads, drop);
     case Precision::Fp16:
       return cpu::attention_forward_fp16(out.u16(), lse, qkv.u16(), B, T, heads, drop);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -184,6 +195,7 @@ void CpuBackend::attention_backward(Act dqkv, const float* dout, ConstAct qkv, C
     case Precision::Fp16:
       return cpu::attention_backward_fp16(dqkv.u16(), dout, qkv.u16(), out.u16(), lse, B, T,
                                           heads, drop);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -203,6 +215,7 @@ void CpuBackend::gelu_forward(Act out, ConstAct inp, int64_t n) const {
     case Precision::Fp32: return cpu::gelu_forward(out.f32(), inp.f32(), n);
     case Precision::Bf16: return cpu::gelu_forward_bf16(out.u16(), inp.u16(), n);
     case Precision::Fp16: return cpu::gelu_forward_fp16(out.u16(), inp.u16(), n);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -211,6 +224,7 @@ void CpuBackend::gelu_backward(Act dinp, ConstAct inp, const float* dout, int64_
     case Precision::Fp32: return cpu::gelu_backward(dinp.f32(), inp.f32(), dout, n);
     case Precision::Bf16: return cpu::gelu_backward_bf16(dinp.u16(), inp.u16(), dout, n);
     case Precision::Fp16: return cpu::gelu_backward_fp16(dinp.u16(), inp.u16(), dout, n);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -219,6 +233,7 @@ void CpuBackend::swiglu_forward(Act out, ConstAct inp, int64_t N, int64_t F) con
     case Precision::Fp32: return cpu::swiglu_forward(out.f32(), inp.f32(), N, F);
     case Precision::Bf16: return cpu::swiglu_forward_bf16(out.u16(), inp.u16(), N, F);
     case Precision::Fp16: return cpu::swiglu_forward_fp16(out.u16(), inp.u16(), N, F);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -228,6 +243,7 @@ void CpuBackend::swiglu_backward(Act dinp, ConstAct inp, const float* dout, int6
     case Precision::Fp32: return cpu::swiglu_backward(dinp.f32(), inp.f32(), dout, N, F);
     case Precision::Bf16: return cpu::swiglu_backward_bf16(dinp.u16(), inp.u16(), dout, N, F);
     case Precision::Fp16: return cpu::swiglu_backward_fp16(dinp.u16(), inp.u16(), dout, N, F);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -281,6 +297,7 @@ void CpuBackend::cross_entropy_backward(Act dlogits, const float* logits, const 
     case Precision::Fp16:
       return cpu::vp_xent_backward_fp16(dlogits.u16(), logits, lse, targets, dloss, N, V,
                                         vocab_begin);
+    case Precision::Fp64: refuse_fp64(__func__);
   }
 }
 
@@ -304,8 +321,7 @@ void CpuBackend::adamw_update(float* params, float* grads, float* m, float* v, i
                               const AdamWArgs& args, Act working) const {
   if (!working) return cpu::adamw_update(params, grads, m, v, n, args);
   TESSERA_CHECK(working.lowp(), "cpu backend: adamw_update's working copy must be bf16 or fp16");
-  cpu::adamw_update(params, grads, m, v, n, args, working.u16(),
-                    working.dtype == Precision::Bf16 ? DType::BF16 : DType::F16);
+  cpu::adamw_update(params, grads, m, v, n, args, working.u16(), working.dtype);
 }
 
 double CpuBackend::sum_squares(const float* x, int64_t n) const {

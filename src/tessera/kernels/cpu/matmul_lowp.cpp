@@ -15,7 +15,7 @@ namespace tessera::cpu {
 namespace {
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T [+ bias]: weight read as (C, OC) transposed.
-void forward_lowp(DType in, DType out_type, void* out, const uint16_t* inp, const uint16_t* weight,
+void forward_lowp(Precision in, Precision out_type, void* out, const uint16_t* inp, const uint16_t* weight,
                   const float* bias, int64_t N, int64_t C, int64_t OC) {
   const GemmSpec s{.in = in, .out = out_type, .M = N, .N = OC, .K = C,
                    .b_trans = true, .bias = bias != nullptr};
@@ -72,9 +72,9 @@ bool fast_impl(const GemmSpec& s) {
 }
 
 // dweight (OC, C) += (or =) dout^T (OC, N) @ inp (N, C), dout (N, OC) read transposed.
-void dweight_lowp(DType in, float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t N,
+void dweight_lowp(Precision in, float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t N,
                   int64_t C, int64_t OC, bool accumulate) {
-  const GemmSpec whole{.in = in, .out = DType::F32, .M = OC, .N = C, .K = N, .a_trans = true,
+  const GemmSpec whole{.in = in, .out = Precision::Fp32, .M = OC, .N = C, .K = N, .a_trans = true,
                        .accumulate = accumulate};
   const int64_t blocks = std::max<int64_t>(2, ceil_div(OC, kDweightRows));
   const int64_t rows = ceil_div(ceil_div(OC, blocks), 16) * 16;  // (rows) per block, SIMD-aligned
@@ -93,9 +93,9 @@ void dweight_lowp(DType in, float* dweight, const uint16_t* dout, const uint16_t
 }
 
 // dinp (N, C) = or += dout (N, OC) @ weight (OC, C).
-void dinp_lowp(DType in, float* dinp, const uint16_t* dout, const uint16_t* weight, int64_t N,
+void dinp_lowp(Precision in, float* dinp, const uint16_t* dout, const uint16_t* weight, int64_t N,
                int64_t C, int64_t OC, bool accumulate) {
-  const GemmSpec whole{.in = in, .out = DType::F32, .M = N, .N = C, .K = OC,
+  const GemmSpec whole{.in = in, .out = Precision::Fp32, .M = N, .N = C, .K = OC,
                        .accumulate = accumulate};
   GemmSpec block = whole;
   block.K = kDinpK, block.lda = OC;
@@ -113,7 +113,7 @@ void dinp_lowp(DType in, float* dinp, const uint16_t* dout, const uint16_t* weig
 }
 
 template <float (*widen)(uint16_t)>
-void backward_lowp(DType in, float* dinp, float* dweight, float* dbias, const uint16_t* dout,
+void backward_lowp(Precision in, float* dinp, float* dweight, float* dbias, const uint16_t* dout,
                    const uint16_t* inp, const uint16_t* weight, int64_t N, int64_t C, int64_t OC,
                    bool accumulate_dinp, bool accumulate_dweight) {
   if (dinp) dinp_lowp(in, dinp, dout, weight, N, C, OC, accumulate_dinp);
@@ -126,9 +126,9 @@ void backward_lowp(DType in, float* dinp, float* dweight, float* dbias, const ui
 // exact, and a product of two bf16 or fp16 values is exact in fp32, so the
 // fp32 sgemm accumulates the same products as a 16-bit kernel would (in its
 // own order).
-const float* widen(DType in, const uint16_t* x, int64_t n, std::vector<float>& scratch) {
+const float* widen(Precision in, const uint16_t* x, int64_t n, std::vector<float>& scratch) {
   if (int64_t(scratch.size()) < n) scratch.resize(size_t(n));
-  if (in == DType::BF16) cast_bf16_to_fp32(scratch.data(), x, n);
+  if (in == Precision::Bf16) cast_bf16_to_fp32(scratch.data(), x, n);
   else cast_fp16_to_fp32(scratch.data(), x, n);
   return scratch.data();
 }
@@ -137,31 +137,31 @@ thread_local std::vector<float> t_inp, t_weight, t_dout, t_out;
 // Whether oneDNN has a real (non-reference) matmul for `in`: its reference
 // kernels are plain loops, far slower than widening to fp32, so they count
 // as none.
-bool onednn_has_matmul(DType in) {
-  return fast_impl({.in = in, .out = DType::F32, .M = 64, .N = 64, .K = 64, .b_trans = true});
+bool onednn_has_matmul(Precision in) {
+  return fast_impl({.in = in, .out = Precision::Fp32, .M = 64, .N = 64, .K = 64, .b_trans = true});
 }
 
-void forward_any(DType in, float* out, const uint16_t* inp, const uint16_t* weight,
+void forward_any(Precision in, float* out, const uint16_t* inp, const uint16_t* weight,
                  const float* bias, int64_t N, int64_t C, int64_t OC) {
   if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
-    return forward_lowp(in, DType::F32, out, inp, weight, bias, N, C, OC);
+    return forward_lowp(in, Precision::Fp32, out, inp, weight, bias, N, C, OC);
   matmul_forward(out, widen(in, inp, N * C, t_inp), widen(in, weight, OC * C, t_weight), bias, N,
                  C, OC);
 }
 
-void forward_out_any(DType in, uint16_t* out, const uint16_t* inp, const uint16_t* weight,
+void forward_out_any(Precision in, uint16_t* out, const uint16_t* inp, const uint16_t* weight,
                      const float* bias, int64_t N, int64_t C, int64_t OC) {
   if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
     return forward_lowp(in, in, out, inp, weight, bias, N, C, OC);
   if (int64_t(t_out.size()) < N * OC) t_out.resize(size_t(N * OC));
   float* out32 = t_out.data();  // (N, OC) fp32 result before rounding
   forward_any(in, out32, inp, weight, bias, N, C, OC);
-  if (in == DType::BF16) cast_fp32_to_bf16(out, out32, N * OC);
+  if (in == Precision::Bf16) cast_fp32_to_bf16(out, out32, N * OC);
   else cast_fp32_to_fp16(out, out32, N * OC);
 }
 
 template <float (*widen_one)(uint16_t)>
-void backward_any(DType in, float* dinp, float* dweight, float* dbias, const uint16_t* dout,
+void backward_any(Precision in, float* dinp, float* dweight, float* dbias, const uint16_t* dout,
                   const uint16_t* inp, const uint16_t* weight, int64_t N, int64_t C, int64_t OC,
                   bool accumulate_dinp, bool accumulate_dweight) {
   if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
@@ -172,7 +172,7 @@ void backward_any(DType in, float* dinp, float* dweight, float* dbias, const uin
                   accumulate_dinp, accumulate_dweight);
 }
 
-void dinp_any(DType in, float* dinp, const uint16_t* dout, const uint16_t* weight, int64_t N,
+void dinp_any(Precision in, float* dinp, const uint16_t* dout, const uint16_t* weight, int64_t N,
               int64_t C, int64_t OC, bool accumulate) {
   if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
     return dinp_lowp(in, dinp, dout, weight, N, C, OC, accumulate);
@@ -181,7 +181,7 @@ void dinp_any(DType in, float* dinp, const uint16_t* dout, const uint16_t* weigh
         widen(in, weight, OC * C, t_weight), C, accumulate ? 1.0f : 0.0f, dinp, C);
 }
 
-void dweight_any(DType in, float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t N,
+void dweight_any(Precision in, float* dweight, const uint16_t* dout, const uint16_t* inp, int64_t N,
                  int64_t C, int64_t OC, bool accumulate) {
   if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
     return dweight_lowp(in, dweight, dout, inp, N, C, OC, accumulate);
@@ -192,18 +192,18 @@ void dweight_any(DType in, float* dweight, const uint16_t* dout, const uint16_t*
 
 }  // namespace
 
-LowpGemmPath lowp_gemm_path(DType in) {
-  TESSERA_CHECK(in == DType::BF16 || in == DType::F16, "lowp_gemm_path: {} is not a 16-bit type",
+LowpGemmPath lowp_gemm_path(Precision in) {
+  TESSERA_CHECK(in == Precision::Bf16 || in == Precision::Fp16, "lowp_gemm_path: {} is not a 16-bit type",
                 dtype_name(in));
   static const LowpGemmPath bf16 =
-      onednn_has_matmul(DType::BF16) ? LowpGemmPath::OneDnn : LowpGemmPath::Fp32Compute;
+      onednn_has_matmul(Precision::Bf16) ? LowpGemmPath::OneDnn : LowpGemmPath::Fp32Compute;
   static const LowpGemmPath fp16 =
-      onednn_has_matmul(DType::F16) ? LowpGemmPath::OneDnn : LowpGemmPath::Fp32Compute;
-  return in == DType::BF16 ? bf16 : fp16;
+      onednn_has_matmul(Precision::Fp16) ? LowpGemmPath::OneDnn : LowpGemmPath::Fp32Compute;
+  return in == Precision::Bf16 ? bf16 : fp16;
 }
 
-std::string lowp_gemm_path_description(DType in) {
-  const char* name = in == DType::BF16 ? "bf16" : "fp16";
+std::string lowp_gemm_path_description(Precision in) {
+  const char* name = in == Precision::Bf16 ? "bf16" : "fp16";
   if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
     return fmt::format("{} GEMMs on oneDNN's {} matmul (isa {})", name, dtype_name(in),
                        onednn_cpu_isa());
@@ -214,52 +214,52 @@ std::string lowp_gemm_path_description(DType in) {
 
 void matmul_forward_bf16(float* out, const bf16_t* inp, const bf16_t* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC) {
-  forward_any(DType::BF16, out, inp, weight, bias, N, C, OC);
+  forward_any(Precision::Bf16, out, inp, weight, bias, N, C, OC);
 }
 void matmul_forward_bf16_out(bf16_t* out, const bf16_t* inp, const bf16_t* weight,
                              const float* bias, int64_t N, int64_t C, int64_t OC) {
-  forward_out_any(DType::BF16, out, inp, weight, bias, N, C, OC);
+  forward_out_any(Precision::Bf16, out, inp, weight, bias, N, C, OC);
 }
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16_t* dout,
                           const bf16_t* inp, const bf16_t* weight, int64_t N, int64_t C,
                           int64_t OC, bool accumulate_dinp, bool accumulate_dweight) {
-  backward_any<bf16_to_fp32>(DType::BF16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+  backward_any<bf16_to_fp32>(Precision::Bf16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
                              accumulate_dinp, accumulate_dweight);
 }
 void matmul_dinp_bf16(float* dinp, const bf16_t* dout, const bf16_t* weight, int64_t N, int64_t C,
                       int64_t OC, bool accumulate) {
-  dinp_any(DType::BF16, dinp, dout, weight, N, C, OC, accumulate);
+  dinp_any(Precision::Bf16, dinp, dout, weight, N, C, OC, accumulate);
 }
 void matmul_dweight_bf16(float* dweight, const bf16_t* dout, const bf16_t* inp, int64_t N,
                          int64_t C, int64_t OC, bool accumulate) {
-  dweight_any(DType::BF16, dweight, dout, inp, N, C, OC, accumulate);
+  dweight_any(Precision::Bf16, dweight, dout, inp, N, C, OC, accumulate);
 }
 
 void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,
                          int64_t N, int64_t C, int64_t OC) {
-  forward_any(DType::F16, out, inp, weight, bias, N, C, OC);
+  forward_any(Precision::Fp16, out, inp, weight, bias, N, C, OC);
 }
 void matmul_forward_fp16_out(fp16_t* out, const fp16_t* inp, const fp16_t* weight,
                              const float* bias, int64_t N, int64_t C, int64_t OC) {
-  forward_out_any(DType::F16, out, inp, weight, bias, N, C, OC);
+  forward_out_any(Precision::Fp16, out, inp, weight, bias, N, C, OC);
 }
 void matmul_backward_fp16(float* dinp, float* dweight, float* dbias, const fp16_t* dout,
                           const fp16_t* inp, const fp16_t* weight, int64_t N, int64_t C,
                           int64_t OC, bool accumulate_dinp, bool accumulate_dweight) {
-  backward_any<fp16_to_fp32>(DType::F16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
+  backward_any<fp16_to_fp32>(Precision::Fp16, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
                              accumulate_dinp, accumulate_dweight);
 }
 void matmul_dinp_fp16(float* dinp, const fp16_t* dout, const fp16_t* weight, int64_t N, int64_t C,
                       int64_t OC, bool accumulate) {
-  dinp_any(DType::F16, dinp, dout, weight, N, C, OC, accumulate);
+  dinp_any(Precision::Fp16, dinp, dout, weight, N, C, OC, accumulate);
 }
 void matmul_dweight_fp16(float* dweight, const fp16_t* dout, const fp16_t* inp, int64_t N,
                          int64_t C, int64_t OC, bool accumulate) {
-  dweight_any(DType::F16, dweight, dout, inp, N, C, OC, accumulate);
+  dweight_any(Precision::Fp16, dweight, dout, inp, N, C, OC, accumulate);
 }
 
 std::string bf16_gemm_impl(int64_t N, int64_t C, int64_t OC) {
-  return gemm_lowp_impl({.in = DType::BF16, .out = DType::F32, .M = N, .N = OC, .K = C,
+  return gemm_lowp_impl({.in = Precision::Bf16, .out = Precision::Fp32, .M = N, .N = OC, .K = C,
                          .b_trans = true});
 }
 

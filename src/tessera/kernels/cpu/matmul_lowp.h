@@ -53,10 +53,10 @@ enum class LowpGemmPath {
   OneDnn,       // oneDNN's bf16 / f16 matmul (AVX512_BF16, AMX, AVX512_FP16, ...)
   Fp32Compute,  // 16-bit storage, inputs widened to fp32 (exactly), fp32 sgemm
 };
-LowpGemmPath lowp_gemm_path(DType in);
+LowpGemmPath lowp_gemm_path(Precision in);
 // One line for the log, e.g. "f16 storage and rounding, GEMMs computed in
 // fp32 (oneDNN has no f16 matmul for isa avx512_core_bf16)".
-std::string lowp_gemm_path_description(DType in);
+std::string lowp_gemm_path_description(Precision in);
 
 // The fp16 twins of the bf16 functions above, same shapes and semantics.
 void matmul_forward_fp16(float* out, const fp16_t* inp, const fp16_t* weight, const float* bias,

@@ -15,11 +15,11 @@ namespace {
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-dt to_dnnl(DType t) {
+dt to_dnnl(Precision t) {
   switch (t) {
-    case DType::F32: return dt::f32;
-    case DType::BF16: return dt::bf16;
-    case DType::F16: return dt::f16;
+    case Precision::Fp32: return dt::f32;
+    case Precision::Bf16: return dt::bf16;
+    case Precision::Fp16: return dt::f16;
     default: break;  // no 16-bit GEMM takes other types (check_spec)
   }
   return dt::undef;
@@ -42,7 +42,7 @@ struct Entry {
 // The descriptor of a (rows, cols) matrix stored row-major with row stride
 // ld (0: cols), or, transposed, stored (cols, rows) with row stride ld (0:
 // rows). No data moves: a transpose is only swapped strides (tag ba when dense).
-dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, DType t, bool transposed, int64_t ld) {
+dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, Precision t, bool transposed, int64_t ld) {
   if (ld == 0) return dnnl::memory::desc({rows, cols}, to_dnnl(t), transposed ? tag::ba : tag::ab);
   const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{1, ld}
                                                 : dnnl::memory::dims{ld, 1};
@@ -84,10 +84,10 @@ const Entry& cached_entry(const GemmSpec& s) {
 }
 
 void check_spec(const GemmSpec& s) {
-  TESSERA_CHECK(s.in == DType::BF16 || s.in == DType::F16, "gemm_lowp: inputs must be bf16 or f16");
-  TESSERA_CHECK(s.out == DType::F32 || s.out == s.in, "gemm_lowp: output must be f32 or {}",
+  TESSERA_CHECK(s.in == Precision::Bf16 || s.in == Precision::Fp16, "gemm_lowp: inputs must be bf16 or f16");
+  TESSERA_CHECK(s.out == Precision::Fp32 || s.out == s.in, "gemm_lowp: output must be f32 or {}",
                 dtype_name(s.in));
-  TESSERA_CHECK(!s.accumulate || (s.out == DType::F32 && !s.bias),
+  TESSERA_CHECK(!s.accumulate || (s.out == Precision::Fp32 && !s.bias),
                 "gemm_lowp: accumulation needs an f32 output and no bias");
   TESSERA_CHECK(s.M > 0 && s.N > 0 && s.K > 0, "gemm_lowp: empty GEMM {}x{}x{}", s.M, s.N, s.K);
   // A stride below the stored width would make rows overlap.

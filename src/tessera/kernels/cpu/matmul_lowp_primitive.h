@@ -22,8 +22,8 @@ namespace tessera::cpu {
 // ("gemm:jit") instead of brgemm, which kernels/cpu/matmul_lowp.cpp uses on
 // purpose for the weight gradient (docs/mixed_precision.md).
 struct GemmSpec {
-  DType in = DType::BF16;   // A's and B's element type: BF16 or F16
-  DType out = DType::F32;   // C's element type: F32, or the input type
+  Precision in = Precision::Bf16;   // A's and B's element type: BF16 or F16
+  Precision out = Precision::Fp32;   // C's element type: F32, or the input type
   int64_t M = 0, N = 0, K = 0;
   bool a_trans = false;     // A is stored (K, M) row-major instead of (M, K)
   bool b_trans = false;     // B is stored (N, K) row-major instead of (K, N)

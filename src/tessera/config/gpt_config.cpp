@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <string>
 
 #include "tessera/config/model_fields.h"
 #include "tessera/core/checked_math.h"
@@ -18,7 +19,9 @@ namespace {
 // byte counts) can overflow int64. The exact count is ParamLayout's; this
 // only has to be larger.
 void check_sizes_fit(const GPTConfig& m) {
-  const char* what = "model size (--hidden-size, --ffn-hidden-size, --num-layers, vocabulary)";
+  const std::string text = fmt::format("model size ({}, {}, {}, vocabulary)", flag::hidden_size,
+                                       flag::ffn_hidden_size, flag::num_layers);
+  const char* what = text.c_str();
   const int64_t C = m.hidden_size;
   const int64_t F = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : checked_mul(4, C, what);
   const int64_t rows = checked_add(m.vocab_size, m.make_vocab_size_divisible_by, what);

@@ -107,8 +107,8 @@ void validate_uneven_split(const ParallelConfig& p, int64_t num_layers) {
   int64_t rest = num_layers, middle = p.pp;
   for (const auto& [name, value] : given) {
     if (!value) continue;
-    TESSERA_CHECK(*value <= num_layers, "{} ({}) is more than --num-layers ({})", name, *value,
-                  num_layers);
+    TESSERA_CHECK(*value <= num_layers, "{} ({}) is more than {} ({})", name, *value,
+                  flag::num_layers, num_layers);
     TESSERA_CHECK(*value % p.virtual_stages == 0,
                   "{} ({}) must be divisible by {} ({}): each stage's layers are cut into that "
                   "many equal chunks",

@@ -70,29 +70,36 @@ std::vector<double> gemm_linear_seconds(const Backend& backend, Precision precis
   TESSERA_CHECK(forward || dinp || dweight,
                 "gemm_linear_seconds: transposes {}{} are no GEMM of a linear layer", s.ta, s.tb);
   // A as stored: (M, K) forward and input gradient, (K, M) weight gradient;
-  // B (N, K) forward, (K, N) otherwise. In `precision`, cast from fp32 by
+  // B (N, K) forward, (K, N) otherwise; X (M, N): the operand a role does
+  // not read but the call still takes at its shape (the input gradient's
+  // inp, the weight gradient's weight). In `precision`, cast from fp32 by
   // the backend itself; C (M, N) fp32.
   const bool lowp = precision != Precision::Fp32;
-  Buffer wide_a(s.M * s.K), wide_b(s.K * s.N), c(s.M * s.N);
+  Buffer wide_a(s.M * s.K), wide_b(s.K * s.N), wide_x(s.M * s.N), c(s.M * s.N);
   fill(wide_a.f32(), s.M * s.K, 0.1f);
   fill(wide_b.f32(), s.K * s.N, 0.1f);
+  fill(wide_x.f32(), s.M * s.N, 0.1f);
   fill(c.f32(), s.M * s.N, 0.0f);
-  std::vector<uint16_t> narrow_a(lowp ? size_t(s.M * s.K) : 0), narrow_b(lowp ? size_t(s.K * s.N) : 0);
-  ConstAct a = wide_a.f32(), b = wide_b.f32();
+  ConstAct a = wide_a.f32(), b = wide_b.f32(), x = wide_x.f32();
+  // (M, K), (K, N), (M, N) 16-bit patterns; empty in fp32.
+  std::vector<uint16_t> narrow_a(lowp ? size_t(s.M * s.K) : 0),
+      narrow_b(lowp ? size_t(s.K * s.N) : 0), narrow_x(lowp ? size_t(s.M * s.N) : 0);
   if (lowp) {
     backend.cast(Act(narrow_a.data(), precision), a, s.M * s.K);
     backend.cast(Act(narrow_b.data(), precision), b, s.K * s.N);
+    backend.cast(Act(narrow_x.data(), precision), x, s.M * s.N);
     a = ConstAct(narrow_a.data(), precision);
     b = ConstAct(narrow_b.data(), precision);
+    x = ConstAct(narrow_x.data(), precision);
   }
   const bool accumulate = s.beta != 0;
   auto run = [&] {
     if (forward)  // out (M rows, N) = inp (M rows, K) @ weight (N, K)^T
       backend.matmul_forward(c.f32(), a, b, nullptr, s.M, s.K, s.N);
     else if (dinp)  // dinp (M rows, N) = dout (M rows, K) @ weight (K, N)
-      backend.matmul_backward(c.f32(), nullptr, nullptr, a, a, b, s.M, s.N, s.K, accumulate, false);
+      backend.matmul_backward(c.f32(), nullptr, nullptr, a, x, b, s.M, s.N, s.K, accumulate, false);
     else  // dweight (M, N) (+)= dout (K rows, M)^T @ inp (K rows, N)
-      backend.matmul_backward(nullptr, c.f32(), nullptr, a, b, b, s.K, s.N, s.M, false, accumulate);
+      backend.matmul_backward(nullptr, c.f32(), nullptr, a, b, x, s.K, s.N, s.M, false, accumulate);
   };
   return timed_repeats(run, timing);
 }

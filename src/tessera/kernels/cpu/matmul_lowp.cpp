@@ -167,8 +167,10 @@ void backward_any(Precision in, float* dinp, float* dweight, float* dbias, const
   if (lowp_gemm_path(in) == LowpGemmPath::OneDnn)
     return backward_lowp<widen_one>(in, dinp, dweight, dbias, dout, inp, weight, N, C, OC,
                                     accumulate_dinp, accumulate_dweight);
+  // Only the operands the outputs asked for read: weight for dinp, inp for dweight.
   matmul_backward(dinp, dweight, dbias, widen(in, dout, N * OC, t_dout),
-                  widen(in, inp, N * C, t_inp), widen(in, weight, OC * C, t_weight), N, C, OC,
+                  dweight ? widen(in, inp, N * C, t_inp) : nullptr,
+                  dinp ? widen(in, weight, OC * C, t_weight) : nullptr, N, C, OC,
                   accumulate_dinp, accumulate_dweight);
 }
 

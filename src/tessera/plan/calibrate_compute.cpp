@@ -11,7 +11,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
-#include "tessera/kernels/cpu_backend_info.h"
+#include "tessera/kernels/backend.h"
 #include "tessera/kernels/gemm_peak.h"
 #include "tessera/plan/calibrate.h"
 

@@ -1,7 +1,6 @@
 #include "tessera/plan/layer_ops.h"
 
 #include <algorithm>
-#include <optional>
 #include <string_view>
 
 #include "tessera/plan/comm_model.h"

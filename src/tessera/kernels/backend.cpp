@@ -1,6 +1,5 @@
-// The cost of each Backend kernel (declared beside each method in
-// backend.h): what a call moves and computes, from its shapes and element
-// types alone. These are the engine's own kernels' figures (the CPU
+// The cost functions the entries of backend_methods.inc name: what a call
+// moves and computes, from its shapes and element types alone. These are the engine's own kernels' figures (the CPU
 // backend's; a backend whose kernels differ states its own) and what the
 // planner prices: bytes of device memory each call reads and writes
 // (every buffer once: the kernels stream them), the FLOPs of its matmuls,
@@ -8,41 +7,14 @@
 // planner's calibrated per-element times).
 #include "tessera/kernels/backend.h"
 
+#include "tessera/kernels/call_cost.h"
 #include "tessera/kernels/cpu_backend_info.h"
 
 namespace tessera::kernels {
 
+using namespace call_cost;  // the pieces every cost below is written in
+
 namespace {
-
-constexpr double kF32 = 4.0;  // bytes of an fp32 element
-
-double bytes_of(Precision p) { return double(dtype_size(p)); }
-
-KernelCall gemm(const char* kernel, Precision dtype, int64_t m, int64_t n, int64_t k) {
-  KernelCall c;
-  c.kernel = kernel;
-  c.cls = CallClass::Gemm;
-  c.dtype = dtype;
-  c.m = m, c.n = n, c.k = k;
-  c.flops = 2.0 * double(m) * double(n) * double(k);
-  return c;
-}
-
-KernelCall memory(const char* kernel, int64_t elements, double read, double written,
-                  Precision dtype = Precision::Fp32) {
-  KernelCall c;
-  c.kernel = kernel;
-  c.dtype = dtype;
-  c.elements = elements;
-  c.bytes_read = read;
-  c.bytes_written = written;
-  return c;
-}
-
-// a (n) += b (n), both fp32: the residual add.
-KernelCall residual_add(const char* kernel, int64_t n, Precision b_dtype = Precision::Fp32) {
-  return memory(kernel, n, double(n) * (kF32 + bytes_of(b_dtype)), double(n) * kF32, b_dtype);
-}
 
 // The flash-style kernel: Q K^T and P V over the full T x T (model/flops.h's
 // count), backward recomputing the scores (5 matmuls against 2: Dao et al.
@@ -280,16 +252,15 @@ KernelCalls Backend::sum_squares_cost(int64_t n) {
 }
 
 bool Backend::reports_call(std::string_view kernel) {
-  // Every name the *_cost functions above give their calls.
+  // Every method's own name, and the parts of fused kernels, which the
+  // costs above name apart (a same-type cast is a copy, the residual add a
+  // norm fuses is an add).
   static constexpr std::string_view kNames[] = {
-      "matmul_forward", "matmul_forward.bias", "matmul_backward.dinp", "matmul_backward.dweight",
-      "matmul_backward.dbias", "copy", "cast", "fill", "accumulate", "add", "bias_add",
-      "layernorm_forward", "layernorm_backward", "rmsnorm_forward", "rmsnorm_backward",
-      "attention_forward", "attention_backward", "attention_decode", "rope_rows", "gelu_forward",
-      "gelu_backward", "swiglu_forward", "swiglu_backward", "dropout_rows",
-      "token_embedding_forward", "token_embedding_backward", "position_embedding_forward",
-      "position_embedding_backward", "cross_entropy_forward", "cross_entropy_backward",
-      "vp_xent_local_max", "vp_xent_local_sums", "vp_xent_finish", "adamw_update", "sum_squares"};
+#define TESSERA_BACKEND_METHOD(Ret, name, params, args, key, ...) #name,
+#include "tessera/kernels/backend_methods.inc"
+#undef TESSERA_BACKEND_METHOD
+      "matmul_forward.bias", "matmul_backward.dinp", "matmul_backward.dweight",
+      "matmul_backward.dbias", "copy", "add"};
   for (std::string_view n : kNames)
     if (n == kernel) return true;
   return false;

@@ -76,22 +76,10 @@ class CommBackend {
   // Collective over the group, like MPI_Comm_split: nullptr for a negative color.
   virtual std::unique_ptr<CommBackend> split(int color, int key) = 0;
 
-  // ---- the asynchronous primitives ----
-  virtual Work iall_reduce(void* data, size_t count, Precision dtype, ReduceOp op,
-                           const CommCall& call) = 0;
-  // Block form: send holds size() * shard_count elements, recv shard_count;
-  // in place when recv == send + rank() * shard_count (and likewise for all_gather).
-  virtual Work ireduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype,
-                               ReduceOp op, const CommCall& call) = 0;
-  virtual Work iall_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
-                           const CommCall& call) = 0;
-  virtual Work ibroadcast(void* data, size_t count, Precision dtype, int root,
-                          const CommCall& call) = 0;
-  virtual Work isend(const void* data, size_t count, Precision dtype, int peer, int tag,
-                     const CommCall& call) = 0;
-  virtual Work irecv(void* data, size_t count, Precision dtype, int peer, int tag,
-                     const CommCall& call) = 0;
-  virtual Work ibarrier(const CommCall& call) = 0;
+  // ---- the asynchronous primitives (comm_primitives.inc) ----
+#define TESSERA_COMM_PRIMITIVE(name, params) virtual Work name params = 0;
+#include "tessera/comm/comm_primitives.inc"
+#undef TESSERA_COMM_PRIMITIVE
 };
 
 }  // namespace tessera::comm

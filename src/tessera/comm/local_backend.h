@@ -23,18 +23,9 @@ class LocalBackend final : public CommBackend {
 
   std::unique_ptr<CommBackend> split(int color, int key) override;
 
-  Work iall_reduce(void* data, size_t count, Precision dtype, ReduceOp op,
-                   const CommCall& call) override;
-  Work ireduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype, ReduceOp op,
-                       const CommCall& call) override;
-  Work iall_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
-                   const CommCall& call) override;
-  Work ibroadcast(void* data, size_t count, Precision dtype, int root, const CommCall& call) override;
-  Work isend(const void* data, size_t count, Precision dtype, int peer, int tag,
-             const CommCall& call) override;
-  Work irecv(void* data, size_t count, Precision dtype, int peer, int tag,
-             const CommCall& call) override;
-  Work ibarrier(const CommCall& call) override;
+#define TESSERA_COMM_PRIMITIVE(name, params) Work name params override;
+#include "tessera/comm/comm_primitives.inc"
+#undef TESSERA_COMM_PRIMITIVE
 
  private:
   std::map<int, std::deque<std::vector<char>>> mailbox_;  // tag -> messages to self (bytes)

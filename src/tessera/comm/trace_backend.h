@@ -18,10 +18,11 @@ namespace tessera::comm {
 struct TracedCall {
   CommOp op = CommOp::AllReduce;
   Precision dtype = Precision::Fp32;
-  size_t count = 0;      // elements as called: the buffer, or one shard for reduce_scatter / all_gather
+  size_t count = 0;      // elements as called: the buffer, or one shard for reduce_scatter /
+                         // all_gather, or all_to_all's blocks summed
   size_t bytes = 0;      // data size S (comm_op.h)
   int group_size = 1;
-  const void* data = nullptr;  // the buffer (reduce_scatter: recv; all_gather: send)
+  const void* data = nullptr;  // the buffer (reduce_scatter: recv; all_gather, all_to_all: send)
 };
 
 class TraceBackend final : public CommBackend {
@@ -37,18 +38,9 @@ class TraceBackend final : public CommBackend {
   // A sub-group of the traced group: traced into the same sink.
   std::unique_ptr<CommBackend> split(int color, int key) override;
 
-  Work iall_reduce(void* data, size_t count, Precision dtype, ReduceOp op,
-                   const CommCall& call) override;
-  Work ireduce_scatter(const void* send, void* recv, size_t shard_count, Precision dtype, ReduceOp op,
-                       const CommCall& call) override;
-  Work iall_gather(const void* send, void* recv, size_t shard_count, Precision dtype,
-                   const CommCall& call) override;
-  Work ibroadcast(void* data, size_t count, Precision dtype, int root, const CommCall& call) override;
-  Work isend(const void* data, size_t count, Precision dtype, int peer, int tag,
-             const CommCall& call) override;
-  Work irecv(void* data, size_t count, Precision dtype, int peer, int tag,
-             const CommCall& call) override;
-  Work ibarrier(const CommCall& call) override;
+#define TESSERA_COMM_PRIMITIVE(name, params) Work name params override;
+#include "tessera/comm/comm_primitives.inc"
+#undef TESSERA_COMM_PRIMITIVE
 
  private:
   Work record(CommOp op, const void* data, size_t count, Precision dtype, const CommCall& call);

@@ -1,12 +1,13 @@
-// Bus bandwidth of the engine's all_reduce, reduce_scatter and all_gather
-// next to the same operation called on MPI directly, in the same run.
+// Bus bandwidth of the engine's all_reduce, reduce_scatter, all_gather and
+// all_to_all next to the same operation called on MPI directly, in the same run.
 //
 //   scripts/mpirun.sh -n 2 build/bench/bench_collectives [max_MiB=256]
 //
 // Bandwidth conventions are nccl-tests' (src/tessera/comm/comm_op.h): S is
 // the full buffer (all_reduce) or the full input/output of n shards
-// (reduce_scatter / all_gather); busbw = S/t * 2(n-1)/n for all_reduce and
-// S/t * (n-1)/n for the other two. Engine and MPI calls alternate one by one
+// (reduce_scatter / all_gather), or all a rank sends (all_to_all, n equal
+// blocks); busbw = S/t * 2(n-1)/n for all_reduce and S/t * (n-1)/n for the
+// others. Engine and MPI calls alternate one by one
 // and each side reports its median call (see compare()).
 // The "rs/ar" column is the time of the engine's reduce_scatter over the
 // time of its all_reduce on the same S: below 1 means ZeRO's reduce-scatter
@@ -85,8 +86,8 @@ int main(int argc, char** argv) {
   const double ring = double(n - 1) / n;
   if (me == 0) {
     std::printf("collectives on %d ranks: bus bandwidth GB/s (engine / MPI, ratio)\n", n);
-    std::printf("%9s | %25s | %25s %7s | %25s\n", "size", "all_reduce", "reduce_scatter",
-                "rs/ar", "all_gather");
+    std::printf("%9s | %25s | %25s %7s | %25s | %25s\n", "size", "all_reduce",
+                "reduce_scatter", "rs/ar", "all_gather", "all_to_all");
   }
   for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
     const size_t count = bytes / sizeof(float);
@@ -113,17 +114,31 @@ int main(int argc, char** argv) {
           MPI_Allgather(shard_out.data(), int(shard), MPI_FLOAT, out.data(), int(shard),
                         MPI_FLOAT, MPI_COMM_WORLD);
         });
+    // all_to_all of n equal blocks, through the alltoallv path every call takes.
+    const size_t ranks = static_cast<size_t>(n);
+    const std::vector<size_t> blocks(ranks, shard);
+    const std::vector<int> mpi_counts(ranks, static_cast<int>(shard));
+    std::vector<int> mpi_displs(ranks);
+    for (size_t j = 0; j < ranks; ++j) mpi_displs[j] = static_cast<int>(j * shard);
+    Pair a2a = compare(
+        [&] { world->all_to_all(data.data(), blocks, out.data(), blocks, tessera::Precision::Fp32); },
+        [&] {
+          MPI_Alltoallv(data.data(), mpi_counts.data(), mpi_displs.data(), MPI_FLOAT, out.data(),
+                        mpi_counts.data(), mpi_displs.data(), MPI_FLOAT, MPI_COMM_WORLD);
+        });
 
     const auto bw = [](double bytes, double factor, double seconds) {
       return bytes * factor / seconds / 1e9;
     };
     if (me == 0) {
-      std::printf("%9s | %6.2f / %6.2f  x%6.2f | %6.2f / %6.2f  x%6.2f %7.2f | %6.2f / %6.2f  x%6.2f\n",
+      std::printf("%9s | %6.2f / %6.2f  x%6.2f | %6.2f / %6.2f  x%6.2f %7.2f | %6.2f / %6.2f  x%6.2f"
+                  " | %6.2f / %6.2f  x%6.2f\n",
                   size_name(bytes).c_str(), bw(double(bytes), 2 * ring, ar.engine),
                   bw(double(bytes), 2 * ring, ar.mpi), ar.mpi / ar.engine,
                   bw(double(S), ring, rs.engine), bw(double(S), ring, rs.mpi), rs.mpi / rs.engine,
                   rs.engine / ar.engine, bw(double(S), ring, ag.engine), bw(double(S), ring, ag.mpi),
-                  ag.mpi / ag.engine);
+                  ag.mpi / ag.engine, bw(double(S), ring, a2a.engine), bw(double(S), ring, a2a.mpi),
+                  a2a.mpi / a2a.engine);
       std::fflush(stdout);
     }
   }

@@ -44,6 +44,10 @@ class RecordingBackend final : public CommBackend {
     return note("recv", c);
   }
   Work ibarrier(const CommCall& c) override { return note("barrier", c); }
+  Work iall_to_all(const void*, const size_t*, void*, const size_t*, Precision,
+                   const CommCall& c) override {
+    return note("all_to_all", c);
+  }
 
  private:
   Work note(const std::string& op, const CommCall& call) {
@@ -73,10 +77,32 @@ TEST(CommBackend, BlockingFormsAreTheAsyncPrimitivesWaitedFor) {
   f.comm.send(v, 0, 3);
   f.comm.recv_async(v.data(), v.size(), Precision::Fp32, 0, 3).wait();
   f.comm.barrier();
+  const std::vector<size_t> counts{2, 2};
+  std::vector<float> out(4);
+  f.comm.all_to_all(v.data(), counts, out.data(), counts, Precision::Fp32);
+  f.comm.all_to_all_async(v.data(), counts, out.data(), counts, Precision::Bf16).wait();
   EXPECT_EQ(f.calls, (std::vector<std::string>{"all_reduce:blocking", "all_reduce:async",
                                                "reduce_scatter:blocking", "all_gather:async",
                                                "broadcast:blocking", "send:blocking",
-                                               "recv:async", "barrier:blocking"}));
+                                               "recv:async", "barrier:blocking",
+                                               "all_to_all:blocking", "all_to_all:async"}));
+}
+
+TEST(CommBackend, AllToAllChecksItsCountsAgainstTheLimitAndItsOwnBlock) {
+  Fixture f;
+  std::vector<float> send(1200), recv(1200);
+  // The totals bound every block and offset: 600 + 500 > the backend's 1000.
+  const std::vector<size_t> big{600, 500}, own{600, 300};
+  EXPECT_THROW(f.comm.all_to_all(send.data(), big, recv.data(), own, Precision::Fp32), Error);
+  // This is rank 1: it sends itself 500 and must expect 500.
+  const std::vector<size_t> two{1, 2}, three{1, 3};
+  EXPECT_THROW(f.comm.all_to_all(send.data(), two, recv.data(), three, Precision::Fp32), Error);
+  EXPECT_THROW(f.comm.all_to_all(send.data(), two, recv.data(), std::vector<size_t>{2},
+                                 Precision::Fp32),
+               Error);
+  f.calls.clear();
+  f.comm.all_to_all(send.data(), two, recv.data(), two, Precision::Fp32);
+  EXPECT_EQ(f.calls, std::vector<std::string>{"all_to_all:blocking"});
 }
 
 TEST(CommBackend, EveryCallIsLoggedWithGroupRanksAndBytes) {

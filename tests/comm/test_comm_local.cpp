@@ -23,6 +23,14 @@ TEST(LocalCommunicator, CollectivesOverOneRankAreIdentities) {
   EXPECT_EQ(full, v);
   EXPECT_EQ(world.all_reduce_scalar(2.5f, ReduceOp::Max), 2.5f);
   EXPECT_EQ(world.log().counters()[CommOp::AllReduce].calls, 2u);
+  // all_to_all over one rank: its one block goes to itself.
+  const std::vector<size_t> counts = world.exchange_counts(std::vector<size_t>{3});
+  ASSERT_EQ(counts, std::vector<size_t>{3});
+  std::vector<float> back(3);
+  world.all_to_all(v.data(), counts, back.data(), counts, Precision::Fp32);
+  EXPECT_EQ(back, v);
+  EXPECT_EQ(world.log().counters()[CommOp::AllToAll].calls, 2u);  // the counts, then the data
+  EXPECT_EQ(world.log().counters()[CommOp::AllToAll].wire_bytes, 0.0);  // nothing travels
 }
 
 TEST(LocalCommunicator, SendToSelfThenReceive) {

@@ -201,6 +201,78 @@ TEST(Collectives, WorkDestructorWaits) {
   EXPECT_EQ(v[4999], expected_sum(w.size(), 4999));
 }
 
+// all_to_all with blocks of uneven size (rank i sends rank j i + 2j + 1
+// elements, value 1000 i + 10 j + k), as an expert-parallel dispatch
+// sends each rank the tokens routed to its experts.
+size_t a2a_count(int from, int to) { return size_t(from + 2 * to + 1); }
+float a2a_value(int from, int to, size_t k) { return float(1000 * from + 10 * to) + float(k); }
+
+TEST(Collectives, AllToAllUnevenBlocksBlockingAndAsync) {
+  Communicator& w = world();
+  const int n = w.size(), me = w.rank();
+  std::vector<size_t> send_counts(static_cast<size_t>(n)), want_recv(static_cast<size_t>(n));
+  std::vector<float> send;
+  for (int j = 0; j < n; ++j) {
+    send_counts[size_t(j)] = a2a_count(me, j);
+    want_recv[size_t(j)] = a2a_count(j, me);
+    for (size_t k = 0; k < send_counts[size_t(j)]; ++k) send.push_back(a2a_value(me, j, k));
+  }
+  // Each rank learns what it receives from what the others send.
+  const std::vector<size_t> recv_counts = w.exchange_counts(send_counts);
+  ASSERT_EQ(recv_counts, want_recv);
+  const size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t(0));
+  auto check = [&](const std::vector<float>& recv) {
+    size_t at = 0;
+    for (int i = 0; i < n; ++i)
+      for (size_t k = 0; k < recv_counts[size_t(i)]; ++k, ++at)
+        ASSERT_EQ(recv[at], a2a_value(i, me, k)) << "from " << i << " element " << k;
+  };
+  std::vector<float> recv(total, -1.0f);
+  w.all_to_all(send.data(), send_counts, recv.data(), recv_counts, Precision::Fp32);
+  check(recv);
+  std::vector<float> recv_async(total, -1.0f);
+  Work pending =
+      w.all_to_all_async(send.data(), send_counts, recv_async.data(), recv_counts, Precision::Fp32);
+  w.all_reduce_scalar(1.0f);  // a blocking call while it is in flight
+  pending.wait();
+  check(recv_async);
+}
+
+TEST(Collectives, AllToAllMovesBf16BitsAndCountsItsBytes) {
+  Communicator& w = world();
+  const int n = w.size();
+  CollectiveLog& log = w.log();
+  log.reset_counters();
+  const std::vector<size_t> counts(size_t(n), 5);  // equal blocks: MPI_Alltoall's case
+  std::vector<uint16_t> send(5 * size_t(n)), recv(send.size());
+  for (size_t i = 0; i < send.size(); ++i) send[i] = uint16_t(0xA000 + 16 * w.rank() + i / 5);
+  w.all_to_all(send.data(), counts, recv.data(), counts, Precision::Bf16);
+  for (size_t i = 0; i < recv.size(); ++i)
+    ASSERT_EQ(recv[i], uint16_t(0xA000 + 16 * (i / 5) + w.rank()));
+  const auto counters = log.counters();
+  EXPECT_EQ(counters[CommOp::AllToAll].calls, 1u);
+  EXPECT_EQ(counters[CommOp::AllToAll].bytes, 5u * 2u * size_t(n));
+  EXPECT_DOUBLE_EQ(counters[CommOp::AllToAll].wire_bytes,
+                   5.0 * 2 * n * double(n - 1) / double(n));
+  EXPECT_EQ(log.last(1)[0].op, CommOp::AllToAll);
+}
+
+TEST(Collectives, AllToAllRefusesBadCountsBeforeSending) {
+  Communicator& w = world();
+  const int n = w.size();
+  std::vector<float> buf(64);
+  const std::vector<size_t> short_counts(size_t(n) + 1, 1);
+  EXPECT_THROW(w.all_to_all(buf.data(), short_counts, buf.data() + 32, short_counts,
+                            Precision::Fp32),
+               Error);
+  std::vector<size_t> send(size_t(n), 1), recv(size_t(n), 1);
+  recv[size_t(w.rank())] = 2;  // its own block, sent as 1 and expected as 2
+  EXPECT_THROW(w.all_to_all(buf.data(), send, buf.data() + 32, recv, Precision::Fp32), Error);
+  recv[size_t(w.rank())] = 1;
+  EXPECT_THROW(w.all_to_all(buf.data(), send, buf.data(), recv, Precision::Fp32), Error);
+  w.barrier();  // every rank refused locally: the group is still in step
+}
+
 TEST(Collectives, SplitByParity) {
   Communicator& w = world();
   auto half = w.split(w.rank() % 2, w.rank(), "parity");

@@ -17,8 +17,9 @@ enum class CommOp : uint8_t {
   Barrier,
   Send,
   Recv,
+  AllToAll,  // every rank sends a block to every rank (blocks of any size: alltoallv)
 };
-inline constexpr int kNumCommOps = 7;
+inline constexpr int kNumCommOps = 8;
 
 constexpr std::string_view comm_op_name(CommOp op) {
   switch (op) {
@@ -29,6 +30,7 @@ constexpr std::string_view comm_op_name(CommOp op) {
     case CommOp::Barrier: return "barrier";
     case CommOp::Send: return "send";
     case CommOp::Recv: return "recv";
+    case CommOp::AllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -44,13 +46,15 @@ constexpr bool is_collective(CommOp op) { return op != CommOp::Send && op != Com
 //   all_gather     S = the full output (n * shard)         bus factor  (n-1)/n
 //   broadcast      S = the buffer                          bus factor  1
 //   send / recv    S = the message                         bus factor  1
+//   all_to_all     S = all this rank sends (n blocks)      bus factor  (n-1)/n
 //   barrier        S = 0
 // algorithm bandwidth = S / t; bus bandwidth = algbw * factor, which is also
 // the bytes each rank puts on the wire per S under a bandwidth-optimal (ring)
 // algorithm, so the step counters call S * factor "wire bytes".
 // The data size S of a call of `count` elements of `elem_bytes` each, as
 // the Communicator hands them to its backend (the buffer's count; the
-// shard's for reduce_scatter and all_gather) on a group of `group_size`.
+// shard's for reduce_scatter and all_gather; for all_to_all the sum of the
+// blocks it sends) on a group of `group_size`.
 constexpr size_t data_size(CommOp op, size_t count, size_t elem_bytes, int group_size) {
   const size_t bytes = count * elem_bytes;
   if (op == CommOp::ReduceScatter || op == CommOp::AllGather) return size_t(group_size) * bytes;
@@ -63,7 +67,8 @@ constexpr double bus_factor(CommOp op, int group_size) {
   switch (op) {
     case CommOp::AllReduce: return 2.0 * (n - 1) / n;
     case CommOp::ReduceScatter:
-    case CommOp::AllGather: return (n - 1) / n;
+    case CommOp::AllGather:
+    case CommOp::AllToAll: return (n - 1) / n;  // the block a rank keeps does not travel
     case CommOp::Broadcast:
     case CommOp::Send:
     case CommOp::Recv: return 1.0;

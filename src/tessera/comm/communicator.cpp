@@ -144,6 +144,30 @@ Work Communicator::start_recv(void* data, size_t count, Precision dtype, int pee
   return backend_->irecv(data, count, dtype, peer, tag, call);
 }
 
+Work Communicator::start_all_to_all(const void* send, std::span<const size_t> send_counts,
+                                    void* recv, std::span<const size_t> recv_counts,
+                                    Precision dtype, bool blocking) {
+  TESSERA_CHECK(send_counts.size() == size_t(size_) && recv_counts.size() == size_t(size_),
+                "all_to_all on '{}': {} send and {} receive counts for a group of {}", name_,
+                send_counts.size(), recv_counts.size(), size_);
+  TESSERA_CHECK(send_counts[size_t(rank_)] == recv_counts[size_t(rank_)],
+                "all_to_all on '{}': rank {} sends itself {} elements but expects {}", name_,
+                rank_, send_counts[size_t(rank_)], recv_counts[size_t(rank_)]);
+  size_t sent = 0, received = 0;
+  for (int j = 0; j < size_; ++j) sent += send_counts[size_t(j)], received += recv_counts[size_t(j)];
+  // The totals bound every block and every block's offset (MPI's are ints).
+  check_count(sent);
+  check_count(received);
+  const size_t esize = dtype_size(dtype);
+  const char* s = static_cast<const char*>(send);
+  const char* r = static_cast<const char*>(recv);
+  TESSERA_CHECK(sent == 0 || received == 0 || s + sent * esize <= r || r + received * esize <= s,
+                "all_to_all on '{}': the send and receive buffers overlap", name_);
+  const CommCall call =
+      issue(CommOp::AllToAll, data_size(CommOp::AllToAll, sent, esize, size_), -1, blocking);
+  return backend_->iall_to_all(send, send_counts.data(), recv, recv_counts.data(), dtype, call);
+}
+
 // ---- blocking: the async form, waited for at once ---------------------------
 
 void Communicator::all_reduce(void* data, size_t count, Precision dtype, ReduceOp op) {
@@ -166,6 +190,23 @@ void Communicator::recv(void* data, size_t count, Precision dtype, int peer, int
   start_recv(data, count, dtype, peer, tag, true).wait();
 }
 void Communicator::barrier() { backend_->ibarrier(issue(CommOp::Barrier, 0, -1, true)).wait(); }
+
+void Communicator::all_to_all(const void* send, std::span<const size_t> send_counts, void* recv,
+                              std::span<const size_t> recv_counts, Precision dtype) {
+  start_all_to_all(send, send_counts, recv, recv_counts, dtype, true).wait();
+}
+
+std::vector<size_t> Communicator::exchange_counts(std::span<const size_t> send_counts) {
+  TESSERA_CHECK(send_counts.size() == size_t(size_),
+                "exchange_counts on '{}': {} counts for a group of {}", name_, send_counts.size(),
+                size_);
+  // As doubles: exact below 2^53, and a type every backend moves.
+  const std::vector<double> out(send_counts.begin(), send_counts.end());
+  std::vector<double> in(static_cast<size_t>(size_));
+  const std::vector<size_t> ones(size_t(size_), 1);
+  all_to_all(out.data(), ones, in.data(), ones, Precision::Fp64);
+  return std::vector<size_t>(in.begin(), in.end());
+}
 
 // ---- non-blocking ------------------------------------------------------------
 
@@ -191,6 +232,12 @@ Work Communicator::recv_async(void* data, size_t count, Precision dtype, int pee
 }
 Work Communicator::barrier_async() {
   return backend_->ibarrier(issue(CommOp::Barrier, 0, -1, false));
+}
+
+Work Communicator::all_to_all_async(const void* send, std::span<const size_t> send_counts,
+                                    void* recv, std::span<const size_t> recv_counts,
+                                    Precision dtype) {
+  return start_all_to_all(send, send_counts, recv, recv_counts, dtype, false);
 }
 
 // ---- fp32 conveniences -------------------------------------------------------

@@ -19,6 +19,12 @@
 //     size() * shard_count. Callers pad buffers that do not divide (see
 //     shard.h). reduce_scatter may run in place (recv == send + rank*shard),
 //     and so may all_gather (send == recv + rank*shard).
+//   - all_to_all takes blocks of any size (MPI's alltoallv): send holds
+//     size() blocks in rank order, send_counts[j] elements for rank j;
+//     recv receives recv_counts[i] elements from rank i, in rank order.
+//     Rank i's send_counts[j] must equal rank j's recv_counts[i]:
+//     exchange_counts() gives each rank its recv_counts from its
+//     send_counts (the token counts of an expert-parallel dispatch).
 //   - the *_async form starts the call and returns a Work; the buffers must
 //     stay untouched until it completes. Async collectives on one group run
 //     in the order they were issued, and every rank must issue the group's
@@ -78,6 +84,11 @@ class Communicator {
   void send(const void* data, size_t count, Precision dtype, int peer, int tag);
   void recv(void* data, size_t count, Precision dtype, int peer, int tag);
   void barrier();
+  void all_to_all(const void* send, std::span<const size_t> send_counts, void* recv,
+                  std::span<const size_t> recv_counts, Precision dtype);
+  // recv_counts (size()) from send_counts (size()): one element to each
+  // rank, collective over the group.
+  std::vector<size_t> exchange_counts(std::span<const size_t> send_counts);
 
   // ---- non-blocking ----
   Work all_reduce_async(void* data, size_t count, Precision dtype, ReduceOp op);
@@ -88,6 +99,8 @@ class Communicator {
   Work send_async(const void* data, size_t count, Precision dtype, int peer, int tag);
   Work recv_async(void* data, size_t count, Precision dtype, int peer, int tag);
   Work barrier_async();
+  Work all_to_all_async(const void* send, std::span<const size_t> send_counts, void* recv,
+                        std::span<const size_t> recv_counts, Precision dtype);
 
   // ---- fp32 conveniences (the common case) ----
   void all_reduce(std::span<float> data, ReduceOp op = ReduceOp::Sum) {
@@ -138,6 +151,8 @@ class Communicator {
   Work start_broadcast(void* data, size_t count, Precision dtype, int root, bool blocking);
   Work start_send(const void* data, size_t count, Precision dtype, int peer, int tag, bool blocking);
   Work start_recv(void* data, size_t count, Precision dtype, int peer, int tag, bool blocking);
+  Work start_all_to_all(const void* send, std::span<const size_t> send_counts, void* recv,
+                        std::span<const size_t> recv_counts, Precision dtype, bool blocking);
 
   void check_count(size_t count) const;      // within the backend's limit
   // f32, and f64 where allowed (all-reduce: MPI sums it; the ring reduce-scatter is f32 only).

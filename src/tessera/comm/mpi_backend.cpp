@@ -161,6 +161,22 @@ Work MpiBackend::iall_gather(const void* send, void* recv, size_t shard_count, P
   });
 }
 
+Work MpiBackend::iall_to_all(const void* send, const size_t* send_counts, void* recv,
+                             const size_t* recv_counts, Precision dtype, const CommCall& call) {
+  // MPI wants int counts and displacements (the Communicator checked that
+  // the totals fit), held until the call ends: copied into the body.
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<int> sc(n), sd(n), rc(n), rd(n);
+  for (size_t j = 0, so = 0, ro = 0; j < n; ++j) {
+    sc[j] = int(send_counts[j]), sd[j] = int(so), so += send_counts[j];
+    rc[j] = int(recv_counts[j]), rd[j] = int(ro), ro += recv_counts[j];
+  }
+  return run_collective(call, [=](MPI_Comm c, std::vector<float>&) {
+    MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(dtype), recv, rc.data(), rd.data(),
+                  mpi_type(dtype), c);
+  });
+}
+
 Work MpiBackend::ibroadcast(void* data, size_t count, Precision dtype, int root,
                             const CommCall& call) {
   return run_collective(call, [=](MPI_Comm c, std::vector<float>&) {

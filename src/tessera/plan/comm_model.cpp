@@ -53,6 +53,9 @@ RingTerms ring_terms(CommOp op, double bytes, double n, const NetworkTier& t) {
     case CommOp::AllGather: return {(n - 1) * a, (n - 1) / n * bytes / b};
     case CommOp::Send:
     case CommOp::Recv: return {a, bytes / b};
+    // Pairwise exchange: n - 1 messages a rank, each block but its own on
+    // the wire once (the bus factor of comm_op.h).
+    case CommOp::AllToAll: return {(n - 1) * a, (n - 1) / n * bytes / b};
     case CommOp::Broadcast:
     case CommOp::Barrier: break;
   }
@@ -69,7 +72,8 @@ double ring(CommOp op, double bytes, double n, const NetworkTier& t) {
     case CommOp::ReduceScatter: return r.latency + f[1] * r.bandwidth;
     case CommOp::AllGather: return r.latency + f[2] * r.bandwidth;
     case CommOp::Send:
-    case CommOp::Recv: return r.latency + r.bandwidth;
+    case CommOp::Recv:
+    case CommOp::AllToAll: return r.latency + r.bandwidth;  // no measured factor for it yet
     case CommOp::Broadcast:
     case CommOp::Barrier: break;  // ring_terms refused it
   }

@@ -435,3 +435,25 @@ TEST(SystemSources, GrandTetonH100IsTheStatedPart) {
   for (size_t i = 0; i < gt.tiers.size(); ++i)
     EXPECT_DOUBLE_EQ(gt.tiers[i].bandwidth, sxm.tiers[i].bandwidth) << i;  // 400 Gb/s per GPU
 }
+
+// BLOOM's Jean Zay nodes: dgx-a100-80gb-2021's GPU and software numbers, with
+// the node's 4 Omni-Path links (4 x 100 Gb/s = 50 GB/s a node, shared by its
+// 8 GPUs) in place of a DGX A100's 8 HDR NICs (200 GB/s).
+TEST(SystemSources, JeanZayIsTheDgx2021GpuOnOmniPath) {
+  const auto load = [](const char* name) {
+    return load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
+  };
+  const SystemSpec jz = load("jean-zay-a100"), dgx = load("dgx-a100-80gb-2021");
+  EXPECT_DOUBLE_EQ(jz.peak_flops(Precision::Bf16), dgx.peak_flops(Precision::Bf16));
+  EXPECT_DOUBLE_EQ(jz.memory_bytes, dgx.memory_bytes);
+  EXPECT_DOUBLE_EQ(jz.achieved_memory_bandwidth(), dgx.achieved_memory_bandwidth());
+  EXPECT_DOUBLE_EQ(jz.gemm_max_efficiency, dgx.gemm_max_efficiency);
+  EXPECT_DOUBLE_EQ(jz.attention_efficiency, dgx.attention_efficiency);
+  EXPECT_DOUBLE_EQ(jz.sustained_clock, dgx.sustained_clock);
+  EXPECT_DOUBLE_EQ(jz.comm_overlap, dgx.comm_overlap);
+  ASSERT_EQ(jz.tiers.size(), 2u);
+  ASSERT_EQ(dgx.tiers.size(), 2u);
+  EXPECT_DOUBLE_EQ(jz.tiers[0].effective_bandwidth(), dgx.tiers[0].effective_bandwidth());
+  EXPECT_DOUBLE_EQ(jz.tiers[1].bandwidth, 50e9 / 8);
+  EXPECT_DOUBLE_EQ(dgx.tiers[1].bandwidth / jz.tiers[1].bandwidth, 4.0);
+}

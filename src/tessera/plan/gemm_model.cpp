@@ -57,7 +57,9 @@ double gemm_seconds(const SystemSpec& sys, Precision p, const GemmShape& g) {
   if (p == Precision::Fp16 && !sys.gemm_measured_fp16.empty())
     return measured_seconds(sys.gemm_measured_fp16, rows);
   if (!sys.gemm_measured.empty()) return measured_seconds(sys.gemm_measured, rows);
-  return roofline_seconds(sys, sys.peak_flops(p), sys.gemm_max_efficiency,
+  // At the clock the device sustains in training (SystemSpec::sustained_clock):
+  // max_efficiency is a burst microbenchmark's fraction of the datasheet peak.
+  return roofline_seconds(sys, sys.sustained_peak_flops(p), sys.gemm_max_efficiency,
                           double(activation_element_bytes(p)), g);
 }
 
@@ -65,7 +67,7 @@ double gemm_seconds_fp8(const SystemSpec& sys, const GemmShape& g) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return 0;
   const double eff =
       sys.gemm_max_efficiency_fp8 > 0 ? sys.gemm_max_efficiency_fp8 : sys.gemm_max_efficiency;
-  return roofline_seconds(sys, sys.peak_flops_fp8, eff, 1.0, g);
+  return roofline_seconds(sys, sys.peak_flops_fp8 * sys.sustained_clock, eff, 1.0, g);
 }
 
 double gemm_efficiency(const SystemSpec& sys, Precision p, const GemmShape& g) {

@@ -140,11 +140,12 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
         return gemm_seconds(sys, L.precision, {e.n, e.m, e.k, e.batch});
       return gemm_seconds(sys, L.precision, {e.m, e.n, e.k, e.batch});
     case OpClass::Attention:
-      // The fused kernel's matmuls at the system's attention efficiency, and
+      // The fused kernel's matmuls at the system's attention efficiency (at
+      // the clock the device sustains: SystemSpec::sustained_clock), and
       // its dropout mask where this machine's draw was measured (a datasheet
       // system has no such figure: its mask stays unpriced).
-      return e.flops /
-                 (sys.peak_flops(L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency) +
+      return e.flops / (sys.sustained_peak_flops(L.precision) * sys.gemm_max_efficiency *
+                        sys.attention_efficiency) +
              kernel_rate(sys.kernel_rates, kAttentionMaskDraw) * double(e.mask_draws);
     case OpClass::Memory: return memory_seconds(e, sys, L);
     case OpClass::Collective: {

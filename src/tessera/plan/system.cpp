@@ -120,6 +120,9 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
                 path);
   s.reserved_bytes = get_number(dev, "reserved_GB", 0.0, "device.", path, Range::non_negative) * 1e9;
   s.compute_units = int64_t(get_number(dev, "compute_units", 1, "device.", path, Range::positive, true));
+  // Optional: 1 unless the file cites the clock its device sustains under load.
+  s.sustained_clock =
+      get_number(dev, "sustained_clock_fraction", 1.0, "device.", path, Range::fraction);
   const toml::table* peak = dev["peak_TFLOPs"].as_table();
   TESSERA_CHECK(peak != nullptr, "{}: missing field 'device.peak_TFLOPs' (e.g. {{ bf16 = 191.5 }})",
                 path);

@@ -71,6 +71,14 @@ struct SystemSpec {
   // kernels run at achieved_memory_bandwidth().
   double memory_efficiency = 1.0;
   int64_t compute_units = 1;  // SMs / CUs: a GEMM with fewer output tiles leaves units idle
+  // [device] sustained_clock_fraction: the clock a device holds through a
+  // training run's minutes of dense matrix work, as a fraction of the clock
+  // its GEMM and attention microbenchmarks ran at (short bursts at boost:
+  // gemm_max_efficiency, attention_efficiency). A power-limited GPU lowers
+  // its clock under sustained tensor-core load; a GEMM's compute time grows
+  // as 1 / sustained_clock, its memory-bound time not. 1 (the default, and a
+  // CPU's calibration, whose GEMMs are measured inside its steps): none.
+  double sustained_clock = 1.0;
   double gemm_max_efficiency = 0.7;
   int64_t tile_m = 128, tile_n = 128;
   double attention_efficiency = 0.5;  // flash attention, relative to a large GEMM
@@ -155,6 +163,10 @@ struct SystemSpec {
   // The largest fraction of peak_flops_fp8 an FP8 GEMM reaches, [gemm]
   // max_efficiency_fp8 (default max_efficiency).
   double gemm_max_efficiency_fp8 = 0;
+  // The FLOP/s a precision's tensor-core work runs at through a training
+  // step: the dense peak at the sustained clock (peak_flops stays the
+  // datasheet figure, the denominator of MFU).
+  double sustained_peak_flops(tessera::Precision p) const { return peak_flops(p) * sustained_clock; }
   double peak_flops(tessera::Precision p) const {
     return p == tessera::Precision::Fp32   ? peak_flops_32
            : p == tessera::Precision::Bf16 ? peak_flops_bf16

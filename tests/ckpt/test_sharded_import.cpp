@@ -6,14 +6,17 @@
 // sorted weight_map, total_size = data bytes) and reads back bit for bit.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "ckpt_test_util.h"
 #include "export_case.h"
+#include "fixed_batches.h"
 #include "shard_case.h"
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
@@ -196,6 +199,31 @@ TEST(ShardedExport, CliMaxShardSizeRoundTrip) {
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("--max-shard-size '5TB': not a size"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(dir / "bad"));
+}
+
+// The sharded export read by an independent reader that finds the shards
+// as transformers does (hf_checkpoint.py read_weights: the index's map, each
+// shard holding exactly what it places there, total_size the data bytes)
+// and runs them in PyTorch: the engine's logits and loss.
+void check_sharded_export_read_by_pytorch(const GPTConfig& cfg, const char* name) {
+  ScratchDir dir(name);
+  Exported x(cfg);
+  export_hf(x.model, dir / "hf", -1, 20000);
+  ASSERT_TRUE(fs::exists(dir / "hf/model.safetensors.index.json"));
+  test::write_floats(dir / "logits.f32", x.logits.data(), int64_t(x.logits.size()));
+  std::ofstream(dir / "case.json")
+      << json({{"tokens", x.tokens}, {"loss", x.loss}, {"logits", dir / "logits.f32"}}).dump();
+  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/ckpt/safetensors_reference.py {} {}",
+                                      TESSERA_SOURCE_DIR, dir / "hf", dir / "case.json");
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the PyTorch reader disagrees (output above)";
+}
+
+TEST(ShardedExport, Gpt2ShardsReadByPyTorch) {
+  check_sharded_export_read_by_pytorch(Exported::gpt2_config(), "sharded_torch_gpt2");
+}
+
+TEST(ShardedExport, LlamaShardsReadByPyTorch) {
+  check_sharded_export_read_by_pytorch(llama_config(), "sharded_torch_llama");
 }
 
 }  // namespace

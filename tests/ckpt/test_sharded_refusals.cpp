@@ -165,6 +165,22 @@ TEST(ShardedRefusals, AShardOutsideTheDirectoryIsRefusedEvenIfItExists) {
   }
 }
 
+// Headers are read before any tensor, so a corrupt header length must not
+// become a huge allocation: over safetensors' own 100 MB limit it is refused
+// (a sparse 200 MB file: no disk or time spent).
+TEST(ShardedRefusals, AShardHeaderOverTheLimitIsRefused) {
+  Broken b("shard_header_limit");
+  b.write();
+  {
+    std::ofstream f(b.shard(0), std::ios::binary | std::ios::trunc);
+    const uint64_t len = 150000000;
+    f.write(reinterpret_cast<const char*>(&len), 8);
+  }
+  fs::resize_file(b.shard(0), 200000000);
+  EXPECT_TRUE(throws_error_with([&] { HfTensors t(b.dir / "bad"); },
+                                {b.shard(0), "header length 150000000 is over safetensors' 100 MB limit"}));
+}
+
 TEST(ShardedRefusals, ADirectoryWithNeitherFileAndTheCliSayOneLine) {
   ScratchDir dir("shard_cli_refusals");
   fs::create_directories(dir / "empty");

@@ -158,6 +158,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   for (int i = 0; i < 8; ++i) len |= uint64_t(le[i]) << (8 * i);
   TESSERA_CHECK(len <= file_size - 8, "{}: header length {} runs past the end of the file",
                 path, len);
+  // The reference reader's own limit (safetensors' MAX_HEADER_SIZE): a
+  // corrupt length must not make us allocate a shard's worth for the header.
+  TESSERA_CHECK(len <= 100000000, "{}: header length {} is over safetensors' 100 MB limit", path,
+                len);
   data_start_ = 8 + len;
   std::string text(size_t(len), '\0');
   read_exact(f.fd, text.data(), text.size(), 8, path);

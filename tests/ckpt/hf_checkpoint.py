@@ -48,6 +48,33 @@ def read_safetensors(path):
     return tensors, meta
 
 
+def read_weights(directory):
+    """(name -> float32 array, metadata) of a saved model's directory, found
+    as transformers' from_pretrained finds them: model.safetensors first,
+    else model.safetensors.index.json and the shards its weight_map names.
+    Refuses a shard holding other tensors than the map places there, a
+    tensor in two shards, shard metadata that differs, and a total_size that
+    is not the tensors' data bytes."""
+    directory = Path(directory)
+    if (directory / "model.safetensors").is_file():
+        return read_safetensors(directory / "model.safetensors")
+    index = json.loads((directory / "model.safetensors.index.json").read_text())
+    weight_map = index["weight_map"]
+    tensors, meta = {}, None
+    for shard in sorted(set(weight_map.values())):
+        assert "/" not in shard and shard != "..", shard
+        part, part_meta = read_safetensors(directory / shard)
+        placed = {k for k, v in weight_map.items() if v == shard}
+        assert set(part) == placed, (shard, sorted(set(part) ^ placed))
+        assert not set(part) & set(tensors), sorted(set(part) & set(tensors))
+        assert meta is None or part_meta == meta, (shard, part_meta, meta)
+        tensors.update(part)
+        meta = part_meta
+    total = sum(a.nbytes for a in tensors.values())
+    assert index["metadata"]["total_size"] == total, (index["metadata"], total)
+    return tensors, meta
+
+
 def gpt2_layer_shapes(C, inner):
     """One GPT-2 block's tensors, name suffix -> shape, in state-dict order."""
     return {"ln_1.weight": (C,), "ln_1.bias": (C,),

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Independent reader for `tessera export --format safetensors`, either family.
 
-Reads model.safetensors by hand and config.json as Hugging Face would
+Reads model.safetensors (or, when there is none, model.safetensors.index.json
+and its shards) by hand and config.json as Hugging Face would
 (hf_checkpoint.py), checks the config's fixed fields and that the file holds
 exactly the names and shapes GPT2LMHeadModel or LlamaForCausalLM (by
 config.json's model_type) saves, then renames those tensors into the
@@ -34,7 +35,7 @@ import torch.nn.functional as F
 here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here))
 sys.path.insert(0, str(here.parent / "model"))
-from hf_checkpoint import gpt2_shapes, llama_shapes, read_safetensors  # noqa: E402
+from hf_checkpoint import gpt2_shapes, llama_shapes, read_weights  # noqa: E402
 from torch_reference import Reference  # noqa: E402
 
 
@@ -97,7 +98,7 @@ def main():
     fixed, shapes, reference, tol = FAMILIES[cfg["model_type"]]
     for k, v in fixed.items():
         assert cfg[k] == v, (k, cfg[k])
-    arrays, meta = read_safetensors(out / "model.safetensors")
+    arrays, meta = read_weights(out)
     assert meta.get("format") == "pt", meta
     expected = shapes(cfg)
     assert set(arrays) == set(expected), sorted(set(arrays) ^ set(expected))

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/hf_shards.h"
 #include "tessera/core/error.h"
 
 namespace tessera::ckpt {
@@ -18,14 +19,18 @@ void prepare_export_dir(const std::string& out_dir) {
   std::vector<fs::path> stale;
   for (const auto& de : fs::directory_iterator(out_dir, ec)) {
     const std::string n = de.path().filename().string();
-    if (n == "model.safetensors.tmp" || n.starts_with("config.json.tmp-")) stale.push_back(de.path());
+    // model.safetensors's, a shard's or the index's temporary (".tmp-PID").
+    if (n.find(".safetensors.tmp") != std::string::npos ||
+        n.starts_with("model.safetensors.index.json.tmp-") || n.starts_with("config.json.tmp-"))
+      stale.push_back(de.path());
   }
   for (const auto& p : stale) fs::remove(p, ec);
 }
 
-void write_export(SafetensorsWriter& w, const std::string& out_dir, const nlohmann::json& config) {
-  w.set_metadata("format", "pt");  // what transformers' loader expects
-  w.write((fs::path(out_dir) / "model.safetensors").string());
+void write_export(SafetensorsWriter& w, const std::string& out_dir, const nlohmann::json& config,
+                  uint64_t max_shard_bytes) {
+  w.set_metadata("format", "pt");  // what transformers' loader expects (each shard too)
+  write_safetensors_shards(w, out_dir, max_shard_bytes);
   write_file_atomic((fs::path(out_dir) / "config.json").string(), config.dump(2) + "\n");
 }
 

@@ -2,6 +2,7 @@
 // the output directory's preparation, the two files' writing, and the
 // refusal of tensors a model has no place for.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,11 @@ double config_number(const nlohmann::json& c, const char* key, double def);
 bool config_boolean(const nlohmann::json& c, const char* key, bool def);
 
 // out_dir/model.safetensors (with the metadata transformers' loader
-// expects) and out_dir/config.json, each written atomically.
-void write_export(SafetensorsWriter& w, const std::string& out_dir, const nlohmann::json& config);
+// expects), or its shards and index when max_shard_bytes > 0 and the
+// tensors pass it (hf_shards.h), and out_dir/config.json, each written
+// atomically.
+void write_export(SafetensorsWriter& w, const std::string& out_dir, const nlohmann::json& config,
+                  uint64_t max_shard_bytes = 0);
 
 // Throws naming up to four of `unplaced` (tensors of the file at `path`
 // that model m has no place for), if there are any.

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "tessera/ckpt/hf_files.h"
+#include "tessera/ckpt/hf_tensors.h"
 #include "tessera/ckpt/safetensors.h"
 #include "tessera/core/error.h"
 
@@ -110,7 +111,8 @@ std::vector<float> transposed(const float* x, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id) {
+void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id,
+                    uint64_t max_shard_bytes) {
   const ParamLayout& L = model.layout();
   check_whole(model);
   prepare_export_dir(out_dir);
@@ -133,7 +135,7 @@ void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id
       w.add(name, shape, p);
     }
   }
-  write_export(w, out_dir, hf_config(model.config(), eot_id));
+  write_export(w, out_dir, hf_config(model.config(), eot_id), max_shard_bytes);
 }
 
 namespace {
@@ -164,14 +166,13 @@ std::string without_prefix(const std::string& name) {
 // An lm_head.weight is only the tied embedding written twice if it equals
 // wte bit for bit; anything else is a separate head this model cannot hold,
 // and dropping it would silently change every logit.
-void check_head_is_tied(const SafetensorsFile& f, const std::string& path,
-                        const std::string& head, const std::string& wte) {
+void check_head_is_tied(const HfTensors& f, const std::string& head, const std::string& wte) {
   const SafetensorsEntry& h = f.at(head);
   const SafetensorsEntry& w = f.at(wte);
   TESSERA_CHECK(h.shape == w.shape && f.to_f32(head) == f.to_f32(wte),
                 "{}: {} differs from {} (an untied LM head): this engine ties the head to the "
                 "embedding and cannot import it",
-                path, head, wte);
+                f.file_of(head), head, wte);
 }
 
 }  // namespace
@@ -179,7 +180,7 @@ void check_head_is_tied(const SafetensorsFile& f, const std::string& path,
 void import_hf_gpt2(const std::string& path, GPT& model) {
   const ParamLayout& L = model.layout();
   check_whole(model);
-  SafetensorsFile f(path);
+  const HfTensors f(path);  // one file or the shards of an index
   // Every tensor of the file must find a place: a tensor left over means the
   // file is another model (more layers, an untied head), and importing the
   // rest would train something else than the file holds.
@@ -193,7 +194,7 @@ void import_hf_gpt2(const std::string& path, GPT& model) {
     std::string name = hf_name(e.name, &tr);
     // The base GPT2Model's state dict (e.g. the hub's gpt2) has no prefix.
     if (!f.contains(name) && f.contains(without_prefix(name))) name = without_prefix(name);
-    TESSERA_CHECK(f.contains(name), "{}: no tensor {} (for {})", path, name, e.name);
+    TESSERA_CHECK(f.contains(name), "{}: no tensor {} (for {})", f.source(), name, e.name);
     unused.erase(name);
     if (e.name == "wte") wte_name = name;
     const SafetensorsEntry& se = f.at(name);
@@ -201,17 +202,17 @@ void import_hf_gpt2(const std::string& path, GPT& model) {
                               e.global_shape.dims.begin() + e.global_shape.ndim);
     if (e.name == "wte") want[0] = model.config().vocab_size;
     if (tr) std::swap(want[0], want[1]);
-    TESSERA_CHECK(se.shape == want, "{}: tensor {} has shape {} but the model needs {}", path, name,
-                  json(se.shape).dump(), json(want).dump());
+    TESSERA_CHECK(se.shape == want, "{}: tensor {} has shape {} but the model needs {}",
+                  f.file_of(name), name, json(se.shape).dump(), json(want).dump());
     std::vector<float> v = f.to_f32(name);
     if (tr) v = transposed(v.data(), want[0], want[1]);
     std::copy(v.begin(), v.end(), base + e.offset);  // wte: real rows; padding stays zero
   }
-  if (unused.erase("lm_head.weight")) check_head_is_tied(f, path, "lm_head.weight", wte_name);
+  if (unused.erase("lm_head.weight")) check_head_is_tied(f, "lm_head.weight", wte_name);
   std::vector<std::string> unknown;
   for (const std::string& name : unused)
     if (!is_mask_buffer(without_prefix(name), model.config().num_layers)) unknown.push_back(name);
-  refuse_unplaced(path, model.config(), unknown);
+  refuse_unplaced(f.source(), model.config(), unknown);
 }
 
 }  // namespace tessera::ckpt

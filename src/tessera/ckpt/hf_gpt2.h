@@ -10,6 +10,7 @@
 // Biases keep their shape. lm_head.weight is tied to wte and not written; on
 // import it is accepted only when it equals wte (a tied head saved twice).
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -28,15 +29,19 @@ nlohmann::json hf_config(const GPTConfig& m, int32_t eot_id = -1);
 // compute (another activation, LayerNorm epsilon).
 GPTConfig model_from_hf_config(const nlohmann::json& cfg);
 
-// out_dir/model.safetensors + out_dir/config.json of a whole model (tp = 1);
-// eot_id as in hf_config.
-void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id = -1);
+// out_dir/model.safetensors (or its shards and index past max_shard_bytes,
+// hf_shards.h) + out_dir/config.json of a whole model (tp = 1); eot_id as in
+// hf_config.
+void export_hf_gpt2(const GPT& model, const std::string& out_dir, int32_t eot_id = -1,
+                    uint64_t max_shard_bytes = 0);
 
-// Fill a whole model (tp = 1) from a GPT-2 safetensors file (names with or
-// without the "transformer." prefix; F32, F16 or BF16). Padding rows stay zero.
+// Fill a whole model (tp = 1) from GPT-2 weights: a safetensors file, a
+// model.safetensors.index.json and its shards, or a directory holding
+// either (hf_tensors.h). Names with or without the "transformer." prefix;
+// F32, F16 or BF16. Padding rows stay zero.
 // Refuses, naming them, tensors the model has no place for (layers it does
 // not have, an lm_head.weight that differs from wte); the causal-mask
 // buffers of older files (h.N.attn.bias, h.N.attn.masked_bias) are skipped.
-void import_hf_gpt2(const std::string& safetensors_path, GPT& model);
+void import_hf_gpt2(const std::string& weights, GPT& model);
 
 }  // namespace tessera::ckpt

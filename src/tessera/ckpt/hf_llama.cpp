@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "tessera/ckpt/hf_files.h"
+#include "tessera/ckpt/hf_tensors.h"
 #include "tessera/ckpt/safetensors.h"
 #include "tessera/core/error.h"
 
@@ -196,7 +197,8 @@ std::string without_prefix(const std::string& name) {
 
 }  // namespace
 
-void export_hf_llama(const GPT& model, const std::string& out_dir, int32_t eot_id) {
+void export_hf_llama(const GPT& model, const std::string& out_dir, int32_t eot_id,
+                     uint64_t max_shard_bytes) {
   check_llama_whole(model);
   prepare_export_dir(out_dir);
   const float* base = const_cast<GPT&>(model).params().f32();
@@ -204,13 +206,13 @@ void export_hf_llama(const GPT& model, const std::string& out_dir, int32_t eot_i
   for (const ParamEntry& e : model.layout().entries())
     for (const HfPiece& p : llama_hf_pieces(e.name, model.config()))
       w.add(p.name, piece_shape(e, p), base + e.offset + p.row0 * row_size(e));
-  write_export(w, out_dir, llama_hf_config(model.config(), eot_id));
+  write_export(w, out_dir, llama_hf_config(model.config(), eot_id), max_shard_bytes);
 }
 
 void import_hf_llama(const std::string& path, GPT& model) {
   check_llama_whole(model);
   const GPTConfig& m = model.config();
-  SafetensorsFile f(path);
+  const HfTensors f(path);  // one file or the shards of an index
   // Every tensor of the file must find a place (see import_hf_gpt2).
   std::set<std::string> unused;
   for (const auto& [name, e] : f.entries()) unused.insert(name);
@@ -222,13 +224,13 @@ void import_hf_llama(const std::string& path, GPT& model) {
       std::string name = p.name;
       // The base LlamaModel's state dict has no "model." prefix.
       if (!f.contains(name) && f.contains(without_prefix(name))) name = without_prefix(name);
-      TESSERA_CHECK(f.contains(name), "{}: no tensor {} (for {}){}", path, name, e.name,
+      TESSERA_CHECK(f.contains(name), "{}: no tensor {} (for {}){}", f.source(), name, e.name,
                     e.name == "lm_head.weight" ? " (config.json's tie_word_embeddings is false)" : "");
       unused.erase(name);
       if (e.name == "wte") embed = name;
       const std::vector<int64_t> want = piece_shape(e, p);
       TESSERA_CHECK(f.at(name).shape == want, "{}: tensor {} has shape {} but the model needs {}",
-                    path, name, json(f.at(name).shape).dump(), json(want).dump());
+                    f.file_of(name), name, json(f.at(name).shape).dump(), json(want).dump());
       const std::vector<float> v = f.to_f32(name);
       std::copy(v.begin(), v.end(), base + e.offset + p.row0 * row_size(e));
     }
@@ -239,11 +241,11 @@ void import_hf_llama(const std::string& path, GPT& model) {
                       f.to_f32("lm_head.weight") == f.to_f32(embed),
                   "{}: lm_head.weight differs from {} but config.json says tie_word_embeddings "
                   "true: set it false to import the untied head",
-                  path, embed);
+                  f.file_of("lm_head.weight"), embed);
   std::vector<std::string> unplaced;
   for (const std::string& name : unused)
     if (!is_rotary_buffer(without_prefix(name), m.num_layers)) unplaced.push_back(name);
-  refuse_unplaced(path, m, unplaced);
+  refuse_unplaced(f.source(), m, unplaced);
 }
 
 }  // namespace tessera::ckpt

@@ -47,15 +47,19 @@ nlohmann::json llama_hf_config(const GPTConfig& m, int32_t eot_id = -1);
 // is not hidden_size / num_attention_heads, attention_bias != mlp_bias, ...).
 GPTConfig model_from_llama_hf_config(const nlohmann::json& cfg);
 
-// out_dir/model.safetensors + out_dir/config.json of a whole Llama-shaped
-// model (tp = 1; RMSNorm, SwiGLU, rope).
-void export_hf_llama(const GPT& model, const std::string& out_dir, int32_t eot_id = -1);
+// out_dir/model.safetensors (or its shards and index past max_shard_bytes,
+// hf_shards.h) + out_dir/config.json of a whole Llama-shaped model (tp = 1;
+// RMSNorm, SwiGLU, rope).
+void export_hf_llama(const GPT& model, const std::string& out_dir, int32_t eot_id = -1,
+                     uint64_t max_shard_bytes = 0);
 
-// Fill a whole Llama-shaped model (tp = 1) from a Llama safetensors file
-// (names with or without the "model." prefix; F32, F16 or BF16). Padding
+// Fill a whole Llama-shaped model (tp = 1) from Llama weights: a safetensors
+// file, a model.safetensors.index.json and its shards, or a directory
+// holding either (hf_tensors.h). Names with or without the "model." prefix;
+// F32, F16 or BF16. Padding
 // rows stay zero. Refuses tensors the model has no place for (layers it has
 // not; an lm_head.weight of a tied model that differs from embed_tokens);
 // older files' rotary buffers (self_attn.rotary_emb.inv_freq) are skipped.
-void import_hf_llama(const std::string& safetensors_path, GPT& model);
+void import_hf_llama(const std::string& weights, GPT& model);
 
 }  // namespace tessera::ckpt

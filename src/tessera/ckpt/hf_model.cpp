@@ -80,11 +80,12 @@ GPTConfig model_from_hf(const json& cfg) {
                                          : model_from_llama_hf_config(cfg);
 }
 
-void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id) {
+void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id,
+               uint64_t max_shard_bytes) {
   if (hf_arch_of(model.config()) == HfArch::Gpt2)
-    export_hf_gpt2(model, out_dir, eot_id);
+    export_hf_gpt2(model, out_dir, eot_id, max_shard_bytes);
   else
-    export_hf_llama(model, out_dir, eot_id);
+    export_hf_llama(model, out_dir, eot_id, max_shard_bytes);
 }
 
 void import_hf(const std::string& path, GPT& model) {

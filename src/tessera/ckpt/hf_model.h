@@ -3,6 +3,7 @@
 // settings; import and eval pick by config.json (model_type, else
 // architectures), and the model built from it picks the tensor names.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,11 +27,16 @@ const char* hf_arch_name(HfArch a);  // "GPT-2", "Llama"
 GPTConfig model_from_hf(const nlohmann::json& cfg);
 
 // model.safetensors + config.json of a whole model (tp = 1), in the
-// architecture that holds it; eot_id: bos/eos_token_id when >= 0.
-void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id = -1);
+// architecture that holds it; eot_id: bos/eos_token_id when >= 0. Past
+// max_shard_bytes (> 0) the weights are shards and an index, as
+// save_pretrained(max_shard_size=...) writes them (hf_shards.h).
+void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id = -1,
+               uint64_t max_shard_bytes = 0);
 
-// Fill a whole model (tp = 1) from a safetensors file, with the names of the
-// architecture that holds the model (one built by model_from_hf).
-void import_hf(const std::string& safetensors_path, GPT& model);
+// Fill a whole model (tp = 1) from a safetensors file, a
+// model.safetensors.index.json and its shards, or a directory holding
+// either (hf_tensors.h), with the names of the architecture that holds the
+// model (one built by model_from_hf).
+void import_hf(const std::string& weights, GPT& model);
 
 }  // namespace tessera::ckpt

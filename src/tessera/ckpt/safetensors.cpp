@@ -1,6 +1,10 @@
 #include "tessera/ckpt/safetensors.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -10,6 +14,7 @@
 #include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
 #include "tessera/core/output_file.h"
+#include "tessera/core/regular_file.h"
 
 namespace tessera::ckpt {
 
@@ -90,21 +95,84 @@ void SafetensorsWriter::write(const std::string& path) const {
   w.commit();
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), bytes_(read_file(path)) {
-  TESSERA_CHECK(bytes_.size() >= 8, "{}: not a safetensors file (shorter than 8 bytes)", path);
+std::vector<std::string> SafetensorsWriter::names() const {
+  std::vector<std::string> out;
+  for (const Item& it : items_) out.push_back(it.name);
+  return out;
+}
+
+uint64_t SafetensorsWriter::Item::bytes() const {
+  uint64_t n = 4;
+  for (int64_t d : shape) n *= uint64_t(d);
+  return n;
+}
+
+uint64_t SafetensorsWriter::tensor_bytes() const {
+  uint64_t n = 0;
+  for (const Item& it : items_) n += it.bytes();
+  return n;
+}
+
+std::vector<SafetensorsWriter> SafetensorsWriter::split(uint64_t max_bytes) const {
+  std::vector<SafetensorsWriter> shards;
+  SafetensorsWriter current;  // the shard being filled
+  uint64_t current_bytes = 0;
+  for (const Item& it : items_) {
+    const uint64_t b = it.bytes();
+    if (b > max_bytes) {  // alone in its own shard; the one being filled stays open
+      shards.emplace_back().items_.push_back(it);
+      continue;
+    }
+    if (!current.items_.empty() && current_bytes + b > max_bytes) {
+      shards.push_back(std::move(current));
+      current = SafetensorsWriter{};
+      current_bytes = 0;
+    }
+    current.items_.push_back(it);
+    current_bytes += b;
+  }
+  if (!current.items_.empty()) shards.push_back(std::move(current));
+  for (SafetensorsWriter& w : shards) w.meta_ = meta_;
+  return shards;
+}
+
+namespace {
+
+// Closes the descriptor whichever way the reader leaves.
+struct Fd {
+  int fd;
+  ~Fd() { ::close(fd); }
+};
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  const Fd f{open_regular_file(path, "file")};
+  struct stat st {};
+  TESSERA_CHECK(::fstat(f.fd, &st) == 0, "{}: cannot stat: {}", path, std::strerror(errno));
+  const uint64_t file_size = uint64_t(st.st_size);
+  TESSERA_CHECK(file_size >= 8, "{}: not a safetensors file (shorter than 8 bytes)", path);
+  unsigned char le[8];
+  read_exact(f.fd, le, 8, 0, path);
   uint64_t len = 0;
-  for (int i = 0; i < 8; ++i) len |= uint64_t(uint8_t(bytes_[size_t(i)])) << (8 * i);
-  TESSERA_CHECK(len <= bytes_.size() - 8, "{}: header length {} runs past the end of the file",
+  for (int i = 0; i < 8; ++i) len |= uint64_t(le[i]) << (8 * i);
+  TESSERA_CHECK(len <= file_size - 8, "{}: header length {} runs past the end of the file",
                 path, len);
+  // The reference reader's own limit (safetensors' MAX_HEADER_SIZE): a
+  // corrupt length must not make us allocate a shard's worth for the header.
+  TESSERA_CHECK(len <= 100000000, "{}: header length {} is over safetensors' 100 MB limit", path,
+                len);
   data_start_ = 8 + len;
+  std::string text(size_t(len), '\0');
+  read_exact(f.fd, text.data(), text.size(), 8, path);
   json header;
   try {
-    header = json::parse(bytes_.substr(8, len));
+    header = json::parse(text);
   } catch (const json::exception& e) {
     fail("{}: bad safetensors header: {}", path, e.what());
   }
   TESSERA_CHECK(header.is_object(), "{}: safetensors header is not a JSON object", path);
-  const uint64_t data_size = bytes_.size() - data_start_;
+  const uint64_t data_size = file_size - data_start_;
   for (const auto& [name, v] : header.items()) {
     if (name == "__metadata__") {
       if (!v.is_object()) continue;
@@ -158,7 +226,12 @@ const SafetensorsEntry& SafetensorsFile::at(const std::string& name) const {
 
 std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
   const SafetensorsEntry& e = at(name);
-  const char* p = bytes_.data() + data_start_ + e.begin;
+  std::string bytes(size_t(e.end - e.begin), '\0');
+  {
+    const Fd f{open_regular_file(path_, "file")};
+    read_exact(f.fd, bytes.data(), bytes.size(), data_start_ + e.begin, path_);
+  }
+  const char* p = bytes.data();
   std::vector<float> out(static_cast<size_t>(e.numel()));
   if (e.dtype == "F32") {
     std::memcpy(out.data(), p, out.size() * 4);
@@ -177,6 +250,12 @@ std::vector<float> SafetensorsFile::to_f32(const std::string& name) const {
     fail("{}: tensor {} is {}; only F32, F16 and BF16 can be read", path_, name, e.dtype);
   }
   return out;
+}
+
+uint64_t SafetensorsFile::tensor_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [name, e] : entries_) n += e.end - e.begin;
+  return n;
 }
 
 }  // namespace tessera::ckpt

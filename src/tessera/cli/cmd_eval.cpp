@@ -145,7 +145,8 @@ void register_eval(CLI::App& app) {
                   "checkpoint directory (a step directory, or a --save directory: its latest); the "
                   "model's shape comes from it");
   sub->add_option("--safetensors", f->safetensors,
-                  "a Hugging Face GPT-2 or Llama model.safetensors instead of a checkpoint");
+                  "a Hugging Face GPT-2 or Llama model.safetensors (or the "
+                  "model.safetensors.index.json of a sharded one) instead of a checkpoint");
   sub->add_option("--hf-config", f->hf_config,
                   "--safetensors: its config.json (default: beside the file)");
   sub->add_option("--data-path", f->data_paths,

@@ -1,6 +1,7 @@
 // `tessera export` and `tessera import`: a checkpoint to and from Hugging
-// Face GPT-2 or Llama (model.safetensors + config.json), whichever holds
-// the model (ckpt/hf_model.h).
+// Face GPT-2 or Llama (model.safetensors, or its shards and
+// model.safetensors.index.json, + config.json), whichever holds the model
+// (ckpt/hf_model.h).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -10,7 +11,10 @@
 
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/hf_index.h"
 #include "tessera/ckpt/hf_model.h"
+#include "tessera/ckpt/hf_shards.h"
+#include "tessera/ckpt/hf_tensors.h"
 #include "tessera/ckpt/save_dir_owner.h"
 #include "tessera/ckpt/step_dirs.h"
 #include "tessera/ckpt/tokenizer_files.h"
@@ -31,7 +35,7 @@ void register_export_cmd(CLI::App& app) {
       "write a checkpoint as Hugging Face GPT-2 or Llama, whichever holds the model "
       "(model.safetensors + config.json)");
   struct Opts {
-    std::string checkpoint, format = "safetensors", output;
+    std::string checkpoint, format = "safetensors", output, max_shard_size;
   };
   auto o = std::make_shared<Opts>();
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint directory (a step, or a --save directory)")
@@ -40,7 +44,14 @@ void register_export_cmd(CLI::App& app) {
       ->check(CLI::IsMember({"safetensors"}))
       ->capture_default_str();
   sub->add_option("--output", o->output, "directory to write into")->required();
+  sub->add_option("--max-shard-size", o->max_shard_size,
+                  "write weights larger than this as shards model-0000i-of-0000N.safetensors and "
+                  "model.safetensors.index.json, as save_pretrained does (e.g. 5GB, 500MB, 2GiB; "
+                  "default: one model.safetensors)");
   sub->callback([o] {
+    // A bad size is refused before the checkpoint is read.
+    const uint64_t max_shard =
+        o->max_shard_size.empty() ? 0 : ckpt::parse_shard_size(o->max_shard_size, "--max-shard-size");
     ckpt::Checkpoint ck = ckpt::open_checkpoint(o->checkpoint);
     for (const auto& n : ck.notes) fmt::print(stderr, "tessera: note: {}\n", n);
     // A model no Hugging Face architecture holds is refused before loading it.
@@ -57,7 +68,7 @@ void register_export_cmd(CLI::App& app) {
         fmt::print(stderr, "tessera: note: no bos/eos_token_id in config.json: {}\n", e.what());
       }
     }
-    ckpt::export_hf(*model, o->output, eot);
+    ckpt::export_hf(*model, o->output, eot, max_shard);
     // A BPE tokenizer travels along: GPT2TokenizerFast reads the same files.
     if (!tok.empty() && tok != "bytes") {
       for (const char* f : {"vocab.json", "merges.txt"}) {
@@ -67,8 +78,11 @@ void register_export_cmd(CLI::App& app) {
         if (ec) fmt::print(stderr, "tessera: note: tokenizer file {}/{} not copied: {}\n", tok, f, ec.message());
       }
     }
-    fmt::print("exported {} (step {}) to {}/model.safetensors and config.json ({})\n", ck.path,
-               ck.state.step, o->output, ckpt::hf_arch_name(arch));
+    const bool sharded = fs::exists(fs::path(o->output) / ckpt::kSafetensorsIndexName);
+    fmt::print("exported {} (step {}) to {}/{} and config.json ({})\n", ck.path, ck.state.step,
+               o->output,
+               sharded ? "model.safetensors.index.json, its shards" : "model.safetensors",
+               ckpt::hf_arch_name(arch));
   });
 }
 
@@ -76,14 +90,17 @@ void register_import_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "import",
       "make a checkpoint (step 0, weights only) from a Hugging Face GPT-2 or Llama safetensors "
-      "file (config.json says which); train from it with "
+      "file or sharded checkpoint (config.json says which); train from it with "
       "`train --load DIR --finetune --use-checkpoint-args`");
   struct Opts {
     std::string input, config, output, tokenizer;
   };
   auto o = std::make_shared<Opts>();
-  sub->add_option("--input", o->input, "model.safetensors")->required();
-  sub->add_option("--config", o->config, "config.json (default: next to --input)");
+  sub->add_option("--input", o->input,
+                  "model.safetensors, model.safetensors.index.json (a sharded checkpoint), or "
+                  "the directory holding either (model.safetensors first, as transformers)")
+      ->required();
+  sub->add_option("--config", o->config, "config.json (default: beside the weights)");
   sub->add_option("--output", o->output, "checkpoint directory to create (as --save)")->required();
   sub->add_option("--tokenizer", o->tokenizer,
                   "record this tokenizer ('bytes' or a vocab.json + merges.txt directory)");
@@ -95,10 +112,13 @@ void register_import_cmd(CLI::App& app) {
     if (const auto steps = ckpt::list_steps(o->output); !steps.empty())
       fail("--output {} already holds checkpoints (newest {}): import into a new directory",
            o->output, fs::path(steps.front().second).filename().string());
-    std::string cfg_path = o->config.empty()
-                               ? (fs::path(o->input).parent_path() / "config.json").string()
-                               : o->config;
-    require_regular_file(o->input, "--input");
+    // The file the weights are read from (a directory's model.safetensors
+    // or index); config.json and the tokenizer are looked for beside it.
+    const std::string weights = ckpt::resolve_hf_weights(o->input, "--input");
+    const fs::path weights_dir = fs::path(weights).parent_path();
+    std::string cfg_path =
+        o->config.empty() ? (weights_dir / "config.json").string() : o->config;
+    require_regular_file(weights, "--input");
     require_regular_file(cfg_path, o->config.empty() ? "config.json next to --input:" : "--config");
     nlohmann::json cfg;
     try {
@@ -109,21 +129,21 @@ void register_import_cmd(CLI::App& app) {
     GPTConfig m = ckpt::model_from_hf(cfg);
     ParamLayout L = ParamLayout::build(m, ParallelConfig{}, 0, 0);
     GPT model(m, L);
-    ckpt::import_hf(o->input, model);
+    ckpt::import_hf(weights, model);
     ckpt::TrainState st;  // step 0: nothing trained here yet
     // No run has drawn from a seed yet: the first `train --finetune` (or
     // --no-load-rng) run's --seed decides data order and dropout.
     st.has_seed = false;
-    st.extra["imported_from"] = fs::absolute(o->input).lexically_normal().string();
+    st.extra["imported_from"] = fs::absolute(weights).lexically_normal().string();
     std::string tok = o->tokenizer;
-    if (tok.empty() && fs::exists(fs::path(o->input).parent_path() / "vocab.json"))
-      tok = fs::absolute(fs::path(o->input).parent_path()).string();
+    if (tok.empty() && fs::exists(weights_dir / "vocab.json"))
+      tok = fs::absolute(weights_dir).string();
     // The tokenizer's files are copied into the checkpoint (tokenizer_files.h).
     const ckpt::RunInfo run{m, ParallelConfig{}, tok, "", ""};
     ckpt::check_tokenizer_sources(run);
     std::string dir =
         ckpt::save_checkpoint(o->output, ckpt::whole_rank(model, nullptr), st, run);
-    fmt::print("imported {} ({}) into {}\n", o->input, m.summary(), dir);
+    fmt::print("imported {} ({}) into {}\n", weights, m.summary(), dir);
   });
 }
 

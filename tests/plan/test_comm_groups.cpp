@@ -147,3 +147,23 @@ TEST(CommFactors, SystemFilesReadThemAndRejectNonPositive) {
         << e.what();
   }
 }
+
+// all_to_all (an expert-parallel token exchange) as a pairwise exchange:
+// n - 1 messages a rank, and every block but the rank's own on its link once.
+TEST(CommGroups, AllToAllIsPricedAsAPairwiseExchangeOnTheGroupsTier) {
+  const SystemSpec s = dgx();
+  const double bytes = 64e6;  // all one rank sends, its own block included
+  const CommCost inside = collective_cost(s, CommOp::AllToAll, bytes, 8, 1, 8);
+  ASSERT_EQ(inside.tier->ranks, 8);
+  const NetworkTier& nvlink = *inside.tier;
+  EXPECT_DOUBLE_EQ(inside.seconds,
+                   7 * nvlink.latency + 7.0 / 8.0 * bytes / nvlink.effective_bandwidth());
+  EXPECT_STREQ(inside.algorithm, "ring");
+  // 16 ranks over two nodes: the whole exchange at the inter-node link (no
+  // hierarchical form is priced for it).
+  const CommCost across = collective_cost(s, CommOp::AllToAll, bytes, 16, 1, 16);
+  ASSERT_EQ(across.tier->ranks, 0);
+  EXPECT_DOUBLE_EQ(across.seconds, 15 * across.tier->latency +
+                                       15.0 / 16.0 * bytes / across.tier->effective_bandwidth());
+  EXPECT_GT(across.seconds, 2 * inside.seconds);
+}

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/ckpt/hf_shards.h"
 #include "tessera/ckpt/safetensors.h"
 
 namespace tessera::test {
@@ -23,12 +23,7 @@ using ShardTensors = std::map<std::string, std::pair<std::vector<int64_t>, std::
 struct Resharded {
   std::vector<ShardTensors> shards;  // in file order
   nlohmann::json index;              // {"metadata": {"total_size"}, "weight_map"}
-  std::vector<std::string> names() const {
-    std::vector<std::string> n;
-    for (size_t i = 1; i <= shards.size(); ++i)
-      n.push_back(fmt::format("model-{:05d}-of-{:05d}.safetensors", i, shards.size()));
-    return n;
-  }
+  std::vector<std::string> names() const { return ckpt::shard_names(shards.size()); }
 };
 
 // The tensors of `file` dealt into n shards in name order (contiguous runs,

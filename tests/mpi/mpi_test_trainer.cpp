@@ -432,7 +432,9 @@ TEST_P(PipelineChunkReduction, StartsAtTheChunksLastBackwardWithTheSameNumbers) 
     const auto ry = step_records(b, s, y);
     EXPECT_EQ(x.loss, y.loss) << c.name << " zero " << stage << " step " << s;
     EXPECT_EQ(x.grad_norm, y.grad_norm) << c.name << " zero " << stage << " step " << s;
-    if (!last_stage) continue;
+    // zb-h1's one chunk finishes its gradients with its last W, which comes
+    // after every pp transfer of the step: only the numbers can be checked.
+    if (!last_stage || c.kind == ScheduleKind::ZeroBubbleH1) continue;
     EXPECT_EQ(reductions_before_last_p2p(rx), 0) << c.name << ": reduced before the flush";
     // Before the fix the overlapped run reduced after the flush too (0).
     EXPECT_GE(reductions_before_last_p2p(ry), 1) << c.name << ": no reduction during the pipeline";
@@ -443,7 +445,8 @@ INSTANTIATE_TEST_SUITE_P(
     Schedules, PipelineChunkReduction,
     ::testing::Combine(::testing::Values(ChunkCase{"gpipe", ScheduleKind::GPipe, 1},
                                          ChunkCase{"1f1b", ScheduleKind::OneFOneB, 1},
-                                         ChunkCase{"interleaved_v2", ScheduleKind::Interleaved, 2}),
+                                         ChunkCase{"interleaved_v2", ScheduleKind::Interleaved, 2},
+                                         ChunkCase{"zbh1", ScheduleKind::ZeroBubbleH1, 1}),
                        ::testing::Values(0, 1)),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) + "_zero" +

@@ -26,7 +26,8 @@
 //     irecv of every Recv that sits between compute action i and compute
 //     action i+1 when it starts compute action i, so the transfer overlaps
 //     that compute. A Recv always comes directly before the Forward/Backward
-//     that consumes it, and a Send directly after the compute that produced it.
+//     (or BackwardInput) that consumes it, and a Send directly after the
+//     compute that produced it; a BackwardWeight has no transfer.
 //   - A message is identified by (activation|grad, micro-batch, boundary),
 //     boundary = the lower global chunk of the two it connects (g-1 -> g is
 //     boundary g-1). The executor derives its MPI tag from that triple
@@ -59,10 +60,6 @@ enum class ActionType : uint8_t {
                    // weight GEMM's output gradient
   BackwardWeight,  // weight (and bias) gradients from that stash; frees the activations
 };
-// Backward or BackwardInput: the action that consumes RecvGrad and feeds SendGrad.
-inline bool is_input_backward(ActionType t) {
-  return t == ActionType::Backward || t == ActionType::BackwardInput;
-}
 const char* action_type_name(ActionType t);
 
 struct Action {

@@ -2,7 +2,8 @@
 // LayerGradStash, GPT::backward_stage_input / backward_stage_weight), one
 // process: three micro-batches run as zb-h1 runs them (B0 B1 W0 B2 W1 W2:
 // weight passes deferred behind input passes) give the combined backward's
-// gradients bit for bit, GPT-2 and Llama, fp32 and bf16, with dropout; and
+// gradients bit for bit, GPT-2 and Llama, fp32, bf16 and fp16, with dropout
+// and recomputation (which the weight pass runs again); and
 // the stash's size is its four dY views.
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "tessera/core/rng.h"
 #include "tessera/model/block.h"
+#include "tessera/model/flops.h"
 #include "tessera/model/gpt.h"
 
 namespace tessera {
@@ -25,6 +27,7 @@ struct Case {
   bool llama;
   Precision precision;
   float dropout;
+  Recompute recompute = Recompute::None;
 };
 
 // Every parameter's gradient after the three micro-batches, split or not.
@@ -32,7 +35,7 @@ std::vector<float> gradients(const Case& c, bool split) {
   GPTConfig m = c.llama ? test::tiny_llama(2) : test::tiny_gpt(2);
   m.hidden_dropout = m.attention_dropout = c.dropout;
   const ParamLayout layout = ParamLayout::build(m, ParallelConfig{}, 0, 0);
-  GPT model(m, layout, {.precision = c.precision});
+  GPT model(m, layout, {.precision = c.precision, .recompute = c.recompute});
   model.init(11);
   model.refresh_working_copy();
   const StageChunk chunk = model.stage_chunk(0, 1);  // every layer, the embedding and the head
@@ -97,7 +100,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt_bf16_dropout", false, Precision::Bf16, 0.2f},
                       Case{"gpt_fp16", false, Precision::Fp16, 0.0f},
                       Case{"llama_fp32_dropout", true, Precision::Fp32, 0.2f},
-                      Case{"llama_bf16", true, Precision::Bf16, 0.0f}),
+                      Case{"llama_bf16", true, Precision::Bf16, 0.0f},
+                      // The weight pass recomputes the layer's GEMM inputs again.
+                      Case{"gpt_fp32_dropout_selective", false, Precision::Fp32, 0.2f,
+                           Recompute::Selective},
+                      Case{"gpt_bf16_dropout_full", false, Precision::Bf16, 0.2f, Recompute::Full},
+                      Case{"llama_fp32_full", true, Precision::Fp32, 0.0f, Recompute::Full}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(SplitBackward, StashHoldsTheFourGemmOutputGradients) {
@@ -114,6 +122,19 @@ TEST(SplitBackward, StashHoldsTheFourGemmOutputGradients) {
   EXPECT_EQ(st.dqkv.p, static_cast<void*>(mem.data()));
   EXPECT_EQ(st.dqkv.dtype, Precision::Bf16);
   EXPECT_EQ(static_cast<char*>(st.dfcproj.p) - mem.data(), 2 * 16 * (48 + 16 + 64));
+}
+
+// The weight pass's second recomputation is hardware work: counted twice.
+TEST(SplitBackward, HardwareFlopsCountTheWeightPassRecompute) {
+  const GPTConfig m = test::gpt16(3);
+  for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+    const FlopCount once = step_flops(m, 8, rc);
+    const FlopCount zb = step_flops(m, 8, rc, ScheduleKind::ZeroBubbleH1);
+    EXPECT_EQ(zb.model, once.model) << recompute_name(rc);
+    EXPECT_DOUBLE_EQ(zb.hardware - zb.model, 2.0 * (once.hardware - once.model))
+        << recompute_name(rc);
+    EXPECT_EQ(once.hardware > once.model, rc != Recompute::None);
+  }
 }
 
 }  // namespace

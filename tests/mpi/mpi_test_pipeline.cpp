@@ -476,7 +476,17 @@ INSTANTIATE_TEST_SUITE_P(
                       PipeLayout{"zbh1_pp4", 4, 1, 4, 1, 0, ScheduleKind::ZeroBubbleH1, 4},
                       PipeLayout{"llama_zbh1_pp2_dp2_zero1", 4, 1, 2, 1, 1,
                                  ScheduleKind::ZeroBubbleH1, 2, Recompute::None, false, false, 0,
-                                 0, true}),
+                                 0, true},
+                      // The weight pass recomputes the layer again.
+                      PipeLayout{"zbh1_pp2_recompute_selective", 2, 1, 2, 1, 0,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Selective},
+                      PipeLayout{"zbh1_pp2_recompute_full", 2, 1, 2, 1, 1,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Full},
+                      PipeLayout{"zbh1_pp2_tp2_sp_recompute_full", 4, 2, 2, 1, 0,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Full, false, true},
+                      PipeLayout{"llama_zbh1_pp2_dp2_recompute_selective", 4, 1, 2, 1, 1,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Selective, false,
+                                 false, 0, 0, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Validation through an uneven pipeline (the evaluator's forward-only

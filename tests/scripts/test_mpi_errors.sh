@@ -66,9 +66,9 @@ expect_job_error2 2 "$first \\(1\\) must be divisible by --virtual-pipeline-stag
   --pipeline-schedule interleaved --virtual-pipeline-stages 2
 # zb-h1 (issue 36) with what its weight pass cannot run with: refused on
 # every rank with exit code 2 before any allocation.
-expect_job_error2 2 '--pipeline-schedule zb-h1 does not support --recompute-granularity selective' \
+expect_job_error2 2 '--pipeline-schedule zb-h1 does not support --zero-stage 2' \
   train "${small[@]}" --pipeline-model-parallel-size 2 --num-layers 2 --pipeline-schedule zb-h1 \
-  --recompute-granularity selective
+  --zero-stage 2
 expect_job_error2 4 '--pipeline-schedule zb-h1 does not support --zero-stage 3' \
   train "${small[@]}" --pipeline-model-parallel-size 2 --num-layers 2 --pipeline-schedule zb-h1 \
   --zero-stage 3

@@ -194,12 +194,6 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
               padded.c_str());
   validate_model_split(*this, m);
   if (schedule == ScheduleKind::ZeroBubbleH1) {
-    // The deferred weight pass reads each layer's saved GEMM inputs; under
-    // recomputation some of them live in scratch shared by all layers.
-    TESSERA_CHECK(recompute == Recompute::None,
-                  "{} zb-h1 does not support {} {} yet (its weight pass needs every layer's saved "
-                  "activations): use {} none",
-                  flag::schedule, flag::recompute, recompute_name(recompute), flag::recompute);
     // ZeRO-2/3 bind a layer's gradient (and ZeRO-3 its parameters) around
     // one backward at a time; a split backward has m of them open at once.
     TESSERA_CHECK(zero_stage < 2, "{} zb-h1 does not support {} {} yet: use {} 0 or 1",

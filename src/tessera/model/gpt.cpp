@@ -308,6 +308,10 @@ void GPT::backward_stage_weight(Activations& acts, const StageChunk& c,
   // hooks start go in the same order as under the unsplit backward).
   for (size_t i = acts.layers.size(); i-- > 0;) {
     const size_t l = size_t(c.layer_begin) + i;
+    // Under recomputation the GEMM inputs live in scratch the chunk's layers
+    // share, so they are computed again (bit for bit, the same masks).
+    block_recompute(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
+                    acts.tp_full, layer_dropout(acts, l));
     block_backward_weight(ops(acts), w_.layers[l], g_.layers[l], acts.layers[i], stash[i], acts,
                           acts.s, tp_, first);
     if (hooks) hooks->after_backward(l);

@@ -148,6 +148,8 @@ class GPT {
   // pass, after_backward after each layer of the weight pass (its
   // gradients are then complete for the micro-batch). first: the chunk's
   // first weight pass of the step (written, not added: block_backward_weight).
+  // Under recomputation the weight pass recomputes each layer again (its
+  // GEMM inputs live in shared scratch), with acts.dropout's masks.
   void backward_stage_input(Activations& acts, const StageChunk& c, const int32_t* inputs,
                             const int32_t* targets, float dloss, const LayerGradStash* stash,
                             LayerHooks* hooks = nullptr);

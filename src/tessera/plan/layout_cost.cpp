@@ -185,6 +185,9 @@ void check_fits(LayoutCost& c, const SystemSpec& sys) {
 // (uneven stages: --decoder-first/last-pipeline-num-layers).
 struct ChunkWork {
   Profile layer_forward, layer_backward;  // backward: with the layer's recompute
+  // zb-h1: the layer's weight pass (seconds), within layer_backward: its dW
+  // GEMMs and, under recomputation, the recompute it runs again.
+  double layer_weight = 0;
   EndOps ends;
   std::vector<int64_t> chunk_layers;  // (pp) layers per chunk of each stage
   // ZeRO-3 (0 without), per micro-batch through one chunk of stage s: its
@@ -270,6 +273,12 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
       if (Op(k) != Op::Comm) p->seconds[k] *= in_situ.seconds[k];
   w.layer_forward = lo.forward;
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
+  // zb-h1's weight pass: half of the backward GEMM time (dX and dW have the
+  // same FLOPs), and the layer recomputed again before it.
+  if (par.schedule == ScheduleKind::ZeroBubbleH1) {
+    w.layer_backward.add(lo.recompute, 1.0);
+    w.layer_weight = 0.5 * lo.backward[Op::Gemm] + lo.recompute.total();
+  }
   // ZeRO-3 units (a layer each) are gathered in 16 bits from the dp shards
   // (per_param.params bytes a parameter) and, in a GPU framework, their
   // gradients reduce-scattered every micro-batch (grad_reduce_bytes).
@@ -324,12 +333,12 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   pc.backward.front() += w.ends.embed_backward.total();
   pc.forward.back() += w.ends.head_forward.total();
   pc.backward.back() += w.ends.head_backward.total();
-  // zb-h1's weight pass: the layers' dW GEMMs, half of their backward GEMM
-  // time (dX and dW have the same FLOPs); the head's, the embedding's and
-  // the norms' gradients stay in the input pass (model/gpt.h).
+  // zb-h1's weight pass: the layers' (ChunkWork::layer_weight); the head's,
+  // the embedding's and the norms' gradients stay in the input pass
+  // (model/gpt.h).
   double weight = 0, backward = 0;
   for (int64_t g = 0; g < p * v; ++g) {
-    weight += double(w.chunk_layers[size_t(g % p)]) * 0.5 * w.layer_backward[Op::Gemm];
+    weight += double(w.chunk_layers[size_t(g % p)]) * w.layer_weight;
     backward += pc.backward[size_t(g)];
   }
   pc.weight_share = backward > 0 ? std::min(1.0, weight / backward) : 0.0;
@@ -481,7 +490,7 @@ void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params
 void add_throughput(LayoutCost& c, const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
   const auto& par = L.par;
   const StepBreakdown& b = c.time;
-  const FlopCount fl = step_flops(m, par.global_batch, par.recompute);
+  const FlopCount fl = step_flops(m, par.global_batch, par.recompute, par.schedule);
   c.model_flops = fl.model;
   c.hardware_flops = fl.hardware;
   const double devices = double(L.devices());

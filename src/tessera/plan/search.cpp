@@ -202,8 +202,7 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   if (seq_par && !sp_ok) continue;  // tp 1 (planner-only: nothing to split) or T % tp
                   // What ParallelConfig::validate refuses zb-h1 (checked here
                   // rather than by an exception per candidate).
-                  if (kind == ScheduleKind::ZeroBubbleH1 && (zero >= 2 || rc != Recompute::None))
-                    continue;
+                  if (kind == ScheduleKind::ZeroBubbleH1 && zero >= 2) continue;
                   PlanLayout L;
                   L.par = par;
                   L.par.zero_stage = zero;

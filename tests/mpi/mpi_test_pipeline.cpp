@@ -1,13 +1,14 @@
 // Pipeline parallelism under mpirun, at two levels:
 // - PipelineExecutor: a minimal step loop (executor step + AdamW on each
 //   rank's flat buffer) must reproduce one process training the same global
-//   batch, for GPipe, 1F1B and interleaved schedules, alone and with tp 2 or
+//   batch, for GPipe, 1F1B, interleaved and zb-h1 schedules, alone and with tp 2 or
 //   dp 2 beside it; the activation memory of each stage is the schedule's
 //   peak in-flight count times one chunk's activations, and the trace has
 //   one track per rank. Gradient clipping is off (clip_grad 0) in this loop:
 //   a pipelined global norm must sum over pp ranks counting the tied token
 //   table once, which is the trainer's job, not the executor's.
-// - Pipeline: the trainer's pipelines (GPipe, 1F1B, interleaved) x tp x dp x
+// - ZeroBubbleExact: zb-h1's split backward equals 1F1B bit for bit in fp32.
+// - Pipeline: the trainer's pipelines (GPipe, 1F1B, interleaved, zb-h1) x tp x dp x
 //   ZeRO x recompute, with clipping, against the one-process trainer run,
 //   in fp32 and (with dropout) in bf16; each rank's activation memory equals
 //   the planner's prediction for its stage exactly, in both precisions.
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -210,8 +212,12 @@ TEST_P(PipelineExecutor, ActivationMemoryIsPeakInFlightSlots) {
   EXPECT_EQ(run.exec.slots(), peak);
   if (c.kind == ScheduleKind::GPipe) EXPECT_EQ(peak, kM);
   if (c.kind == ScheduleKind::OneFOneB) EXPECT_EQ(peak, std::min<int64_t>(kM, c.pp - rank));
-  EXPECT_EQ(run.exec.activation_bytes(),
-            peak * activations_bytes(run.model.stage_act_shape(kB, kT, c.v)));
+  if (c.kind == ScheduleKind::ZeroBubbleH1) EXPECT_EQ(peak, std::min<int64_t>(kM, c.pp));
+  const ActShape shape = run.model.stage_act_shape(kB, kT, c.v);
+  // zb-h1's slots also hold each layer's stash of GEMM output gradients.
+  const int64_t stash =
+      c.kind == ScheduleKind::ZeroBubbleH1 ? shape.L * layer_grad_stash_bytes(shape) : 0;
+  EXPECT_EQ(run.exec.activation_bytes(), peak * (activations_bytes(shape) + stash));
 }
 
 TEST_P(PipelineExecutor, TraceHasOneTrackPerRank) {
@@ -261,7 +267,57 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"1f1b_pp4_first1_last1", ScheduleKind::OneFOneB, 4, 1, 1, false, 1, 1, 6},
                       Case{"interleaved_pp2_v2_first4_of12", ScheduleKind::Interleaved, 2, 2, 1,
                            false, 4, 0, 12},
-                      Case{"1f1b_pp2_tp2_sp_last1", ScheduleKind::OneFOneB, 2, 1, 2, true, 0, 1, 3}),
+                      Case{"1f1b_pp2_tp2_sp_last1", ScheduleKind::OneFOneB, 2, 1, 2, true, 0, 1, 3},
+                      // Zero bubble (issue 36): backward split into input and weight passes.
+                      Case{"zbh1_pp2", ScheduleKind::ZeroBubbleH1, 2, 1, 1},
+                      Case{"zbh1_pp4", ScheduleKind::ZeroBubbleH1, 4, 1, 1},
+                      Case{"zbh1_pp2_tp2", ScheduleKind::ZeroBubbleH1, 2, 1, 2},
+                      Case{"zbh1_pp2_tp2_sp", ScheduleKind::ZeroBubbleH1, 2, 1, 2, true},
+                      Case{"zbh1_pp2_first1", ScheduleKind::ZeroBubbleH1, 2, 1, 1, false, 1, 0}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// ZB-H1 runs the same GEMMs as 1F1B on the same inputs and sums each weight
+// gradient over the micro-batches in the same order (its W's run in
+// micro-batch order, as 1F1B's backwards do); only when they run changes.
+// So in fp32 its losses, gradients and parameters are 1F1B's bit for bit,
+// step after step, with tp (and SP, whose weight pass gathers the norm
+// outputs again) and with dp beside it.
+class ZeroBubbleExact : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ZeroBubbleExact, BitIdenticalTo1F1B) {
+  const Case& c = GetParam();
+  if (world().size() % (c.pp * c.tp) != 0 || world().size() < c.pp * c.tp)
+    GTEST_SKIP() << "needs a multiple of " << c.pp * c.tp << " ranks";
+  comm::Grid& grid = grid_of(c.tp, c.pp);
+  Case ob = c;
+  ob.kind = ScheduleKind::OneFOneB;
+  PipelinedRun zb_run(c, grid), ob_run(ob, grid);
+  const size_t n = size_t(zb_run.layout.numel());
+  ASSERT_EQ(n, size_t(ob_run.layout.numel()));
+  for (int64_t s = 1; s <= 5; ++s) {
+    const float zb_loss = zb_run.step(s).loss, ob_loss = ob_run.step(s).loss;
+    EXPECT_EQ(zb_loss, ob_loss) << c.name << " step " << s;
+    // The step's gradients (before the next step overwrites them) and the
+    // parameters the optimizer made of them.
+    EXPECT_EQ(0, std::memcmp(zb_run.model.grads().f32(), ob_run.model.grads().f32(), 4 * n))
+        << c.name << " gradients differ at step " << s;
+    EXPECT_EQ(0, std::memcmp(zb_run.model.params().f32(), ob_run.model.params().f32(), 4 * n))
+        << c.name << " parameters differ at step " << s;
+  }
+  // The split really ran: every rank's list has W's and no unsplit Backward.
+  int64_t weights = 0;
+  for (const Action& a : zb_run.exec.actions()) {
+    EXPECT_NE(a.type, ActionType::Backward);
+    weights += a.type == ActionType::BackwardWeight;
+  }
+  EXPECT_EQ(weights, kM);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, ZeroBubbleExact,
+    ::testing::Values(Case{"zbh1_pp2", ScheduleKind::ZeroBubbleH1, 2, 1, 1},
+                      Case{"zbh1_pp4", ScheduleKind::ZeroBubbleH1, 4, 1, 1},
+                      Case{"zbh1_pp2_tp2_sp", ScheduleKind::ZeroBubbleH1, 2, 1, 2, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 struct PipeLayout {
@@ -405,7 +461,32 @@ INSTANTIATE_TEST_SUITE_P(
                                  2, Recompute::None, false, false, 0, 0, true},
                       PipeLayout{"llama_pp2_tp2_dp2_zero3_bf16_reduce", 8, 2, 2, 1, 3,
                                  ScheduleKind::OneFOneB, 2, Recompute::Full, true, true, 0, 0,
-                                 true}),
+                                 true},
+                      // Zero bubble (issue 36): the trainer's dp reductions wait
+                      // for each chunk's last weight pass.
+                      PipeLayout{"zbh1_pp2", 2, 1, 2, 1, 0, ScheduleKind::ZeroBubbleH1, 2},
+                      PipeLayout{"zbh1_pp2_zero1_first1_of3", 2, 1, 2, 1, 1,
+                                 ScheduleKind::ZeroBubbleH1, 3, Recompute::None, false, false, 1,
+                                 0},
+                      PipeLayout{"zbh1_pp2_dp2", 4, 1, 2, 1, 0, ScheduleKind::ZeroBubbleH1, 2},
+                      PipeLayout{"zbh1_pp2_dp2_zero1", 4, 1, 2, 1, 1, ScheduleKind::ZeroBubbleH1,
+                                 2},
+                      PipeLayout{"zbh1_pp2_tp2_sp", 4, 2, 2, 1, 0, ScheduleKind::ZeroBubbleH1, 2,
+                                 Recompute::None, false, true},
+                      PipeLayout{"zbh1_pp4", 4, 1, 4, 1, 0, ScheduleKind::ZeroBubbleH1, 4},
+                      PipeLayout{"llama_zbh1_pp2_dp2_zero1", 4, 1, 2, 1, 1,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::None, false, false, 0,
+                                 0, true},
+                      // The weight pass recomputes the layer again.
+                      PipeLayout{"zbh1_pp2_recompute_selective", 2, 1, 2, 1, 0,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Selective},
+                      PipeLayout{"zbh1_pp2_recompute_full", 2, 1, 2, 1, 1,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Full},
+                      PipeLayout{"zbh1_pp2_tp2_sp_recompute_full", 4, 2, 2, 1, 0,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Full, false, true},
+                      PipeLayout{"llama_zbh1_pp2_dp2_recompute_selective", 4, 1, 2, 1, 1,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Selective, false,
+                                 false, 0, 0, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Validation through an uneven pipeline (the evaluator's forward-only

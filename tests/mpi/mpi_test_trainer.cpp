@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <filesystem>
 
 #include <fmt/core.h>
@@ -367,6 +368,45 @@ INSTANTIATE_TEST_SUITE_P(Stages, Overlap,
                                   std::to_string(std::get<2>(info.param));
                          });
 
+// zb-h1 runs 1F1B's GEMMs on the same operands (its stash keeps each dY in
+// the GEMMs' precision, rounded as the unsplit backward rounds it) and sums
+// every gradient in the same order, only later: the trainer's steps equal
+// 1F1B's bit for bit, in fp32, bf16 and fp16 (loss scaling too), with
+// dropout, at pp 2 (2 ranks) and pp 2 x dp 2 with ZeRO-1 (4 ranks).
+class ZeroBubbleTrainer : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(ZeroBubbleTrainer, StepsEqual1F1BBitForBit) {
+  const Precision precision = GetParam();
+  if (world().size() != 2 && world().size() != 4) GTEST_SKIP() << "runs at 2 and 4 ranks";
+  const int64_t dp = world().size() / 2;
+  comm::Grid& grid = grid_of(1, 2);
+  auto config = [&](ScheduleKind kind) {
+    TrainConfig c = tiny_train_config(dp > 1 ? 1 : 0, dp, 4, 0.2f, precision);
+    c.par.pp = 2;
+    c.par.schedule = kind;
+    c.eval_interval = 0;
+    c.validate(world().size());
+    return c;
+  };
+  const TrainConfig ob = config(ScheduleKind::OneFOneB), zb = config(ScheduleKind::ZeroBubbleH1);
+  auto d0 = tiny_train_data(ob), d1 = tiny_train_data(zb);
+  Trainer a(ob, *d0, &world(), &grid), b(zb, *d1, &world(), &grid);
+  for (int64_t s = 1; s <= 6; ++s) {
+    const StepStats x = a.train_step(s), y = b.train_step(s);
+    EXPECT_EQ(x.loss, y.loss) << precision_name(precision) << " dp " << dp << " step " << s;
+    // Bits: fp16's first steps overflow at the initial loss scale (skipped,
+    // a NaN norm), which must happen on both alike.
+    EXPECT_EQ(std::bit_cast<uint32_t>(x.grad_norm), std::bit_cast<uint32_t>(y.grad_norm))
+        << precision_name(precision) << " dp " << dp << " step " << s << ": " << x.grad_norm
+        << " vs " << y.grad_norm;
+    EXPECT_EQ(x.skipped, y.skipped) << precision_name(precision) << " step " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, ZeroBubbleTrainer,
+                         ::testing::Values(Precision::Fp32, Precision::Bf16, Precision::Fp16),
+                         [](const auto& info) { return std::string(precision_name(info.param)); });
+
 // Per-chunk gradient reduction under pipelines (issue 37): with
 // --overlap-grad-reduce, ZeRO-0/1 start a chunk's layer reductions as the
 // chunk's last Backward of the step ends, in every schedule, instead of after
@@ -432,7 +472,9 @@ TEST_P(PipelineChunkReduction, StartsAtTheChunksLastBackwardWithTheSameNumbers) 
     const auto ry = step_records(b, s, y);
     EXPECT_EQ(x.loss, y.loss) << c.name << " zero " << stage << " step " << s;
     EXPECT_EQ(x.grad_norm, y.grad_norm) << c.name << " zero " << stage << " step " << s;
-    if (!last_stage) continue;
+    // zb-h1's one chunk finishes its gradients with its last W, which comes
+    // after every pp transfer of the step: only the numbers can be checked.
+    if (!last_stage || c.kind == ScheduleKind::ZeroBubbleH1) continue;
     EXPECT_EQ(reductions_before_last_p2p(rx), 0) << c.name << ": reduced before the flush";
     // Before the fix the overlapped run reduced after the flush too (0).
     EXPECT_GE(reductions_before_last_p2p(ry), 1) << c.name << ": no reduction during the pipeline";
@@ -443,7 +485,8 @@ INSTANTIATE_TEST_SUITE_P(
     Schedules, PipelineChunkReduction,
     ::testing::Combine(::testing::Values(ChunkCase{"gpipe", ScheduleKind::GPipe, 1},
                                          ChunkCase{"1f1b", ScheduleKind::OneFOneB, 1},
-                                         ChunkCase{"interleaved_v2", ScheduleKind::Interleaved, 2}),
+                                         ChunkCase{"interleaved_v2", ScheduleKind::Interleaved, 2},
+                                         ChunkCase{"zbh1", ScheduleKind::ZeroBubbleH1, 1}),
                        ::testing::Values(0, 1)),
     [](const auto& info) {
       return std::string(std::get<0>(info.param).name) + "_zero" +

@@ -3,6 +3,7 @@
 // simulated run (deadlock-free, bubble, in-flight activations, timing).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ctime>
 #include <map>
 #include <tuple>
@@ -48,6 +49,7 @@ int64_t expected_peak(const Combo& c, int64_t r) {
     case ScheduleKind::OneFOneB: return std::min(c.m, c.p - r);
     case ScheduleKind::Interleaved:
       return std::min(c.m * c.v, (c.v - 1) * c.p + 2 * (c.p - r - 1) + 1);
+    case ScheduleKind::ZeroBubbleH1: return std::min(c.m, c.p);
   }
   return -1;
 }
@@ -209,10 +211,24 @@ TEST(Schedule, EveryComputeOnceForwardBeforeBackwardTransfersAround) {
   }
 }
 
+// ZB-H1's shapes: m below, equal to and above p; odd p.
+std::vector<Combo> zb_combos() {
+  std::vector<Combo> out;
+  for (int64_t p : {2, 3, 4, 5, 8})
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 16}) out.push_back({ScheduleKind::ZeroBubbleH1, p, 1, m});
+  return out;
+}
+
+std::vector<Combo> all_combos() {
+  std::vector<Combo> out = combos(), zb = zb_combos();
+  out.insert(out.end(), zb.begin(), zb.end());
+  return out;
+}
+
 // For each ordered pair of ranks and each kind of message, the sender's
 // sequence of (micro-batch, boundary) equals the receiver's.
 TEST(Schedule, EverySendHasItsRecvOnTheNeighbourInOrder) {
-  for (const Combo& c : combos()) {
+  for (const Combo& c : all_combos()) {
     SCOPED_TRACE(name(c));
     PipelineSchedule s = build_pipeline(c.kind, c.p, c.v, c.m);
     using Key = std::tuple<int64_t, int64_t, bool>;  // from, to, grad
@@ -265,6 +281,146 @@ TEST(Schedule, ForwardOnlyRunsEveryChunkOnceWithoutDeadlock) {
         const SimResult res = simulate_schedule(s);
         EXPECT_FALSE(res.deadlock) << res.deadlock_report;
       }
+}
+
+// ---- ZB-H1: the split backward ------------------------------------------------------
+
+TEST(ZeroBubble, ParsesAndValidates) {
+  EXPECT_EQ(schedule_kind_parse("zb-h1"), ScheduleKind::ZeroBubbleH1);
+  EXPECT_STREQ(schedule_kind_name(ScheduleKind::ZeroBubbleH1), "zb-h1");
+  expect_error(ScheduleKind::ZeroBubbleH1, 1, 1, 4,
+               {"--pipeline-schedule zb-h1", "--pipeline-model-parallel-size >= 2", "got 1"});
+  expect_error(ScheduleKind::ZeroBubbleH1, 2, 2, 4, {"--virtual-pipeline-stages 2", "interleaved"});
+  EXPECT_NO_THROW(schedule_validate(ScheduleKind::ZeroBubbleH1, 2, 1, 1));  // any m >= 1
+}
+
+TEST(ZeroBubble, ExactListTwoStages) {
+  using V = std::vector<std::string>;
+  // Rank 0: 1F1B's order, each W right after its B (a lag of rank = 0).
+  EXPECT_EQ(strs(build_schedule(ScheduleKind::ZeroBubbleH1, 2, 1, 3, 0)),
+            (V{"F mb0 c0", "SendAct mb0 c0 -> r1",  // warm-up: 1
+               "F mb1 c0", "SendAct mb1 c0 -> r1", "RecvGrad mb0 c0 <- r1", "BI mb0 c0", "W mb0 c0",
+               "F mb2 c0", "SendAct mb2 c0 -> r1", "RecvGrad mb1 c0 <- r1", "BI mb1 c0", "W mb1 c0",
+               "RecvGrad mb2 c0 <- r1", "BI mb2 c0", "W mb2 c0",  // cool-down
+               "ReduceGrads", "OptimizerStep"}));
+  // Rank 1: its W's one micro-batch behind its B's; the last one at the end.
+  EXPECT_EQ(strs(build_schedule(ScheduleKind::ZeroBubbleH1, 2, 1, 3, 1)),
+            (V{"RecvAct mb0 c0 <- r0", "F mb0 c0", "BI mb0 c0", "SendGrad mb0 c0 -> r0",
+               "RecvAct mb1 c0 <- r0", "F mb1 c0", "BI mb1 c0", "SendGrad mb1 c0 -> r0", "W mb0 c0",
+               "RecvAct mb2 c0 <- r0", "F mb2 c0", "BI mb2 c0", "SendGrad mb2 c0 -> r0", "W mb1 c0",
+               "W mb2 c0", "ReduceGrads", "OptimizerStep"}));
+}
+
+// Every micro-batch: one F, one BI, one W, in that order, the transfers
+// around F and BI as in 1F1B; no unsplit Backward; W's in micro-batch order
+// (each is then the n-th writer of the weight gradients, as in 1F1B).
+TEST(ZeroBubble, EveryMicroBatchHasFBWOnceInOrder) {
+  for (const Combo& c : zb_combos()) {
+    SCOPED_TRACE(name(c));
+    const PipelineSchedule s = build_pipeline(c.kind, c.p, c.v, c.m);
+    for (int64_t r = 0; r < c.p; ++r) {
+      SCOPED_TRACE(fmt::format("rank {}", r));
+      const auto& L = s.ranks[size_t(r)];
+      std::map<std::tuple<AT, int64_t>, size_t> at;
+      std::vector<int64_t> w_order;
+      for (size_t i = 0; i < L.size(); ++i) {
+        ASSERT_NE(L[i].type, AT::Backward) << "unsplit backward in zb-h1";
+        ASSERT_TRUE(at.emplace(std::tuple{L[i].type, L[i].micro_batch}, i).second)
+            << "repeated: " << action_str(L[i]);
+        if (L[i].type == AT::BackwardWeight) w_order.push_back(L[i].micro_batch);
+      }
+      int64_t n = 2;  // ReduceGrads, OptimizerStep
+      for (int64_t mb = 0; mb < c.m; ++mb) {
+        auto pos = [&](AT t) {
+          auto it = at.find({t, mb});
+          return it == at.end() ? size_t(-1) : it->second;
+        };
+        const size_t f = pos(AT::Forward), b = pos(AT::BackwardInput), w = pos(AT::BackwardWeight);
+        ASSERT_NE(f, size_t(-1));
+        ASSERT_NE(b, size_t(-1));
+        ASSERT_NE(w, size_t(-1));
+        EXPECT_LT(f, b);
+        EXPECT_LT(b, w);
+        n += 3;
+        if (r > 0) {
+          EXPECT_EQ(pos(AT::RecvActivation), f - 1);
+          EXPECT_EQ(pos(AT::SendGrad), b + 1);  // the input gradient leaves at once
+          n += 2;
+        }
+        if (r < c.p - 1) {
+          EXPECT_EQ(pos(AT::SendActivation), f + 1);
+          EXPECT_EQ(pos(AT::RecvGrad), b - 1);
+          n += 2;
+        }
+      }
+      EXPECT_EQ(int64_t(L.size()), n);
+      ASSERT_EQ(int64_t(w_order.size()), c.m);
+      for (int64_t k = 0; k < c.m; ++k) EXPECT_EQ(w_order[size_t(k)], k);
+    }
+  }
+}
+
+// Equal F, B, W costs (backward 2 = B 1 + W 1): no deadlock, activations
+// no more than 1F1B's peak, and the bubble a third of 1F1B's once m >= p
+// ((p-1)/(3m) against (p-1)/m: every rank idles p - 1 units, not 3 (p - 1)),
+// below it for every m.
+TEST(ZeroBubble, SimulatedBubbleIsAThirdOf1F1BWithEqualCosts) {
+  ScheduleCosts unit;
+  unit.forward = 1.0;
+  unit.backward = 2.0;
+  unit.weight_share = 0.5;
+  for (const Combo& c : zb_combos()) {
+    SCOPED_TRACE(name(c));
+    const SimResult zb = simulate_schedule(build_pipeline(c.kind, c.p, 1, c.m), unit);
+    const SimResult ob =
+        simulate_schedule(build_pipeline(ScheduleKind::OneFOneB, c.p, 1, c.m), unit);
+    ASSERT_FALSE(zb.deadlock) << zb.deadlock_report;
+    for (int64_t r = 0; r < c.p; ++r) EXPECT_DOUBLE_EQ(zb.busy[size_t(r)], 3.0 * double(c.m));
+    // Memory: at most 1F1B's peak (rank 0's, min(m, p)) on every rank.
+    const int64_t peak_1f1b = *std::max_element(ob.peak_in_flight.begin(), ob.peak_in_flight.end());
+    EXPECT_EQ(peak_1f1b, std::min(c.m, c.p));
+    for (int64_t r = 0; r < c.p; ++r) {
+      EXPECT_EQ(zb.peak_in_flight[size_t(r)], std::min(c.m, c.p)) << "rank " << r;
+      EXPECT_EQ(peak_in_flight(build_schedule(c.kind, c.p, 1, c.m, r)), std::min(c.m, c.p));
+    }
+    EXPECT_LT(zb.bubble_fraction, ob.bubble_fraction);
+    if (c.m >= c.p) {
+      EXPECT_DOUBLE_EQ(zb.makespan, 3.0 * double(c.m) + double(c.p - 1));
+      EXPECT_NEAR(zb.bubble_fraction, double(c.p - 1) / (3.0 * double(c.m)), 1e-12);
+      EXPECT_NEAR(ob.bubble_fraction, double(c.p - 1) / double(c.m), 1e-12);
+    }
+  }
+  // The cases the issue names, spelled out.
+  for (int64_t p : {2, 4})
+    for (int64_t m : {4, 8}) {
+      const double zb =
+          simulate_schedule(build_pipeline(ScheduleKind::ZeroBubbleH1, p, 1, m), unit).bubble_fraction;
+      const double ob =
+          simulate_schedule(build_pipeline(ScheduleKind::OneFOneB, p, 1, m), unit).bubble_fraction;
+      EXPECT_NEAR(zb * 3.0, ob, 1e-12) << "p " << p << " m " << m;
+    }
+}
+
+TEST(ZeroBubble, SimulatorPricesBAndWApart) {
+  PipelineSchedule s = build_pipeline(ScheduleKind::ZeroBubbleH1, 4, 1, 8);
+  ScheduleCosts costs;
+  costs.forward = 1.0;
+  costs.backward = 4.0;
+  costs.weight_share = 0.25;  // W 1, B 3
+  const SimResult res = simulate_schedule(s, costs);
+  ASSERT_FALSE(res.deadlock) << res.deadlock_report;
+  for (int64_t r = 0; r < 4; ++r) {
+    const auto& T = res.timeline[size_t(r)];
+    const auto& L = s.ranks[size_t(r)];
+    ASSERT_EQ(T.size(), L.size());
+    for (size_t i = 0; i < T.size(); ++i) {
+      if (L[i].type == AT::BackwardInput) EXPECT_DOUBLE_EQ(T[i].end - T[i].start, 3.0);
+      if (L[i].type == AT::BackwardWeight) EXPECT_DOUBLE_EQ(T[i].end - T[i].start, 1.0);
+    }
+    EXPECT_DOUBLE_EQ(res.busy[size_t(r)], 8 * 5.0);
+  }
+  costs.weight_share = 1.5;
+  EXPECT_TRUE(test::throws_error_with([&] { simulate_schedule(s, costs); }, {"weight_share"}));
 }
 
 // ---- simulation, for every combo -------------------------------------------------

@@ -134,6 +134,10 @@ TEST(PlanFormulas, InFlightClosedFormsMatchTheEngineSchedules) {
             << "1f1b p " << p << " m " << m << " rank " << r;
         EXPECT_EQ(in_flight_chunks(ScheduleKind::GPipe, p, 1, m, r),
                   peak_in_flight(build_schedule(ScheduleKind::GPipe, p, 1, m, r)));
+        if (p >= 2)
+          EXPECT_EQ(in_flight_chunks(ScheduleKind::ZeroBubbleH1, p, 1, m, r),
+                    peak_in_flight(build_schedule(ScheduleKind::ZeroBubbleH1, p, 1, m, r)))
+              << "zb-h1 p " << p << " m " << m << " rank " << r;
         for (int64_t v : {2, 3}) {
           if (p < 2 || m % p != 0) continue;
           EXPECT_EQ(in_flight_chunks(ScheduleKind::Interleaved, p, v, m, r),
@@ -143,6 +147,24 @@ TEST(PlanFormulas, InFlightClosedFormsMatchTheEngineSchedules) {
       }
     }
   }
+}
+
+// ZB-H1 with F 1, B 2 (W half of it): the closed form's third of the
+// bubble is the simulated schedule's, for m >= p.
+TEST(PlanFormulas, ZeroBubbleClosedFormEqualsSimulation) {
+  for (int64_t p : {2, 4, 8})
+    for (int64_t m : {8, 16}) {
+      PipelineCosts pc;
+      pc.kind = ScheduleKind::ZeroBubbleH1;
+      pc.p = p, pc.v = 1, pc.m = m;
+      pc.forward.assign(size_t(p), 1.0);
+      pc.backward.assign(size_t(p), 2.0);
+      pc.weight_share = 0.5;
+      const PipelineTime est = pipeline_time_estimate(pc), sim = pipeline_time_simulated(pc);
+      EXPECT_NEAR(est.seconds, sim.seconds, 1e-9) << "p " << p << " m " << m;
+      EXPECT_NEAR(sim.seconds, 3.0 * double(m) + double(p - 1), 1e-9);
+      EXPECT_NEAR(sim.bubble_fraction, double(p - 1) / (3.0 * double(m)), 1e-9);
+    }
 }
 
 TEST(PlanFormulas, ClosedFormPipelineTimeEqualsSimulationForUniformCosts) {

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 #include "expect_error.h"
 #include "tessera/core/error.h"
@@ -160,4 +162,46 @@ TEST(PlanModels, UnknownPresetSuggestsTheNearest) {
   GPTConfig m = load_model_file(std::string(TESSERA_SOURCE_DIR) + "/configs/models/frontier-175b.toml");
   EXPECT_EQ(m.hidden_size, 12288);
   EXPECT_EQ(m.num_layers, 96);
+}
+
+TEST(PlanSearch, ZeroBubbleOnlyWhereTheEngineRunsItWithLessBubble) {
+  // --schedule 1f1b zb-h1: zb-h1 is offered only with what the engine runs
+  // it with (ZeRO 0-1), and each zb-h1 layout's bubble is below the same
+  // layout's under 1F1B.
+  SystemSpec sys = load_system_file(write_temp("tessera_ideal8_zb.toml", kIdealSystem));
+  SearchSpace sp;
+  sp.devices = 8;
+  sp.global_batch = 64;
+  sp.pp = {2, 4};
+  sp.micro_batch = {1};
+  sp.sequence_parallel = {false};
+  sp.schedules = {ScheduleKind::OneFOneB, ScheduleKind::ZeroBubbleH1};
+  const GPTConfig m = small_model();
+  int64_t zb = 0;
+  for (const PlanLayout& L : enumerate_layouts(m, sys, sp)) {
+    if (L.par.schedule != ScheduleKind::ZeroBubbleH1) continue;
+    ++zb;
+    EXPECT_LT(L.par.zero_stage, 2) << L.str();
+    EXPECT_NO_THROW(L.par.validate(m, sp.devices)) << L.str();
+  }
+  EXPECT_GT(zb, 0);
+  const SearchResult r = search_layouts(m, sys, sp);
+  using Key = std::tuple<int64_t, int64_t, int, Recompute, int64_t, int64_t>;
+  auto key = [](const ParallelConfig& p) {
+    return Key{p.tp, p.pp, p.zero_stage, p.recompute, p.first_stage_layers.value_or(0),
+               p.last_stage_layers.value_or(0)};
+  };
+  std::map<Key, double> one_f_one_b;
+  for (const auto& c : r.ranked)
+    if (c.layout.par.schedule == ScheduleKind::OneFOneB)
+      one_f_one_b[key(c.layout.par)] = c.time.bubble_fraction;
+  int64_t compared = 0;
+  for (const auto& c : r.ranked) {
+    if (c.layout.par.schedule != ScheduleKind::ZeroBubbleH1) continue;
+    auto it = one_f_one_b.find(key(c.layout.par));
+    if (it == one_f_one_b.end()) continue;
+    EXPECT_LT(c.time.bubble_fraction, it->second) << c.layout.str();
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
 }

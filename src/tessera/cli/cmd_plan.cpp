@@ -465,7 +465,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--virtual-stages", a->virtual_stages, "virtual stages to try (interleaved)");
   cmd->add_option("--zero", a->zero, "ZeRO stages to try (0-3)");
   cmd->add_option("--recompute", a->recompute, "recompute modes to try: none selective full");
-  cmd->add_option("--schedule", a->schedule, "schedules to try: 1f1b interleaved gpipe");
+  cmd->add_option("--schedule", a->schedule, "schedules to try: 1f1b interleaved gpipe zb-h1");
   // Train's flag, planned: which of its values the search tries.
   cmd->add_option(flag::sequence_parallel, a->sequence_parallel, "on, off or both")
       ->capture_default_str();

@@ -31,7 +31,8 @@ ScheduleKind schedule_kind_parse(std::string_view s) {
   if (s == "gpipe") return ScheduleKind::GPipe;
   if (s == "1f1b") return ScheduleKind::OneFOneB;
   if (s == "interleaved") return ScheduleKind::Interleaved;
-  fail("{} must be gpipe, 1f1b or interleaved (got '{}')", flag::schedule, s);
+  if (s == "zb-h1") return ScheduleKind::ZeroBubbleH1;
+  fail("{} must be gpipe, 1f1b, interleaved or zb-h1 (got '{}')", flag::schedule, s);
 }
 
 const char* schedule_kind_name(ScheduleKind k) {
@@ -39,6 +40,7 @@ const char* schedule_kind_name(ScheduleKind k) {
     case ScheduleKind::GPipe: return "gpipe";
     case ScheduleKind::OneFOneB: return "1f1b";
     case ScheduleKind::Interleaved: return "interleaved";
+    case ScheduleKind::ZeroBubbleH1: return "zb-h1";
   }
   return "?";
 }
@@ -58,6 +60,10 @@ void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
                 "{} interleaved needs the micro-batches per step, global batch / (micro-batch x "
                 "dp) = {}, to be a multiple of {} ({})",
                 flag::schedule, m, flag::pp, p);
+  // With one stage there is no bubble to fill, and the executor would run a
+  // split backward for nothing.
+  TESSERA_CHECK(kind != ScheduleKind::ZeroBubbleH1 || p >= 2, "{} zb-h1 needs {} >= 2 (got {})",
+                flag::schedule, flag::pp, p);
 }
 
 namespace {
@@ -187,12 +193,20 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
   checked_add(m.vocab_size, checked_mul(m.make_vocab_size_divisible_by, tp, padding.c_str()),
               padded.c_str());
   validate_model_split(*this, m);
+  if (schedule == ScheduleKind::ZeroBubbleH1) {
+    // ZeRO-2/3 bind a layer's gradient (and ZeRO-3 its parameters) around
+    // one backward at a time; a split backward has m of them open at once.
+    TESSERA_CHECK(zero_stage < 2, "{} zb-h1 does not support {} {} yet: use {} 0 or 1",
+                  flag::schedule, flag::zero_stage, zero_stage, flag::zero_stage);
+  }
   if (pp > 1) {
     schedule_validate(schedule, pp, virtual_stages, accumulation_steps());
   } else {
     TESSERA_CHECK(virtual_stages == 1 && schedule != ScheduleKind::Interleaved,
                   "{} / {} interleaved need {} > 1", flag::virtual_stages, flag::schedule,
                   flag::pp);
+    schedule_validate(schedule, 1, 1, accumulation_steps());  // zb-h1 names the flags
+
   }
 }
 

@@ -20,9 +20,11 @@ enum class Recompute { None, Selective, Full };
 Recompute recompute_parse(std::string_view name);
 const char* recompute_name(Recompute r);
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+// ZeroBubbleH1: 1F1B with backward split into input and weight gradients
+// (Qi et al. 2024, "Zero Bubble Pipeline Parallelism"), parallel/schedule.h.
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 
-// CLI values of --pipeline-schedule: gpipe | 1f1b | interleaved.
+// CLI values of --pipeline-schedule: gpipe | 1f1b | interleaved | zb-h1.
 ScheduleKind schedule_kind_parse(std::string_view s);
 const char* schedule_kind_name(ScheduleKind k);
 

@@ -120,10 +120,39 @@ static const float* branch_grad(const kernels::Ops& ops, const float* dresid, fl
   return buf;
 }
 
+// The stash's four views, in a fixed order; with a null base only the
+// offsets move (layer_grad_stash_bytes).
+static LayerGradStash stash_views(const ActShape& s, char* base, int64_t& bytes) {
+  const int64_t elt = s.lowp() ? 2 : 4;
+  auto take = [&](int64_t n) {
+    char* p = base ? base + bytes : nullptr;
+    bytes += (elt * n + 63) / 64 * 64;
+    if (!s.lowp()) return kernels::Act(reinterpret_cast<float*>(p));
+    return kernels::Act(reinterpret_cast<uint16_t*>(p), s.precision);
+  };
+  LayerGradStash st;
+  st.dqkv = take(s.N() * s.Cqkv());
+  st.dproj = take(s.N() * s.C);
+  st.dfch = take(s.N() * s.Ff());
+  st.dfcproj = take(s.N() * s.C);
+  return st;
+}
+
+int64_t layer_grad_stash_bytes(const ActShape& s) {
+  int64_t bytes = 0;
+  stash_views(s, nullptr, bytes);
+  return bytes;
+}
+
+LayerGradStash layer_grad_stash_place(const ActShape& s, char* base) {
+  int64_t bytes = 0;
+  return stash_views(s, base, bytes);
+}
+
 void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                     const LayerActs& a, const float* x, float* dresid,
                     const Activations& scratch, const ActShape& s, const TensorParallel& tp,
-                    float* ln_grads, const LayerDropout& drop) {
+                    float* ln_grads, const LayerDropout& drop, const LayerGradStash* stash) {
   const int64_t N = s.N(), Ns = s.Ns(), C = s.C;
   Profile* prof = ops.profile();  // the tp helpers charge their communication here
   // Under SP each rank's LayerNorm gradients cover only its rows: collect
@@ -141,6 +170,21 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   }
   // The step's first backward writes the weight gradients (they hold zeros).
   const bool add_dw = !scratch.first_backward_of_step;
+  // One linear's backward from dy (N, OC): dinp (N, Cin), and dW, db now,
+  // or under a split backward later, from `kept`, the stash's dY (dy is
+  // cast into it unless it is already there, rounding as matmul_backward's
+  // own cast of an fp32 dY would; the input gradient reads it too). inp is
+  // then not read: the column-parallel ones pass their un-gathered shard.
+  auto linear = [&](float* dinp, float* dweight, float* dbias, kernels::ConstAct dy,
+                    kernels::ConstAct inp, const float* weight, int64_t Cin, int64_t OC,
+                    kernels::Act kept) {
+    if (!stash) {
+      ops.matmul_backward(dinp, dweight, dbias, dy, inp, weight, N, Cin, OC, false, add_dw);
+      return;
+    }
+    if (kept.p != dy.p) ops.cast(kept, dy, N * OC);
+    ops.matmul_backward(dinp, nullptr, nullptr, kept, inp, weight, N, Cin, OC, false);
+  };
   // The residual passes dresid straight through; each branch adds its part
   // (layernorm_backward accumulates into dresid).
   // MLP branch. The row-parallel bias gradient is taken from the full dY
@@ -152,33 +196,35 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   // (N, F) dL/d fch_gelu: in dfch for GELU (which then works in place),
   // in dact for SwiGLU (its input gradient is twice as wide).
   float* dact = s.swiglu ? scratch.dact : scratch.dfch;
-  ops.matmul_backward(dact, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, N, s.F, C, false,
-                      add_dw);
-  // (N, Ff): fp32 in dfch; in the GEMM precision under --bf16 / --fp16
-  const kernels::Act dfch = ops.grad_operand(scratch.dfch, N * s.Ff());
+  linear(dact, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, s.F, C,
+         stash ? stash->dfcproj : kernels::Act());
+  // (N, Ff): fp32 in dfch; in the GEMM precision under --bf16 / --fp16;
+  // written straight into the stash under a split backward
+  const kernels::Act dfch = stash ? stash->dfch : ops.grad_operand(scratch.dfch, N * s.Ff());
   if (s.swiglu)
     ops.swiglu_backward(dfch, a.fch, dact, N, s.F);
   else
     ops.gelu_backward(dfch, a.fch, dact, N * s.F);
-  // (N, C): re-gathered under SP, only the shard was kept
-  const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
-  ops.matmul_backward(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, N, C, s.Ff(), false,
-                      add_dw);
+  // (N, C): re-gathered under SP, only the shard was kept (the split
+  // backward's weight pass gathers it instead)
+  const kernels::ConstAct ln2 =
+      stash ? a.ln2 : tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
+  linear(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, C, s.Ff(), dfch);
   const float* dln2 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
   norm_backward(ops, dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
                 a.ln2_rstd, Ns, s);
   // Attention branch.
   dy = tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.attn_out),
                          scratch.dln, N, C, prof);
-  ops.matmul_backward(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, N, s.Cl, C, false,
-                      add_dw);
-  // (N, Cqkv): fp32, or in the GEMM precision under --bf16 / --fp16
-  const kernels::Act dqkv = ops.grad_operand(scratch.dqkv, N * s.Cqkv());
+  linear(scratch.datty, g.proj_w, g.proj_b, dy, a.atty, w.proj_w, s.Cl, C,
+         stash ? stash->dproj : kernels::Act());
+  // (N, Cqkv): fp32, or in the GEMM precision under --bf16 / --fp16 (the stash's, split)
+  const kernels::Act dqkv = stash ? stash->dqkv : ops.grad_operand(scratch.dqkv, N * s.Cqkv());
   ops.attention_backward(dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.heads(),
                          &drop.probs);
-  const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
-  ops.matmul_backward(scratch.dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, N, C, s.Cqkv(), false,
-                      add_dw);
+  const kernels::ConstAct ln1 =
+      stash ? a.ln1 : tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
+  linear(scratch.dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, C, s.Cqkv(), dqkv);
   const float* dln1 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
   norm_backward(ops, dresid, gl.ln1_w, gl.ln1_b, dln1, x, w.ln1_w, a.ln1_mean, a.ln1_rstd, Ns,
                 s);
@@ -189,6 +235,27 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
     ops.accumulate(g.ln2_w, gl.ln2_w, C);
     if (!s.rmsnorm) ops.accumulate(g.ln2_b, gl.ln2_b, C);
   }
+}
+
+void block_backward_weight(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                           const LayerActs& a, const LayerGradStash& stash,
+                           const Activations& scratch, const ActShape& s,
+                           const TensorParallel& tp, bool first) {
+  const int64_t N = s.N(), C = s.C;
+  Profile* prof = ops.profile();  // the tp helpers charge their communication here
+  const bool add_dw = !first;
+  // block_backward's four weight GEMMs in its order, each with its bias
+  // (the same sums into g as the combined backward's, only later).
+  ops.matmul_backward(nullptr, g.fcproj_w, g.fcproj_b, stash.dfcproj, a.fch_gelu, w.fcproj_w, N,
+                      s.F, C, false, add_dw);
+  const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);  // (N, C)
+  ops.matmul_backward(nullptr, g.fc_w, g.fc_b, stash.dfch, ln2, w.fc_w, N, C, s.Ff(), false,
+                      add_dw);
+  ops.matmul_backward(nullptr, g.proj_w, g.proj_b, stash.dproj, a.atty, w.proj_w, N, s.Cl, C,
+                      false, add_dw);
+  const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
+  ops.matmul_backward(nullptr, g.qkv_w, g.qkv_b, stash.dqkv, ln1, w.qkv_w, N, C, s.Cqkv(), false,
+                      add_dw);
 }
 
 }  // namespace tessera

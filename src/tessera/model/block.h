@@ -87,13 +87,46 @@ void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& 
                      const float* x, const ActShape& s, const TensorParallel& tp,
                      float* tp_full, const LayerDropout& drop);
 
+// The split backward of the zero-bubble schedules (parallel/schedule.h:
+// BackwardInput, BackwardWeight): what a layer's input pass keeps for its
+// weight pass, the output gradient dY of each of its four GEMMs, stored in
+// the GEMMs' precision (ActShape::precision) as the combined backward feeds
+// them to matmul_backward, so both passes see the same bits. The GEMMs'
+// inputs (ln1, atty, ln2, fch_gelu) are the layer's saved activations.
+struct LayerGradStash {
+  kernels::Act dqkv;    // (N, Cqkv) dL/d qkv
+  kernels::Act dproj;   // (N, C) dL/d proj output (after dropout's mask; gathered under SP)
+  kernels::Act dfch;    // (N, Ff) dL/d fch
+  kernels::Act dfcproj; // (N, C) dL/d fcproj output (likewise)
+};
+// Bytes of one layer's stash (each view rounded up to 64 bytes, as
+// activations_bytes rounds its views), and its views laid out from `base`.
+int64_t layer_grad_stash_bytes(const ActShape& s);
+LayerGradStash layer_grad_stash_place(const ActShape& s, char* base);
+
 // Given dresid (Ns, C) = dL/d res_out, accumulates parameter gradients into
 // g and turns dresid into dL/d x in place. `scratch` supplies dln, dqkv,
 // datty, dfch and tp_full. Under sequence parallelism ln_grads (4*C) is
 // scratch for this micro-batch's LayerNorm gradients before their tp sum.
+// With `stash` (the input pass of a split backward) the four GEMMs' weight
+// and bias gradients are not computed: their dY go to the stash for
+// block_backward_weight; the norms' gradients are still accumulated here.
 void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                     const LayerActs& a, const float* x, float* dresid,
                     const Activations& scratch, const ActShape& s, const TensorParallel& tp,
-                    float* ln_grads, const LayerDropout& drop);
+                    float* ln_grads, const LayerDropout& drop,
+                    const LayerGradStash* stash = nullptr);
+
+// The weight pass of a split backward: the four GEMMs' weight and bias
+// gradients into g from the stash block_backward filled and the layer's
+// saved inputs (ln1 and ln2 re-gathered over tp under SP, into
+// scratch.tp_full: every tp rank runs it together). first: the step's first
+// weight pass of the layer, which writes the weight gradients (they hold
+// zeros) instead of adding to them, as first_backward_of_step does. w: the
+// weights, for the working copy's lookup only (not read).
+void block_backward_weight(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                           const LayerActs& a, const LayerGradStash& stash,
+                           const Activations& scratch, const ActShape& s,
+                           const TensorParallel& tp, bool first);
 
 }  // namespace tessera

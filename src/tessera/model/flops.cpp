@@ -16,7 +16,8 @@ double head_forward_flops(const GPTConfig& m, int64_t seq) {
   return 2.0 * double(seq) * double(m.hidden_size) * double(m.vocab_size);
 }
 
-FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute) {
+FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute,
+                     ScheduleKind schedule) {
   const double layers = double(m.num_layers) * layer_forward_flops(m, m.seq_length);
   const double head = head_forward_flops(m, m.seq_length);
   FlopCount f;
@@ -26,6 +27,7 @@ FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute)
   if (recompute == Recompute::Selective)             // the attention core again
     extra = double(m.num_layers) * 4.0 * double(m.seq_length) * double(m.seq_length) *
             double(m.hidden_size);
+  if (schedule == ScheduleKind::ZeroBubbleH1) extra *= 2;
   f.hardware = f.model + extra * double(sequences);
   return f;
 }

@@ -215,7 +215,8 @@ void GPT::head_backward(Activations& acts, const int32_t* targets, float dloss) 
   }
 }
 
-void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks) {
+void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks,
+                          const LayerGradStash* stash) {
   for (size_t i = acts.layers.size(); i-- > 0;) {
     const size_t l = first + i;  // the rank's layer; i is the chunk's
     if (hooks) hooks->before_backward(l);
@@ -225,8 +226,9 @@ void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks) {
                     acts.tp_full, drop);
     if (hooks) hooks->after_recompute(l);
     block_backward(ops(acts), w_.layers[l], g_.layers[l], acts.layers[i], acts.layer_input(i),
-                   acts.dresid, acts, acts.s, tp_, ln_grads_.f32(), drop);
-    if (hooks) hooks->after_backward(l);
+                   acts.dresid, acts, acts.s, tp_, ln_grads_.f32(), drop,
+                   stash ? &stash[i] : nullptr);
+    if (hooks && !stash) hooks->after_backward(l);  // split: after its weight pass
   }
 }
 
@@ -289,9 +291,31 @@ float GPT::forward_stage(Activations& acts, const StageChunk& c, const int32_t* 
 
 void GPT::backward_stage(Activations& acts, const StageChunk& c, const int32_t* inputs,
                          const int32_t* targets, float dloss, LayerHooks* hooks) {
+  backward_stage_input(acts, c, inputs, targets, dloss, nullptr, hooks);
+}
+
+void GPT::backward_stage_input(Activations& acts, const StageChunk& c, const int32_t* inputs,
+                               const int32_t* targets, float dloss, const LayerGradStash* stash,
+                               LayerHooks* hooks) {
   if (c.head) head_backward(acts, targets, dloss);
-  layers_backward(acts, size_t(c.layer_begin), hooks);
+  layers_backward(acts, size_t(c.layer_begin), hooks, stash);
   if (c.embeds) embed_backward(acts, inputs);
+}
+
+void GPT::backward_stage_weight(Activations& acts, const StageChunk& c,
+                                const LayerGradStash* stash, bool first, LayerHooks* hooks) {
+  // Last layer first, as the input pass ran them (and the dp reductions the
+  // hooks start go in the same order as under the unsplit backward).
+  for (size_t i = acts.layers.size(); i-- > 0;) {
+    const size_t l = size_t(c.layer_begin) + i;
+    // Under recomputation the GEMM inputs live in scratch the chunk's layers
+    // share, so they are computed again (bit for bit, the same masks).
+    block_recompute(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
+                    acts.tp_full, layer_dropout(acts, l));
+    block_backward_weight(ops(acts), w_.layers[l], g_.layers[l], acts.layers[i], stash[i], acts,
+                          acts.s, tp_, first);
+    if (hooks) hooks->after_backward(l);
+  }
 }
 
 }  // namespace tessera

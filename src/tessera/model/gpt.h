@@ -138,6 +138,23 @@ class GPT {
   // starts from dloss as backward() does. Gradients accumulate into grads().
   void backward_stage(Activations& acts, const StageChunk& c, const int32_t* inputs,
                       const int32_t* targets, float dloss, LayerHooks* hooks = nullptr);
+  // The split backward of zb-h1 (parallel/schedule.h): backward_stage's
+  // input pass, which leaves the layers' weight and bias gradients for later
+  // and keeps their GEMMs' output gradients in stash[i] (chunk layer i, see
+  // LayerGradStash in block.h), then the weight pass that computes them;
+  // acts must hold the micro-batch's activations until then. The norms',
+  // the head's and the embedding's gradients stay in the input pass. Hooks:
+  // before_backward and after_recompute around each layer of the input
+  // pass, after_backward after each layer of the weight pass (its
+  // gradients are then complete for the micro-batch). first: the chunk's
+  // first weight pass of the step (written, not added: block_backward_weight).
+  // Under recomputation the weight pass recomputes each layer again (its
+  // GEMM inputs live in shared scratch), with acts.dropout's masks.
+  void backward_stage_input(Activations& acts, const StageChunk& c, const int32_t* inputs,
+                            const int32_t* targets, float dloss, const LayerGradStash* stash,
+                            LayerHooks* hooks = nullptr);
+  void backward_stage_weight(Activations& acts, const StageChunk& c, const LayerGradStash* stash,
+                             bool first, LayerHooks* hooks = nullptr);
 
  private:
   // The pieces forward/backward and their stage forms are made of. The
@@ -146,7 +163,9 @@ class GPT {
   void layers_forward(Activations& acts, size_t first, LayerHooks* hooks);
   float head_forward(Activations& acts, const int32_t* targets);
   void head_backward(Activations& acts, const int32_t* targets, float dloss);
-  void layers_backward(Activations& acts, size_t first, LayerHooks* hooks);
+  // With a stash: the input pass of a split backward (backward_stage_input).
+  void layers_backward(Activations& acts, size_t first, LayerHooks* hooks,
+                       const LayerGradStash* stash = nullptr);
   void embed_backward(Activations& acts, const int32_t* inputs);
   // The kernels as the pieces call them: this model's backend, charging
   // their time to the micro-batch's profile.

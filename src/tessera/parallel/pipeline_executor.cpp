@@ -1,5 +1,6 @@
 #include "tessera/parallel/pipeline_executor.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <utility>
@@ -25,6 +26,10 @@ struct PipelineExecutor::Slot {
   comm::Work act_recv, grad_recv;        // irecvs into acts.encoded / acts.dresid
   bool act_posted = false, grad_posted = false;
   std::vector<comm::Work> sends;  // isends reading acts.output() / acts.dresid
+  // Split backward (zb-h1) only: per chunk layer, what its BackwardInput
+  // keeps for its BackwardWeight (model/block.h), in stash_mem.
+  Buffer stash_mem;                     // (L * layer_grad_stash_bytes) bytes
+  std::vector<LayerGradStash> stash;    // (L) views into stash_mem
 
   void finish_sends() {
     for (auto& w : sends) w.wait();
@@ -43,10 +48,19 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
       model_.stage_act_shape(opt_.micro_batch, opt_.seq_length, opt_.virtual_stages);
   const int64_t peak = peak_in_flight(actions_);
   const bool tokens = model_.layout().has_embedding() || model_.layout().has_head();
+  split_ = std::any_of(actions_.begin(), actions_.end(),
+                       [](const Action& a) { return a.type == ActionType::BackwardInput; });
+  const int64_t stash_bytes = split_ ? layer_grad_stash_bytes(shape) : 0;  // per layer
   for (int64_t i = 0; i < peak; ++i) {
     auto s = std::make_unique<Slot>();
     activations_init(s->acts, shape);
     s->acts.profile = opt_.profile;
+    if (split_) {
+      s->stash_mem.allocate((shape.L * stash_bytes + 3) / 4);  // fp32 words
+      for (int64_t l = 0; l < shape.L; ++l)
+        s->stash.push_back(layer_grad_stash_place(
+            shape, static_cast<char*>(s->stash_mem.data()) + l * stash_bytes));
+    }
     if (tokens) {
       s->inputs.resize(size_t(shape.N()));
       s->targets.resize(size_t(shape.N()));
@@ -59,7 +73,7 @@ PipelineExecutor::~PipelineExecutor() = default;
 
 int64_t PipelineExecutor::activation_bytes() const {
   int64_t n = 0;
-  for (const auto& s : slots_) n += s->acts.bytes();
+  for (const auto& s : slots_) n += s->acts.bytes() + int64_t(s->stash_mem.nbytes());
   return n;
 }
 
@@ -85,11 +99,14 @@ struct PipelineExecutor::StepState {
   std::deque<Slot*> free_slots;
   std::map<std::pair<int64_t, int64_t>, Slot*> live;  // (mb, chunk) -> slot
   size_t next_demand = 0, next_grad = 0;
-  std::vector<int64_t> backwards;  // per chunk, this step
+  std::vector<int64_t> backwards, weights;  // per chunk, this step: Backward(Input)s, BackwardWeights
   double loss_sum = 0.0;
 
   StepState(PipelineExecutor& e, const std::vector<Action>& list)
-      : ex(e), actions(list), backwards(size_t(e.opt_.virtual_stages), 0) {
+      : ex(e),
+        actions(list),
+        backwards(size_t(e.opt_.virtual_stages), 0),
+        weights(size_t(e.opt_.virtual_stages), 0) {
     const ActShape& shape = ex.slots_.front()->acts.s;
     wire = size_t(shape.Ns() * shape.C);
     for (size_t i = 0; i < actions.size(); ++i) {
@@ -160,14 +177,36 @@ void PipelineExecutor::run_backward(StepState& ss, const Action& a, const Pipeli
   const StageChunk& c = chunks_[size_t(a.chunk)];
   s->finish_sends();  // the output went out long ago; backward may reuse buffers
   const int64_t nth = ++ss.backwards[size_t(a.chunk)];  // this chunk's n-th backward this step
-  if (cb.before_backward) cb.before_backward(a.micro_batch, a.chunk, nth == opt_.micro_batches);
+  // Split (BackwardInput): the layers' gradients are finished by the weight
+  // pass, so the callbacks go round that instead.
+  const bool split = a.type == ActionType::BackwardInput;
+  if (cb.before_backward && !split)
+    cb.before_backward(a.micro_batch, a.chunk, nth == opt_.micro_batches);
   s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};  // the forward's masks
   // The chunk's first backward of the step, whichever micro-batch the
   // schedule runs first: its weight gradients still hold zeros.
   s->acts.first_backward_of_step = nth == 1;
+  if (split) {
+    model_.backward_stage_input(s->acts, c, s->inputs.data(), s->targets.data(), dloss,
+                                s->stash.data(), cb.hooks);
+    return;  // the slot stays taken until the weight pass
+  }
   model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss, cb.hooks);
   if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
   if (c.embeds) ss.release(s);  // nothing to send back: done
+}
+
+void PipelineExecutor::run_backward_weight(StepState& ss, const Action& a,
+                                           const PipelineCallbacks& cb) {
+  Slot* s = ss.slot_of(a);
+  // W's run in micro-batch order within a chunk, so the n-th is the n-th
+  // writer of the chunk's weight gradients, as the n-th Backward of 1F1B.
+  const int64_t nth = ++ss.weights[size_t(a.chunk)];
+  if (cb.before_backward) cb.before_backward(a.micro_batch, a.chunk, nth == opt_.micro_batches);
+  model_.backward_stage_weight(s->acts, chunks_[size_t(a.chunk)], s->stash.data(), nth == 1,
+                               cb.hooks);
+  if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
+  ss.release(s);  // its input gradient's send, if any, is waited for by the next owner
 }
 
 void PipelineExecutor::run_reduce_grads(StepState& ss, const PipelineCallbacks& cb) {
@@ -214,13 +253,19 @@ void PipelineExecutor::run_action(StepState& ss, const Action& a, const Pipeline
       break;
     }
     case ActionType::Backward:
+    case ActionType::BackwardInput:
       run_backward(ss, a, cb, dloss);
+      break;
+    case ActionType::BackwardWeight:
+      run_backward_weight(ss, a, cb);
       break;
     case ActionType::SendGrad: {
       Slot* s = ss.slot_of(a);
       s->sends.push_back(
           pp.send_async(s->acts.dresid, ss.wire, Precision::Fp32, int(a.peer_rank), int(tag(a))));
-      ss.release(s);  // the next owner waits for this send before touching the slot
+      // The next owner waits for this send before touching the slot; under
+      // a split backward the weight pass still needs it (and releases it).
+      if (!split_) ss.release(s);
       break;
     }
     case ActionType::ReduceGrads:

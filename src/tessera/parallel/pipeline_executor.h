@@ -15,8 +15,11 @@
 // the chunk shape (GPT::stage_act_shape); the executor allocates
 // peak_in_flight(schedule) of them and hands a slot to a (micro-batch,
 // chunk) from its receive (or first-chunk Forward) until its Backward and
-// the send of its input-gradient are done, in schedule order, so the peak
-// is exactly the schedule's: 1F1B min(m, p - rank), GPipe m.
+// the send of its input-gradient are done (under a split backward, zb-h1:
+// until its BackwardWeight, which reads the saved GEMM inputs and the
+// output gradients its BackwardInput stashed in the slot), in schedule
+// order, so the peak is exactly the schedule's: 1F1B min(m, p - rank),
+// GPipe m, ZB-H1 min(m, p).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -53,9 +56,10 @@ struct PipelineCallbacks {
   // Optional: around every layer of every Forward/Backward (rank-local
   // layer index, as GPT::forward takes them), e.g. the ZeRO engine.
   LayerHooks* hooks = nullptr;
-  // Optional: just before / after each Backward. `last` is true for the
-  // chunk's final Backward of the step, after which its layers' gradients
-  // are complete (a dp engine may start reducing them).
+  // Optional: just before / after each Backward (under a split backward,
+  // zb-h1: each BackwardWeight, which completes the layers' gradients).
+  // `last` is true for the chunk's final one of the step, after which its
+  // layers' gradients are complete (a dp engine may start reducing them).
   std::function<void(int64_t mb, int64_t chunk, bool last)> before_backward;
   std::function<void(int64_t mb, int64_t chunk)> after_backward;
   // At ReduceGrads, after the tied-embedding sum: e.g. the dp reduction.
@@ -102,7 +106,8 @@ class PipelineExecutor {
   float loss() const { return loss_; }
   const std::vector<Action>& actions() const { return actions_; }
   int64_t slots() const { return int64_t(slots_.size()); }
-  // Bytes of every activation slot allocated (the stage's activation memory).
+  // Bytes of every activation slot allocated (the stage's activation
+  // memory), with the split backward's stashes (zb-h1).
   int64_t activation_bytes() const;
 
  private:
@@ -112,6 +117,7 @@ class PipelineExecutor {
   void run_action(StepState& ss, const Action& a, const PipelineCallbacks& cb, float dloss);
   void run_forward(StepState& ss, const Action& a, const PipelineCallbacks& cb);
   void run_backward(StepState& ss, const Action& a, const PipelineCallbacks& cb, float dloss);
+  void run_backward_weight(StepState& ss, const Action& a, const PipelineCallbacks& cb);
   void run_reduce_grads(StepState& ss, const PipelineCallbacks& cb);
 
   GPT& model_;
@@ -121,6 +127,7 @@ class PipelineExecutor {
   std::vector<Action> actions_;
   std::vector<StageChunk> chunks_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  bool split_ = false;  // the schedule splits backward (BackwardInput / BackwardWeight)
   float loss_ = 0.0f;
 };
 

@@ -18,6 +18,8 @@ const char* action_type_name(ActionType t) {
     case ActionType::RecvGrad: return "RecvGrad";
     case ActionType::ReduceGrads: return "ReduceGrads";
     case ActionType::OptimizerStep: return "OptimizerStep";
+    case ActionType::BackwardInput: return "BI";
+    case ActionType::BackwardWeight: return "W";
   }
   return "?";
 }
@@ -26,6 +28,8 @@ std::string action_str(const Action& a) {
   switch (a.type) {
     case ActionType::Forward:
     case ActionType::Backward:
+    case ActionType::BackwardInput:
+    case ActionType::BackwardWeight:
       return fmt::format("{} mb{} c{}", action_type_name(a.type), a.micro_batch, a.chunk);
     case ActionType::SendActivation:
     case ActionType::SendGrad:
@@ -70,10 +74,14 @@ struct Emitter {
     out.push_back({ActionType::Forward, mb, j, -1});
     if (!last(j)) out.push_back({ActionType::SendActivation, mb, j, next()});
   }
-  void backward(int64_t mb, int64_t j) {
+  // Backward, or the input half of a split one (BackwardInput): the same transfers.
+  void backward(int64_t mb, int64_t j, ActionType type = ActionType::Backward) {
     if (!last(j)) out.push_back({ActionType::RecvGrad, mb, j, next()});
-    out.push_back({ActionType::Backward, mb, j, -1});
+    out.push_back({type, mb, j, -1});
     if (!first(j)) out.push_back({ActionType::SendGrad, mb, j, prev()});
+  }
+  void backward_weight(int64_t mb, int64_t j) {
+    out.push_back({ActionType::BackwardWeight, mb, j, -1});
   }
   void finish() {
     out.push_back({ActionType::ReduceGrads, -1, -1, -1});
@@ -98,6 +106,33 @@ void build_1f1b(Emitter& e, int64_t p, int64_t m, int64_t rank) {
     e.backward(i, 0);
   }
   for (int64_t mb = m - warmup; mb < m; ++mb) e.backward(mb, 0);
+}
+
+// ZB-H1 (Qi et al. 2024, arXiv:2401.10241, section 3.1). 1F1B's order of
+// forwards and input backwards, so the input gradient races up the pipeline
+// as fast as in 1F1B with B alone on the critical path; each rank then runs
+// its weight passes `rank` micro-batches behind its input passes. Why that
+// lag: in 1F1B's cool-down rank r waits for p - r - 1 gradients, one B + W
+// apart; here they come one B apart, and the r deferred W's fill the gaps
+// between them (rank r's B's of the cool-down wait on rank p-1's, which has
+// the most, p - 1, W's to spend). With unit F, B, W every rank idles p - 1
+// units instead of 1F1B's 3 (p - 1): a third of the bubble. The lag adds r
+// to rank r's activations held (until W), p - r - 1 + 1 + r = p at most:
+// rank 0's 1F1B peak on every rank.
+void build_zbh1(Emitter& e, int64_t p, int64_t m, int64_t rank) {
+  const int64_t warmup = std::min(p - rank - 1, m);
+  int64_t next_w = 0;  // the oldest micro-batch whose W has not run
+  auto input_backward = [&](int64_t mb) {
+    e.backward(mb, 0, ActionType::BackwardInput);
+    if (mb >= rank) e.backward_weight(next_w++, 0);  // `rank` W's behind
+  };
+  for (int64_t mb = 0; mb < warmup; ++mb) e.forward(mb, 0);
+  for (int64_t i = 0; i < m - warmup; ++i) {
+    e.forward(warmup + i, 0);
+    input_backward(i);
+  }
+  for (int64_t mb = m - warmup; mb < m; ++mb) input_backward(mb);
+  while (next_w < m) e.backward_weight(next_w++, 0);  // the deferred ones
 }
 
 // Interleaved 1F1B. Every rank walks the same sequence of m*v forward
@@ -146,12 +181,13 @@ std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int6
   schedule_validate(kind, p, v, m);
   TESSERA_CHECK(rank >= 0 && rank < p, "pipeline rank {} out of range [0, {})", rank, p);
   std::vector<Action> out;
-  out.reserve(size_t(6 * m * v + 2));  // per (mb, chunk): recv, F, send, recv, B, send
+  out.reserve(size_t(7 * m * v + 2));  // per (mb, chunk): recv, F, send, recv, B, send (, W)
   Emitter e{p, v, rank, out};
   switch (kind) {
     case ScheduleKind::GPipe: build_gpipe(e, m); break;
     case ScheduleKind::OneFOneB: build_1f1b(e, p, m, rank); break;
     case ScheduleKind::Interleaved: build_interleaved(e, p, v, m, rank); break;
+    case ScheduleKind::ZeroBubbleH1: build_zbh1(e, p, m, rank); break;
   }
   e.finish();
   return out;
@@ -181,7 +217,8 @@ int64_t peak_in_flight(const std::vector<Action>& actions) {
   int64_t now = 0, peak = 0;
   for (const Action& a : actions) {
     if (a.type == ActionType::Forward) peak = std::max(peak, ++now);
-    if (a.type == ActionType::Backward) --now;
+    // The activations live until the last pass that reads them.
+    if (a.type == ActionType::Backward || a.type == ActionType::BackwardWeight) --now;
   }
   return peak;
 }

@@ -26,7 +26,8 @@
 //     irecv of every Recv that sits between compute action i and compute
 //     action i+1 when it starts compute action i, so the transfer overlaps
 //     that compute. A Recv always comes directly before the Forward/Backward
-//     that consumes it, and a Send directly after the compute that produced it.
+//     (or BackwardInput) that consumes it, and a Send directly after the
+//     compute that produced it; a BackwardWeight has no transfer.
 //   - A message is identified by (activation|grad, micro-batch, boundary),
 //     boundary = the lower global chunk of the two it connects (g-1 -> g is
 //     boundary g-1). The executor derives its MPI tag from that triple
@@ -53,6 +54,11 @@ enum class ActionType : uint8_t {
   RecvGrad,        // wait for Backward(mb, chunk)'s output-gradient from peer_rank
   ReduceGrads,     // data-parallel gradient reduction, once per step
   OptimizerStep,   // once per step, after ReduceGrads
+  // The split backward of the zero-bubble schedules (zb-h1): Backward's work
+  // in two actions of the same (micro-batch, chunk).
+  BackwardInput,   // input gradients only (SendGrad follows at once); stashes each
+                   // weight GEMM's output gradient
+  BackwardWeight,  // weight (and bias) gradients from that stash; frees the activations
 };
 const char* action_type_name(ActionType t);
 
@@ -85,6 +91,13 @@ int64_t message_boundary(const Action& a, int64_t p, int64_t rank);
 //                forward / one backward alternating, then the remaining backwards.
 //   Interleaved: 1F1B over v chunks per rank, micro-batches in groups of p per
 //                chunk; needs m % p == 0. Bubble (p-1)/(v*m) instead of (p-1)/m.
+//   ZeroBubbleH1: 1F1B's order with each Backward split into BackwardInput
+//                and BackwardWeight (Qi et al. 2024, ZB-H1); rank r runs its
+//                W's r micro-batches behind its B's, so the W's fill the
+//                cool-down's idle time. With equal F, B, W costs the bubble
+//                is a third of 1F1B's; every rank holds at most min(m, p)
+//                activations (1F1B's peak, on rank 0).
+//                Needs p >= 2, v = 1.
 std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int64_t m,
                                    int64_t rank);
 
@@ -105,8 +118,9 @@ struct PipelineSchedule {
 PipelineSchedule build_pipeline(ScheduleKind kind, int64_t p, int64_t v, int64_t m);
 
 // Most chunk-activations held at once by a list (Forward done, its Backward
-// not yet): what activation memory must hold. Depends only on the order, not
-// on costs: 1F1B gives min(m, p - rank), GPipe m.
+// or BackwardWeight not yet): what activation memory must hold. Depends only
+// on the order, not on costs: 1F1B gives min(m, p - rank), GPipe m, ZB-H1
+// min(m, p).
 int64_t peak_in_flight(const std::vector<Action>& actions);
 
 }  // namespace tessera

@@ -40,6 +40,7 @@ struct Sim {
   bool record;
   int64_t chunks;                // p * v
   std::vector<double> fwd, bwd;  // cost by global chunk
+  std::vector<double> bwd_in, bwd_w;  // a split backward's halves, by global chunk
   std::vector<Op> ops;           // all ranks' compiled lists, back to back
   std::vector<size_t> begin;     // rank r's ops are [begin[r], begin[r+1])
   std::vector<Msg> msgs;
@@ -54,6 +55,8 @@ struct Sim {
     TESSERA_CHECK(s.ranks.size() == p, "schedule has {} rank lists, want p = {}", s.ranks.size(),
                   s.p);
     TESSERA_CHECK(c.p2p_latency >= 0, "schedule costs: p2p_latency must be >= 0");
+    TESSERA_CHECK(c.weight_share >= 0 && c.weight_share <= 1,
+                  "schedule costs: weight_share must be in [0, 1] (got {})", c.weight_share);
     TESSERA_CHECK(2 * s.m * chunks < int64_t(UINT32_MAX), "schedule too large to simulate");
     msgs.assign(size_t(2 * s.m * chunks), Msg{});
     compile();
@@ -77,6 +80,10 @@ struct Sim {
     };
     fwd = per_chunk(c.forward_by_chunk, c.forward, "forward");
     bwd = per_chunk(c.backward_by_chunk, c.backward, "backward");
+    for (double b : bwd) {
+      bwd_w.push_back(b * c.weight_share);
+      bwd_in.push_back(b - bwd_w.back());
+    }
     size_t total = 0;
     for (const auto& list : s.ranks) total += list.size();
     ops.reserve(total);
@@ -89,7 +96,8 @@ struct Sim {
                       "malformed schedule: rank {} action '{}' names no (micro-batch, chunk) of "
                       "m = {}, v = {}",
                       r, action_str(a), s.m, s.v);
-        bool compute = a.type == ActionType::Forward || a.type == ActionType::Backward;
+        bool compute = a.type == ActionType::Forward || a.type == ActionType::Backward ||
+                       a.type == ActionType::BackwardInput || a.type == ActionType::BackwardWeight;
         uint32_t arg = step_level ? 0
                        : compute  ? uint32_t(global_chunk(s.p, r, a.chunk))
                                   : slot(a, r);
@@ -145,6 +153,17 @@ struct Sim {
           --n;
           t += bwd[op.arg];
           busy += bwd[op.arg];
+          pipe = std::max(pipe, t);
+          break;
+        case ActionType::BackwardInput:
+          t += bwd_in[op.arg];
+          busy += bwd_in[op.arg];
+          pipe = std::max(pipe, t);
+          break;
+        case ActionType::BackwardWeight:  // the last pass over the activations
+          --n;
+          t += bwd_w[op.arg];
+          busy += bwd_w[op.arg];
           pipe = std::max(pipe, t);
           break;
         case ActionType::SendActivation:

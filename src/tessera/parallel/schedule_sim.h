@@ -7,7 +7,9 @@
 // Semantics:
 //   - Each rank runs its list in order on one clock.
 //   - Forward/Backward take the chunk's cost; ReduceGrads and OptimizerStep
-//     their fixed costs (0 by default).
+//     their fixed costs (0 by default). A split backward (zb-h1) prices its
+//     halves apart: BackwardWeight the share `weight_share` of the chunk's
+//     backward, BackwardInput the rest.
 //   - A Send takes no time on the sender (it is an isend) and makes the data
 //     available at the receiver p2p_latency later.
 //   - A Recv ends at max(now, send time + p2p_latency): the wait.
@@ -17,7 +19,7 @@
 // Bubble fraction, as in Narayanan et al. 2021 (Megatron-LM, SC'21), bubble
 // time over ideal time:
 //     bubble = (p * T_pipe - sum_r busy_r) / sum_r busy_r
-// where busy_r is rank r's Forward + Backward time and T_pipe the time the
+// where busy_r is rank r's Forward + Backward (+ BackwardWeight) time and T_pipe the time the
 // last rank finishes its last pipeline action (the flush; ReduceGrads and
 // OptimizerStep are outside it). With equal per-chunk costs every rank's
 // busy time is the ideal time, so this is (T_pipe - ideal) / ideal, which is
@@ -40,6 +42,11 @@ struct ScheduleCosts {
   // and last chunks also carry the embedding and the head); override the above.
   std::vector<double> forward_by_chunk;
   std::vector<double> backward_by_chunk;
+  // The weight-gradient pass's share of a backward (the dW GEMMs': about
+  // half of a layer's backward GEMM time, as dX and dW GEMMs have the same
+  // FLOPs), for schedules that split it; in [0, 1]. Backward = B + W, so a
+  // split schedule does the same work as an unsplit one.
+  double weight_share = 0.5;
   double p2p_latency = 0.0;     // send issued -> data usable at the receiver
   double reduce_grads = 0.0;    // per rank
   double optimizer_step = 0.0;  // per rank
@@ -58,7 +65,7 @@ struct SimResult {
   double makespan = 0.0;               // last action of any rank ends
   double pipeline_time = 0.0;          // T_pipe above: last Forward/Backward/Send/Recv ends
   double bubble_fraction = 0.0;        // see the header comment
-  std::vector<double> busy;            // per rank: Forward + Backward time
+  std::vector<double> busy;            // per rank: Forward + Backward (B + W) time
   std::vector<double> finish;          // per rank: when its last action ends (stuck: that ran)
   std::vector<int64_t> peak_in_flight; // per rank: most chunk-activations alive at once
   std::vector<std::vector<SimSpan>> timeline;  // per rank, in list order (if recorded)

@@ -6,6 +6,7 @@
 
 #include "tessera/comm/grid_layout.h"
 #include "tessera/core/error.h"
+#include "tessera/model/block.h"
 #include "tessera/model/flops.h"
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/eager_kernels.h"
@@ -84,6 +85,10 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
     const double per_layer = double(activations_bytes(two) - activations_bytes(one));
     a.layers = held_layers * per_layer;
     a.total = double(a.in_flight) * double(activations_bytes(shape));
+    // zb-h1: each slot also keeps its layers' GEMM output gradients from
+    // the input pass to the weight pass (the executor's stash, model/block.h).
+    if (par.schedule == ScheduleKind::ZeroBubbleH1)
+      a.total += double(a.in_flight * shape.L * layer_grad_stash_bytes(shape));
     return a;
   }
   a.layers = held_layers * korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
@@ -105,6 +110,12 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
   // backward: 2 * 4 s b V / t.
   if (has_head)
     a.total += 8.0 * double(m.seq_length * par.micro_batch) * double(m.padded_vocab(par.tp) / par.tp);
+  // zb-h1's stash of GEMM output gradients, as the engine's (above).
+  if (par.schedule == ScheduleKind::ZeroBubbleH1)
+    a.total += double(a.in_flight * layers_per_chunk) *
+               double(layer_grad_stash_bytes(engine_shape(m, par.micro_batch, par.tp, 1, false,
+                                                          par.sequence_parallel, par.recompute,
+                                                          L.precision)));
   return a;
 }
 
@@ -174,6 +185,9 @@ void check_fits(LayoutCost& c, const SystemSpec& sys) {
 // (uneven stages: --decoder-first/last-pipeline-num-layers).
 struct ChunkWork {
   Profile layer_forward, layer_backward;  // backward: with the layer's recompute
+  // zb-h1: the layer's weight pass (seconds), within layer_backward: its dW
+  // GEMMs and, under recomputation, the recompute it runs again.
+  double layer_weight = 0;
   EndOps ends;
   std::vector<int64_t> chunk_layers;  // (pp) layers per chunk of each stage
   // ZeRO-3 (0 without), per micro-batch through one chunk of stage s: its
@@ -259,6 +273,12 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
       if (Op(k) != Op::Comm) p->seconds[k] *= in_situ.seconds[k];
   w.layer_forward = lo.forward;
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
+  // zb-h1's weight pass: half of the backward GEMM time (dX and dW have the
+  // same FLOPs), and the layer recomputed again before it.
+  if (par.schedule == ScheduleKind::ZeroBubbleH1) {
+    w.layer_backward.add(lo.recompute, 1.0);
+    w.layer_weight = 0.5 * lo.backward[Op::Gemm] + lo.recompute.total();
+  }
   // ZeRO-3 units (a layer each) are gathered in 16 bits from the dp shards
   // (per_param.params bytes a parameter) and, in a GPU framework, their
   // gradients reduce-scattered every micro-batch (grad_reduce_bytes).
@@ -313,6 +333,15 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   pc.backward.front() += w.ends.embed_backward.total();
   pc.forward.back() += w.ends.head_forward.total();
   pc.backward.back() += w.ends.head_backward.total();
+  // zb-h1's weight pass: the layers' (ChunkWork::layer_weight); the head's,
+  // the embedding's and the norms' gradients stay in the input pass
+  // (model/gpt.h).
+  double weight = 0, backward = 0;
+  for (int64_t g = 0; g < p * v; ++g) {
+    weight += double(w.chunk_layers[size_t(g % p)]) * w.layer_weight;
+    backward += pc.backward[size_t(g)];
+  }
+  pc.weight_share = backward > 0 ? std::min(1.0, weight / backward) : 0.0;
   const double elt = double(activation_element_bytes(L.precision));
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.
@@ -461,7 +490,7 @@ void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params
 void add_throughput(LayoutCost& c, const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L) {
   const auto& par = L.par;
   const StepBreakdown& b = c.time;
-  const FlopCount fl = step_flops(m, par.global_batch, par.recompute);
+  const FlopCount fl = step_flops(m, par.global_batch, par.recompute, par.schedule);
   c.model_flops = fl.model;
   c.hardware_flops = fl.hardware;
   const double devices = double(L.devices());

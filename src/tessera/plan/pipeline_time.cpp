@@ -45,7 +45,15 @@ PipelineTime pipeline_time_estimate(const PipelineCosts& c) {
   const double max = *std::max_element(busy.begin(), busy.end());
   PipelineTime t;
   t.busiest = max * double(c.m);
-  t.seconds = double(c.m) * max + (sum - max) / double(c.v) + 2.0 * double(c.p - 1) * c.p2p_seconds;
+  double fill = 1.0;  // the part of the other stages' work the pipeline waits for
+  if (c.kind == ScheduleKind::ZeroBubbleH1) {
+    const double f = std::accumulate(c.forward.begin(), c.forward.end(), 0.0);
+    const double b = std::accumulate(c.backward.begin(), c.backward.end(), 0.0);
+    const double w = b * c.weight_share;
+    if (f + b > 0) fill = std::max(0.0, (f + (b - w) - w) / (f + b));
+  }
+  t.seconds = double(c.m) * max + fill * (sum - max) / double(c.v) +
+              2.0 * double(c.p - 1) * c.p2p_seconds;
   t.bubble_fraction = (t.seconds * double(c.p) - sum * double(c.m)) / (sum * double(c.m));
   return t;
 }
@@ -56,6 +64,7 @@ PipelineTime pipeline_time_simulated(const PipelineCosts& c) {
   costs.forward_by_chunk = c.forward;
   costs.backward_by_chunk = c.backward;
   costs.p2p_latency = c.p2p_seconds;
+  costs.weight_share = c.weight_share;
   SimResult r = simulate_schedule(*sched, costs, false);
   PipelineTime t;
   t.seconds = r.pipeline_time;

@@ -14,6 +14,9 @@ struct PipelineCosts {
   int64_t p = 1, v = 1, m = 1;
   std::vector<double> forward, backward;  // seconds per micro-batch, by GLOBAL chunk (p*v)
   double p2p_seconds = 0;                 // one activation / gradient message
+  // Split-backward schedules (zb-h1): the weight pass's share of backward
+  // (ScheduleCosts::weight_share).
+  double weight_share = 0.5;
 };
 
 struct PipelineTime {
@@ -26,7 +29,9 @@ struct PipelineTime {
 // Closed form: T = m * max_r C_r + (sum_r C_r - max_r C_r) / v + 2 (p - 1) p2p,
 // C_r = rank r's forward + backward over its chunks for one micro-batch.
 // With equal costs it is (m + (p - 1)/v) C: the bubble (p - 1)/(v m) of
-// Narayanan et al. 2021 (SC'21, §2.2).
+// Narayanan et al. 2021 (SC'21, §2.2). ZB-H1 idles F + B - W per stage
+// instead of F + B + W (Qi et al. 2024), so its (sum - max) term is scaled
+// by (F + B - W) / (F + B + W) of the totals (B, W: backward's two passes).
 PipelineTime pipeline_time_estimate(const PipelineCosts& c);
 // The engine's schedule, built by build_pipeline and run by simulate_schedule.
 PipelineTime pipeline_time_simulated(const PipelineCosts& c);

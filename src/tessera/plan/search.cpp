@@ -200,6 +200,9 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
               for (Recompute rc : sp.recompute)
                 for (bool seq_par : sp.sequence_parallel) {
                   if (seq_par && !sp_ok) continue;  // tp 1 (planner-only: nothing to split) or T % tp
+                  // What ParallelConfig::validate refuses zb-h1 (checked here
+                  // rather than by an exception per candidate).
+                  if (kind == ScheduleKind::ZeroBubbleH1 && zero >= 2) continue;
                   PlanLayout L;
                   L.par = par;
                   L.par.zero_stage = zero;

@@ -288,7 +288,8 @@ StepStats Trainer::train_step(int64_t step) {
   s.total_steps = cfg_.train_iters;
   s.seconds = sw.elapsed();
   s.tokens = cfg_.par.global_batch * T;
-  FlopCount f = step_flops(cfg_.model, cfg_.par.global_batch, cfg_.par.recompute);
+  FlopCount f = step_flops(cfg_.model, cfg_.par.global_batch, cfg_.par.recompute,
+                           cfg_.par.schedule);
   s.model_flops = f.model;
   s.hardware_flops = f.hardware;
   s.peak_tflops = peak_.tflops;

@@ -47,6 +47,7 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
     auto s = std::make_unique<Slot>();
     activations_init(s->acts, shape);
     s->acts.profile = opt_.profile;
+    s->acts.moe_sums = opt_.moe_sums;
     if (tokens) {
       s->inputs.resize(size_t(shape.N()));
       s->targets.resize(size_t(shape.N()));

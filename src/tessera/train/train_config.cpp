@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
@@ -20,6 +21,12 @@ void check_finite(double v, const char* flag) {
 
 void TrainConfig::validate(int64_t world) const {
   model.validate();
+  // The MoE layer runs on one tensor-parallel rank for now (docs/moe.md):
+  // its parameters are not split and it has no tp collectives. Before the
+  // layout's checks, so the refusal names the reason on any world size.
+  TESSERA_CHECK(!model.moe() || par.tp == 1,
+                "{} with {} > 1 is not supported yet (MoE layers run without tensor "
+                "parallelism)", flag::num_experts, flag::tp);
   par.validate(model, world);
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.

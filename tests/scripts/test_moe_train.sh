@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Mixture of experts end to end (docs/moe.md, issue 35 item 1): a tiny MoE
+# GPT (4 experts, top-2, aux and z-loss) trains on the embedded corpus and
+# its loss falls; its metrics file carries the routing (aux and z-loss,
+# imbalance per MoE layer, tokens dropped); its checkpoint's metadata holds
+# the MoE fields, and --load with another number of experts or top-k is
+# refused in one line naming the difference. A capacity factor drops tokens
+# and says so.
+# Usage: test_moe_train.sh TESSERA_BINARY SOURCE_DIR
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
+bin=$1
+scratch_dir
+model=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+       --micro-batch-size 4 --global-batch-size 8 --no-progress --threads 2
+       --attention-dropout 0 --hidden-dropout 0 --cache-dir "$tmp/cache"
+       --num-experts 4 --moe-router-topk 2 --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001)
+"$bin" train "${model[@]}" --train-iters 60 --lr 3e-3 --lr-warmup-iters 5 --log-interval 10 \
+  --save "$tmp/ck" --save-interval 60 --metrics-file "$tmp/m.jsonl" >"$tmp/log" 2>&1 ||
+  { cat "$tmp/log"; exit 1; }
+/usr/bin/python3 - "$tmp/m.jsonl" "$tmp/ck" <<'PY' || fail "MoE training or its metrics"
+import glob, json, sys
+steps = [json.loads(l) for l in open(sys.argv[1])]
+steps = [s for s in steps if "step" in s]
+first = sum(s["loss"] for s in steps[:5]) / 5
+last = sum(s["loss"] for s in steps[-5:]) / 5
+assert last < first - 1.0, f"loss did not fall: first 5 steps {first:.3f}, last 5 {last:.3f}"
+for s in steps:
+    assert s["moe_aux_loss"] > 0 and s["moe_z_loss"] > 0, s
+    assert s["moe_tokens_dropped"] == 0, s  # dropless
+    assert sorted(s["moe_imbalance"]) == ["0", "1"], s["moe_imbalance"]
+    assert all(v >= 1.0 for v in s["moe_imbalance"].values()), s["moe_imbalance"]
+model = json.load(open(glob.glob(sys.argv[2] + "/*/metadata.json")[0]))["model"]
+assert model["num_experts"] == 4 and model["moe_router_topk"] == 2, model
+assert model["moe_layer_freq"] == 1 and model["moe_router_load_balancing_type"] == "aux_loss", model
+assert abs(model["moe_aux_loss_coeff"] - 0.01) < 1e-8 and abs(model["moe_z_loss_coeff"] - 0.001) < 1e-8, model
+assert "moe_expert_capacity_factor" not in model, model  # dropless: unset
+print(f"ok: MoE loss {first:.3f} -> {last:.3f} over 60 steps; metrics carry aux {steps[-1]['moe_aux_loss']:.3f}, "
+      f"z {steps[-1]['moe_z_loss']:.3f}, imbalance {steps[-1]['moe_imbalance']}; metadata holds the MoE fields")
+PY
+
+# --load refuses another number of experts or top-k, naming the difference.
+expect_refusal 'holds a different model \(num_experts 4 vs 2' \
+  train "${model[@]}" --num-experts 2 --moe-router-topk 1 --train-iters 61 --load "$tmp/ck"
+expect_refusal 'holds a different model \(moe_router_topk 2 vs 1' \
+  train "${model[@]}" --moe-router-topk 1 --train-iters 61 --load "$tmp/ck"
+
+# A capacity factor below 1 drops token choices, and the metrics count them.
+"$bin" train "${model[@]}" --train-iters 3 --moe-expert-capacity-factor 0.5 \
+  --metrics-file "$tmp/cap.jsonl" >"$tmp/cap.log" 2>&1 || { cat "$tmp/cap.log"; exit 1; }
+/usr/bin/python3 - "$tmp/cap.jsonl" <<'PY' || fail "capacity factor"
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1])]
+dropped = [s["moe_tokens_dropped"] for s in steps if "step" in s]
+assert all(d > 0 for d in dropped), dropped
+print(f"ok: capacity factor 0.5 drops {dropped} token choices per step")
+PY
+
+finish "MoE case(s) failed" "a tiny MoE trains, reports its routing, and its checkpoint guards E and top-k"

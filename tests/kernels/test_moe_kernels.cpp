@@ -29,7 +29,7 @@ Routing route(const std::vector<float>& logits, int64_t N, int64_t E, int64_t K,
   Routing r{std::vector<int32_t>(N * K), std::vector<int32_t>(N * K), std::vector<int32_t>(E),
             std::vector<float>(N * K), std::vector<float>(kMoeStats + E)};
   cpu().moe_route_forward(r.idx.data(), r.gates.data(), r.slot.data(), r.counts.data(),
-                          r.stats.data(), logits.data(), N, E, K, capacity);
+                          r.stats.data(), logits.data(), N, E, K, capacity, /*aux_group=*/N);
   return r;
 }
 

@@ -3,7 +3,8 @@
 // z-loss) must give the same logits, step-1 loss, routing stats and every
 // parameter gradient to 1e-5 relative in fp32; variants with a capacity
 // factor that drops tokens, SwiGLU experts without biases (the Llama
-// family), and experts in every other layer only. The trainer's step then
+// family), experts in every other layer only, load balancing off and per
+// sequence (seq_aux_loss). The trainer's step then
 // reports the routing in its metrics.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/core/rng.h"
 #include "tessera/kernels/moe_stats.h"
 #include "tessera/train/trainer.h"
@@ -50,11 +52,14 @@ std::vector<Variant> variants() {
   every_other.moe_layer_freq = 2;  // layers 0 and 2 MoE, 1 dense
   GPTConfig no_balancing = moe(test::tiny_gpt());
   no_balancing.moe_load_balancing = MoeLoadBalancing::None;  // the z-loss alone
+  GPTConfig per_sequence = moe(test::tiny_gpt());
+  per_sequence.moe_load_balancing = MoeLoadBalancing::SeqAuxLoss;
   return {{"Gpt", moe(test::tiny_gpt())},
           {"GptCapacityDrops", capacity},
           {"LlamaSwiglu", moe(test::tiny_llama())},
           {"EveryOtherLayer", every_other},
-          {"NoLoadBalancing", no_balancing}};
+          {"NoLoadBalancing", no_balancing},
+          {"SeqAuxLoss", per_sequence}};
 }
 
 class TorchMoe : public ::testing::TestWithParam<Variant> {};
@@ -128,8 +133,7 @@ TEST_P(TorchMoe, LogitsLossStatsAndGradients) {
   m["config"]["capacity"] = shape.capacity;
   m["config"]["aux_coeff"] = mc.moe_aux_loss_coeff;
   m["config"]["z_coeff"] = mc.moe_z_loss_coeff;
-  m["config"]["load_balancing"] =
-      mc.moe_load_balancing == MoeLoadBalancing::AuxLoss ? "aux_loss" : "none";
+  m["config"]["load_balancing"] = field_text(model_field(flag::moe_load_balancing), mc).value();
   std::ofstream(dir / "manifest.json") << m.dump();
 
   // The trainer's step reports the routing of its micro-batches.

@@ -12,7 +12,8 @@ engine's kernels:
     (b, t) order, the others add nothing;
   * each expert an MLP of the dense one's shapes (GELU or SwiGLU);
   * the Switch/GShard aux loss E / (N^2 K) * sum_e P_e f_e (f_e: the
-    choices of e, a constant) and the z-loss mean(logsumexp^2), each times
+    choices of e, a constant; under seq_aux_loss the same per sequence of T
+    tokens, averaged) and the z-loss mean(logsumexp^2), each times
     its coefficient, added to each micro-batch's mean token loss; the step's
     objective is the mean over its micro-batches.
 It compares the logits of micro-batch 0, the step-1 loss, every gradient,
@@ -72,11 +73,14 @@ class MoeReference(tr.Reference):
             if pre + ".proj.bias" in p:
                 y = y + p[pre + ".proj.bias"][e]
             out = out.index_add(0, rows, gates[rows, ks][:, None] * y)
-        probs = logits.softmax(-1)
-        choices = F.one_hot(order, E).sum((0, 1)).to(tr.DTYPE)               # (E) a constant
-        aux = E / (N * N * K) * (probs.sum(0) * choices).sum()
+        # Switch over groups of G tokens (the micro-batch, or each sequence
+        # under seq_aux_loss), averaged over the groups.
+        G = T if c["load_balancing"] == "seq_aux_loss" else N
+        probs = logits.softmax(-1).view(N // G, G, E)
+        choices = F.one_hot(order, E).sum(1).view(N // G, G, E).sum(1).to(tr.DTYPE)  # a constant
+        aux = (E / (G * G * K) * (probs.sum(1) * choices).sum(-1)).mean()
         z = torch.logsumexp(logits, -1).pow(2).mean()
-        aux_coeff = c["aux_coeff"] if c["load_balancing"] == "aux_loss" else 0.0
+        aux_coeff = 0.0 if c["load_balancing"] == "none" else c["aux_coeff"]
         self.moe_losses.append(aux_coeff * aux + c["z_coeff"] * z)
         self.stats.append((aux.item(), z.item(), int((~keep).sum())))
         return out.view(B, T, C)

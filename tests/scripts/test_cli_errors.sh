@@ -142,8 +142,8 @@ expect_refusal '--moe-expert-capacity-factor must be a finite number > 0 \(got 0
   train "${small[@]}" "${moe[@]}" --moe-expert-capacity-factor 0
 expect_refusal '--moe-expert-capacity-factor must be a finite number > 0 \(got -0.5\)' \
   train "${small[@]}" "${moe[@]}" --moe-expert-capacity-factor=-0.5
-expect_refusal '--moe-router-load-balancing-type must be aux_loss or none \(got .seq_aux_loss.\)' \
-  train "${small[@]}" "${moe[@]}" --moe-router-load-balancing-type seq_aux_loss
+expect_refusal '--moe-router-load-balancing-type must be aux_loss, seq_aux_loss or none \(got .sinkhorn.\)' \
+  train "${small[@]}" "${moe[@]}" --moe-router-load-balancing-type sinkhorn
 expect_refusal '--moe-aux-loss-coeff must be a finite number >= 0' \
   train "${small[@]}" "${moe[@]}" --moe-aux-loss-coeff=-1
 expect_refusal '--num-experts with --tensor-model-parallel-size > 1 is not supported yet' \

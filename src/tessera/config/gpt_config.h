@@ -12,8 +12,10 @@ namespace tessera {
 
 enum class Normalization { LayerNorm, RMSNorm };
 enum class PositionEmbedding { Learned, Rope };
-// --moe-router-load-balancing-type: the Switch/GShard auxiliary loss, or none.
-enum class MoeLoadBalancing { AuxLoss, None };
+// --moe-router-load-balancing-type: the Switch/GShard auxiliary loss over
+// the micro-batch, the same per sequence averaged over its sequences
+// (Megatron's seq_aux_loss), or none.
+enum class MoeLoadBalancing { AuxLoss, SeqAuxLoss, None };
 
 struct GPTConfig {
   int64_t num_layers = 6;
@@ -86,9 +88,9 @@ struct GPTConfig {
   // Global layer l has experts instead of a dense MLP.
   bool moe_layer(int64_t l) const { return moe() && l % moe_layer_freq == 0; }
   bool moe_dropless() const { return moe_capacity_factor == kDropless; }
-  // The aux loss is active (load balancing aux_loss and a coefficient > 0).
+  // The aux loss's coefficient (0 under load balancing none).
   float moe_aux_coeff() const {
-    return moe_load_balancing == MoeLoadBalancing::AuxLoss ? moe_aux_loss_coeff : 0.0f;
+    return moe_load_balancing == MoeLoadBalancing::None ? 0.0f : moe_aux_loss_coeff;
   }
   // Each expert's capacity for a micro-batch of `tokens` tokens (Megatron's
   // get_capacity); tokens * topk (no limit) when dropless.

@@ -27,7 +27,8 @@ constexpr FieldRange kLayers{1, int64_t(1) << 16, "in [1, 65536]"};
 
 constexpr std::array<const char*, 2> kNorms{"LayerNorm", "RMSNorm"};
 constexpr std::array<const char*, 2> kPositions{"learned_absolute", "rope"};
-constexpr std::array<const char*, 2> kBalancing{"aux_loss", "none"};
+// In MoeLoadBalancing's order.
+constexpr std::array<const char*, 3> kBalancing{"aux_loss", "seq_aux_loss", "none"};
 
 // The MoE fields other than --num-experts are stored and written only for
 // an MoE model, so a dense model's files and commands name none of them.
@@ -158,15 +159,15 @@ const std::array<Field<G>, 27> kFields{{
     {.flag = flag::moe_load_balancing, .json_key = "moe_router_load_balancing_type",
      .surfaces = kMoeTraining,
      .access = ChoiceAccess<G>{[](const G& m) {
-                                 return kBalancing[m.moe_load_balancing == MoeLoadBalancing::None];
+                                 return kBalancing[size_t(m.moe_load_balancing)];
                                },
                                [](G& m, std::string_view v) {
-                                 m.moe_load_balancing = v == kBalancing[1]
-                                                            ? MoeLoadBalancing::None
-                                                            : MoeLoadBalancing::AuxLoss;
+                                 for (size_t i = 0; i < kBalancing.size(); ++i)
+                                   if (v == kBalancing[i]) m.moe_load_balancing = MoeLoadBalancing(i);
                                },
                                kBalancing},
-     .help = "aux_loss (--moe-aux-loss-coeff applies) or none",
+     .help = "aux_loss (over the micro-batch), seq_aux_loss (per sequence, averaged) or none: "
+             "the loss --moe-aux-loss-coeff multiplies",
      .written = moe_not_default<&G::moe_load_balancing>, .stored = moe},
     {.flag = flag::moe_capacity_factor, .json_key = "moe_expert_capacity_factor",
      .surfaces = kMoeTraining, .access = &G::moe_capacity_factor,

@@ -8,7 +8,7 @@
 namespace tessera::kernels {
 
 enum MoeStat : int64_t {
-  kMoeAuxLoss = 0,  // E / (N^2 K) * sum_e P_e f_e, the aux loss before its coefficient
+  kMoeAuxLoss = 0,  // the aux loss before its coefficient (backend_methods.inc: moe_route_forward)
   kMoeZLoss = 1,    // mean over tokens of logsumexp(logits)^2, before its coefficient
   kMoeDropped = 2,  // token choices dropped by the capacity
   kMoeTokens = 3,   // tokens routed (N)

@@ -169,6 +169,8 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
     s.capacity = m.moe_capacity(B * m.seq_length);
     s.moe_aux_coeff = m.moe_aux_coeff();
     s.moe_z_coeff = m.moe_z_loss_coeff;
+    s.moe_aux_group = m.moe_load_balancing == MoeLoadBalancing::SeqAuxLoss ? m.seq_length
+                                                                            : B * m.seq_length;
   }
   if (sequence_parallel && tp > 1) {
     TESSERA_CHECK(m.seq_length % tp == 0,

@@ -7,7 +7,7 @@ void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& 
   const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R();
   ops.matmul_forward(m.logits, ln2, w.router_w, nullptr, N, C, E);  // (N, E)
   ops.moe_route_forward(m.idx, m.gates, m.slot, m.counts, m.stats, m.logits, N, E, K,
-                        s.capacity);
+                        s.capacity, s.moe_aux_group);
   ops.moe_permute_forward(m.xs, ln2, m.slot, N, K, C);  // (R, C)
   ops.grouped_matmul_forward(m.h, m.xs, w.experts_fc_w, w.experts_fc_b, m.counts, R, E, C,
                              s.Ff());  // (R, Ff)
@@ -41,8 +41,8 @@ void moe_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWei
                               w.experts_fc_w, m.counts, R, E, C, s.Ff(), add_dw);
   ops.moe_permute_backward(dln2, scratch.moe_dxs, m.slot, N, K, C);  // (N, C) written
   const float scale = scratch.moe_loss_scale;
-  ops.moe_route_backward(scratch.moe_dlogits, scratch.moe_dgates, m.logits, m.idx, m.gates,
-                         m.stats, N, E, K, scale * s.moe_aux_coeff, scale * s.moe_z_coeff);
+  ops.moe_route_backward(scratch.moe_dlogits, scratch.moe_dgates, m.logits, m.idx, m.gates, N, E,
+                         K, s.moe_aux_group, scale * s.moe_aux_coeff, scale * s.moe_z_coeff);
   // The router: dln2 += dlogits @ router, and its weight's gradient.
   ops.matmul_backward(dln2, g.router_w, nullptr, scratch.moe_dlogits, ln2, w.router_w, N, C, E,
                       /*accumulate_dinp=*/true, add_dw);

@@ -43,11 +43,25 @@ void scaled_row(typename S::T* dst, const float* src, float g, int64_t C) {
   for (int64_t c = 0; c < C; ++c) dst[c] = S::store(g * src[c]);
 }
 
+// The aux loss's constant per group of G tokens and expert: E / (G^2 K)
+// times the expert's choices in the group, over the groups' count (the
+// loss is their mean). coef (N / G, E).
+std::vector<double> aux_coefficients(const int32_t* idx, int64_t N, int64_t E, int64_t K,
+                                     int64_t G) {
+  TESSERA_CHECK(G >= 1 && N % G == 0, "moe_route: {} tokens in groups of {}", N, G);
+  const int64_t groups = N / G;
+  std::vector<double> coef(size_t(groups * E), 0.0);
+  for (int64_t i = 0; i < N * K; ++i) coef[size_t((i / K) / G * E + idx[i])] += 1.0;
+  const double scale = double(E) / (double(G) * double(G) * double(K) * double(groups));
+  for (double& c : coef) c *= scale;
+  return coef;
+}
+
 }  // namespace
 
 void CpuBackend::moe_route_forward(int32_t* idx, float* gates, int32_t* slot, int32_t* counts,
                                    float* stats, const float* logits, int64_t N, int64_t E,
-                                   int64_t K, int64_t capacity) const {
+                                   int64_t K, int64_t capacity, int64_t aux_group) const {
   TESSERA_CHECK(K >= 1 && K <= E, "moe_route_forward: top-{} of {} experts", K, E);
   // Top-k by repeated selection: the largest logit not yet taken, the
   // lowest expert index on a tie (strict >), so every layout picks the same.
@@ -71,15 +85,16 @@ void CpuBackend::moe_route_forward(int32_t* idx, float* gates, int32_t* slot, in
       gates[n * K + k] = float(std::exp(double(l[ix[k]] - l[ix[0]])) / sum);
   }
   // Capacity in token order: serial, the (b, t) order of the micro-batch.
-  std::vector<double> prob_sum(size_t(E), 0.0);  // (E) P_e * N
-  std::vector<int64_t> chosen(size_t(E), 0);     // (E) choices before drops
+  const std::vector<double> coef = aux_coefficients(idx, N, E, K, aux_group);  // (N / G, E)
+  std::vector<int64_t> chosen(size_t(E), 0);  // (E) choices before drops
   std::fill(counts, counts + E, 0);
-  double z = 0;
+  double aux = 0, z = 0;
   int64_t dropped = 0;
   for (int64_t n = 0; n < N; ++n) {
     const float* l = logits + n * E;
     const RowSoftmax r = row_softmax(l, E);
-    for (int64_t e = 0; e < E; ++e) prob_sum[size_t(e)] += r.prob(l[e]);
+    const double* c = coef.data() + (n / aux_group) * E;  // (E) this token's group
+    for (int64_t e = 0; e < E; ++e) aux += c[e] * double(r.prob(l[e]));
     z += r.lse() * r.lse();
     for (int64_t k = 0; k < K; ++k) {
       const int32_t e = idx[n * K + k];
@@ -96,9 +111,7 @@ void CpuBackend::moe_route_forward(int32_t* idx, float* gates, int32_t* slot, in
   for (int64_t e = 1; e < E; ++e) offset[size_t(e)] = offset[size_t(e - 1)] + counts[e - 1];
   for (int64_t i = 0; i < N * K; ++i)
     if (slot[i] >= 0) slot[i] += offset[size_t(idx[i])];
-  double aux = 0;
-  for (int64_t e = 0; e < E; ++e) aux += prob_sum[size_t(e)] * double(chosen[size_t(e)]);
-  stats[kMoeAuxLoss] = float(aux * double(E) / (double(N) * double(N) * double(K)));
+  stats[kMoeAuxLoss] = float(aux);
   stats[kMoeZLoss] = float(z / double(N));
   stats[kMoeDropped] = float(dropped);
   stats[kMoeTokens] = float(N);
@@ -106,26 +119,24 @@ void CpuBackend::moe_route_forward(int32_t* idx, float* gates, int32_t* slot, in
 }
 
 void CpuBackend::moe_route_backward(float* dlogits, const float* dgates, const float* logits,
-                                    const int32_t* idx, const float* gates, const float* stats,
-                                    int64_t N, int64_t E, int64_t K, float aux_scale,
+                                    const int32_t* idx, const float* gates, int64_t N, int64_t E,
+                                    int64_t K, int64_t aux_group, float aux_scale,
                                     float z_scale) const {
-  // d aux / d p_e (every token alike): aux_scale * E / (N^2 K) * choices_e.
-  std::vector<double> daux(static_cast<size_t>(E));  // (E)
-  for (int64_t e = 0; e < E; ++e)
-    daux[size_t(e)] = double(aux_scale) * double(E) / (double(N) * double(N) * double(K)) *
-                      double(stats[kMoeStats + e]);
+  // d aux / d p[n, e]: the coefficient of n's group (the choices held constant).
+  const std::vector<double> coef = aux_coefficients(idx, N, E, K, aux_group);  // (N / G, E)
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* l = logits + n * E;  // (E)
     float* dl = dlogits + n * E;      // (E)
     const RowSoftmax r = row_softmax(l, E);
-    // Through the full softmax: aux (dp = daux) and z (d lse^2 / N = 2 lse / N * p).
+    const double* c = coef.data() + (n / aux_group) * E;  // (E)
+    // Through the full softmax: aux (dp = aux_scale c) and z (d lse^2 / N = 2 lse / N * p).
     double dot = 0;
-    for (int64_t e = 0; e < E; ++e) dot += double(r.prob(l[e])) * daux[size_t(e)];
+    for (int64_t e = 0; e < E; ++e) dot += double(r.prob(l[e])) * double(aux_scale) * c[e];
     const double dz = double(z_scale) * 2.0 * r.lse() / double(N);
     for (int64_t e = 0; e < E; ++e) {
       const double p = r.prob(l[e]);
-      dl[e] = float(p * (daux[size_t(e)] - dot) + dz * p);
+      dl[e] = float(p * (double(aux_scale) * c[e] - dot) + dz * p);
     }
     // Through the gates, the softmax over the chosen logits.
     const float* g = gates + n * K;

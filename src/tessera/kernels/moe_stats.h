@@ -1,7 +1,7 @@
 // What moe_route_forward (backend_methods.inc) reports about one MoE
 // layer's routing of a micro-batch: stats (kMoeStats + E) fp32. The model
 // reads nothing of it; the trainer sums it into the step's metrics
-// (train/moe_metrics.h) and moe_route_backward reads the choices per expert.
+// (train/moe_metrics.h) and the tests compare it with PyTorch's.
 #pragma once
 #include <cstdint>
 

@@ -150,7 +150,7 @@ const std::array<Field<G>, 27> kFields{{
      .range = FieldRange{1, int64_t(1) << 16, ">= 1"}, .written = moe, .stored = moe},
     {.flag = flag::moe_aux_loss_coeff, .json_key = "moe_aux_loss_coeff",
      .surfaces = kMoeTraining, .access = &G::moe_aux_loss_coeff,
-     .help = "coefficient of the Switch/GShard load-balancing loss (aux_loss)",
+     .help = "coefficient of the Switch/GShard load-balancing loss (aux_loss or seq_aux_loss)",
      .written = moe_not_default<&G::moe_aux_loss_coeff>, .stored = moe},
     {.flag = flag::moe_z_loss_coeff, .json_key = "moe_z_loss_coeff", .surfaces = kMoeTraining,
      .access = &G::moe_z_loss_coeff,

@@ -54,6 +54,12 @@ printf 'num-layers = 2\nhidden-size = 64\nnum-attention-heads = 4\nseq-length = 
 expect_refusal "key 'num-experts': tessera plan does not plan mixture-of-experts models yet" \
   plan --model "$tmp/moe_model.toml" --devices 2
 
+# Generation and Hugging Face export have no MoE path yet: both refuse.
+expect_refusal 'generation of a mixture-of-experts model \(--num-experts\) is not supported yet' \
+  generate --checkpoint "$tmp/ck" --prompt "hi" --max-new-tokens 2
+expect_refusal 'no Hugging Face architecture holds this model yet: --num-experts' \
+  export --checkpoint "$tmp/ck" --output "$tmp/hf"
+
 # A capacity factor below 1 drops token choices, and the metrics count them.
 "$bin" train "${model[@]}" --train-iters 3 --moe-expert-capacity-factor 0.5 \
   --metrics-file "$tmp/cap.jsonl" >"$tmp/cap.log" 2>&1 || { cat "$tmp/cap.log"; exit 1; }

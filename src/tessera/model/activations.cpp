@@ -72,12 +72,12 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
     shared.ln2 = c.temp_act(Ns * s.C);
     shared.ln2_mean = mean_temp();
     shared.ln2_rstd = c.temp(Ns);
-    shared.fch = c.temp_act(BT * Ff);
+    if (s.dense_mlp) shared.fch = c.temp_act(BT * Ff);
   }
   if (rc != Recompute::None) {
     shared.atty = c.temp_act(BT * s.Cl);
     shared.lse = c.temp(s.B * s.NH * s.T);
-    shared.fch_gelu = c.temp_act(BT * s.F);
+    if (s.dense_mlp) shared.fch_gelu = c.temp_act(BT * s.F);
   }
   for (auto& l : layers) {
     l = shared;
@@ -96,9 +96,9 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
       l.ln2 = c.keep_act(Ns * s.C);
       l.ln2_mean = mean_keep();
       l.ln2_rstd = c.keep(Ns);
-      l.fch = c.keep_act(BT * Ff);
+      if (s.dense_mlp) l.fch = c.keep_act(BT * Ff);
     }
-    if (rc == Recompute::None) l.fch_gelu = c.keep_act(BT * s.F);
+    if (rc == Recompute::None && s.dense_mlp) l.fch_gelu = c.keep_act(BT * s.F);
     // Always kept: the next layer's input (or the stage's output).
     l.res_out = c.keep(Ns * s.C);
     if (s.moe()) carve_moe(l.moe, s, c);
@@ -119,8 +119,8 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   a.dln = c.temp(BT * s.C);
   a.dqkv = c.temp(BT * Cqkv);
   a.datty = c.temp(BT * s.Cl);
-  a.dfch = c.temp(BT * Ff);
-  a.dact = s.swiglu ? c.temp(BT * s.F) : nullptr;
+  a.dfch = s.dense_mlp ? c.temp(BT * Ff) : nullptr;
+  a.dact = s.swiglu && s.dense_mlp ? c.temp(BT * s.F) : nullptr;
   a.tp_full = s.sp() ? c.temp(BT * s.C) : nullptr;
   const bool moe = s.moe();
   const int64_t R = moe ? s.R() : 0;
@@ -171,6 +171,7 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
     s.moe_z_coeff = m.moe_z_loss_coeff;
     s.moe_aux_group = m.moe_load_balancing == MoeLoadBalancing::SeqAuxLoss ? m.seq_length
                                                                             : B * m.seq_length;
+    s.dense_mlp = m.moe_layer_freq > 1;
   }
   if (sequence_parallel && tp > 1) {
     TESSERA_CHECK(m.seq_length % tp == 0,

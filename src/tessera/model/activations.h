@@ -51,6 +51,9 @@ struct ActShape {
   // Tokens the aux loss balances over: the micro-batch (N, aux_loss) or
   // each sequence (T, seq_aux_loss), averaged over the groups.
   int64_t moe_aux_group = 0;
+  // Some layer has a dense MLP (false when every layer is an MoE layer,
+  // --moe-layer-freq 1): only then are the dense MLP's views carved.
+  bool dense_mlp = true;
 
   int64_t N() const { return B * T; }
   bool moe() const { return E > 0; }

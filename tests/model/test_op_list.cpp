@@ -1,7 +1,7 @@
 // The op list (model/op_list.h) is what the engine runs: one process, one
 // micro-batch through the whole model on the CPU backend, recording
 // (tests/common/op_recorder.h), for each recompute mode, fp32 / bf16 / fp16,
-// dropout off / on, GPT-2 and the Llama family. The trace, taken on
+// dropout off / on, GPT-2, the Llama family and MoE layers. The trace, taken on
 // buffers nobody allocated, lists the same calls in the same order with the
 // same shapes and costs. tests/mpi/mpi_test_op_list.cpp checks the
 // collectives under tp 2.
@@ -27,10 +27,12 @@ struct Case {
   Precision precision;
   bool dropout;
   bool llama = false;  // the Llama family's block (test::tiny_llama)
+  bool moe = false;    // 4 experts, top-2, aux and z-loss (model/moe_layer.h)
 };
 
 std::string name_of(const Case& c) {
-  return std::string(c.llama ? "llama " : "") + recompute_name(c.recompute) + " " +
+  return std::string(c.llama ? "llama " : "") + (c.moe ? "moe " : "") +
+         recompute_name(c.recompute) + " " +
          precision_name(c.precision) + (c.dropout ? " dropout" : " no-dropout");
 }
 
@@ -38,6 +40,12 @@ GPTConfig model_for(const Case& c) {
   GPTConfig m = test::tiny_gpt(2);
   if (c.llama) m = test::tiny_llama(2);
   if (c.dropout) m.attention_dropout = 0.1f, m.hidden_dropout = 0.1f;
+  if (c.moe) {
+    m.num_experts = 4;
+    m.moe_router_topk = 2;
+    m.moe_aux_loss_coeff = 0.01f;
+    m.moe_z_loss_coeff = 0.001f;
+  }
   return m;
 }
 
@@ -99,10 +107,15 @@ TEST_P(OpListMatchesTheEngine, CallByCall) {
   EXPECT_EQ(ran.backward, bw) << name_of(c) << "\nran backward:\n"
                               << test::describe(ran.backward) << "traced backward:\n"
                               << test::describe(bw);
-  // Not vacuous: the tiny model runs 2 x 4 linears + the head forward.
-  int64_t gemms = 0;
-  for (const test::Call& k : ran.forward) gemms += k.kernel == "matmul_forward";
-  EXPECT_EQ(gemms, 2 * 4 + 1) << name_of(c);
+  // Not vacuous: the tiny model runs 2 x 4 linears + the head forward; an
+  // MoE layer's MLP is the router's GEMM and two grouped ones.
+  int64_t gemms = 0, grouped = 0;
+  for (const test::Call& k : ran.forward) {
+    gemms += k.kernel == "matmul_forward";
+    grouped += k.kernel == "grouped_matmul_forward";
+  }
+  EXPECT_EQ(gemms, 2 * (c.moe ? 3 : 4) + 1) << name_of(c);
+  EXPECT_EQ(grouped, c.moe ? 2 * 2 : 0) << name_of(c);
 }
 
 std::vector<Case> all_cases() {
@@ -111,6 +124,8 @@ std::vector<Case> all_cases() {
     for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
       for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp16})
         for (bool d : {false, true}) v.push_back({r, p, d, llama});
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    for (Precision p : {Precision::Fp32, Precision::Bf16}) v.push_back({r, p, true, false, true});
   return v;
 }
 

@@ -16,6 +16,29 @@ TEST(ParamLayout, Gpt2SmallHasItsPublishedParameterCount) {
   EXPECT_EQ(ParamLayout::count_model_params(gpt2_124m()), 124439808);
 }
 
+// An MoE layer (docs/moe.md) holds a router (E, C) and E experts of the
+// dense MLP's shapes stacked on a leading dim, in place of the MLP; with
+// --moe-layer-freq 2 the odd layers keep their dense MLP.
+TEST(ParamLayout, MoeLayersHoldARouterAndStackedExperts) {
+  GPTConfig m = gpt2_124m();
+  const int64_t C = m.hidden_size, F = m.ffn();
+  const int64_t dense = ParamLayout::count_model_params(m);
+  m.num_experts = 8;
+  m.moe_layer_freq = 2;
+  const ParamLayout L = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+  EXPECT_EQ(L.find("h.0.mlp.router.weight").global_shape, Shape({8, C}));
+  EXPECT_EQ(L.find("h.0.mlp.experts.fc.weight").global_shape, Shape({8, F, C}));
+  EXPECT_EQ(L.find("h.0.mlp.experts.fc.bias").global_shape, Shape({8, F}));
+  EXPECT_EQ(L.find("h.0.mlp.experts.proj.weight").global_shape, Shape({8, C, F}));
+  EXPECT_EQ(L.find("h.0.mlp.experts.proj.bias").global_shape, Shape({8, C}));
+  EXPECT_FALSE(L.contains("h.0.mlp.fc.weight"));
+  EXPECT_TRUE(L.contains("h.1.mlp.fc.weight"));
+  EXPECT_FALSE(L.contains("h.1.mlp.router.weight"));
+  // Six MoE layers of 12, each 7 more MLPs and a router than the dense one.
+  const int64_t mlp = 2 * C * F + F + C;
+  EXPECT_EQ(ParamLayout::count_model_params(m), dense + 6 * (7 * mlp + 8 * C));
+}
+
 TEST(ParamLayout, OneRankBufferIsContiguousWithinUnitsAndUnitsAligned) {
   GPTConfig m = gpt2_124m();
   ParamLayout L = ParamLayout::build(m, ParallelConfig{}, 0, 0);

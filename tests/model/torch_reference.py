@@ -87,6 +87,18 @@ class Reference:
         y = x @ p[prefix + ".weight"].T
         return y + p[prefix + ".bias"] if prefix + ".bias" in p else y
 
+    def activation(self, u):
+        """GELU (tanh), or SwiGLU of u = [gate | up]."""
+        if self.c["swiglu"]:
+            gate, up = u.chunk(2, dim=-1)
+            return F.silu(gate) * up
+        return F.gelu(u, approximate="tanh")
+
+    def mlp(self, h, l):
+        """Layer l's MLP of its normed input h (B, T, C); torch_moe_reference.py
+        replaces it with the experts."""
+        return self.linear(self.activation(self.linear(h, f"h.{l}.mlp.fc")), f"h.{l}.mlp.proj")
+
     def forward(self, idx):
         c, p = self.c, self.params
         B, T = idx.shape
@@ -113,14 +125,7 @@ class Reference:
             att = att.masked_fill(~mask, float("-inf")).softmax(-1)
             y = (att @ v).transpose(1, 2).reshape(B, T, H * hs)
             x = x + self.linear(y, f"h.{l}.attn.proj")
-            h = self.norm(x, f"h.{l}.ln_2")
-            u = self.linear(h, f"h.{l}.mlp.fc")
-            if c["swiglu"]:
-                gate, up = u.chunk(2, dim=-1)
-                u = F.silu(gate) * up
-            else:
-                u = F.gelu(u, approximate="tanh")
-            x = x + self.linear(u, f"h.{l}.mlp.proj")
+            x = x + self.mlp(self.norm(x, f"h.{l}.ln_2"), l)
         x = self.norm(x, "ln_f")
         head = p["lm_head.weight"] if "lm_head.weight" in p else p["wte"]
         return x @ head[:V].T  # padding rows never predicted

@@ -131,6 +131,27 @@ expect_llama_error '--position-embedding-type must be learned_absolute or rope' 
 expect_llama_error '--norm-epsilon must be a finite number > 0' train "${llama[@]}" --norm-epsilon 0
 expect_llama_error '--rotary-base must be a finite number > 1' train "${llama[@]}" --rotary-base 1
 
+# Mixture of experts (docs/moe.md): each bad combination is one line and
+# exit 2, before anything is allocated.
+moe=(--num-experts 4 --moe-router-topk 2)
+expect_refusal '--moe-router-topk \(5\) must be <= --num-experts \(4\)' \
+  train "${small[@]}" --num-experts 4 --moe-router-topk 5
+expect_refusal '--num-experts must be >= 1 \(got -1\)' train "${small[@]}" --num-experts -1
+expect_refusal '--moe-router-topk must be >= 1 \(got 0\)' train "${small[@]}" --num-experts 4 --moe-router-topk 0
+expect_refusal '--moe-expert-capacity-factor must be a finite number > 0 \(got 0\)' \
+  train "${small[@]}" "${moe[@]}" --moe-expert-capacity-factor 0
+expect_refusal '--moe-expert-capacity-factor must be a finite number > 0 \(got -0.5\)' \
+  train "${small[@]}" "${moe[@]}" --moe-expert-capacity-factor=-0.5
+expect_refusal '--moe-router-load-balancing-type must be aux_loss, seq_aux_loss or none \(got .sinkhorn.\)' \
+  train "${small[@]}" "${moe[@]}" --moe-router-load-balancing-type sinkhorn
+expect_refusal '--moe-aux-loss-coeff must be a finite number >= 0' \
+  train "${small[@]}" "${moe[@]}" --moe-aux-loss-coeff=-1
+expect_refusal '--num-experts with --tensor-model-parallel-size > 1 is not supported yet' \
+  train "${small[@]}" "${moe[@]}" --tensor-model-parallel-size 2 --dry-run --dry-run-ranks 2
+expect_refusal '--num-experts with --pipeline-schedule zb-h1 is not supported yet' \
+  train "${small[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 \
+  --dry-run --dry-run-ranks 2
+
 # And a valid run still works: the errors above are not the only outcome.
 if ! "$bin" train "${small[@]}" --peak-tflops 1 > "$tmp/ok.log" 2>&1; then
   fail "a valid small run failed:"; cat "$tmp/ok.log"

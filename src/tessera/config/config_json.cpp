@@ -66,7 +66,13 @@ std::string model_difference(const GPTConfig& a, const GPTConfig& b) {
                         diff("seq_length", a.seq_length, b.seq_length),
                         diff("max_position_embeddings", a.positions(), b.positions()),
                         diff("vocab_size", a.vocab_size, b.vocab_size),
-                        diff("ffn_hidden_size", a.ffn(), b.ffn())})
+                        diff("ffn_hidden_size", a.ffn(), b.ffn()),
+                        // Experts and routing change the parameters or what they compute.
+                        diff("num_experts", a.num_experts, b.num_experts),
+                        diff("moe_router_topk", a.moe() ? a.moe_router_topk : 0,
+                             b.moe() ? b.moe_router_topk : 0),
+                        diff("moe_layer_freq", a.moe() ? a.moe_layer_freq : 0,
+                             b.moe() ? b.moe_layer_freq : 0)})
     if (!d.empty()) return d;
   // The family's switches: each changes the parameters or what they compute.
   auto text = [](const char* what, const std::string& x, const std::string& y) {

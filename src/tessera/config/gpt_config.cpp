@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -30,11 +31,32 @@ void check_sizes_fit(const GPTConfig& m) {
   // (2 C F, or 3 C F under SwiGLU: 3 bounds both), biases and norms. The
   // table counts twice for an untied output layer.
   const int64_t C4 = checked_mul(4, C, what);
+  // E experts (and their router) in place of one MLP.
+  const int64_t mlps = std::max<int64_t>(m.num_experts, 1) + (m.moe() ? 1 : 0);
   const int64_t layer = checked_add(checked_add(checked_mul(C4, C, what),
-                                                checked_mul(checked_mul(3, C, what), F, what), what),
+                                                checked_mul(checked_mul(checked_mul(3, C, what), F, what), mlps, what), what),
                                     checked_add(checked_mul(16, C, what), F, what), what);
   const int64_t params = checked_add(checked_mul(2, table, what), checked_mul(m.num_layers, layer, what), what);
   checked_mul(params, 16, what);
+}
+
+void check_moe(const GPTConfig& m) {
+  check_field_range(model_field(flag::num_experts), m.num_experts);
+  if (!m.moe()) return;
+  check_field_range(model_field(flag::moe_layer_freq), m.moe_layer_freq);
+  check_field_range(model_field(flag::moe_router_topk), m.moe_router_topk);
+  TESSERA_CHECK(m.moe_router_topk <= m.num_experts, "{} ({}) must be <= {} ({})",
+                flag::moe_router_topk, m.moe_router_topk, flag::num_experts, m.num_experts);
+  // The negated forms also refuse NaN.
+  TESSERA_CHECK(m.moe_dropless() || (m.moe_capacity_factor > 0 && std::isfinite(m.moe_capacity_factor)),
+                "{} must be a finite number > 0 (got {})", flag::moe_capacity_factor,
+                m.moe_capacity_factor);
+  TESSERA_CHECK(m.moe_aux_loss_coeff >= 0 && std::isfinite(m.moe_aux_loss_coeff),
+                "{} must be a finite number >= 0 (got {})", flag::moe_aux_loss_coeff,
+                m.moe_aux_loss_coeff);
+  TESSERA_CHECK(m.moe_z_loss_coeff >= 0 && std::isfinite(m.moe_z_loss_coeff),
+                "{} must be a finite number >= 0 (got {})", flag::moe_z_loss_coeff,
+                m.moe_z_loss_coeff);
 }
 
 }  // namespace
@@ -75,7 +97,15 @@ void GPTConfig::validate() const {
                 flag::hidden_size, flag::num_heads, head_size());
   TESSERA_CHECK(!rope() || (rotary_base > 1 && std::isfinite(rotary_base)),
                 "{} must be a finite number > 1 (got {})", flag::rotary_base, rotary_base);
+  check_moe(*this);
   check_sizes_fit(*this);
+}
+
+int64_t GPTConfig::moe_capacity(int64_t tokens) const {
+  // An expert can take each token once: `tokens` is no limit at all.
+  if (moe_dropless()) return tokens;
+  const double per_expert = double(tokens) * double(moe_router_topk) / double(num_experts);
+  return std::min<int64_t>(int64_t(std::ceil(per_expert * double(moe_capacity_factor))), tokens);
 }
 
 std::string GPTConfig::summary() const {
@@ -87,6 +117,10 @@ std::string GPTConfig::summary() const {
                      swiglu ? " swiglu" : "", rope() ? fmt::format(" rope {}", rotary_base) : "",
                      num_query_groups > 0 ? fmt::format(" gqa {}", num_query_groups) : "",
                      untie_embeddings ? " untied" : "", add_bias_linear ? "" : " no-bias");
+  if (moe())
+    s += fmt::format(" moe {} experts top-{} every {} layer(s){}", num_experts, moe_router_topk,
+                     moe_layer_freq,
+                     moe_dropless() ? "" : fmt::format(" capacity {}", moe_capacity_factor));
   if (attention_dropout > 0 || hidden_dropout > 0)
     s += fmt::format(" dropout attention {} hidden {}", attention_dropout, hidden_dropout);
   return s;

@@ -12,6 +12,10 @@ namespace tessera {
 
 enum class Normalization { LayerNorm, RMSNorm };
 enum class PositionEmbedding { Learned, Rope };
+// --moe-router-load-balancing-type: the Switch/GShard auxiliary loss over
+// the micro-batch, the same per sequence averaged over its sequences
+// (Megatron's seq_aux_loss), or none.
+enum class MoeLoadBalancing { AuxLoss, SeqAuxLoss, None };
 
 struct GPTConfig {
   int64_t num_layers = 6;
@@ -48,6 +52,22 @@ struct GPTConfig {
   bool untie_embeddings = false;  // --untie-embeddings-and-output-weights: own lm_head
   bool add_bias_linear = true;    // false under --disable-bias-linear: no GEMM biases
 
+  // ---- mixture of experts (Megatron-LM's flags; docs/moe.md) ----
+  // --num-experts E: the MLP of every --moe-layer-freq-th layer (l % freq
+  // == 0, Megatron's integer form) becomes E experts of the same width
+  // (GELU or SwiGLU) behind a router; 0: every MLP dense.
+  int64_t num_experts = 0;
+  int64_t moe_layer_freq = 1;
+  int64_t moe_router_topk = 2;          // --moe-router-topk: experts per token
+  float moe_aux_loss_coeff = 0.0f;      // --moe-aux-loss-coeff (Switch/GShard)
+  float moe_z_loss_coeff = 0.0f;        // --moe-z-loss-coeff (ST-MoE router z-loss)
+  MoeLoadBalancing moe_load_balancing = MoeLoadBalancing::AuxLoss;
+  // --moe-expert-capacity-factor: each expert takes at most
+  // ceil(tokens * topk / E * factor) of a micro-batch's token choices, the
+  // first in (b, t) order; the rest are dropped. kDropless (unset): no limit.
+  static constexpr float kDropless = -1.0f;
+  float moe_capacity_factor = kDropless;
+
   int64_t head_size() const { return hidden_size / num_heads; }
   int64_t positions() const {
     return max_position_embeddings > 0 ? max_position_embeddings : seq_length;
@@ -64,6 +84,17 @@ struct GPTConfig {
   int64_t fc_width() const { return swiglu ? 2 * ffn() : ffn(); }
   bool rope() const { return position_embedding == PositionEmbedding::Rope; }
   bool rmsnorm() const { return normalization == Normalization::RMSNorm; }
+  bool moe() const { return num_experts > 0; }
+  // Global layer l has experts instead of a dense MLP.
+  bool moe_layer(int64_t l) const { return moe() && l % moe_layer_freq == 0; }
+  bool moe_dropless() const { return moe_capacity_factor == kDropless; }
+  // The aux loss's coefficient (0 under load balancing none).
+  float moe_aux_coeff() const {
+    return moe_load_balancing == MoeLoadBalancing::None ? 0.0f : moe_aux_loss_coeff;
+  }
+  // Each expert's capacity for a micro-batch of `tokens` tokens (Megatron's
+  // get_capacity); tokens * topk (no limit) when dropless.
+  int64_t moe_capacity(int64_t tokens) const;
   // Anything beyond GPT-2's architecture (exports and tools that speak only
   // GPT-2 refuse such a model by this).
   bool llama_family() const {

@@ -27,8 +27,19 @@ constexpr FieldRange kLayers{1, int64_t(1) << 16, "in [1, 65536]"};
 
 constexpr std::array<const char*, 2> kNorms{"LayerNorm", "RMSNorm"};
 constexpr std::array<const char*, 2> kPositions{"learned_absolute", "rope"};
+// In MoeLoadBalancing's order.
+constexpr std::array<const char*, 3> kBalancing{"aux_loss", "seq_aux_loss", "none"};
 
-const std::array<Field<G>, 20> kFields{{
+// The MoE fields other than --num-experts are stored and written only for
+// an MoE model, so a dense model's files and commands name none of them.
+bool moe(const G& m) { return m.moe(); }
+template <auto M>
+bool moe_not_default(const G& m) {
+  return m.moe() && m.*M != G{}.*M;
+}
+constexpr unsigned kMoeTraining = kSurfaceLayout | kSurfaceCheckpoint;
+
+const std::array<Field<G>, 27> kFields{{
     {.flag = flag::num_layers, .json_key = "num_layers", .surfaces = kShape,
      .access = &G::num_layers, .help = "transformer layers", .range = kLayers, .required = true},
     {.flag = flag::hidden_size, .json_key = "hidden_size", .surfaces = kShape,
@@ -121,6 +132,50 @@ const std::array<Field<G>, 20> kFields{{
      .help = "no biases in the linear layers (qkv, projections, MLP)",
      .written = not_default<&G::add_bias_linear>, .stored = not_default<&G::add_bias_linear>,
      .negated = true},
+    // ---- mixture of experts (docs/moe.md) ----
+    {.flag = flag::num_experts, .json_key = "num_experts", .surfaces = kShape,
+     .access = &G::num_experts,
+     .help = "experts in each MoE layer's MLP (0: dense MLPs); tokens pick --moe-router-topk "
+             "of them",
+     // 0 is "not given" (dense); a count given is >= 1.
+     .range = FieldRange{0, int64_t(1) << 16, ">= 1"},
+     .written = moe, .stored = moe, .hide_default = true},
+    {.flag = flag::moe_layer_freq, .json_key = "moe_layer_freq", .surfaces = kShape,
+     .access = &G::moe_layer_freq,
+     .help = "every k-th layer (l % k == 0) is an MoE layer, the others dense",
+     .range = kLayers, .written = moe_not_default<&G::moe_layer_freq>, .stored = moe},
+    {.flag = flag::moe_router_topk, .json_key = "moe_router_topk", .surfaces = kShape,
+     .access = &G::moe_router_topk,
+     .help = "experts each token is routed to (softmax over the top-k router logits)",
+     .range = FieldRange{1, int64_t(1) << 16, ">= 1"}, .written = moe, .stored = moe},
+    {.flag = flag::moe_aux_loss_coeff, .json_key = "moe_aux_loss_coeff",
+     .surfaces = kMoeTraining, .access = &G::moe_aux_loss_coeff,
+     .help = "coefficient of the Switch/GShard load-balancing loss (aux_loss or seq_aux_loss)",
+     .written = moe_not_default<&G::moe_aux_loss_coeff>, .stored = moe},
+    {.flag = flag::moe_z_loss_coeff, .json_key = "moe_z_loss_coeff", .surfaces = kMoeTraining,
+     .access = &G::moe_z_loss_coeff,
+     .help = "coefficient of the router z-loss (mean squared log-sum-exp of the logits)",
+     .written = moe_not_default<&G::moe_z_loss_coeff>, .stored = moe},
+    {.flag = flag::moe_load_balancing, .json_key = "moe_router_load_balancing_type",
+     .surfaces = kMoeTraining,
+     .access = ChoiceAccess<G>{[](const G& m) {
+                                 return kBalancing[size_t(m.moe_load_balancing)];
+                               },
+                               [](G& m, std::string_view v) {
+                                 for (size_t i = 0; i < kBalancing.size(); ++i)
+                                   if (v == kBalancing[i]) m.moe_load_balancing = MoeLoadBalancing(i);
+                               },
+                               kBalancing},
+     .help = "aux_loss (over the micro-batch), seq_aux_loss (per sequence, averaged) or none: "
+             "the loss --moe-aux-loss-coeff multiplies",
+     .written = moe_not_default<&G::moe_load_balancing>, .stored = moe},
+    {.flag = flag::moe_capacity_factor, .json_key = "moe_expert_capacity_factor",
+     .surfaces = kMoeTraining, .access = &G::moe_capacity_factor,
+     .help = "each expert takes at most ceil(tokens x topk / experts x factor) of a "
+             "micro-batch's tokens, the first in (sequence, position) order; the rest are "
+             "dropped (unset: dropless)",
+     .written = moe_not_default<&G::moe_capacity_factor>,
+     .stored = moe_not_default<&G::moe_capacity_factor>, .hide_default = true},
 }};
 
 }  // namespace

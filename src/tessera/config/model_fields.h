@@ -32,6 +32,13 @@ inline constexpr const char group_query_attention[] = "--group-query-attention";
 inline constexpr const char num_query_groups[] = "--num-query-groups";
 inline constexpr const char untie_embeddings[] = "--untie-embeddings-and-output-weights";
 inline constexpr const char disable_bias_linear[] = "--disable-bias-linear";
+inline constexpr const char num_experts[] = "--num-experts";
+inline constexpr const char moe_layer_freq[] = "--moe-layer-freq";
+inline constexpr const char moe_router_topk[] = "--moe-router-topk";
+inline constexpr const char moe_aux_loss_coeff[] = "--moe-aux-loss-coeff";
+inline constexpr const char moe_z_loss_coeff[] = "--moe-z-loss-coeff";
+inline constexpr const char moe_load_balancing[] = "--moe-router-load-balancing-type";
+inline constexpr const char moe_capacity_factor[] = "--moe-expert-capacity-factor";
 }  // namespace flag
 
 // In --help order. On kSurfaceLayout: the model's part of a planned run's

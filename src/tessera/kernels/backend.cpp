@@ -7,6 +7,8 @@
 // planner's calibrated per-element times).
 #include "tessera/kernels/backend.h"
 
+#include <algorithm>
+
 #include "tessera/kernels/call_cost.h"
 #include "tessera/kernels/cpu_backend_info.h"
 
@@ -83,6 +85,62 @@ KernelCalls Backend::matmul_backward_cost(Precision in, bool dinp, bool dweight,
   if (dbias)  // column sums of dout
     r.add(memory("matmul_backward.dbias", N * OC, double(N * OC) * b, double(OC) * kF32, in));
   return r;
+}
+
+// The experts' GEMMs as one GEMM of all R rows (the planner prices the
+// rows, not their split), each expert's weight read once.
+KernelCalls Backend::grouped_matmul_forward_cost(Precision in, Precision out, bool bias,
+                                                 int64_t R, int64_t E, int64_t C, int64_t OC) {
+  KernelCall g = gemm("grouped_matmul_forward", in, R, OC, C);
+  g.bytes_read = double(R * C + E * OC * C) * bytes_of(in) + (bias ? double(E * OC) * kF32 : 0.0);
+  g.bytes_written = double(R * OC) * bytes_of(out);
+  return {g};
+}
+
+KernelCalls Backend::grouped_matmul_backward_cost(Precision in, bool dinp, bool dweight,
+                                                  bool dbias, int64_t R, int64_t E, int64_t C,
+                                                  int64_t OC) {
+  const double b = bytes_of(in);
+  KernelCalls r;
+  if (dinp) {
+    KernelCall g = gemm("grouped_matmul_backward.dinp", in, R, C, OC);
+    g.bytes_read = double(R * OC + E * OC * C) * b;
+    g.bytes_written = double(R * C) * kF32;
+    r.add(g);
+  }
+  if (dweight) {
+    KernelCall g = gemm("grouped_matmul_backward.dweight", in, E * OC, C, R / std::max<int64_t>(E, 1));
+    g.flops = 2.0 * double(R) * double(OC) * double(C);  // every row once, whatever the split
+    g.bytes_read = double(R * OC + R * C) * b;
+    g.bytes_written = double(E * OC * C) * kF32;
+    r.add(g);
+  }
+  if (dbias)
+    r.add(memory("grouped_matmul_backward.dbias", R * OC, double(R * OC) * b,
+                 double(E * OC) * kF32, in));
+  return r;
+}
+
+KernelCalls Backend::moe_route_forward_cost(int64_t N, int64_t E, int64_t K) {
+  // logits in; idx, gates, slot out (the counts and stats are E-sized).
+  return {memory("moe_route_forward", N * E, double(N * E) * kF32, double(3 * N * K) * kF32)};
+}
+
+KernelCalls Backend::moe_route_backward_cost(int64_t N, int64_t E, int64_t K) {
+  return {memory("moe_route_backward", N * E, double(N * E + 3 * N * K) * kF32,
+                 double(N * E) * kF32)};
+}
+
+KernelCalls Backend::moe_permute_cost(Precision x, int64_t N, int64_t K, int64_t C) {
+  const double rows = double(N * K * C);
+  return {memory("moe_permute", N * K * C, rows * bytes_of(x) + double(N * K) * kF32,
+                 rows * bytes_of(x), x)};
+}
+
+KernelCalls Backend::moe_combine_cost(int64_t N, int64_t K, int64_t C) {
+  const double rows = double(N * K * C);
+  return {memory("moe_combine", N * K * C, (rows + double(N * C)) * kF32,
+                 double(N * C) * kF32)};
 }
 
 KernelCalls Backend::cast_cost(Precision out, Precision in, int64_t n) {

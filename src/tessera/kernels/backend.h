@@ -58,6 +58,15 @@ class Backend {
   static KernelCalls matmul_backward_cost(Precision in, bool dinp, bool dweight, bool dbias,
                                           int64_t N, int64_t C, int64_t OC);
   static KernelCalls cast_cost(Precision out, Precision in, int64_t n);
+  static KernelCalls grouped_matmul_forward_cost(Precision in, Precision out, bool bias,
+                                                 int64_t R, int64_t E, int64_t C, int64_t OC);
+  static KernelCalls grouped_matmul_backward_cost(Precision in, bool dinp, bool dweight,
+                                                  bool dbias, int64_t R, int64_t E, int64_t C,
+                                                  int64_t OC);
+  static KernelCalls moe_route_forward_cost(int64_t N, int64_t E, int64_t K);
+  static KernelCalls moe_route_backward_cost(int64_t N, int64_t E, int64_t K);
+  static KernelCalls moe_permute_cost(Precision x, int64_t N, int64_t K, int64_t C);
+  static KernelCalls moe_combine_cost(int64_t N, int64_t K, int64_t C);
   static KernelCalls fill_cost(Precision x, int64_t n);
   static KernelCalls accumulate_cost(Precision x, int64_t n);
   static KernelCalls bias_add_cost(bool gelu, int64_t N, int64_t C);

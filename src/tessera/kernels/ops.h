@@ -74,6 +74,81 @@ class Ops {
                         accumulate_dweight);
   }
 
+  // The experts' GEMMs (grouped_matmul_*: backend_methods.inc), with the
+  // low-precision handling of matmul_*: weight (E, OC, C) is found in the
+  // working copy, an fp32 inp / dout cast into the scratch.
+  void grouped_matmul_forward(Act out, ConstAct inp, const float* weight, const float* bias,
+                              const int32_t* counts, int64_t R, int64_t E, int64_t C,
+                              int64_t OC) const {
+    expect_run_type(out), expect_run_type(inp);
+    if (lp_) {
+      const ConstAct x = lowp_operand(0, inp, R * C);
+      const ConstAct w = weight_of(weight, E * OC * C);
+      ProfileScope t(prof_, Op::Gemm);
+      b_->grouped_matmul_forward(out, x, w, bias, counts, R, E, C, OC);
+      return;
+    }
+    ProfileScope t(prof_, Op::Gemm);
+    b_->grouped_matmul_forward(out, inp, weight, bias, counts, R, E, C, OC);
+  }
+  void grouped_matmul_backward(float* dinp, float* dweight, float* dbias, ConstAct dout,
+                               ConstAct inp, const float* weight, const int32_t* counts,
+                               int64_t R, int64_t E, int64_t C, int64_t OC,
+                               bool accumulate_dweight = true) const {
+    expect_run_type(dout), expect_run_type(inp);
+    if (lp_) {
+      const ConstAct x = lowp_operand(0, inp, R * C);
+      const ConstAct dy = lowp_operand(1, dout, R * OC);
+      const ConstAct w = weight_of(weight, E * OC * C);
+      ProfileScope t(prof_, Op::Gemm);
+      b_->grouped_matmul_backward(dinp, dweight, dbias, dy, x, w, counts, R, E, C, OC,
+                                  accumulate_dweight);
+      return;
+    }
+    ProfileScope t(prof_, Op::Gemm);
+    b_->grouped_matmul_backward(dinp, dweight, dbias, dout, inp, weight, counts, R, E, C, OC,
+                                accumulate_dweight);
+  }
+
+  // ---- MoE routing, token moves and combine: memory-bound passes over
+  // token rows, charged to Op::Residual with the other adds of rows ----
+  void moe_route_forward(int32_t* idx, float* gates, int32_t* slot, int32_t* counts,
+                         float* stats, const float* logits, int64_t N, int64_t E, int64_t K,
+                         int64_t capacity, int64_t aux_group) const {
+    ProfileScope t(prof_, Op::Residual);
+    b_->moe_route_forward(idx, gates, slot, counts, stats, logits, N, E, K, capacity, aux_group);
+  }
+  void moe_route_backward(float* dlogits, const float* dgates, const float* logits,
+                          const int32_t* idx, const float* gates, int64_t N, int64_t E, int64_t K,
+                          int64_t aux_group, float aux_scale, float z_scale) const {
+    ProfileScope t(prof_, Op::Residual);
+    b_->moe_route_backward(dlogits, dgates, logits, idx, gates, N, E, K, aux_group, aux_scale,
+                           z_scale);
+  }
+  void moe_permute_forward(Act xs, ConstAct x, const int32_t* slot, int64_t N, int64_t K,
+                           int64_t C) const {
+    expect_run_type(xs), expect_run_type(x);
+    ProfileScope t(prof_, Op::Residual);
+    b_->moe_permute_forward(xs, x, slot, N, K, C);
+  }
+  void moe_permute_backward(float* dx, const float* dxs, const int32_t* slot, int64_t N,
+                            int64_t K, int64_t C) const {
+    ProfileScope t(prof_, Op::Residual);
+    b_->moe_permute_backward(dx, dxs, slot, N, K, C);
+  }
+  void moe_combine_forward(float* out, const float* ys, const float* gates, const int32_t* slot,
+                           int64_t N, int64_t K, int64_t C) const {
+    ProfileScope t(prof_, Op::Residual);
+    b_->moe_combine_forward(out, ys, gates, slot, N, K, C);
+  }
+  void moe_combine_backward(Act dys, float* dgates, const float* dout, const float* ys,
+                            const float* gates, const int32_t* slot, int64_t N, int64_t K,
+                            int64_t C) const {
+    expect_run_type(dys);
+    ProfileScope t(prof_, Op::Residual);
+    b_->moe_combine_backward(dys, dgates, dout, ys, gates, slot, N, K, C);
+  }
+
   // Where a kernel whose output only feeds matmul_backward as dout writes
   // it: fp32 (n) into `fp32` itself, or under --bf16 / --fp16 a 16-bit view
   // of the output-gradient scratch, so the producer rounds each element

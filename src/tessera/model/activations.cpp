@@ -1,6 +1,7 @@
 #include "tessera/model/activations.h"
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/moe_stats.h"
 
 namespace tessera {
 
@@ -32,6 +33,22 @@ struct Carver {
   kernels::Act temp_act(int64_t n) { return act(scratch, scratch_base, n); }
 };
 
+// An MoE layer's kept views (int32 views take 4 bytes an element too).
+void carve_moe(MoeActs& m, const ActShape& s, Carver& c) {
+  const int64_t N = s.N(), R = s.R();
+  auto ints = [&](int64_t n) { return reinterpret_cast<int32_t*>(c.keep(n)); };
+  m.logits = c.keep(N * s.E);
+  m.idx = ints(N * s.K);
+  m.gates = c.keep(N * s.K);
+  m.slot = ints(N * s.K);
+  m.counts = ints(s.E);
+  m.stats = c.keep(kernels::kMoeStats + s.E);
+  m.xs = c.keep_act(R * s.C);
+  m.h = c.keep_act(R * s.Ff());
+  m.act = c.keep_act(R * s.F);
+  m.ys = c.keep(R * s.C);
+}
+
 // Walks the views in a fixed order, pointing a's views into c's bases (null
 // pointers when c only counts).
 void carve(Activations& a, const ActShape& s, Carver& c) {
@@ -55,12 +72,12 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
     shared.ln2 = c.temp_act(Ns * s.C);
     shared.ln2_mean = mean_temp();
     shared.ln2_rstd = c.temp(Ns);
-    shared.fch = c.temp_act(BT * Ff);
+    if (s.dense_mlp) shared.fch = c.temp_act(BT * Ff);
   }
   if (rc != Recompute::None) {
     shared.atty = c.temp_act(BT * s.Cl);
     shared.lse = c.temp(s.B * s.NH * s.T);
-    shared.fch_gelu = c.temp_act(BT * s.F);
+    if (s.dense_mlp) shared.fch_gelu = c.temp_act(BT * s.F);
   }
   for (auto& l : layers) {
     l = shared;
@@ -79,11 +96,12 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
       l.ln2 = c.keep_act(Ns * s.C);
       l.ln2_mean = mean_keep();
       l.ln2_rstd = c.keep(Ns);
-      l.fch = c.keep_act(BT * Ff);
+      if (s.dense_mlp) l.fch = c.keep_act(BT * Ff);
     }
-    if (rc == Recompute::None) l.fch_gelu = c.keep_act(BT * s.F);
+    if (rc == Recompute::None && s.dense_mlp) l.fch_gelu = c.keep_act(BT * s.F);
     // Always kept: the next layer's input (or the stage's output).
     l.res_out = c.keep(Ns * s.C);
+    if (s.moe()) carve_moe(l.moe, s, c);
   }
   if (s.has_head) {
     a.lnf = c.keep_act(Ns * s.C);
@@ -101,9 +119,17 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   a.dln = c.temp(BT * s.C);
   a.dqkv = c.temp(BT * Cqkv);
   a.datty = c.temp(BT * s.Cl);
-  a.dfch = c.temp(BT * Ff);
-  a.dact = s.swiglu ? c.temp(BT * s.F) : nullptr;
+  a.dfch = s.dense_mlp ? c.temp(BT * Ff) : nullptr;
+  a.dact = s.swiglu && s.dense_mlp ? c.temp(BT * s.F) : nullptr;
   a.tp_full = s.sp() ? c.temp(BT * s.C) : nullptr;
+  const bool moe = s.moe();
+  const int64_t R = moe ? s.R() : 0;
+  a.moe_dys = moe ? c.temp(R * s.C) : nullptr;
+  a.moe_dact = moe ? c.temp(R * s.F) : nullptr;
+  a.moe_dh = moe ? c.temp(R * Ff) : nullptr;
+  a.moe_dxs = moe ? c.temp(R * s.C) : nullptr;
+  a.moe_dgates = moe ? c.temp(BT * s.K) : nullptr;
+  a.moe_dlogits = moe ? c.temp(BT * s.E) : nullptr;
 }
 
 Carver count(const ActShape& s) {
@@ -137,6 +163,16 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
   s.has_head = has_head;
   s.recompute = recompute;
   s.precision = precision;  // 16-bit GEMM activations under --bf16 / --fp16
+  if (m.moe()) {
+    s.E = m.num_experts;
+    s.K = m.moe_router_topk;
+    s.capacity = m.moe_capacity(B * m.seq_length);
+    s.moe_aux_coeff = m.moe_aux_coeff();
+    s.moe_z_coeff = m.moe_z_loss_coeff;
+    s.moe_aux_group = m.moe_load_balancing == MoeLoadBalancing::SeqAuxLoss ? m.seq_length
+                                                                            : B * m.seq_length;
+    s.dense_mlp = m.moe_layer_freq > 1;
+  }
   if (sequence_parallel && tp > 1) {
     TESSERA_CHECK(m.seq_length % tp == 0,
                   "sequence parallelism: sequence length {} does not divide over tp {}",

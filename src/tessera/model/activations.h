@@ -1,6 +1,7 @@
 // Activations of one micro-batch: everything forward saves for backward, and
 // the scratch backward needs, as named views into one arena.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -42,7 +43,23 @@ struct ActShape {
   // typed kernels::Act below): fp32, or 16 bits under --bf16 / --fp16.
   Precision precision = Precision::Fp32;
 
+  // Mixture of experts (GPTConfig::num_experts; model/moe_layer.h): E
+  // experts per MoE layer (0: none), K per token, each taking at most
+  // `capacity` tokens of the micro-batch; the aux and z-loss coefficients.
+  int64_t E = 0, K = 0, capacity = 0;
+  float moe_aux_coeff = 0, moe_z_coeff = 0;
+  // Tokens the aux loss balances over: the micro-batch (N, aux_loss) or
+  // each sequence (T, seq_aux_loss), averaged over the groups.
+  int64_t moe_aux_group = 0;
+  // Some layer has a dense MLP (false when every layer is an MoE layer,
+  // --moe-layer-freq 1): only then are the dense MLP's views carved.
+  bool dense_mlp = true;
+
   int64_t N() const { return B * T; }
+  bool moe() const { return E > 0; }
+  // Rows of the experts' sorted tokens: every choice (N K) or, under a
+  // capacity, at most E full experts.
+  int64_t R() const { return std::min(N() * K, E * capacity); }
   int64_t kv_heads() const { return KVH > 0 ? KVH : NH; }
   int64_t head_size() const { return Cl / NH; }
   // Columns of the qkv GEMM on this rank: [q | k | v] = Cl + 2 KVH * hs
@@ -91,6 +108,22 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
 //     counts it at 4 bytes.
 // Under RMSNorm the *_mean views are null (it keeps rstd only). Cqkv, Ff:
 // ActShape's (3 Cl and F for GPT-2).
+// An MoE layer's views (model/moe_layer.h), kept from forward to backward
+// in every recompute mode (a full recomputation rewrites them with the
+// same values). R: ActShape::R(); rows sorted by expert, then token.
+struct MoeActs {
+  float* logits = nullptr;     // (N, E) router logits, fp32
+  int32_t* idx = nullptr;      // (N, K) chosen experts
+  float* gates = nullptr;      // (N, K) their softmax weights
+  int32_t* slot = nullptr;     // (N, K) row in the sorted rows, -1: dropped
+  int32_t* counts = nullptr;   // (E) rows per expert
+  float* stats = nullptr;      // (kMoeStats + E) kernels/moe_stats.h
+  kernels::Act xs;             // (R, C) the tokens' ln2 rows, sorted
+  kernels::Act h;              // (R, Ff) the experts' fc output
+  kernels::Act act;            // (R, F) GELU(h), or silu(gate) * up
+  float* ys = nullptr;         // (R, C) the experts' output rows, fp32 (the gates' gradient reads them)
+};
+
 struct LayerActs {
   kernels::Act ln1;           // (Ns, C)
   float* ln1_mean = nullptr;  // (Ns) LayerNorm only
@@ -105,6 +138,7 @@ struct LayerActs {
   kernels::Act fch;           // (B, T, Ff) MLP pre-activation ([gate | up] under SwiGLU)
   kernels::Act fch_gelu;      // (B, T, F) GELU(fch), or silu(gate) * up under SwiGLU
   float* res_out = nullptr;   // (Ns, C) layer output
+  MoeActs moe;                // an MoE layer's routing and experts (null views without MoE)
 };
 
 // Where one micro-batch's dropout masks come from (kernels/dropout_site.h):
@@ -119,8 +153,24 @@ struct DropoutContext {
   int64_t first_sample = 0;
 };
 
+// The MoE routing statistics of a step, summed over its micro-batches:
+// per rank layer, the (kMoeStats + E) stats of kernels/moe_stats.h (empty
+// for a dense layer). The trainer points Activations::moe_sums here to
+// collect them (train/moe_metrics.h); the model only adds.
+struct MoeStepSums {
+  std::vector<std::vector<double>> layers;
+  void add(size_t layer, const float* stats, int64_t n) {
+    if (layers.size() <= layer) layers.resize(layer + 1);
+    std::vector<double>& l = layers[layer];
+    l.resize(size_t(n), 0.0);
+    for (int64_t i = 0; i < n; ++i) l[size_t(i)] += stats[i];
+  }
+  void clear() { layers.clear(); }
+};
+
 struct Activations {
   ActShape s;
+  MoeStepSums* moe_sums = nullptr;  // where forward adds its MoE layers' stats (null: nowhere)
   DropoutContext dropout;  // set by the caller before each micro-batch's forward and backward
   // Set by the caller before a backward: true for the step's first backward
   // through these layers, when every weight gradient it writes still holds
@@ -154,6 +204,17 @@ struct Activations {
   float* datty = nullptr;   // (B, T, Cl)
   float* dfch = nullptr;    // (B, T, Ff): dL/d fch (GELU: first dL/d fch_gelu, in place)
   float* dact = nullptr;    // (B, T, F) SwiGLU only: dL/d fch_gelu (its input gradient is 2F wide)
+  // MoE only (model/moe_layer.cpp): the experts' backward scratch.
+  float* moe_dys = nullptr;     // (R, C) dL/d ys
+  float* moe_dact = nullptr;    // (R, F) dL/d act
+  float* moe_dh = nullptr;      // (R, Ff) dL/d h
+  float* moe_dxs = nullptr;     // (R, C) dL/d xs
+  float* moe_dgates = nullptr;  // (N, K)
+  float* moe_dlogits = nullptr; // (N, E)
+  // Set by the model before a backward: d(loss being minimised)/d(a
+  // micro-batch's mean-over-tokens loss), dloss * N, what the MoE layers'
+  // aux and z-losses are scaled by (they are means over the micro-batch).
+  float moe_loss_scale = 0;
 
   // Input of layer i (the embeddings for i = 0).
   float* layer_input(size_t i) const { return i == 0 ? encoded : layers[i - 1].res_out; }

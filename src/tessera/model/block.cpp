@@ -1,5 +1,7 @@
 #include "tessera/model/block.h"
 
+#include "tessera/model/moe_layer.h"
+
 namespace tessera {
 
 void norm_forward(const kernels::Ops& ops, kernels::Act out, float* mean, float* rstd,
@@ -75,7 +77,9 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   residual_norm_forward(ops, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x, w.ln2_w, w.ln2_b, Ns,
                         s);
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
-  if (!a.fch.lowp() && !s.swiglu && w.fc_b) {
+  if (w.moe()) {
+    moe_forward(ops, w, a.moe, ln2, a.res_out, s);  // the experts in place of the MLP
+  } else if (!a.fch.lowp() && !s.swiglu && w.fc_b) {
     // fp32 GELU: the fc bias is added in the activation's pass (the same
     // bits as the GEMM's own bias pass, one sweep of fch less). Under
     // --bf16 / --fp16 the GEMM adds it before its single rounding.
@@ -85,8 +89,9 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
     ops.matmul_forward(a.fch, ln2, w.fc_w, w.fc_b, N, s.C, s.Ff());
     mlp_activation_forward(ops, a.fch_gelu, a.fch, s);
   }
-  row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
-                       tp_full);
+  if (!w.moe())
+    row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
+                         tp_full);
   ops.dropout_rows(a.res_out, Ns, s.C, drop.row0, s.T, drop.mlp_out);
   ops.accumulate(a.res_out, a.res_mid, Ns * s.C);  // the residual
 }
@@ -99,7 +104,7 @@ void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& 
     case Recompute::Selective:
       // The same kernels on the same saved inputs as forward: bit-identical.
       ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.heads(), &drop.probs);
-      mlp_activation_forward(ops, a.fch_gelu, a.fch, s);
+      if (!w.moe()) mlp_activation_forward(ops, a.fch_gelu, a.fch, s);  // MoE keeps its own
       return;
     case Recompute::Full: block_forward(ops, w, a, x, s, tp, tp_full, drop); return;
   }
@@ -193,23 +198,28 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
   const float* dy =
       tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.mlp_out), scratch.dln,
                         N, C, prof);  // (N, C)
-  // (N, F) dL/d fch_gelu: in dfch for GELU (which then works in place),
-  // in dact for SwiGLU (its input gradient is twice as wide).
-  float* dact = s.swiglu ? scratch.dact : scratch.dfch;
-  linear(dact, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, s.F, C,
-         stash ? stash->dfcproj : kernels::Act());
-  // (N, Ff): fp32 in dfch; in the GEMM precision under --bf16 / --fp16;
-  // written straight into the stash under a split backward
-  const kernels::Act dfch = stash ? stash->dfch : ops.grad_operand(scratch.dfch, N * s.Ff());
-  if (s.swiglu)
-    ops.swiglu_backward(dfch, a.fch, dact, N, s.F);
-  else
-    ops.gelu_backward(dfch, a.fch, dact, N * s.F);
-  // (N, C): re-gathered under SP, only the shard was kept (the split
-  // backward's weight pass gathers it instead)
-  const kernels::ConstAct ln2 =
-      stash ? a.ln2 : tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
-  linear(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, C, s.Ff(), dfch);
+  if (w.moe()) {
+    // zb-h1 is refused with MoE (train/train_config.cpp): no stash here
+    moe_backward(ops, w, g, a.moe, a.ln2, dy, scratch.dln, scratch, s, add_dw);
+  } else {
+    // (N, F) dL/d fch_gelu: in dfch for GELU (which then works in place),
+    // in dact for SwiGLU (its input gradient is twice as wide).
+    float* dact = s.swiglu ? scratch.dact : scratch.dfch;
+    linear(dact, g.fcproj_w, g.fcproj_b, dy, a.fch_gelu, w.fcproj_w, s.F, C,
+           stash ? stash->dfcproj : kernels::Act());
+    // (N, Ff): fp32 in dfch; in the GEMM precision under --bf16 / --fp16;
+    // written straight into the stash under a split backward
+    const kernels::Act dfch = stash ? stash->dfch : ops.grad_operand(scratch.dfch, N * s.Ff());
+    if (s.swiglu)
+      ops.swiglu_backward(dfch, a.fch, dact, N, s.F);
+    else
+      ops.gelu_backward(dfch, a.fch, dact, N * s.F);
+    // (N, C): re-gathered under SP, only the shard was kept (the split
+    // backward's weight pass gathers it instead)
+    const kernels::ConstAct ln2 =
+        stash ? a.ln2 : tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
+    linear(scratch.dln, g.fc_w, g.fc_b, dfch, ln2, w.fc_w, C, s.Ff(), dfch);
+  }
   const float* dln2 = tp_enter_backward(tp, scratch.dln, N, C, prof);  // (Ns, C)
   norm_backward(ops, dresid, gl.ln2_w, gl.ln2_b, dln2, a.res_mid, w.ln2_w, a.ln2_mean,
                 a.ln2_rstd, Ns, s);

@@ -16,9 +16,20 @@ double head_forward_flops(const GPTConfig& m, int64_t seq) {
   return 2.0 * double(seq) * double(m.hidden_size) * double(m.vocab_size);
 }
 
+// What an MoE layer (docs/moe.md) does beyond the dense layer's one MLP per
+// token: K experts' MLPs (the active parameters; drops not subtracted) and
+// the router's (N, C) x (C, E) GEMM.
+static double moe_extra_flops(const GPTConfig& m, int64_t seq) {
+  const double s = double(seq), h = double(m.hidden_size), f = double(m.ffn());
+  const double mlp = 2 * s * (h * double(m.fc_width()) + h * f);
+  return double(m.moe_router_topk - 1) * mlp + 2 * s * h * double(m.num_experts);
+}
+
 FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute,
                      ScheduleKind schedule) {
-  const double layers = double(m.num_layers) * layer_forward_flops(m, m.seq_length);
+  double layers = double(m.num_layers) * layer_forward_flops(m, m.seq_length);
+  for (int64_t l = 0; l < m.num_layers; ++l)
+    if (m.moe_layer(l)) layers += moe_extra_flops(m, m.seq_length);
   const double head = head_forward_flops(m, m.seq_length);
   FlopCount f;
   f.model = 3 * (layers + head) * double(sequences);

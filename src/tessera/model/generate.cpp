@@ -14,6 +14,9 @@ Decoder::Decoder(const GPT& model) : model_(model) {
   TESSERA_CHECK(L.tp() == 1 && L.has_embedding() && L.has_head() &&
                     int64_t(L.layers().size()) == c.num_layers,
                 "generation needs the whole model on one rank (tp = 1, one pipeline stage)");
+  // The decoder's own MLP path is dense; its MoE path is not written yet.
+  TESSERA_CHECK(!c.moe(), "generation of a mixture-of-experts model (--num-experts) is not "
+                "supported yet");
   C_ = c.hidden_size;
   F_ = c.ffn();
   Ff_ = c.fc_width();

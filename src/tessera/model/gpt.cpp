@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tessera/kernels/cpu_backend_info.h"
+#include "tessera/kernels/moe_stats.h"
 #include "tessera/model/block.h"
 
 namespace tessera {
@@ -131,6 +132,8 @@ void GPT::layers_forward(Activations& acts, size_t first, LayerHooks* hooks) {
     if (hooks) hooks->before_forward(l);
     block_forward(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
                   acts.tp_full, layer_dropout(acts, l));
+    if (acts.moe_sums && w_.layers[l].moe())  // the routing's stats, for the step's metrics
+      acts.moe_sums->add(l, acts.layers[i].moe.stats, kernels::kMoeStats + acts.s.E);
     if (hooks) hooks->after_forward(l);
   }
 }
@@ -249,6 +252,7 @@ void GPT::embed_backward(Activations& acts, const int32_t* inputs) {
 
 void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,
                    LayerHooks* hooks) {
+  acts.moe_loss_scale = dloss * float(acts.s.N());  // the MoE losses are micro-batch means
   if (layout_.has_head()) head_backward(acts, targets, dloss);
   layers_backward(acts, 0, hooks);
   if (layout_.has_embedding()) embed_backward(acts, inputs);
@@ -297,6 +301,7 @@ void GPT::backward_stage(Activations& acts, const StageChunk& c, const int32_t* 
 void GPT::backward_stage_input(Activations& acts, const StageChunk& c, const int32_t* inputs,
                                const int32_t* targets, float dloss, const LayerGradStash* stash,
                                LayerHooks* hooks) {
+  acts.moe_loss_scale = dloss * float(acts.s.N());  // the MoE losses are micro-batch means
   if (c.head) head_backward(acts, targets, dloss);
   layers_backward(acts, size_t(c.layer_begin), hooks, stash);
   if (c.embeds) embed_backward(acts, inputs);

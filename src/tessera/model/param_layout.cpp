@@ -87,10 +87,22 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
     if (bias) L.add(n("attn.proj.bias"), {C}, TpSplit::None, l, false);
     L.add(n("ln_2.weight"), {C}, TpSplit::None, l, false);
     if (norm_bias) L.add(n("ln_2.bias"), {C}, TpSplit::None, l, false);
-    L.add(n("mlp.fc.weight"), {m.fc_width(), C}, TpSplit::Column, l, true, fc_parts);
-    if (bias) L.add(n("mlp.fc.bias"), {m.fc_width()}, TpSplit::Column, l, false, fc_parts);
-    L.add(n("mlp.proj.weight"), {C, F}, TpSplit::Row, l, true);
-    if (bias) L.add(n("mlp.proj.bias"), {C}, TpSplit::None, l, false);
+    if (m.moe_layer(l)) {
+      // The router and E experts, each an MLP of the dense one's shapes,
+      // stacked on a leading expert dim (tensor parallelism is refused for
+      // MoE for now: nothing is split).
+      const int64_t E = m.num_experts;
+      L.add(n("mlp.router.weight"), {E, C}, TpSplit::None, l, true);
+      L.add(n("mlp.experts.fc.weight"), {E, m.fc_width(), C}, TpSplit::None, l, true);
+      if (bias) L.add(n("mlp.experts.fc.bias"), {E, m.fc_width()}, TpSplit::None, l, false);
+      L.add(n("mlp.experts.proj.weight"), {E, C, F}, TpSplit::None, l, true);
+      if (bias) L.add(n("mlp.experts.proj.bias"), {E, C}, TpSplit::None, l, false);
+    } else {
+      L.add(n("mlp.fc.weight"), {m.fc_width(), C}, TpSplit::Column, l, true, fc_parts);
+      if (bias) L.add(n("mlp.fc.bias"), {m.fc_width()}, TpSplit::Column, l, false, fc_parts);
+      L.add(n("mlp.proj.weight"), {C, F}, TpSplit::Row, l, true);
+      if (bias) L.add(n("mlp.proj.bias"), {C}, TpSplit::None, l, false);
+    }
     L.close_unit(l);
   }
   if (L.has_head_) {

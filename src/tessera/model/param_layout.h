@@ -17,6 +17,10 @@
 // (2F, C) under SwiGLU, and "lm_head.weight" (padded vocab, C; vocab split)
 // under --untie-embeddings-and-output-weights.
 //
+// An MoE layer (GPTConfig::moe_layer) holds mlp.router.weight (E, C) and
+// its experts stacked, mlp.experts.fc.weight (E, Ff, C) (+ bias (E, Ff)) and
+// mlp.experts.proj.weight (E, C, F) (+ bias (E, C)), in place of the mlp.*.
+//
 // Units: the buffer is cut into units — the embeddings, each layer, the
 // final LayerNorm — each starting on a multiple of `unit_align` elements and
 // padded up to one (the padding is never a parameter and stays zero). ZeRO

@@ -40,7 +40,9 @@ void bind_unit(ModelWeights& w, const ParamLayout& layout, const ParamUnit& unit
   };
   w.layers[i] = {p("ln_1.weight"), p("ln_1.bias"), p("attn.qkv.weight"), p("attn.qkv.bias"),
                  p("attn.proj.weight"), p("attn.proj.bias"), p("ln_2.weight"), p("ln_2.bias"),
-                 p("mlp.fc.weight"), p("mlp.fc.bias"), p("mlp.proj.weight"), p("mlp.proj.bias")};
+                 p("mlp.fc.weight"), p("mlp.fc.bias"), p("mlp.proj.weight"), p("mlp.proj.bias"),
+                 p("mlp.router.weight"), p("mlp.experts.fc.weight"), p("mlp.experts.fc.bias"),
+                 p("mlp.experts.proj.weight"), p("mlp.experts.proj.bias")};
 }
 
 ModelWeights bind_weights(const ParamLayout& layout, float* base) {
@@ -77,12 +79,14 @@ void init_unit_weights(const ParamLayout& layout, const GPTConfig& m, const Para
       continue;
     }
     const bool residual_out = ends_with(e.name, "attn.proj.weight") ||
-                              ends_with(e.name, "mlp.proj.weight");
+                              ends_with(e.name, "mlp.proj.weight") ||
+                              ends_with(e.name, "mlp.experts.proj.weight");
     const float std = residual_out ? residual_std : m.init_std;
     const uint64_t stream = name_hash(e.name);
     const bool vocab_rows = e.name == "wte" || e.name == "lm_head.weight";
     const int64_t real_rows = vocab_rows ? m.vocab_size : e.global_shape[0];
-    const int64_t cols = e.global_shape.ndim == 2 ? e.global_shape[1] : 1;
+    // Elements per dim-0 row (the experts' stacks are 3-D).
+    const int64_t cols = e.global_shape.numel() / e.global_shape[0];
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       int64_t g = layout.global_index(e, i);

@@ -27,6 +27,14 @@ struct LayerWeights {
   float* fc_b = nullptr;      // (Ff)
   float* fcproj_w = nullptr;  // (C, F)
   float* fcproj_b = nullptr;  // (C)
+  // An MoE layer (model/moe_layer.h) instead of the dense fc / fcproj: null
+  // in a dense layer, and the dense views null in an MoE one.
+  float* router_w = nullptr;         // (E, C)
+  float* experts_fc_w = nullptr;     // (E, Ff, C)
+  float* experts_fc_b = nullptr;     // (E, Ff)
+  float* experts_proj_w = nullptr;   // (E, C, F)
+  float* experts_proj_b = nullptr;   // (E, C)
+  bool moe() const { return router_w != nullptr; }
 };
 
 struct ModelWeights {

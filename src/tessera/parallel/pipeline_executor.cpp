@@ -61,6 +61,7 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
         s->stash.push_back(layer_grad_stash_place(
             shape, static_cast<char*>(s->stash_mem.data()) + l * stash_bytes));
     }
+    s->acts.moe_sums = opt_.moe_sums;
     if (tokens) {
       s->inputs.resize(size_t(shape.N()));
       s->targets.resize(size_t(shape.N()));

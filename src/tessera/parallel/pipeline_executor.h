@@ -43,6 +43,8 @@ struct PipelineOptions {
   // Where the model's kernels are timed (core/profile.h; null: nowhere):
   // every slot's activations carry the pointer the model's kernel calls read.
   Profile* profile = nullptr;
+  // Where every slot's forwards add their MoE layers' routing stats (null: nowhere).
+  MoeStepSums* moe_sums = nullptr;
 };
 
 struct PipelineCallbacks {

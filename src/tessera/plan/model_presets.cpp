@@ -259,6 +259,11 @@ GPTConfig model_from_table(const toml::table& root, const std::string& path,
       set_family_key(c, gqa, path, key, v);
       continue;
     }
+    // The planner does not price experts yet (issue 35 item 7): an MoE
+    // model planned as a dense one would be a wrong plan, so it is refused.
+    TESSERA_CHECK(legacy || (key != flag_key(flag::num_experts) && key.rfind("moe-", 0) != 0),
+                  "{}: key '{}': tessera plan does not plan mixture-of-experts models yet "
+                  "(`tessera train` trains them; docs/moe.md)", path, clipped(key));
     const ModelKey* mk = nullptr;
     for (const ModelKey& cand : kModelKeys)
       if (key == (legacy ? cand.old_name : cand.train_name)) mk = &cand;

@@ -1,5 +1,7 @@
 #include "tessera/train/step_stats.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -29,6 +31,12 @@ std::string format_step_line(const StepStats& s) {
   if (s.loss_scale > 0)
     line += fmt::format(" | loss scale {:g} | skipped {}{}", s.loss_scale, s.skipped_steps,
                         s.skipped ? " (this step)" : "");
+  if (s.moe) {
+    double worst = 0;
+    for (const auto& [layer, v] : s.moe_imbalance) worst = std::max(worst, v);
+    line += fmt::format(" | moe aux {:.4f} z {:.4f} imbalance {:.2f} dropped {}", s.moe_aux_loss,
+                        s.moe_z_loss, worst, s.moe_dropped);
+  }
   return line;
 }
 
@@ -67,6 +75,14 @@ nlohmann::json step_to_json(const StepStats& s) {
     j["skipped"] = s.skipped;
   }
   if (s.idle_fraction >= 0) j["idle_fraction"] = s.idle_fraction;
+  if (s.moe) {
+    j["moe_aux_loss"] = s.moe_aux_loss;
+    j["moe_z_loss"] = s.moe_z_loss;
+    j["moe_tokens_dropped"] = s.moe_dropped;
+    nlohmann::json imb = nlohmann::json::object();  // {"layer": max / mean tokens per expert}
+    for (const auto& [layer, v] : s.moe_imbalance) imb[std::to_string(layer)] = v;
+    j["moe_imbalance"] = imb;
+  }
   return j;
 }
 

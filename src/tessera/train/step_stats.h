@@ -31,6 +31,15 @@ struct StepStats {
   float loss_scale = 0;          // --fp16: the loss scale this step used (0: none)
   int64_t skipped_steps = 0;     // --fp16: overflowed (skipped) steps so far
   bool skipped = false;          // this step overflowed: no update
+  // Mixture of experts (docs/moe.md), this rank's MoE layers, summed over
+  // the step's micro-batches: the aux and z-losses (before their
+  // coefficients, averaged over micro-batches and layers), token choices
+  // dropped by the capacity, and per MoE layer (global index) the load
+  // imbalance, max over mean of the tokens each expert was chosen by.
+  bool moe = false;
+  double moe_aux_loss = 0, moe_z_loss = 0;
+  int64_t moe_dropped = 0;
+  std::map<int64_t, double> moe_imbalance;
   Profile profile;              // seconds by kind of work
   // This rank's communication in the step: bytes (data size S, see
   // comm/comm_op.h) by "group/op", e.g. "tp/all_reduce".

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tessera/config/model_fields.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/checked_math.h"
 #include "tessera/core/error.h"
@@ -20,6 +21,17 @@ void check_finite(double v, const char* flag) {
 
 void TrainConfig::validate(int64_t world) const {
   model.validate();
+  // The MoE layer runs on one tensor-parallel rank for now (docs/moe.md):
+  // its parameters are not split and it has no tp collectives. Before the
+  // layout's checks, so the refusal names the reason on any world size.
+  TESSERA_CHECK(!model.moe() || par.tp == 1,
+                "{} with {} > 1 is not supported yet (MoE layers run without tensor "
+                "parallelism)", flag::num_experts, flag::tp);
+  // zb-h1's split backward stashes the dense MLP's dY; the MoE layer's
+  // backward is one pass (model/moe_layer.cpp) with no input/weight split yet.
+  TESSERA_CHECK(!model.moe() || par.schedule != ScheduleKind::ZeroBubbleH1,
+                "{} with {} zb-h1 is not supported yet (the MoE backward is not split into "
+                "input and weight passes)", flag::num_experts, flag::schedule);
   par.validate(model, world);
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.

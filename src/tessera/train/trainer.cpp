@@ -1,5 +1,7 @@
 #include "tessera/train/trainer.h"
 
+#include "tessera/train/moe_metrics.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -84,11 +86,12 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
     pipe_ = std::make_unique<PipelineExecutor>(
         *model_, *grid,
         PipelineOptions{cfg.par.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B,
-                        T, &profile_});
+                        T, &profile_, cfg.model.moe() ? &moe_sums_ : nullptr});
   } else {
     activations_init(acts_, model_->act_shape(B, T));
   }
   acts_.profile = &profile_;
+  if (cfg.model.moe()) acts_.moe_sums = &moe_sums_;
   window_.resize(size_t(B * (T + 1)));
   inputs_.resize(size_t(B * T));
   targets_.resize(size_t(B * T));
@@ -251,6 +254,7 @@ StepStats Trainer::train_step(int64_t step) {
   world_->log().reset_counters();
   const int64_t T = cfg_.model.seq_length;
   StepStats s;
+  moe_sums_.clear();
   dp_->begin_step();
   if (pipe_) {
     pipelined_step(step, s);
@@ -284,6 +288,8 @@ StepStats Trainer::train_step(int64_t step) {
   }
   dp_->end_step();
 
+  if (cfg_.model.moe())
+    moe_step_metrics(moe_sums_, model_->layout(), cfg_.par.accumulation_steps(), s);
   s.step = step;
   s.total_steps = cfg_.train_iters;
   s.seconds = sw.elapsed();

@@ -118,6 +118,7 @@ class Trainer {
   comm::Grid* grid_ = nullptr;
   LrSchedule lr_;
   Activations acts_;
+  MoeStepSums moe_sums_;  // the step's MoE routing stats (train/moe_metrics.h)
   Peak peak_;
   Profile profile_;
   std::vector<int32_t> window_, inputs_, targets_;  // (B, T + 1), (B, T), (B, T)

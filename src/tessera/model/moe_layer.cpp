@@ -1,0 +1,51 @@
+#include "tessera/model/moe_layer.h"
+
+namespace tessera {
+
+void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                 kernels::ConstAct ln2, float* out, const ActShape& s) {
+  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R();
+  ops.matmul_forward(m.logits, ln2, w.router_w, nullptr, N, C, E);  // (N, E)
+  ops.moe_route_forward(m.idx, m.gates, m.slot, m.counts, m.stats, m.logits, N, E, K,
+                        s.capacity, s.moe_aux_group);
+  ops.moe_permute_forward(m.xs, ln2, m.slot, N, K, C);  // (R, C)
+  ops.grouped_matmul_forward(m.h, m.xs, w.experts_fc_w, w.experts_fc_b, m.counts, R, E, C,
+                             s.Ff());  // (R, Ff)
+  // Over all R rows: under a capacity the rows past the kept ones hold
+  // stale values that nothing reads.
+  if (s.swiglu)
+    ops.swiglu_forward(m.act, m.h, R, s.F);
+  else
+    ops.gelu_forward(m.act, m.h, R * s.F);
+  ops.grouped_matmul_forward(m.ys, m.act, w.experts_proj_w, w.experts_proj_b, m.counts, R, E,
+                             s.F, C);  // (R, C) fp32
+  ops.moe_combine_forward(out, m.ys, m.gates, m.slot, N, K, C);
+}
+
+void moe_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                  const MoeActs& m, kernels::ConstAct ln2, const float* dout, float* dln2,
+                  const Activations& scratch, const ActShape& s, bool add_dw) {
+  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R(), F = s.F;
+  // (R, C): fp32, or in the GEMM precision under --bf16 / --fp16
+  const kernels::Act dys = ops.grad_operand(scratch.moe_dys, R * C);
+  ops.moe_combine_backward(dys, scratch.moe_dgates, dout, m.ys, m.gates, m.slot, N, K, C);
+  ops.grouped_matmul_backward(scratch.moe_dact, g.experts_proj_w, g.experts_proj_b, dys, m.act,
+                              w.experts_proj_w, m.counts, R, E, F, C, add_dw);
+  // (R, Ff): fp32 in moe_dh; in the GEMM precision under --bf16 / --fp16
+  const kernels::Act dh = ops.grad_operand(scratch.moe_dh, R * s.Ff());
+  if (s.swiglu)
+    ops.swiglu_backward(dh, m.h, scratch.moe_dact, R, F);
+  else
+    ops.gelu_backward(dh, m.h, scratch.moe_dact, R * F);
+  ops.grouped_matmul_backward(scratch.moe_dxs, g.experts_fc_w, g.experts_fc_b, dh, m.xs,
+                              w.experts_fc_w, m.counts, R, E, C, s.Ff(), add_dw);
+  ops.moe_permute_backward(dln2, scratch.moe_dxs, m.slot, N, K, C);  // (N, C) written
+  const float scale = scratch.moe_loss_scale;
+  ops.moe_route_backward(scratch.moe_dlogits, scratch.moe_dgates, m.logits, m.idx, m.gates, N, E,
+                         K, s.moe_aux_group, scale * s.moe_aux_coeff, scale * s.moe_z_coeff);
+  // The router: dln2 += dlogits @ router, and its weight's gradient.
+  ops.matmul_backward(dln2, g.router_w, nullptr, scratch.moe_dlogits, ln2, w.router_w, N, C, E,
+                      /*accumulate_dinp=*/true, add_dw);
+}
+
+}  // namespace tessera

@@ -1,0 +1,39 @@
+// The mixture-of-experts MLP (Megatron-LM's --num-experts family;
+// docs/moe.md): in an MoE layer (LayerWeights::moe()) it replaces the dense
+// fc -> activation -> proj between the second norm and the residual add.
+//
+//   logits (N, E) = ln2 @ router^T             matmul (no bias)
+//   top-k of the logits, their softmax (gates), capacity drops in token order
+//   xs (R, C)     = ln2 rows sorted by expert   moe_permute
+//   h  (R, Ff)    = xs @ fc[e]^T + b            one grouped GEMM for all experts
+//   act (R, F)    = GELU(h) or SwiGLU(h)
+//   ys (R, C)     = act @ proj[e]^T + b         one grouped GEMM
+//   out (N, C)    = sum_k gate * ys[slot]       moe_combine
+//
+// Every step is a Backend kernel (backend_methods.inc), so the op trace
+// records the layer as it records the dense one. The load-balancing
+// (aux) and z-losses are means over the micro-batch's N tokens: backward
+// adds their gradient, scaled by Activations::moe_loss_scale, to the
+// router's; moe_route_forward's stats report their values.
+//
+// Single tensor-parallel rank only for now (the layer runs on the full N
+// rows; tensor and expert parallelism are refused before allocation).
+#pragma once
+#include "tessera/kernels/ops.h"
+#include "tessera/model/activations.h"
+#include "tessera/model/weights.h"
+
+namespace tessera {
+
+// ln2 (N, C) -> out (N, C) (written), filling the views of m.
+void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                 kernels::ConstAct ln2, float* out, const ActShape& s);
+
+// dout (N, C) = dL/d out -> dln2 (N, C) written; the experts' and router's
+// gradients into g (written instead of added when !add_dw, the step's
+// first backward). `scratch` supplies the moe_* scratch and moe_loss_scale.
+void moe_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                  const MoeActs& m, kernels::ConstAct ln2, const float* dout, float* dln2,
+                  const Activations& scratch, const ActShape& s, bool add_dw);
+
+}  // namespace tessera

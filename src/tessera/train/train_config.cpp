@@ -21,6 +21,12 @@ void check_finite(double v, const char* flag) {
 void TrainConfig::validate(int64_t world) const {
   model.validate();
   par.validate(model, world);
+  // The layout checks above hold for cp already (world = tp x cp x pp x dp,
+  // the sequence in 2 x cp chunks); the trainer does not run it yet.
+  TESSERA_CHECK(par.cp == 1,
+                "{} {} ({} {}): context parallelism is not run by the trainer yet (its grid "
+                "groups, chunking and ring-attention kernels exist; docs/context_parallel.md)",
+                flag::cp, par.cp, flag::cp_comm, cp_comm_name(par.cp_comm));
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.
   for (const auto& [v, flag] : {std::pair<double, const char*>{optim.lr, "--lr"},

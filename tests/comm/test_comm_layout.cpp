@@ -28,6 +28,43 @@ TEST(GridLayout, MegatronOrderOnSixteenRanks) {
   EXPECT_EQ(l.coord_of(11), (GridCoord{1, 1, 2}));
 }
 
+// Megatron-Core's order with context parallelism: tp fastest, then cp, then
+// dp, then pp. 16 ranks, tp 2, cp 2, pp 2 -> dp 2:
+//   rank = ((pp * dp + dp_rank) * cp + cp_rank) * tp + tp_rank.
+TEST(GridLayout, ContextParallelSitsBetweenTpAndDp) {
+  const GridLayout l = GridLayout::make({.tp = 2, .pp = 2, .dp = 2, .cp = 2}, 16);
+  EXPECT_EQ(l.cp, 2);
+  EXPECT_EQ(l.tp_group(0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(l.cp_group(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.dp_group(0), (std::vector<int>{0, 4}));
+  EXPECT_EQ(l.dp_cp_group(0), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(l.pp_group(0), (std::vector<int>{0, 8}));
+  EXPECT_EQ(l.coord_of(13), (GridCoord{.tp = 1, .dp = 1, .pp = 1, .cp = 0}));
+  EXPECT_EQ(l.cp_group(13), (std::vector<int>{13, 15}));
+  EXPECT_EQ(l.dp_group(13), (std::vector<int>{9, 13}));
+  EXPECT_EQ(l.dp_cp_group(13), (std::vector<int>{9, 11, 13, 15}));
+  EXPECT_EQ(l.embedding_group(5), (std::vector<int>{5, 13}));
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(l.rank_of(l.coord_of(r)), r);
+  // cp = 1: the dp x cp group is the dp group.
+  const GridLayout flat = GridLayout::make({.tp = 2, .pp = 1, .dp = 2}, 4);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(flat.dp_cp_group(r), flat.dp_group(r));
+  const std::string table = format_layout_table(l);
+  EXPECT_NE(table.find("world 16 = tp 2 x cp 2 x dp 2 x pp 2"), std::string::npos) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 16);
+}
+
+TEST(GridLayout, ContextParallelSizeMustDivideTheWorld) {
+  try {
+    GridLayout::make({.tp = 2, .pp = 1, .dp = 1, .cp = 3}, 8);
+    FAIL() << "accepted tp 2 x cp 3 on 8 ranks";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("--context-parallel-size (3)"), std::string::npos) << message;
+    EXPECT_NE(message.find("world size 8"), std::string::npos) << message;
+  }
+  EXPECT_THROW(GridLayout::make({.tp = 1, .pp = 1, .dp = 1, .cp = 0}, 4), Error);
+}
+
 TEST(GridLayout, SingleStageEmbeddingGroupIsTheRankAlone) {
   const GridLayout l = GridLayout::make({.tp = 2, .pp = 1, .dp = 2}, 4);
   EXPECT_EQ(l.embedding_group(3), (std::vector<int>{3}));

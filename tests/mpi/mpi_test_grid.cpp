@@ -52,6 +52,33 @@ TEST(Grid, EveryLayoutOfTheWorld) {
   }
 }
 
+// Context parallelism: every (tp, cp) the world allows, with Megatron-Core's
+// order (tp fastest, then cp, then dp) and the cp ring and dp x cp groups
+// split as GridLayout names them. cp = 1 splits no cp group and dp_cp() is
+// the dp group itself.
+TEST(Grid, ContextParallelGroups) {
+  Communicator& w = world();
+  for (int tp : {1, 2}) {
+    for (int cp : {1, 2, 4}) {
+      if (w.size() % (tp * cp) != 0) continue;
+      SCOPED_TRACE("tp " + std::to_string(tp) + " cp " + std::to_string(cp));
+      ParallelConfig par{.tp = tp, .cp = cp};
+      par.set_world(w.size());
+      Grid grid(w, par);
+      const GridLayout& l = grid.layout();
+      const GridCoord c = grid.coord();
+      EXPECT_EQ(l.dp, w.size() / (tp * cp));
+      EXPECT_EQ(w.rank(), (c.dp * cp + c.cp) * tp + c.tp);
+      check_group(grid.tp(), l.tp_group(w.rank()), c.tp);
+      check_group(grid.dp(), l.dp_group(w.rank()), c.dp);
+      check_group(grid.dp_cp(), l.dp_cp_group(w.rank()), c.dp * cp + c.cp);
+      ASSERT_EQ(grid.cp() != nullptr, cp > 1);
+      if (cp > 1) check_group(*grid.cp(), l.cp_group(w.rank()), c.cp);
+      else EXPECT_EQ(&grid.dp_cp(), &grid.dp());
+    }
+  }
+}
+
 TEST(Grid, BadLayoutFailsOnEveryRankNamingTheFlags) {
   Communicator& w = world();
   for (auto [tp, pp] : {std::pair{3, 1}, std::pair{1, 3}, std::pair{w.size(), 2}, std::pair{0, 1}}) {

@@ -45,7 +45,8 @@ TEST(FlagRanges, ParallelProductsThatWrapAreRefusedNamingTheFlags) {
   c.par.tp = kHalf;
   c.par.pp = 4;  // tp x pp = 2^64: wrapped to 0, then world % 0 was SIGFPE
   EXPECT_TRUE(throws_error_with([&] { c.par.set_world(8); },
-                                {"--tensor-model-parallel-size x --pipeline-model-parallel-size",
+                                {"--tensor-model-parallel-size x --context-parallel-size x "
+                                 "--pipeline-model-parallel-size",
                                  "overflows"}));
   c = small_run();
   c.par.micro_batch = kHalf;

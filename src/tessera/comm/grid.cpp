@@ -7,13 +7,18 @@ Grid::Grid(Communicator& world, const ParallelConfig& par)
       world_rank_(world.rank()),
       coord_(layout_.coord_of(world.rank())) {
   const int r = world_rank_;
-  const int column = r % (layout_.dp * layout_.tp);  // the (tp, dp) position, any stage
+  const GridLayout& L = layout_;
+  const int column = r % (L.dp * L.cp * L.tp);  // the (tp, cp, dp) position, any stage
   // Colors name the group by what its members share; keys order them by the
   // coordinate that varies inside it, so group rank == that coordinate.
   tp_ = world.split(r / layout_.tp, coord_.tp, "tp");
-  dp_ = world.split(coord_.pp * layout_.tp + coord_.tp, coord_.dp, "dp");
+  dp_ = world.split((coord_.pp * L.cp + coord_.cp) * L.tp + coord_.tp, coord_.dp, "dp");
   pp_ = world.split(column, coord_.pp, "pp");
   embedding_ = world.split(layout_.in_embedding_group(r) ? column : -1, coord_.pp, "embedding");
+  if (L.cp > 1) {
+    cp_ = world.split((coord_.pp * L.dp + coord_.dp) * L.tp + coord_.tp, coord_.cp, "cp");
+    dp_cp_ = world.split(coord_.pp * L.tp + coord_.tp, coord_.dp * L.cp + coord_.cp, "dp_cp");
+  }
 }
 
 }  // namespace tessera::comm

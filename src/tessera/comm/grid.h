@@ -1,4 +1,4 @@
-// Grid: this rank's tp, dp, pp and embedding groups, split from the world by
+// Grid: this rank's tp, cp, dp, pp and embedding groups, split from the world by
 // GridLayout's arithmetic. Built once at start (collective over the world)
 // and passed to whatever needs a group; the Grid owns the groups.
 #pragma once
@@ -24,6 +24,12 @@ class Grid {
   Communicator& tp() const { return *tp_; }
   Communicator& dp() const { return *dp_; }
   Communicator& pp() const { return *pp_; }
+  // The context-parallel ring; null without context parallelism (cp = 1),
+  // so a run without it splits no more communicators than before.
+  Communicator* cp() const { return cp_.get(); }
+  // The ranks that reduce gradients and shard ZeRO state together: dp x cp
+  // (dp_cp_group's order); the dp group itself when cp = 1.
+  Communicator& dp_cp() const { return dp_cp_ ? *dp_cp_ : *dp_; }
   // Null on ranks in neither the first nor the last stage.
   Communicator* embedding() const { return embedding_.get(); }
 
@@ -31,7 +37,7 @@ class Grid {
   GridLayout layout_;
   int world_rank_ = 0;
   GridCoord coord_;
-  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_;
+  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_, cp_, dp_cp_;
 };
 
 }  // namespace tessera::comm

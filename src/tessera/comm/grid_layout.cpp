@@ -8,7 +8,7 @@ namespace tessera::comm {
 
 GridLayout GridLayout::make(const ParallelConfig& par, int world) {
   par.validate_degrees(world);
-  return {world, int(par.tp), int(par.pp), int(par.dp)};
+  return {world, int(par.tp), int(par.pp), int(par.dp), int(par.cp)};
 }
 
 std::vector<int> GridLayout::tp_group(int rank) const {
@@ -22,6 +22,21 @@ std::vector<int> GridLayout::dp_group(int rank) const {
   GridCoord c = coord_of(rank);
   std::vector<int> out;
   for (c.dp = 0; c.dp < dp; ++c.dp) out.push_back(rank_of(c));
+  return out;
+}
+
+std::vector<int> GridLayout::cp_group(int rank) const {
+  GridCoord c = coord_of(rank);
+  std::vector<int> out;
+  for (c.cp = 0; c.cp < cp; ++c.cp) out.push_back(rank_of(c));
+  return out;
+}
+
+std::vector<int> GridLayout::dp_cp_group(int rank) const {
+  GridCoord c = coord_of(rank);
+  std::vector<int> out;
+  for (c.dp = 0; c.dp < dp; ++c.dp)
+    for (c.cp = 0; c.cp < cp; ++c.cp) out.push_back(rank_of(c));
   return out;
 }
 
@@ -48,16 +63,26 @@ std::vector<int> GridLayout::embedding_group(int rank) const {
 }
 
 std::string format_layout_table(const GridLayout& l) {
-  std::string out = fmt::format("parallel layout: world {} = tp {} x dp {} x pp {} (tp fastest, then dp, then pp)\n",
-                                l.world, l.tp, l.dp, l.pp);
-  out += fmt::format("  {:>6} {:>4} {:>4} {:>4}  {}\n", "rank", "tp", "dp", "pp", "stage role");
+  // The cp column only where there is context parallelism: the table of
+  // every other run reads as it did.
+  const bool cp = l.cp > 1;
+  std::string out =
+      cp ? fmt::format("parallel layout: world {} = tp {} x cp {} x dp {} x pp {} (tp fastest, "
+                       "then cp, then dp, then pp)\n",
+                       l.world, l.tp, l.cp, l.dp, l.pp)
+         : fmt::format("parallel layout: world {} = tp {} x dp {} x pp {} (tp fastest, then dp, "
+                       "then pp)\n",
+                       l.world, l.tp, l.dp, l.pp);
+  out += fmt::format("  {:>6} {:>4}{} {:>4} {:>4}  {}\n", "rank", "tp",
+                     cp ? fmt::format(" {:>4}", "cp") : "", "dp", "pp", "stage role");
   for (int r = 0; r < l.world; ++r) {
     const GridCoord c = l.coord_of(r);
     std::string role = l.pp == 1            ? "embedding + head"
                        : c.pp == 0          ? "embedding"
                        : c.pp == l.pp - 1   ? "head"
                                             : "";
-    out += fmt::format("  {:>6} {:>4} {:>4} {:>4}  {}\n", r, c.tp, c.dp, c.pp, role);
+    out += fmt::format("  {:>6} {:>4}{} {:>4} {:>4}  {}\n", r, c.tp,
+                       cp ? fmt::format(" {:>4}", c.cp) : "", c.dp, c.pp, role);
   }
   return out;
 }

@@ -1,10 +1,12 @@
-// GridLayout: where each global rank sits in the tp x dp x pp grid. Pure
-// arithmetic, no MPI, so the planner and the tests use it directly.
+// GridLayout: where each global rank sits in the tp x cp x dp x pp grid.
+// Pure arithmetic, no MPI, so the planner and the tests use it directly.
 //
-// Megatron's order: tp fastest, then dp, then pp,
-//   global rank = pp_rank * (dp * tp) + dp_rank * tp + tp_rank,
-// so a tp group is tp consecutive ranks (one node, the fast links) and a
-// pipeline stage is a contiguous block of dp * tp ranks.
+// Megatron's order: tp fastest, then cp, then dp, then pp,
+//   global rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank,
+// so a tp group is tp consecutive ranks (one node, the fast links), a cp
+// ring the next-nearest, and a pipeline stage a contiguous block of
+// dp * cp * tp ranks. Without context parallelism (cp = 1) this is the
+// tp, dp, pp order it always was.
 #pragma once
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@ struct GridCoord {
   int tp = 0;
   int dp = 0;
   int pp = 0;
+  int cp = 0;  // last, so that {tp, dp, pp} still names a cp = 1 coordinate
   bool operator==(const GridCoord&) const = default;
 };
 
@@ -25,18 +28,27 @@ struct GridLayout {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  int cp = 1;
 
   // The grid of `par`'s degrees over `world` ranks. Validates them with
   // ParallelConfig::validate_degrees (a tessera::Error naming the flags).
   static GridLayout make(const ParallelConfig& par, int world);
 
-  int rank_of(GridCoord c) const { return c.pp * (dp * tp) + c.dp * tp + c.tp; }
-  GridCoord coord_of(int rank) const { return {rank % tp, (rank / tp) % dp, rank / (tp * dp)}; }
+  int rank_of(GridCoord c) const { return ((c.pp * dp + c.dp) * cp + c.cp) * tp + c.tp; }
+  GridCoord coord_of(int rank) const {
+    return {rank % tp, (rank / (tp * cp)) % dp, rank / (tp * cp * dp), (rank / tp) % cp};
+  }
 
   // Members of each group containing `rank`, in group-rank order.
   std::vector<int> tp_group(int rank) const;
   std::vector<int> dp_group(int rank) const;
   std::vector<int> pp_group(int rank) const;
+  // The context-parallel ring (cp ranks sharing every sequence), and the
+  // dp x cp ranks that reduce gradients and shard ZeRO state together
+  // (each cp rank saw part of every sequence), dp-major: cp rank c of dp
+  // rank d is member d * cp + c. With cp = 1 the latter is dp_group.
+  std::vector<int> cp_group(int rank) const;
+  std::vector<int> dp_cp_group(int rank) const;
   // First and last pipeline stage of rank's (tp, dp) column: the ranks holding
   // the input embedding and the tied output head. Empty if `rank` is in
   // neither stage. With pp == 1 it is the rank alone.

@@ -45,6 +45,16 @@ const char* schedule_kind_name(ScheduleKind k) {
   return "?";
 }
 
+CpCommType cp_comm_parse(std::string_view s) {
+  if (s == "p2p") return CpCommType::P2p;
+  if (s == "all_gather") return CpCommType::AllGather;
+  fail("{} must be p2p or all_gather (got '{}')", flag::cp_comm, s);
+}
+
+const char* cp_comm_name(CpCommType t) {
+  return t == CpCommType::P2p ? "p2p" : "all_gather";
+}
+
 void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
   check_parallel_range(flag::pp, p);
   check_parallel_range(flag::virtual_stages, v);
@@ -68,30 +78,37 @@ void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
 
 namespace {
 
-// tp, pp >= 1 and world a multiple of tp x pp.
-void validate_world(int64_t tp, int64_t pp, int64_t world) {
+// tp, cp, pp >= 1 and world a multiple of tp x cp x pp.
+void validate_world(int64_t tp, int64_t cp, int64_t pp, int64_t world) {
   check_parallel_range(flag::tp, tp);
+  check_parallel_range(flag::cp, cp);
   check_parallel_range(flag::pp, pp);
   TESSERA_CHECK(world >= 1, "world size must be >= 1 (got {})", world);
-  static const std::string what = fmt::format("{} x {}", flag::tp, flag::pp);
-  const int64_t model_ranks = checked_mul(tp, pp, what.c_str());
+  static const std::string what = fmt::format("{} x {} x {}", flag::tp, flag::cp, flag::pp);
+  const int64_t model_ranks = checked_mul(checked_mul(tp, cp, what.c_str()), pp, what.c_str());
+  if (cp == 1)  // the message of every run without context parallelism
+    TESSERA_CHECK(world % model_ranks == 0,
+                  "world size {} is not divisible by {} ({}) x {} ({}): data-parallel size = "
+                  "world / (tp x pp) must be a whole number",
+                  world, flag::tp, tp, flag::pp, pp);
   TESSERA_CHECK(world % model_ranks == 0,
-                "world size {} is not divisible by {} ({}) x {} ({}): data-parallel size = world "
-                "/ (tp x pp) must be a whole number",
-                world, flag::tp, tp, flag::pp, pp);
+                "world size {} is not divisible by {} ({}) x {} ({}) x {} ({}): data-parallel "
+                "size = world / (tp x cp x pp) must be a whole number",
+                world, flag::tp, tp, flag::cp, cp, flag::pp, pp);
 }
 
 }  // namespace
 
 void ParallelConfig::set_world(int64_t world) {
-  validate_world(tp, pp, world);
-  dp = world / (tp * pp);
+  validate_world(tp, cp, pp, world);
+  dp = world / (tp * cp * pp);
 }
 
 void ParallelConfig::validate_degrees(int64_t world) const {
-  validate_world(tp, pp, world);
-  TESSERA_CHECK(dp >= 1 && dp == world / (tp * pp), "data-parallel size {} is not world size {} / ({} ({}) x {} ({}))",
-                dp, world, flag::tp, tp, flag::pp, pp);
+  validate_world(tp, cp, pp, world);
+  TESSERA_CHECK(dp >= 1 && dp == world / (tp * cp * pp),
+                "data-parallel size {} is not world size {} / ({} ({}) x {} ({}) x {} ({}))", dp,
+                world, flag::tp, tp, flag::cp, cp, flag::pp, pp);
 }
 
 namespace {
@@ -166,6 +183,11 @@ void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
   TESSERA_CHECK(!p.sequence_parallel || m.seq_length % p.tp == 0,
                 "{} ({}) must be divisible by {} ({}) with {}", flag::seq_length, m.seq_length,
                 flag::tp, p.tp, flag::sequence_parallel);
+  // Context parallelism cuts every sequence into 2 x cp equal chunks
+  // (kernels/context_chunks.h); cp = 1 holds the sequence whole.
+  TESSERA_CHECK(p.cp == 1 || m.seq_length % (2 * p.cp) == 0,
+                "{} ({}) must be divisible into 2 x {} ({}) = {} equal chunks", flag::seq_length,
+                m.seq_length, flag::cp, p.cp, 2 * p.cp);
   check_parallel_range(flag::virtual_stages, p.virtual_stages);
   if (p.uneven_stages()) return validate_uneven_split(p, m.num_layers);
   static const std::string what = fmt::format("{} x {}", flag::pp, flag::virtual_stages);
@@ -214,9 +236,11 @@ std::string ParallelConfig::summary() const {
   std::string uneven;
   if (first_stage_layers) uneven += fmt::format(" first {}", *first_stage_layers);
   if (last_stage_layers) uneven += fmt::format(" last {}", *last_stage_layers);
-  return fmt::format("tp {}{} pp {}{} dp {} | micro-batch {} global batch {} ({} accumulation "
+  const std::string context =
+      cp > 1 ? fmt::format(" cp {} ({})", cp, cp_comm_name(cp_comm)) : std::string();
+  return fmt::format("tp {}{}{} pp {}{} dp {} | micro-batch {} global batch {} ({} accumulation "
                      "steps) | zero {} | recompute {}",
-                     tp, sequence_parallel ? " (sequence parallel)" : "", pp,
+                     tp, sequence_parallel ? " (sequence parallel)" : "", context, pp,
                      uneven.empty() ? "" : " (layers" + uneven + ")", dp, micro_batch,
                      global_batch, accumulation_steps(), zero_stage, recompute_name(recompute));
 }

@@ -24,6 +24,14 @@ const char* recompute_name(Recompute r);
 // (Qi et al. 2024, "Zero Bubble Pipeline Parallelism"), parallel/schedule.h.
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
 
+// How context-parallel ranks exchange keys and values (--cp-comm-type):
+// p2p passes K/V blocks around the cp ring, overlapped with attention on
+// the block in hand (Megatron-Core's default); all_gather gathers the whole
+// sequence's K/V first (Llama 3's variant).
+enum class CpCommType { P2p, AllGather };
+CpCommType cp_comm_parse(std::string_view name);
+const char* cp_comm_name(CpCommType t);
+
 // CLI values of --pipeline-schedule: gpipe | 1f1b | interleaved | zb-h1.
 ScheduleKind schedule_kind_parse(std::string_view s);
 const char* schedule_kind_name(ScheduleKind k);
@@ -38,7 +46,11 @@ struct ParallelConfig {
   // The flags of these fields: parallel_fields.h (flag::tp, flag::pp, ...).
   int64_t tp = 1;                  // tensor-parallel ranks
   int64_t pp = 1;                  // pipeline stages
-  int64_t dp = 1;                  // world / (tp * pp)
+  int64_t dp = 1;                  // world / (tp * cp * pp)
+  // Context-parallel ranks: each holds 1/cp of every sequence
+  // (kernels/context_chunks.h); see docs/context_parallel.md.
+  int64_t cp = 1;
+  CpCommType cp_comm = CpCommType::P2p;
   int64_t virtual_stages = 1;      // model chunks per pipeline rank
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   int64_t micro_batch = 1;         // sequences per micro-batch per dp rank
@@ -57,16 +69,16 @@ struct ParallelConfig {
   // Micro-batches each dp rank runs per step (gradient accumulation steps).
   int64_t accumulation_steps() const { return global_batch / (micro_batch * dp); }
 
-  int64_t world() const { return tp * pp * dp; }
+  int64_t world() const { return tp * cp * pp * dp; }
 
-  // dp = world / (tp x pp), after checking that it is a whole number (throws
+  // dp = world / (tp x cp x pp), after checking that it is a whole number (throws
   // naming the flags): how a launched job learns its data-parallel size.
   void set_world(int64_t world);
-  // The degrees alone: tp, pp >= 1 and world = tp x pp x dp. Throws naming
+  // The degrees alone: tp, cp, pp >= 1 and world = tp x cp x pp x dp. Throws naming
   // the flags; what comm::GridLayout checks before it places ranks.
   void validate_degrees(int64_t world) const;
   // Everything: the degrees, the batch, the model's divisibility by tp and
-  // pp x v, and the schedule. Throws tessera::Error naming the flag(s) of the
+  // pp x v, the sequence's into 2 x cp chunks, and the schedule. Throws tessera::Error naming the flag(s) of the
   // first impossible setting. world: the ranks the job was launched with.
   void validate(const GPTConfig& model, int64_t world) const;
   std::string summary() const;

@@ -11,11 +11,23 @@ using P = ParallelConfig;
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr FieldRange kPositive{1, kNoMax, ">= 1"};
 
-const std::array<Field<P>, 12> kFields{{
+const std::array<Field<P>, 14> kFields{{
     {flag::tp, "tp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::tp,
      "tensor-parallel ranks", kPositive},
     {flag::pp, "pp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::pp, "pipeline stages",
      kPositive},
+    // Context parallelism is a flag only for now: the trainer refuses cp > 1
+    // (train_config.cpp) until it runs it, so no plan, checkpoint or trial
+    // holds it yet.
+    {flag::cp, "cp", 0, &P::cp,
+     "context-parallel ranks: each holds 1/cp of every sequence (2 x cp chunks, load-balanced "
+     "for causal attention)",
+     kPositive},
+    {flag::cp_comm, "cp_comm", 0,
+     ChoiceAccess<P>{[](const P& p) { return cp_comm_name(p.cp_comm); },
+                     [](P& p, std::string_view v) { p.cp_comm = cp_comm_parse(v); }},
+     "context parallelism's K/V exchange: p2p (a ring, overlapped with attention) or "
+     "all_gather"},
     {flag::micro_batch, "micro_batch", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
      &P::micro_batch, "sequences per micro-batch", kPositive},
     {flag::global_batch, "global_batch", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,

@@ -13,6 +13,8 @@ namespace tessera {
 namespace flag {
 inline constexpr const char tp[] = "--tensor-model-parallel-size";
 inline constexpr const char pp[] = "--pipeline-model-parallel-size";
+inline constexpr const char cp[] = "--context-parallel-size";
+inline constexpr const char cp_comm[] = "--cp-comm-type";
 inline constexpr const char micro_batch[] = "--micro-batch-size";
 inline constexpr const char global_batch[] = "--global-batch-size";
 inline constexpr const char zero_stage[] = "--zero-stage";

@@ -33,6 +33,12 @@ void TrainConfig::validate(int64_t world) const {
                 "{} with {} zb-h1 is not supported yet (the MoE backward is not split into "
                 "input and weight passes)", flag::num_experts, flag::schedule);
   par.validate(model, world);
+  // The layout checks above hold for cp already (world = tp x cp x pp x dp,
+  // the sequence in 2 x cp chunks); the trainer does not run it yet.
+  TESSERA_CHECK(par.cp == 1,
+                "{} {} ({} {}): context parallelism is not run by the trainer yet (its grid "
+                "groups, chunking and ring-attention kernels exist; docs/context_parallel.md)",
+                flag::cp, par.cp, flag::cp_comm, cp_comm_name(par.cp_comm));
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.
   for (const auto& [v, flag] : {std::pair<double, const char*>{optim.lr, "--lr"},

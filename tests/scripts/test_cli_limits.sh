@@ -43,6 +43,9 @@ expect2 '--pipeline-schedule zb-h1 needs --pipeline-model-parallel-size >= 2 \(g
   train "${small[@]}" --pipeline-schedule zb-h1
 expect2 '--pipeline-schedule zb-h1 does not support --zero-stage 2' \
   train "${small[@]}" --pipeline-schedule zb-h1 --zero-stage 2
+# zbv (issue 36): two chunks per rank in a V, nothing else.
+expect2 '--pipeline-schedule zbv needs --virtual-pipeline-stages 2 \(got 1\)' \
+  train "${small[@]}" --pipeline-schedule zbv
 # pp 0 with layers per virtual stage divided num_layers by per x pp = 0 (SIGFPE).
 expect2 '--pipeline-model-parallel-size must be >= 1' \
   train "${small[@]}" --pipeline-model-parallel-size 0 --num-layers-per-virtual-pipeline-stage 1

@@ -43,13 +43,16 @@ expect2 '--pipeline-schedule zb-h1 needs --pipeline-model-parallel-size >= 2 \(g
   train "${small[@]}" --pipeline-schedule zb-h1
 expect2 '--pipeline-schedule zb-h1 does not support --zero-stage 2' \
   train "${small[@]}" --pipeline-schedule zb-h1 --zero-stage 2
+# zbv (issue 36): two chunks per rank in a V, nothing else.
+expect2 '--pipeline-schedule zbv needs --virtual-pipeline-stages 2 \(got 1\)' \
+  train "${small[@]}" --pipeline-schedule zbv
 # pp 0 with layers per virtual stage divided num_layers by per x pp = 0 (SIGFPE).
 expect2 '--pipeline-model-parallel-size must be >= 1' \
   train "${small[@]}" --pipeline-model-parallel-size 0 --num-layers-per-virtual-pipeline-stage 1
 expect2 '--num-layers-per-virtual-pipeline-stage must be >= 1' \
   train "${small[@]}" --num-layers-per-virtual-pipeline-stage -1
 # tp x pp = 2^64 wrapped to 0 (SIGFPE).
-expect2 '--tensor-model-parallel-size x --pipeline-model-parallel-size: size overflows' \
+expect2 '--tensor-model-parallel-size x --context-parallel-size x --pipeline-model-parallel-size: size overflows' \
   train "${small[@]}" --tensor-model-parallel-size $half --pipeline-model-parallel-size 4
 expect2 '--make-vocab-size-divisible-by|model size' train "${small[@]}" --make-vocab-size-divisible-by $big
 expect2 '--global-batch-size x --seq-length: size overflows' \
@@ -91,6 +94,7 @@ expect2 '--pp must be >= 1 \(got 0\)' "${plan[@]}" --pp 0
 expect2 '--micro-batch must be >= 1 \(got 0\)' "${plan[@]}" --micro-batch 0
 expect2 '--virtual-stages must be >= 1' "${plan[@]}" --virtual-stages 0
 expect2 '--zero must be 0, 1, 2 or 3' "${plan[@]}" --zero 7
+expect2 '--schedule zbv: schedule data only so far' "${plan[@]}" --schedule zbv
 expect2 '--top must be >= 1 \(got -1\)' "${plan[@]}" --top -1
 expect2 '--devices must be in \[1, 16777216\]' plan --model gpt2-small --devices $big --global-batch-size 8
 expect2 '--global-batch-size must be in \[1, 16777216\]' plan --model gpt2-small --devices 8 --global-batch-size $big

@@ -32,7 +32,8 @@ ScheduleKind schedule_kind_parse(std::string_view s) {
   if (s == "1f1b") return ScheduleKind::OneFOneB;
   if (s == "interleaved") return ScheduleKind::Interleaved;
   if (s == "zb-h1") return ScheduleKind::ZeroBubbleH1;
-  fail("{} must be gpipe, 1f1b, interleaved or zb-h1 (got '{}')", flag::schedule, s);
+  if (s == "zbv") return ScheduleKind::ZeroBubbleV;
+  fail("{} must be gpipe, 1f1b, interleaved, zb-h1 or zbv (got '{}')", flag::schedule, s);
 }
 
 const char* schedule_kind_name(ScheduleKind k) {
@@ -41,6 +42,7 @@ const char* schedule_kind_name(ScheduleKind k) {
     case ScheduleKind::OneFOneB: return "1f1b";
     case ScheduleKind::Interleaved: return "interleaved";
     case ScheduleKind::ZeroBubbleH1: return "zb-h1";
+    case ScheduleKind::ZeroBubbleV: return "zbv";
   }
   return "?";
 }
@@ -61,8 +63,12 @@ void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
   TESSERA_CHECK(m >= 1,
                 "micro-batches per step, global batch / (micro-batch x dp), must be >= 1 (got {})",
                 m);
-  TESSERA_CHECK(v == 1 || kind == ScheduleKind::Interleaved, "{} {} needs {} interleaved (got {})",
-                flag::virtual_stages, v, flag::schedule, schedule_kind_name(kind));
+  // ZBV's V places exactly two chunks on each rank (parallel/schedule.h).
+  TESSERA_CHECK(kind != ScheduleKind::ZeroBubbleV || v == 2, "{} zbv needs {} 2 (got {})",
+                flag::schedule, flag::virtual_stages, v);
+  TESSERA_CHECK(v == 1 || kind == ScheduleKind::Interleaved || kind == ScheduleKind::ZeroBubbleV,
+                "{} {} needs {} interleaved (got {})", flag::virtual_stages, v, flag::schedule,
+                schedule_kind_name(kind));
   // With one rank every chunk boundary would be a send to itself; run v = 1.
   TESSERA_CHECK(v == 1 || p >= 2, "{} {} needs {} >= 2 (got {})", flag::virtual_stages, v,
                 flag::pp, p);
@@ -73,6 +79,8 @@ void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
   // With one stage there is no bubble to fill, and the executor would run a
   // split backward for nothing.
   TESSERA_CHECK(kind != ScheduleKind::ZeroBubbleH1 || p >= 2, "{} zb-h1 needs {} >= 2 (got {})",
+                flag::schedule, flag::pp, p);
+  TESSERA_CHECK(kind != ScheduleKind::ZeroBubbleV || p >= 2, "{} zbv needs {} >= 2 (got {})",
                 flag::schedule, flag::pp, p);
 }
 
@@ -214,6 +222,15 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
   static const std::string padded = "vocabulary padded to " + padding;
   checked_add(m.vocab_size, checked_mul(m.make_vocab_size_divisible_by, tp, padding.c_str()),
               padded.c_str());
+  if (schedule == ScheduleKind::ZeroBubbleV) {
+    // What the schedule itself needs (v = 2, pp >= 2) first, then the
+    // engine: its layout, executor peers and tied-embedding sum still place
+    // chunk g on rank g % pp, not in ZBV's V.
+    schedule_validate(schedule, pp, virtual_stages, accumulation_steps());
+    fail("{} zbv is schedule data only so far (its list and simulator, parallel/schedule.h); "
+         "the engine does not run it yet: use zb-h1",
+         flag::schedule);
+  }
   validate_model_split(*this, m);
   if (schedule == ScheduleKind::ZeroBubbleH1) {
     // ZeRO-2/3 bind a layer's gradient (and ZeRO-3 its parameters) around

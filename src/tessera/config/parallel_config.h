@@ -22,7 +22,9 @@ const char* recompute_name(Recompute r);
 
 // ZeroBubbleH1: 1F1B with backward split into input and weight gradients
 // (Qi et al. 2024, "Zero Bubble Pipeline Parallelism"), parallel/schedule.h.
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1 };
+// ZeroBubbleV: the split backward over two chunks per rank placed in a V
+// (ZBV); schedule data and simulator only so far, the engine refuses it.
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleV };
 
 // How context-parallel ranks exchange keys and values (--cp-comm-type):
 // p2p passes K/V blocks around the cp ring, overlapped with attention on
@@ -32,7 +34,7 @@ enum class CpCommType { P2p, AllGather };
 CpCommType cp_comm_parse(std::string_view name);
 const char* cp_comm_name(CpCommType t);
 
-// CLI values of --pipeline-schedule: gpipe | 1f1b | interleaved | zb-h1.
+// CLI values of --pipeline-schedule: gpipe | 1f1b | interleaved | zb-h1 | zbv.
 ScheduleKind schedule_kind_parse(std::string_view s);
 const char* schedule_kind_name(ScheduleKind k);
 

@@ -48,7 +48,7 @@ const std::array<Field<P>, 14> kFields{{
     {flag::schedule, "schedule", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
      ChoiceAccess<P>{[](const P& p) { return schedule_kind_name(p.schedule); },
                      [](P& p, std::string_view v) { p.schedule = schedule_kind_parse(v); }},
-     "gpipe, 1f1b, interleaved or zb-h1"},
+     "gpipe, 1f1b, interleaved, zb-h1 or zbv"},
     // Only the interleaved schedule has virtual stages (validate refuses
     // v > 1 with another), so a planned layout names them only there.
     {flag::virtual_stages, "virtual_stages", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,

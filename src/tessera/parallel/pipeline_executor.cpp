@@ -41,6 +41,11 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
     : model_(model), grid_(grid), opt_(options) {
   p_ = grid.pp().size();
   rank_ = grid.pp().rank();
+  // The model's chunks, message tags and tied-embedding sum follow the
+  // RoundRobin placement only (ParallelConfig::validate refuses it first).
+  TESSERA_CHECK(chunk_placement(opt_.kind) == ChunkPlacement::RoundRobin,
+                "pipeline executor: schedule {} is schedule data only, not run by the engine yet",
+                schedule_kind_name(opt_.kind));
   actions_ = build_schedule(opt_.kind, p_, opt_.virtual_stages, opt_.micro_batches, rank_);
   for (int64_t c = 0; c < opt_.virtual_stages; ++c)
     chunks_.push_back(model_.stage_chunk(c, opt_.virtual_stages));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.h"
+#include "tessera/parallel/schedule_zbv.h"
 
 namespace tessera {
 
@@ -43,8 +44,8 @@ std::string action_str(const Action& a) {
   }
 }
 
-int64_t message_boundary(const Action& a, int64_t p, int64_t rank) {
-  int64_t g = global_chunk(p, rank, a.chunk);
+int64_t message_boundary(const Action& a, int64_t p, int64_t rank, ChunkPlacement pl) {
+  int64_t g = global_chunk(p, rank, a.chunk, pl);
   switch (a.type) {
     case ActionType::SendActivation: return g;      // g -> g+1
     case ActionType::RecvActivation: return g - 1;  // g-1 -> g
@@ -59,26 +60,36 @@ namespace {
 // Appends one compute action with the transfers around it: the Recv (wait)
 // right before, the Send right after. The first global chunk takes its input
 // from the embedding and the last one its gradient from the loss, so those
-// two ends have no transfer.
+// two ends have no transfer; nor has a boundary between two chunks of the
+// same rank (zbv's V turns on the last rank): the list's order carries it.
+// The peers follow the placement: under RoundRobin the previous chunk is on
+// rank - 1 and the next on rank + 1 (mod p), as before.
 struct Emitter {
   int64_t p, v, rank;
   std::vector<Action>& out;
+  ChunkPlacement pl = ChunkPlacement::RoundRobin;
 
-  bool first(int64_t j) const { return global_chunk(p, rank, j) == 0; }
-  bool last(int64_t j) const { return global_chunk(p, rank, j) == p * v - 1; }
-  int64_t prev() const { return (rank + p - 1) % p; }
-  int64_t next() const { return (rank + 1) % p; }
+  int64_t g(int64_t j) const { return global_chunk(p, rank, j, pl); }
+  bool first(int64_t j) const { return g(j) == 0; }
+  bool last(int64_t j) const { return g(j) == p * v - 1; }
+  int64_t prev(int64_t j) const { return chunk_rank(p, g(j) - 1, pl); }  // !first(j)
+  int64_t next(int64_t j) const { return chunk_rank(p, g(j) + 1, pl); }  // !last(j)
+  // Only the V hands off on one rank; RoundRobin keeps its lists as they
+  // were (the forward-only pass at p = 1, v > 1 sends to itself).
+  bool same_rank(int64_t peer) const { return pl == ChunkPlacement::V && peer == rank; }
+  bool recv_prev(int64_t j) const { return !first(j) && !same_rank(prev(j)); }
+  bool send_next(int64_t j) const { return !last(j) && !same_rank(next(j)); }
 
   void forward(int64_t mb, int64_t j) {
-    if (!first(j)) out.push_back({ActionType::RecvActivation, mb, j, prev()});
+    if (recv_prev(j)) out.push_back({ActionType::RecvActivation, mb, j, prev(j)});
     out.push_back({ActionType::Forward, mb, j, -1});
-    if (!last(j)) out.push_back({ActionType::SendActivation, mb, j, next()});
+    if (send_next(j)) out.push_back({ActionType::SendActivation, mb, j, next(j)});
   }
   // Backward, or the input half of a split one (BackwardInput): the same transfers.
   void backward(int64_t mb, int64_t j, ActionType type = ActionType::Backward) {
-    if (!last(j)) out.push_back({ActionType::RecvGrad, mb, j, next()});
+    if (send_next(j)) out.push_back({ActionType::RecvGrad, mb, j, next(j)});
     out.push_back({type, mb, j, -1});
-    if (!first(j)) out.push_back({ActionType::SendGrad, mb, j, prev()});
+    if (recv_prev(j)) out.push_back({ActionType::SendGrad, mb, j, prev(j)});
   }
   void backward_weight(int64_t mb, int64_t j) {
     out.push_back({ActionType::BackwardWeight, mb, j, -1});
@@ -174,12 +185,34 @@ void build_interleaved(Emitter& e, int64_t p, int64_t v, int64_t m, int64_t rank
   for (int64_t k = total - warmup; k < total; ++k) bwd(k);
 }
 
+// ZBV: the greedy order (schedule_zbv.h) with its transfers added.
+void emit_zbv(Emitter& e, const std::vector<Action>& order) {
+  for (const Action& a : order) {
+    if (a.type == ActionType::Forward) e.forward(a.micro_batch, a.chunk);
+    if (a.type == ActionType::BackwardInput)
+      e.backward(a.micro_batch, a.chunk, ActionType::BackwardInput);
+    if (a.type == ActionType::BackwardWeight) e.backward_weight(a.micro_batch, a.chunk);
+  }
+}
+
+std::vector<Action> zbv_schedule(const std::vector<Action>& order, int64_t p, int64_t m,
+                                 int64_t rank) {
+  std::vector<Action> out;
+  out.reserve(size_t(14 * m + 2));
+  Emitter e{p, 2, rank, out, ChunkPlacement::V};
+  emit_zbv(e, order);
+  e.finish();
+  return out;
+}
+
 }  // namespace
 
 std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int64_t m,
                                    int64_t rank) {
   schedule_validate(kind, p, v, m);
   TESSERA_CHECK(rank >= 0 && rank < p, "pipeline rank {} out of range [0, {})", rank, p);
+  if (kind == ScheduleKind::ZeroBubbleV)
+    return zbv_schedule(zbv_compute_order(p, m)[size_t(rank)], p, m, rank);
   std::vector<Action> out;
   out.reserve(size_t(7 * m * v + 2));  // per (mb, chunk): recv, F, send, recv, B, send (, W)
   Emitter e{p, v, rank, out};
@@ -188,6 +221,7 @@ std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int6
     case ScheduleKind::OneFOneB: build_1f1b(e, p, m, rank); break;
     case ScheduleKind::Interleaved: build_interleaved(e, p, v, m, rank); break;
     case ScheduleKind::ZeroBubbleH1: build_zbh1(e, p, m, rank); break;
+    case ScheduleKind::ZeroBubbleV: break;  // above
   }
   e.finish();
   return out;
@@ -209,6 +243,11 @@ PipelineSchedule build_pipeline(ScheduleKind kind, int64_t p, int64_t v, int64_t
   schedule_validate(kind, p, v, m);
   PipelineSchedule s{kind, p, v, m, {}};
   s.ranks.reserve(size_t(p));
+  if (kind == ScheduleKind::ZeroBubbleV) {  // one greedy run gives every rank's order
+    const auto orders = zbv_compute_order(p, m);
+    for (int64_t r = 0; r < p; ++r) s.ranks.push_back(zbv_schedule(orders[size_t(r)], p, m, r));
+    return s;
+  }
   for (int64_t r = 0; r < p; ++r) s.ranks.push_back(build_schedule(kind, p, v, m, r));
   return s;
 }

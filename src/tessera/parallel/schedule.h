@@ -15,6 +15,8 @@
 // rank g % p as its local chunk g / p. So on rank r, local chunk j is global
 // chunk j*p + r, and activations flow g -> g+1: rank r's chunk j feeds rank
 // r+1's chunk j, and the last rank's chunk j feeds rank 0's chunk j+1.
+// zbv places its two chunks per rank in a V instead (ChunkPlacement below);
+// where two consecutive chunks share a rank there is no transfer at all.
 //
 // Point-to-point semantics (what the executor must do, what the simulator
 // models):
@@ -74,13 +76,39 @@ struct Action {
 // "F mb3 c1", "SendAct mb3 c1 -> r2", "ReduceGrads": for logs, traces and test failures.
 std::string action_str(const Action& a);
 
-inline int64_t global_chunk(int64_t p, int64_t rank, int64_t local) { return local * p + rank; }
-inline int64_t chunk_rank(int64_t p, int64_t global) { return global % p; }
-inline int64_t chunk_local(int64_t p, int64_t global) { return global / p; }
+// Where global chunk g lives: the one place chunk -> (rank, local chunk) is
+// decided for the schedules and the simulator.
+//   RoundRobin (every schedule but zbv): rank g % p, local chunk g / p.
+//   V (zbv, v = 2): rank r holds global chunks r (local 0) and 2p-1-r
+//     (local 1), so activations go down the ranks and back up: the last rank
+//     runs chunks p-1 and p back to back (a same-rank hand-off, no message)
+//     and rank 0 holds the first and the last chunk.
+// The engine's layout (model/param_layout, ParallelConfig::chunk_first_layer)
+// knows RoundRobin only; ParallelConfig::validate refuses zbv for training.
+enum class ChunkPlacement { RoundRobin, V };
+inline ChunkPlacement chunk_placement(ScheduleKind kind) {
+  return kind == ScheduleKind::ZeroBubbleV ? ChunkPlacement::V : ChunkPlacement::RoundRobin;
+}
+inline int64_t global_chunk(int64_t p, int64_t rank, int64_t local,
+                            ChunkPlacement pl = ChunkPlacement::RoundRobin) {
+  if (pl == ChunkPlacement::V) return local == 0 ? rank : 2 * p - 1 - rank;
+  return local * p + rank;
+}
+inline int64_t chunk_rank(int64_t p, int64_t global,
+                          ChunkPlacement pl = ChunkPlacement::RoundRobin) {
+  if (pl == ChunkPlacement::V) return global < p ? global : 2 * p - 1 - global;
+  return global % p;
+}
+inline int64_t chunk_local(int64_t p, int64_t global,
+                           ChunkPlacement pl = ChunkPlacement::RoundRobin) {
+  if (pl == ChunkPlacement::V) return global < p ? 0 : 1;
+  return global / p;
+}
 
 // The boundary a Send/Recv action on `rank` crosses (see the header comment);
 // -1 for compute and step-level actions.
-int64_t message_boundary(const Action& a, int64_t p, int64_t rank);
+int64_t message_boundary(const Action& a, int64_t p, int64_t rank,
+                         ChunkPlacement pl = ChunkPlacement::RoundRobin);
 
 // schedule_validate (config/parallel_config.h) checks (kind, p, v, m);
 // build_schedule calls it.
@@ -98,6 +126,13 @@ int64_t message_boundary(const Action& a, int64_t p, int64_t rank);
 //                is a third of 1F1B's; every rank holds at most min(m, p)
 //                activations (1F1B's peak, on rank 0).
 //                Needs p >= 2, v = 1.
+//   ZeroBubbleV: ZBV (Qi et al. 2024, V-shape): the split backward over two
+//                chunks per rank in ChunkPlacement::V. The order is built by
+//                a greedy list scheduler with unit F, B, W (schedule_zbv.h):
+//                B first, then F, W in the idle time, forwards of local
+//                chunk 0 capped at min(m, p) micro-batches in flight, so a
+//                rank holds at most 2 min(m, p) half-size chunk-activations:
+//                1F1B's peak. Needs p >= 2, v = 2; any m >= 1.
 std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int64_t m,
                                    int64_t rank);
 
@@ -120,7 +155,7 @@ PipelineSchedule build_pipeline(ScheduleKind kind, int64_t p, int64_t v, int64_t
 // Most chunk-activations held at once by a list (Forward done, its Backward
 // or BackwardWeight not yet): what activation memory must hold. Depends only
 // on the order, not on costs: 1F1B gives min(m, p - rank), GPipe m, ZB-H1
-// min(m, p).
+// min(m, p), ZBV at most 2 min(m, p) (its chunks are half 1F1B's stage).
 int64_t peak_in_flight(const std::vector<Action>& actions);
 
 }  // namespace tessera

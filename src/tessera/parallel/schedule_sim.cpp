@@ -39,6 +39,7 @@ struct Sim {
   const ScheduleCosts& c;
   bool record;
   int64_t chunks;                // p * v
+  ChunkPlacement placement;      // where each global chunk lives (schedule.h)
   std::vector<double> fwd, bwd;  // cost by global chunk
   std::vector<double> bwd_in, bwd_w;  // a split backward's halves, by global chunk
   std::vector<Op> ops;           // all ranks' compiled lists, back to back
@@ -50,7 +51,8 @@ struct Sim {
   SimResult res;
 
   Sim(const PipelineSchedule& s_, const ScheduleCosts& c_, bool record_)
-      : s(s_), c(c_), record(record_), chunks(s_.p * s_.v) {
+      : s(s_), c(c_), record(record_), chunks(s_.p * s_.v),
+        placement(chunk_placement(s_.kind)) {
     size_t p = size_t(s.p);
     TESSERA_CHECK(s.ranks.size() == p, "schedule has {} rank lists, want p = {}", s.ranks.size(),
                   s.p);
@@ -99,7 +101,7 @@ struct Sim {
         bool compute = a.type == ActionType::Forward || a.type == ActionType::Backward ||
                        a.type == ActionType::BackwardInput || a.type == ActionType::BackwardWeight;
         uint32_t arg = step_level ? 0
-                       : compute  ? uint32_t(global_chunk(s.p, r, a.chunk))
+                       : compute  ? uint32_t(global_chunk(s.p, r, a.chunk, placement))
                                   : slot(a, r);
         ops.push_back({arg, a.type});
       }
@@ -110,9 +112,10 @@ struct Sim {
   // The message slot of a Send/Recv, after checking the action names the
   // neighbour its chunk boundary implies.
   uint32_t slot(const Action& a, int64_t rank) const {
-    int64_t b = message_boundary(a, s.p, rank);
-    int64_t other = global_chunk(s.p, rank, a.chunk) == b ? b + 1 : b;  // chunk at the other end
-    TESSERA_CHECK(b >= 0 && b < chunks - 1 && a.peer_rank == chunk_rank(s.p, other),
+    int64_t b = message_boundary(a, s.p, rank, placement);
+    int64_t other =
+        global_chunk(s.p, rank, a.chunk, placement) == b ? b + 1 : b;  // chunk at the other end
+    TESSERA_CHECK(b >= 0 && b < chunks - 1 && a.peer_rank == chunk_rank(s.p, other, placement),
                   "malformed schedule: rank {} action '{}' does not cross a chunk boundary to "
                   "its neighbour",
                   rank, action_str(a));

@@ -73,6 +73,8 @@ int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int
     case ScheduleKind::OneFOneB: return std::min(m, p - stage);
     // Each stage's deferred W's keep `stage` more than 1F1B: rank 0's peak everywhere.
     case ScheduleKind::ZeroBubbleH1: return std::min(m, p);
+    // Its greedy order's cap (parallel/schedule_zbv.cpp): half-size chunks.
+    case ScheduleKind::ZeroBubbleV: return 2 * std::min(m, p);
     case ScheduleKind::Interleaved:
       return std::min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1);
   }

@@ -16,7 +16,7 @@ namespace {
 std::vector<double> per_rank(const PipelineCosts& c) {
   std::vector<double> busy(size_t(c.p), 0.0);
   for (int64_t g = 0; g < c.p * c.v; ++g)
-    busy[size_t(chunk_rank(c.p, g))] += c.forward[size_t(g)] + c.backward[size_t(g)];
+    busy[size_t(chunk_rank(c.p, g, chunk_placement(c.kind)))] += c.forward[size_t(g)] + c.backward[size_t(g)];
   return busy;
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Closes the planner's loop on this machine: trains 19 different 2-rank
+# Closes the planner's loop on this machine: trains 22 different 2-rank
 # layouts of the default model (dp with ZeRO 0-3, micro-batch 4/8, tp, tp+SP,
-# pp 1F1B/GPipe, recompute full/selective, --bf16, --fp16, dropout, the overlap
-# flags, an uneven 3 | 1 pipeline split) for a few steps with metrics
+# pp 1F1B/GPipe/ZB-H1 at m = 4 and 8, recompute full/selective, --bf16,
+# --fp16, dropout, the overlap flags, an uneven 3 | 1 pipeline split) for a few steps with metrics
 # files, and runs `tessera plan --validate` on them: error per layout and
 # the mean absolute percentage error of step time and memory.
 #
@@ -38,7 +38,7 @@ mpirun="$root/scripts/mpirun.sh"
 model=$root/configs/models/default-small.toml
 common=(--config "$root/configs/default.toml" --train-iters 8 --eval-interval 0
         --log-interval 100 --no-progress --peak-tflops 1 --threads 1)
-calib=(--micro-batch 4 8 --precisions bf16 fp16)
+calib=(--micro-batch 2 4 8 --precisions bf16 fp16)
 if [ "$tiny" = 1 ]; then
   model=$out/tiny-model.toml
   printf 'num-layers = 2\nhidden-size = 64\nnum-attention-heads = 4\nseq-length = 32\nvocab-size = 4096\n' \
@@ -68,6 +68,9 @@ layouts=(
   "--zero-stage 1 --overlap-grad-reduce --overlap-param-gather"
   "--zero-stage 0 --overlap-grad-reduce"
   "--pipeline-model-parallel-size 2 --micro-batch-size 4 --decoder-last-pipeline-num-layers 1"
+  "--pipeline-model-parallel-size 2 --micro-batch-size 2"
+  "--pipeline-model-parallel-size 2 --micro-batch-size 4 --pipeline-schedule zb-h1"
+  "--pipeline-model-parallel-size 2 --micro-batch-size 2 --pipeline-schedule zb-h1"
 )
 [ "$tiny" = 1 ] && layouts=("--zero-stage 1" "--zero-stage 3" "--tensor-model-parallel-size 2"
                             "--pipeline-model-parallel-size 2 --micro-batch-size 4")

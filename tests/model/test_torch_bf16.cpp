@@ -7,17 +7,15 @@
 // computations' own errors (each measured against float64) allow.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
-#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/rng.h"
 #include "tessera/train/trainer.h"
 #include "fixed_batches.h"
 #include "tiny_model.h"
+#include "torch_dump.h"
 #include "torch_manifest.h"
 
 namespace tessera {
@@ -44,19 +42,13 @@ TEST(TorchReferenceBf16, LossAndGradientsAgreeWithAutocast) {
   ASSERT_EQ(model.precision(), Precision::Bf16);
   model.refresh_working_copy();
 
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / fmt::format("tessera_torch_bf16_{}", getpid());
-  fs::create_directories(dir);
+  const test::TorchDump dir("torch_bf16");
   test::write_floats(dir / "params.f32", model.params().f32(), model.params().numel());
 
   Activations acts;
   activations_init(acts, model.act_shape(B, T));
   std::vector<int32_t> in(size_t(B * T)), tgt(size_t(B * T));  // (B, T) each
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      in[b * T + t] = tokens[b * (T + 1) + t];
-      tgt[b * T + t] = tokens[b * (T + 1) + t + 1];
-    }
+  test::split_window(tokens.data(), B, T, in.data(), tgt.data());
   model.grads().zero();
   const double loss = model.forward(acts, in.data(), tgt.data());
   model.backward(acts, in.data(), tgt.data(), 1.0f / float(B * T));
@@ -66,11 +58,7 @@ TEST(TorchReferenceBf16, LossAndGradientsAgreeWithAutocast) {
   m["loss"] = loss;
   std::ofstream(dir / "manifest.json") << m.dump();
 
-  std::string cmd = fmt::format("/usr/bin/python3 {}/tests/model/torch_reference_bf16.py {}",
-                                TESSERA_SOURCE_DIR, dir.string());
-  int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << "PyTorch bf16 reference disagrees (see its output above); files in " << dir;
-  if (rc == 0) fs::remove_all(dir);
+  dir.check_with("torch_reference_bf16.py");
 }
 
 }  // namespace

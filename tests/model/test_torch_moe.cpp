@@ -7,13 +7,9 @@
 // sequence (seq_aux_loss). The trainer's step then
 // reports the routing in its metrics.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
-#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "tessera/config/model_fields.h"
@@ -22,6 +18,7 @@
 #include "tessera/train/trainer.h"
 #include "fixed_batches.h"
 #include "tiny_model.h"
+#include "torch_dump.h"
 #include "torch_manifest.h"
 
 namespace tessera {
@@ -82,10 +79,7 @@ TEST_P(TorchMoe, LogitsLossStatsAndGradients) {
   Trainer trainer(cfg, data);
   GPT& model = trainer.model();
 
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() /
-                 fmt::format("tessera_torch_moe_{}_{}", GetParam().name, getpid());
-  fs::create_directories(dir);
+  const test::TorchDump dir(std::string("torch_moe_") + GetParam().name);
   write_floats(dir / "params.f32", model.params().f32(), model.params().numel());
 
   Activations acts;
@@ -98,11 +92,7 @@ TEST_P(TorchMoe, LogitsLossStatsAndGradients) {
   int64_t dropped = 0;
   for (int64_t k = 0; k < 2; ++k) {
     data.fill(Split::Train, k * B, B, T, window.data());
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        in[b * T + t] = window[b * (T + 1) + t];
-        tgt[b * T + t] = window[b * (T + 1) + t + 1];
-      }
+    test::split_window(window.data(), B, T, in.data(), tgt.data());
     loss_sum += model.forward(acts, in.data(), tgt.data());
     if (k == 0) write_floats(dir / "logits.f32", acts.logits, B * T * V);
     nlohmann::json layers = nlohmann::json::array();
@@ -145,11 +135,7 @@ TEST_P(TorchMoe, LogitsLossStatsAndGradients) {
   for (const auto& [layer, v] : st.moe_imbalance) EXPECT_GE(v, 1.0) << "layer " << layer;
   EXPECT_EQ(st.moe_dropped > 0, !mc.moe_dropless());
 
-  std::string cmd = fmt::format("/usr/bin/python3 {}/tests/model/torch_moe_reference.py {}",
-                                TESSERA_SOURCE_DIR, dir.string());
-  int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << "PyTorch reference disagrees (see its output above); files in " << dir;
-  if (rc == 0) fs::remove_all(dir);
+  dir.check_with("torch_moe_reference.py");
 }
 
 INSTANTIATE_TEST_SUITE_P(Moe, TorchMoe, ::testing::ValuesIn(variants()),

@@ -9,19 +9,16 @@
 // head, no biases, issue 17); multi-query attention (one kv head) with the
 // tied head and biases kept; and each Llama switch alone on GPT-2.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
-#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/rng.h"
 #include "tessera/train/trainer.h"
 #include "fixed_batches.h"
 #include "tiny_model.h"
+#include "torch_dump.h"
 #include "torch_manifest.h"
 
 namespace tessera {
@@ -88,10 +85,7 @@ TEST_P(TorchReference, LogitsLossGradientsAndFiveAdamWSteps) {
   Trainer trainer(cfg, data);
   GPT& model = trainer.model();
 
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() /
-                 fmt::format("tessera_torch_ref_{}_{}", GetParam().name, getpid());
-  fs::create_directories(dir);
+  const test::TorchDump dir(std::string("torch_ref_") + GetParam().name);
   write_floats(dir / "params.f32", model.params().f32(), model.params().numel());
 
   // Step-1 gradient over the global batch (two micro-batches), and the logits
@@ -103,11 +97,7 @@ TEST_P(TorchReference, LogitsLossGradientsAndFiveAdamWSteps) {
   double loss_sum = 0;
   for (int64_t k = 0; k < 2; ++k) {
     data.fill(Split::Train, k * B, B, T, window.data());
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        in[b * T + t] = window[b * (T + 1) + t];
-        tgt[b * T + t] = window[b * (T + 1) + t + 1];
-      }
+    test::split_window(window.data(), B, T, in.data(), tgt.data());
     loss_sum += model.forward(acts, in.data(), tgt.data());
     if (k == 0) write_floats(dir / "logits.f32", acts.logits, B * T * V);
     model.backward(acts, in.data(), tgt.data(), dloss);
@@ -124,11 +114,7 @@ TEST_P(TorchReference, LogitsLossGradientsAndFiveAdamWSteps) {
   }
   std::ofstream(dir / "manifest.json") << m.dump();
 
-  std::string cmd = fmt::format("/usr/bin/python3 {}/tests/model/torch_reference.py {}",
-                                TESSERA_SOURCE_DIR, dir.string());
-  int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << "PyTorch reference disagrees (see its output above); files in " << dir;
-  if (rc == 0) fs::remove_all(dir);
+  dir.check_with("torch_reference.py");
 }
 
 INSTANTIATE_TEST_SUITE_P(Family, TorchReference, ::testing::ValuesIn(variants()),

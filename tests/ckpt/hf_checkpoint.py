@@ -125,3 +125,28 @@ def llama_shapes(cfg):
     if not cfg["tie_word_embeddings"]:
         t["lm_head.weight"] = (V, C)
     return t
+
+
+def mixtral_shapes(cfg):
+    """Every tensor a MixtralForCausalLM of config.json `cfg` saves: Llama's
+    attention and norms (no biases), and per layer a router (gate) and
+    num_local_experts experts w1 (gate), w3 (up), w2 (down)."""
+    C, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    E, Fi = cfg["num_local_experts"], cfg["intermediate_size"]
+    t = {"model.embed_tokens.weight": (V, C)}
+    for l in range(L):
+        layer = llama_layer_shapes(C, cfg["num_attention_heads"], cfg["num_key_value_heads"], Fi,
+                                   False, False)
+        for name, shape in layer.items():
+            if not name.startswith("mlp."):
+                t[f"model.layers.{l}.{name}"] = shape
+        moe = f"model.layers.{l}.block_sparse_moe."
+        t[moe + "gate.weight"] = (E, C)
+        for j in range(E):
+            t[moe + f"experts.{j}.w1.weight"] = (Fi, C)
+            t[moe + f"experts.{j}.w3.weight"] = (Fi, C)
+            t[moe + f"experts.{j}.w2.weight"] = (C, Fi)
+    t["model.norm.weight"] = (C,)
+    if not cfg["tie_word_embeddings"]:
+        t["lm_head.weight"] = (V, C)
+    return t

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent reader for `tessera export --format safetensors`, either family.
+"""Independent reader for `tessera export --format safetensors`, any family.
 
 Reads model.safetensors (or, when there is none, model.safetensors.index.json
 and its shards) by hand and config.json as Hugging Face would
@@ -17,6 +17,11 @@ Face conventions alone:
          stored (no permutation), RMSNorm, the SwiGLU MLP
          down(silu(gate(x)) * up(x)), and lm_head or, when
          tie_word_embeddings, embed_tokens.
+  mixtral: llama's attention and norms; each layer's MLP a sparse MoE as
+         transformers' MixtralSparseMoeBlock computes it: router logits
+         x @ gate.T, the softmax over all experts, the top
+         num_experts_per_tok of it renormalised to sum 1, and the weighted
+         sum of those experts' w2(silu(w1 x) * w3 x).
 Compares the loss on the given tokens with the engine's (and the logits,
 when the case names them); exits nonzero on any mismatch.
 
@@ -35,7 +40,7 @@ import torch.nn.functional as F
 here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here))
 sys.path.insert(0, str(here.parent / "model"))
-from hf_checkpoint import gpt2_shapes, llama_shapes, read_weights  # noqa: E402
+from hf_checkpoint import gpt2_shapes, llama_shapes, mixtral_shapes, read_weights  # noqa: E402
 from torch_reference import Reference  # noqa: E402
 
 
@@ -83,12 +88,55 @@ def llama_reference(w, cfg):
     return Reference(config, t)
 
 
+class MixtralReference(Reference):
+    """The reference with Mixtral's sparse MoE block in place of the MLP."""
+
+    def __init__(self, config, tensors, moe):
+        super().__init__(config, tensors)
+        self.moe = moe  # layer -> (gate (E, C), [(w1, w3, w2) per expert])
+        self.topk = config["topk"]
+
+    def mlp(self, h, l):
+        gate, experts = self.moe[l]
+        B, T, C = h.shape
+        x = h.reshape(B * T, C)
+        probs = (x @ gate.T).softmax(-1)                         # (N, E)
+        weights, chosen = probs.topk(self.topk, dim=-1)          # (N, K)
+        weights = weights / weights.sum(-1, keepdim=True)
+        out = torch.zeros_like(x)
+        for j, (w1, w3, w2) in enumerate(experts):
+            rows, slot = (chosen == j).nonzero(as_tuple=True)
+            if rows.numel():
+                xe = x[rows]
+                ye = (F.silu(xe @ w1.T) * (xe @ w3.T)) @ w2.T
+                out.index_add_(0, rows, ye * weights[rows, slot].unsqueeze(-1))
+        return out.reshape(B, T, C)
+
+
+def mixtral_reference(w, cfg):
+    """Mixtral's names: llama's for attention and norms, the MoE block's here."""
+    assert "sliding_window" in cfg and cfg["sliding_window"] is None, cfg.get("sliding_window")
+    assert cfg["router_jitter_noise"] == 0, cfg["router_jitter_noise"]
+    dense = llama_reference(w, dict(cfg, head_dim=cfg["hidden_size"] // cfg["num_attention_heads"]))
+    moe = {}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}.block_sparse_moe."
+        moe[l] = (w[p + "gate.weight"],
+                  [(w[p + f"experts.{j}.w1.weight"], w[p + f"experts.{j}.w3.weight"],
+                    w[p + f"experts.{j}.w2.weight"]) for j in range(cfg["num_local_experts"])])
+    config = dict(dense.c, topk=cfg["num_experts_per_tok"])
+    return MixtralReference(config, {k: v.detach() for k, v in dense.params.items()}, moe)
+
+
 # model_type -> (config.json's fixed fields, expected tensors, the reference, tolerance)
 FAMILIES = {
     "gpt2": ({"model_type": "gpt2", "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
               "architectures": ["GPT2LMHeadModel"]}, gpt2_shapes, gpt2_reference, 1e-5),
     "llama": ({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
                "rope_scaling": None, "torch_dtype": "float32"}, llama_shapes, llama_reference, 1e-4),
+    "mixtral": ({"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_act": "silu",
+                 "torch_dtype": "float32", "output_router_logits": False}, mixtral_shapes,
+                mixtral_reference, 1e-5),
 }
 
 

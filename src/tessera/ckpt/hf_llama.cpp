@@ -159,23 +159,25 @@ GPTConfig model_from_llama_hf_config(const json& c) {
 
 namespace {
 
-void check_llama_whole(const GPT& model) {
+void check_llama_whole(const GPT& model, const char* family) {
   const ParamLayout& L = model.layout();
   const GPTConfig& m = model.config();
   TESSERA_CHECK(L.tp() == 1 && L.has_embedding() && L.has_head(),
-                "Llama export/import works on a whole model (tp = 1, one stage)");
+                "{} export/import works on a whole model (tp = 1, one stage)", family);
   TESSERA_CHECK(m.rmsnorm() && m.swiglu && m.rope(),
-                "Llama export/import needs RMSNorm, SwiGLU and rotary positions ({})", m.summary());
+                "{} export/import needs RMSNorm, SwiGLU and rotary positions ({})", family,
+                m.summary());
 }
 
-// The elements per row of a tensor of ours (1 for a bias or a norm weight).
+// The elements per row of a tensor of ours (1 for a bias or a norm weight):
+// its last dim. A stacked (E, rows, cols) expert tensor is E x rows rows.
 int64_t row_size(const ParamEntry& e) {
-  return e.global_shape.ndim == 2 ? e.global_shape[1] : 1;
+  return e.global_shape.ndim >= 2 ? e.global_shape[e.global_shape.ndim - 1] : 1;
 }
 
 // The shape of one piece in the file.
 std::vector<int64_t> piece_shape(const ParamEntry& e, const HfPiece& p) {
-  if (e.global_shape.ndim == 2) return {p.rows, e.global_shape[1]};
+  if (e.global_shape.ndim >= 2) return {p.rows, row_size(e)};
   return {p.rows};
 }
 
@@ -199,18 +201,29 @@ std::string without_prefix(const std::string& name) {
 
 void export_hf_llama(const GPT& model, const std::string& out_dir, int32_t eot_id,
                      uint64_t max_shard_bytes) {
-  check_llama_whole(model);
+  export_llama_family(model, out_dir, llama_hf_pieces, llama_hf_config(model.config(), eot_id),
+                      max_shard_bytes, "Llama");
+}
+
+void import_hf_llama(const std::string& path, GPT& model) {
+  import_llama_family(path, model, llama_hf_pieces, "Llama");
+}
+
+void export_llama_family(const GPT& model, const std::string& out_dir, HfPiecesOf pieces,
+                         const json& config, uint64_t max_shard_bytes, const char* family) {
+  check_llama_whole(model, family);
   prepare_export_dir(out_dir);
   const float* base = const_cast<GPT&>(model).params().f32();
   SafetensorsWriter w;  // points into the parameters: whole row blocks, no copies
   for (const ParamEntry& e : model.layout().entries())
-    for (const HfPiece& p : llama_hf_pieces(e.name, model.config()))
+    for (const HfPiece& p : pieces(e.name, model.config()))
       w.add(p.name, piece_shape(e, p), base + e.offset + p.row0 * row_size(e));
-  write_export(w, out_dir, llama_hf_config(model.config(), eot_id), max_shard_bytes);
+  write_export(w, out_dir, config, max_shard_bytes);
 }
 
-void import_hf_llama(const std::string& path, GPT& model) {
-  check_llama_whole(model);
+void import_llama_family(const std::string& path, GPT& model, HfPiecesOf pieces,
+                         const char* family) {
+  check_llama_whole(model, family);
   const GPTConfig& m = model.config();
   const HfTensors f(path);  // one file or the shards of an index
   // Every tensor of the file must find a place (see import_hf_gpt2).
@@ -220,7 +233,7 @@ void import_hf_llama(const std::string& path, GPT& model) {
   model.params().zero();
   std::string embed;  // the file's name of the embedding
   for (const ParamEntry& e : model.layout().entries())
-    for (const HfPiece& p : llama_hf_pieces(e.name, m)) {
+    for (const HfPiece& p : pieces(e.name, m)) {
       std::string name = p.name;
       // The base LlamaModel's state dict has no "model." prefix.
       if (!f.contains(name) && f.contains(without_prefix(name))) name = without_prefix(name);

@@ -62,4 +62,15 @@ void export_hf_llama(const GPT& model, const std::string& out_dir, int32_t eot_i
 // older files' rotary buffers (self_attn.rotary_emb.inv_freq) are skipped.
 void import_hf_llama(const std::string& weights, GPT& model);
 
+// The Llama family's writer and reader with another naming of the same
+// blocks (Mixtral's experts: hf_mixtral.h). `pieces` names each parameter's
+// row blocks; a 3-D parameter (experts stacked on a leading dim) is rows of
+// its last dim, E x rows in all. `family` names the files in messages.
+using HfPiecesOf = std::vector<HfPiece> (*)(const std::string& ours, const GPTConfig& m);
+void export_llama_family(const GPT& model, const std::string& out_dir, HfPiecesOf pieces,
+                         const nlohmann::json& config, uint64_t max_shard_bytes,
+                         const char* family);
+void import_llama_family(const std::string& weights, GPT& model, HfPiecesOf pieces,
+                         const char* family);
+
 }  // namespace tessera::ckpt

@@ -7,6 +7,7 @@
 
 #include "tessera/ckpt/hf_gpt2.h"
 #include "tessera/ckpt/hf_llama.h"
+#include "tessera/ckpt/hf_mixtral.h"
 #include "tessera/config/model_fields.h"
 #include "tessera/core/error.h"
 
@@ -26,10 +27,29 @@ std::string listed(const std::vector<std::string>& xs) {
 
 }  // namespace
 
+namespace {
+
+// Mixtral holds an MoE model with Llama's block, experts in every layer, no
+// biases and no capacity; otherwise this names what differs.
+HfArch moe_arch_of(const GPTConfig& m) {
+  std::vector<std::string> lacks;
+  if (!m.rmsnorm()) lacks.push_back(fmt::format("{} RMSNorm", flag::normalization));
+  if (!m.swiglu) lacks.push_back(flag::swiglu);
+  if (!m.rope()) lacks.push_back(fmt::format("{} rope", flag::position_embedding));
+  if (m.moe_layer_freq != 1) lacks.push_back(fmt::format("{} 1", flag::moe_layer_freq));
+  if (m.add_bias_linear) lacks.push_back(flag::disable_bias_linear);
+  if (!m.moe_dropless()) lacks.push_back(fmt::format("no {}", flag::moe_capacity_factor));
+  TESSERA_CHECK(lacks.empty(),
+                "no Hugging Face architecture holds this model ({}): Mixtral needs {} (Qwen2-MoE "
+                "files are not written yet)",
+                m.summary(), listed(lacks));
+  return HfArch::Mixtral;
+}
+
+}  // namespace
+
 HfArch hf_arch_of(const GPTConfig& m) {
-  // Mixtral / Qwen2-MoE files are issue 35's item 6, not written yet.
-  TESSERA_CHECK(!m.moe(), "no Hugging Face architecture holds this model yet: {} (Mixtral and "
-                "Qwen2-MoE files are not supported yet)", flag::num_experts);
+  if (m.moe()) return moe_arch_of(m);
   if (!m.llama_family()) return HfArch::Gpt2;
   // Llama's block: RMSNorm, SwiGLU and rotary positions, each required; GQA,
   // an untied head and biases are its options.
@@ -60,6 +80,7 @@ HfArch hf_arch_of(const json& c) {
     const std::string t = c["model_type"];
     if (t == "gpt2") return HfArch::Gpt2;
     if (t == "llama") return HfArch::Llama;
+    if (t == "mixtral") return HfArch::Mixtral;
     what = "model_type '" + t + "'";
   } else if (c.contains("architectures")) {
     const json& a = c["architectures"];
@@ -68,34 +89,49 @@ HfArch hf_arch_of(const json& c) {
     const std::string t = a[0];
     if (t == "GPT2LMHeadModel" || t == "GPT2Model") return HfArch::Gpt2;
     if (t == "LlamaForCausalLM" || t == "LlamaModel") return HfArch::Llama;
+    if (t == "MixtralForCausalLM" || t == "MixtralModel") return HfArch::Mixtral;
     what = "architectures " + a.dump();
   } else {
     return HfArch::Gpt2;
   }
-  fail("config.json: {} (this engine imports GPT-2 (model_type gpt2) and Llama (model_type llama))",
+  fail("config.json: {} (this engine imports GPT-2 (model_type gpt2), Llama (model_type llama) and "
+       "Mixtral (model_type mixtral))",
        what);
 }
 
-const char* hf_arch_name(HfArch a) { return a == HfArch::Gpt2 ? "GPT-2" : "Llama"; }
+const char* hf_arch_name(HfArch a) {
+  switch (a) {
+    case HfArch::Gpt2: return "GPT-2";
+    case HfArch::Llama: return "Llama";
+    case HfArch::Mixtral: return "Mixtral";
+  }
+  return "?";
+}
 
 GPTConfig model_from_hf(const json& cfg) {
-  return hf_arch_of(cfg) == HfArch::Gpt2 ? model_from_hf_config(cfg)
-                                         : model_from_llama_hf_config(cfg);
+  switch (hf_arch_of(cfg)) {
+    case HfArch::Gpt2: return model_from_hf_config(cfg);
+    case HfArch::Llama: return model_from_llama_hf_config(cfg);
+    case HfArch::Mixtral: return model_from_mixtral_hf_config(cfg);
+  }
+  fail("config.json: unknown architecture");
 }
 
 void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id,
                uint64_t max_shard_bytes) {
-  if (hf_arch_of(model.config()) == HfArch::Gpt2)
-    export_hf_gpt2(model, out_dir, eot_id, max_shard_bytes);
-  else
-    export_hf_llama(model, out_dir, eot_id, max_shard_bytes);
+  switch (hf_arch_of(model.config())) {
+    case HfArch::Gpt2: return export_hf_gpt2(model, out_dir, eot_id, max_shard_bytes);
+    case HfArch::Llama: return export_hf_llama(model, out_dir, eot_id, max_shard_bytes);
+    case HfArch::Mixtral: return export_hf_mixtral(model, out_dir, eot_id, max_shard_bytes);
+  }
 }
 
 void import_hf(const std::string& path, GPT& model) {
-  if (hf_arch_of(model.config()) == HfArch::Gpt2)
-    import_hf_gpt2(path, model);
-  else
-    import_hf_llama(path, model);
+  switch (hf_arch_of(model.config())) {
+    case HfArch::Gpt2: return import_hf_gpt2(path, model);
+    case HfArch::Llama: return import_hf_llama(path, model);
+    case HfArch::Mixtral: return import_hf_mixtral(path, model);
+  }
 }
 
 }  // namespace tessera::ckpt

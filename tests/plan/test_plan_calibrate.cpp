@@ -153,6 +153,64 @@ TEST(Calibrate, Bf16AndFp16TablesPriceTheirOwnPrecision) {
   EXPECT_NEAR(gemm_seconds(s, Precision::Bf16, g), flops / 300e9, 1e-12);
 }
 
+// In-situ factors per micro-batch: [in_situ] is the smallest micro-batch's
+// (calibration.in_situ_micro_batch), [in_situ_mb8] and [in_situ_mb8_bf16]
+// another's; a layout takes the measured micro-batch nearest its own in
+// ratio (a tie: the larger), a precision missing there takes that
+// micro-batch's fp32 table, and a file without the key keeps one table.
+TEST(Calibrate, InSituFactorsPerMicroBatch) {
+  Calibration c = synthetic_calibration();
+  c.in_situ_batch = 2;
+  c.in_situ[Op::Gemm] = 1.2;
+  c.in_situ_lowp[Precision::Bf16] = SystemSpec::unit_factors();
+  c.in_situ_lowp[Precision::Bf16][Op::Gemm] = 1.5;
+  Profile at8 = SystemSpec::unit_factors();
+  at8[Op::Gemm] = 1.01;
+  c.in_situ_at[8][Precision::Fp32] = at8;
+  at8[Op::Gemm] = 1.05;
+  c.in_situ_at[8][Precision::Bf16] = at8;
+  const std::string text = calibration_toml(c);
+  EXPECT_NE(text.find("in_situ_micro_batch = 2\n"), std::string::npos);
+  EXPECT_NE(text.find("[in_situ_mb8]\n"), std::string::npos);
+  EXPECT_NE(text.find("[in_situ_mb8_bf16]\n"), std::string::npos);
+  const SystemSpec s = load_system_text(text, "per-mb");
+  EXPECT_EQ(s.in_situ_micro_batch, 2);
+  auto gemm = [&](Precision p, int64_t mb) { return s.in_situ_for(p, mb)[Op::Gemm]; };
+  EXPECT_DOUBLE_EQ(gemm(Precision::Fp32, 1), 1.2);
+  EXPECT_DOUBLE_EQ(gemm(Precision::Fp32, 2), 1.2);
+  EXPECT_DOUBLE_EQ(gemm(Precision::Fp32, 3), 1.2);   // 3/2 < 8/3
+  EXPECT_DOUBLE_EQ(gemm(Precision::Fp32, 4), 1.01);  // 4/2 = 8/4: the larger
+  EXPECT_DOUBLE_EQ(gemm(Precision::Fp32, 16), 1.01);
+  EXPECT_DOUBLE_EQ(gemm(Precision::Bf16, 2), 1.5);
+  EXPECT_DOUBLE_EQ(gemm(Precision::Bf16, 8), 1.05);
+  EXPECT_DOUBLE_EQ(gemm(Precision::Fp16, 8), 1.01);  // no fp16 step at 8: its fp32 table
+  EXPECT_DOUBLE_EQ(gemm(Precision::Fp32, 0), 1.2);   // no micro-batch: the base tables
+  // The plan prices each layout with its micro-batch's factors.
+  SystemSpec bare = s;
+  bare.in_situ = SystemSpec::unit_factors();
+  bare.in_situ_lowp.clear();
+  bare.in_situ_at.clear();
+  GPTConfig m;
+  m.num_layers = 2, m.hidden_size = 64, m.num_heads = 4, m.seq_length = 32, m.vocab_size = 300;
+  for (const auto& [mb, factor] : {std::pair<int64_t, double>{2, 1.2}, {8, 1.01}}) {
+    PlanLayout L;
+    L.par.micro_batch = L.par.global_batch = mb;
+    L.engine = true;
+    L.precision = Precision::Fp32;
+    EXPECT_NEAR(evaluate_layout(m, s, L).stages[0].ops[Op::Gemm] /
+                    evaluate_layout(m, bare, L).stages[0].ops[Op::Gemm],
+                factor, 1e-9)
+        << "micro-batch " << mb;
+  }
+  // Per-micro-batch tables without the base's micro-batch, or misnamed, are refused.
+  std::string no_key = text;
+  no_key.erase(no_key.find("in_situ_micro_batch = 2\n"), 24);
+  EXPECT_THROW(load_system_text(no_key, "no key"), Error);
+  std::string misnamed = text;
+  misnamed.replace(misnamed.find("[in_situ_mb8_bf16]"), 18, "[in_situ_mb8_xyz8]");
+  EXPECT_THROW(load_system_text(misnamed, "misnamed"), Error);
+}
+
 // In-situ factors per precision: [in_situ_bf16] (from a bf16 step) prices
 // bf16 layouts; fp16, without its own, takes the fp32 step's [in_situ].
 TEST(Calibrate, InSituFactorsPerPrecision) {

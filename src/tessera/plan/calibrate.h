@@ -93,6 +93,9 @@ double measure_attention_mask(const kernels::Backend& backend, int64_t batch, in
 // in training. Median per kind of work of `reps`.
 Profile measure_training_step(const GPTConfig& model, int64_t micro_batch, int reps,
                               Precision precision = Precision::Fp32);
+// The same, every one of the `reps` timed runs (after the warm-up).
+std::vector<Profile> measure_training_steps(const GPTConfig& model, int64_t micro_batch, int reps,
+                                            Precision precision = Precision::Fp32);
 
 // measured / predicted for each kind of compute work of that step, the
 // prediction from `tables` (a calibration's system without in-situ factors)
@@ -138,6 +141,8 @@ struct Calibration {
   // The same from a step of each 16-bit precision whose GEMMs were measured.
   std::map<Precision, Profile> in_situ_lowp;
   int64_t in_situ_batch = 0;        // the micro-batch of the steps they came from
+  // The same from steps of each other micro-batch calibrated (SystemSpec::in_situ_at).
+  std::map<int64_t, std::map<Precision, Profile>> in_situ_at;
   int64_t kernel_rows = 0;          // the tokens they were timed at
   std::vector<GemmSample> gemm;
   // The bf16 and fp16 GEMMs on the same shapes, and the best of each

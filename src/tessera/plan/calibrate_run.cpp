@@ -106,6 +106,8 @@ double machine_memory_bytes() {
 namespace {
 
 constexpr std::array<Precision, 2> kLowp{Precision::Bf16, Precision::Fp16};
+// Timed runs of each in-situ step per pass (after one warm-up), pooled over the passes.
+constexpr int kStepReps = 3;
 
 // Each rank's own measurement, averaged over the ranks (they ran at once).
 double rank_mean(comm::Communicator& world, double x) {
@@ -119,11 +121,16 @@ struct PassSamples {
   std::array<std::vector<std::vector<double>>, 2> gemm_lowp_flops;
   std::vector<double> att_forward, att_backward;  // (passes,)
   std::map<std::string, std::vector<double>> kernels;  // (passes,) per Backend call
-  std::vector<Profile> steps;  // (passes,) the fp32 in-situ step
-  // (passes,) each: kLowp[i]'s step, where its GEMMs are measured.
-  std::array<std::vector<Profile>, 2> lowp_steps;
-  // (passes,) the fp32 step again with dropout 0.1 at both sites, for the
-  // dropout factor of a model that has none (a layout may turn it on).
+  // In-situ steps by micro-batch, every timed run of every pass pooled
+  // (passes x kStepReps,): one micro-batch's step is tens of milliseconds,
+  // and a single run carries whatever burst the shared machine had then
+  // (factors of 2 in one run, 1.0-1.2 in the median).
+  std::map<int64_t, std::vector<Profile>> steps;  // the fp32 step
+  // kLowp[i]'s step, where its GEMMs are measured.
+  std::array<std::map<int64_t, std::vector<Profile>>, 2> lowp_steps;
+  // The fp32 step again with dropout 0.1 at both sites, at the in-situ
+  // micro-batch, for the dropout factor of a model that has none (a layout
+  // may turn it on).
   std::vector<Profile> dropout_steps;
 };
 
@@ -150,7 +157,8 @@ struct Progress {
 // digits.
 void measure_pass(comm::Communicator& world, const kernels::Backend& backend,
                   const std::vector<CalibShape>& shapes, const GPTConfig& m0, int64_t att_batch,
-                  double min_seconds, Calibration& c, PassSamples& s, Progress& progress) {
+                  const std::vector<int64_t>& step_batches, double min_seconds, Calibration& c,
+                  PassSamples& s, Progress& progress) {
   for (size_t i = 0; i < shapes.size(); ++i) {
     world.barrier();
     s.gemm_flops[i].push_back(rank_mean(world, measure_gemm(backend, Precision::Fp32, shapes[i], min_seconds)));
@@ -182,19 +190,23 @@ void measure_pass(comm::Communicator& world, const kernels::Backend& backend,
     s.kernels[name].push_back(rank_mean(world, rate * 1e9) * 1e-9);
   progress.line("memory-bound kernels measured");
   world.barrier();
-  auto step_of = [&](const GPTConfig& m, Precision p) {
+  // Every rank's runs, each the mean over the ranks, appended to `into`.
+  auto steps_of = [&](const GPTConfig& m, int64_t mb, Precision p, std::vector<Profile>& into) {
     world.barrier();
-    Profile step = measure_training_step(m, c.in_situ_batch, 2, p);
-    for (double& x : step.seconds) x = rank_mean(world, x * 1e3) * 1e-3;
-    return step;
+    for (Profile step : measure_training_steps(m, mb, kStepReps, p)) {
+      for (double& x : step.seconds) x = rank_mean(world, x * 1e3) * 1e-3;
+      into.push_back(step);
+    }
   };
-  s.steps.push_back(step_of(m0, Precision::Fp32));
-  for (size_t l = 0; l < kLowp.size(); ++l)
-    if (!s.gemm_lowp_flops[l].empty()) s.lowp_steps[l].push_back(step_of(m0, kLowp[l]));
+  for (int64_t mb : step_batches) {
+    steps_of(m0, mb, Precision::Fp32, s.steps[mb]);
+    for (size_t l = 0; l < kLowp.size(); ++l)
+      if (!s.gemm_lowp_flops[l].empty()) steps_of(m0, mb, kLowp[l], s.lowp_steps[l][mb]);
+  }
   if (m0.attention_dropout == 0 && m0.hidden_dropout == 0) {
     GPTConfig dropping = m0;
     dropping.attention_dropout = dropping.hidden_dropout = 0.1f;
-    s.dropout_steps.push_back(step_of(dropping, Precision::Fp32));
+    steps_of(dropping, c.in_situ_batch, Precision::Fp32, s.dropout_steps);
   }
   progress.line("training steps measured");
 }
@@ -237,16 +249,18 @@ void print_attention_and_kernels(const Calibration& c, int64_t att_batch, const 
 }
 
 void print_in_situ(const Calibration& c) {
-  auto line = [&](Precision p, const Profile& f) {
+  auto line = [&](Precision p, int64_t mb, const Profile& f) {
     fmt::print("  in situ ({} training step of micro-batch {} over the tables):",
-               precision_name(p), c.in_situ_batch);
+               precision_name(p), mb);
     for (Op op : {Op::Gemm, Op::Attention, Op::LayerNorm, Op::Gelu, Op::Residual, Op::Embedding,
                   Op::Loss, Op::Dropout, Op::Cast})
       if (f[op] != 1.0) fmt::print(" {} {:.2f}", op_name(op), f[op]);
     fmt::print("\n");
   };
-  line(Precision::Fp32, c.in_situ);
-  for (const auto& [p, f] : c.in_situ_lowp) line(p, f);
+  line(Precision::Fp32, c.in_situ_batch, c.in_situ);
+  for (const auto& [p, f] : c.in_situ_lowp) line(p, c.in_situ_batch, f);
+  for (const auto& [mb, at] : c.in_situ_at)
+    for (const auto& [p, f] : at) line(p, mb, f);
 }
 
 // The GEMM tables, attention, the memory-bound kernels, the triad and the
@@ -260,10 +274,14 @@ void measure_compute(comm::Communicator& ranks, const CalibrateOptions& o,
   const GPTConfig m0 = load_model(o.models.front());
   const int64_t att_batch =
       std::min<int64_t>(8, *std::max_element(o.micro_batch.begin(), o.micro_batch.end()));
-  // The in-situ step: the smallest micro-batch asked for (the factors are
-  // taken as shape-independent; a different shape from most checks). The
+  // The in-situ step's base tables: the smallest micro-batch asked for. The
   // memory-bound kernels are timed in a step of the same micro-batch.
   c.in_situ_batch = *std::min_element(o.micro_batch.begin(), o.micro_batch.end());
+  // ... and a step at each micro-batch asked for: the slowdown shrinks as
+  // the GEMMs grow (SystemSpec::in_situ_at).
+  std::vector<int64_t> step_batches(o.micro_batch.begin(), o.micro_batch.end());
+  std::sort(step_batches.begin(), step_batches.end());
+  step_batches.erase(std::unique(step_batches.begin(), step_batches.end()), step_batches.end());
   c.kernel_rows = c.in_situ_batch * m0.seq_length;
 
   // Passes: every measurement is timed once per pass and takes the median
@@ -285,7 +303,8 @@ void measure_compute(comm::Communicator& ranks, const CalibrateOptions& o,
                  pass + 1, passes, shapes.size(), total.elapsed());
     std::fflush(stdout);
     Progress progress{lead, fmt::format("pass {}/{}", pass + 1, passes), &total, total.elapsed()};
-    measure_pass(ranks, backend, shapes, m0, att_batch, min_seconds, c, samples, progress);
+    measure_pass(ranks, backend, shapes, m0, att_batch, step_batches, min_seconds, c, samples,
+                 progress);
   }
   take_medians(shapes, samples, lead, c);
 
@@ -305,19 +324,34 @@ void measure_compute(comm::Communicator& ranks, const CalibrateOptions& o,
   // How much slower the kernels ran in the engine's own step than the
   // tables say: every rank computes the same factors from the same numbers.
   const SystemSpec tables = load_system_text(calibration_toml(c), "calibration");
-  c.in_situ = in_situ_factors(upper_median(samples.steps), tables, m0, c.in_situ_batch);
-  for (size_t l = 0; l < kLowp.size(); ++l)
-    if (!samples.lowp_steps[l].empty())
-      c.in_situ_lowp[kLowp[l]] = in_situ_factors(upper_median(samples.lowp_steps[l]), tables, m0,
-                                                 c.in_situ_batch, kLowp[l]);
+  // The in-situ micro-batch's factors are the base tables; the others' go
+  // beside them (SystemSpec::in_situ_at).
+  for (const auto& [mb, runs] : samples.steps) {
+    std::map<Precision, Profile> at;
+    at[Precision::Fp32] = in_situ_factors(upper_median(runs), tables, m0, mb);
+    for (size_t l = 0; l < kLowp.size(); ++l)
+      if (samples.lowp_steps[l].count(mb))
+        at[kLowp[l]] = in_situ_factors(upper_median(samples.lowp_steps[l].at(mb)), tables, m0, mb,
+                                       kLowp[l]);
+    if (mb == c.in_situ_batch) {
+      c.in_situ = at[Precision::Fp32];
+      for (const auto& [p, f] : at)
+        if (p != Precision::Fp32) c.in_situ_lowp[p] = f;
+    } else {
+      c.in_situ_at[mb] = at;
+    }
+  }
   if (!samples.dropout_steps.empty()) {
-    // Dropout's own factor, for every precision (their steps had none).
+    // Dropout's own factor, for every precision and micro-batch (their
+    // steps had none).
     GPTConfig dropping = m0;
     dropping.attention_dropout = dropping.hidden_dropout = 0.1f;
     const double f = in_situ_factors(upper_median(samples.dropout_steps), tables, dropping,
                                      c.in_situ_batch)[Op::Dropout];
     c.in_situ[Op::Dropout] = f;
     for (auto& [p, factors] : c.in_situ_lowp) factors[Op::Dropout] = f;
+    for (auto& [mb, at] : c.in_situ_at)
+      for (auto& [p, factors] : at) factors[Op::Dropout] = f;
   }
   if (lead) print_in_situ(c);
 }

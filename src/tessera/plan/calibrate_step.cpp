@@ -43,8 +43,8 @@ void TrainingStep::run(Profile* profile) {
   model_.backward(acts_, inputs_.data(), targets_.data(), loss_scale_ / float(inputs_.size()));
 }
 
-Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps,
-                              Precision precision) {
+std::vector<Profile> measure_training_steps(const GPTConfig& m, int64_t micro_batch, int reps,
+                                            Precision precision) {
   TrainingStep step(m, micro_batch, precision);
   Profile profile;
   std::vector<Profile> runs;
@@ -52,7 +52,12 @@ Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps,
     step.run(&profile);
     if (rep > 0) runs.push_back(profile);
   }
-  return upper_median(runs);
+  return runs;
+}
+
+Profile measure_training_step(const GPTConfig& m, int64_t micro_batch, int reps,
+                              Precision precision) {
+  return upper_median(measure_training_steps(m, micro_batch, reps, precision));
 }
 
 Profile in_situ_factors(const Profile& measured, const SystemSpec& tables, const GPTConfig& m,

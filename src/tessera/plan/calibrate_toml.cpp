@@ -52,8 +52,10 @@ std::string calibration_toml(const Calibration& c) {
       "# include this many ranks' contention); cores: the machine's online CPUs, which\n"
       "# a run of more ranks x threads shares; kernel_ranks: the ranks that measured\n"
       "# the kernels at once (one per core when the ranks outnumber the cores).\n");
-  add("[calibration]\nranks = {}\nthreads = {}\ncores = {}\nkernel_ranks = {}\n\n", c.ranks,
+  add("[calibration]\nranks = {}\nthreads = {}\ncores = {}\nkernel_ranks = {}\n", c.ranks,
       c.threads, c.cores, c.kernel_ranks);
+  if (c.in_situ_batch > 0) add("in_situ_micro_batch = {}\n", c.in_situ_batch);
+  t += "\n";
   add("[device]\n");
   add("name = {}\n", quoted(c.cpu));
   add("memory_GB = {:.3f}                # source: measured by tessera calibrate: the machine's "
@@ -134,21 +136,26 @@ std::string calibration_toml(const Calibration& c) {
   for (const auto& [name, rate] : c.kernels)
     if (rate > 0) add("\"{}\" = {:.6g}\n", name, rate * 1e9);
   t += "\n";
-  auto in_situ = [&](Precision p, const Profile& f) {
+  // mb: the step's micro-batch; the base tables ([in_situ], ...) are c.in_situ_batch's.
+  auto in_situ = [&](Precision p, int64_t mb, const Profile& f) {
     add("# source: measured by tessera calibrate: one {} training micro-batch ({} sequences)\n"
         "# of the model above through the engine itself, by kind of work, over what the\n"
         "# tables above predict for it: how much slower the kernels run inside a step\n"
-        "# (dropout: the same step with dropout 0.1 where the model has none).\n",
-        precision_name(p), c.in_situ_batch);
-    add("[{}]\n", p == Precision::Fp32 ? "in_situ" : fmt::format("in_situ_{}", precision_name(p)));
+        "# (dropout: the same step with dropout 0.1 where the model has none; the median\n"
+        "# of every timed run of every pass).\n",
+        precision_name(p), mb);
+    const std::string base = mb == c.in_situ_batch ? "in_situ" : fmt::format("in_situ_mb{}", mb);
+    add("[{}]\n", p == Precision::Fp32 ? base : fmt::format("{}_{}", base, precision_name(p)));
     for (size_t k = 0; k < size_t(Op::kCount); ++k)
       if (Op(k) != Op::Comm && f.seconds[k] != 1.0)
         add("{} = {:.4f}\n", quoted(std::string(op_name(Op(k)))), f.seconds[k]);
     t += "\n";
   };
   if (c.in_situ_batch > 0) {
-    in_situ(Precision::Fp32, c.in_situ);
-    for (const auto& [p, f] : c.in_situ_lowp) in_situ(p, f);
+    in_situ(Precision::Fp32, c.in_situ_batch, c.in_situ);
+    for (const auto& [p, f] : c.in_situ_lowp) in_situ(p, c.in_situ_batch, f);
+    for (const auto& [mb, at] : c.in_situ_at)
+      for (const auto& [p, f] : at) in_situ(p, mb, f);
   }
   if (c.network) {
     add("# source: measured by tessera calibrate: ping-pong between ranks 0 and 1 through\n"

@@ -266,7 +266,7 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   EndOps& eo = w.ends;
   // Kernels run slower inside a step than alone (system in_situ factors,
   // measured on a step of the layout's precision where the system has one).
-  const Profile& in_situ = sys.in_situ_for(L.precision);
+  const Profile& in_situ = sys.in_situ_for(L.precision, par.micro_batch);
   for (Profile* p : {&lo.forward, &lo.backward, &lo.recompute, &eo.embed_forward,
                      &eo.embed_backward, &eo.head_forward, &eo.head_backward})
     for (size_t k = 0; k < size_t(Op::kCount); ++k)

@@ -241,26 +241,51 @@ void read_network(SystemSpec& s, const toml::table& root, const std::string& pat
                 "{}: the last [[network]] tier must have ranks = 0 (it joins every node)", path);
 }
 
+// One table of in-situ factors (name: its table, for messages).
+void read_factors(const toml::table& f, const std::string& table, const std::string& path,
+                  Profile& factors) {
+  factors = SystemSpec::unit_factors();
+  for (const auto& [key, value] : f) {
+    const size_t i =
+        index_of_name(key.str(), size_t(Op::kCount), [](size_t k) { return op_name(Op(k)); });
+    TESSERA_CHECK(i < size_t(Op::kCount) && Op(i) != Op::Comm,
+                  "{}: {}.{} is not a kind of compute work (core/profile.h)", path, table,
+                  key.str());
+    const auto x = value.value<double>();
+    TESSERA_CHECK(x && *x > 0 && std::isfinite(*x), "{}: {}.{} must be a positive factor", path, table, key.str());
+    factors.seconds[i] = *x;
+  }
+}
+
 // [in_situ], [in_situ_bf16], [in_situ_fp16] (optional): how much slower
-// each kind of compute runs in a step of that precision.
+// each kind of compute runs in a step of that precision; [in_situ_mb<B>]
+// and [in_situ_mb<B>_<precision>]: the same at micro-batch B (system.h).
 void read_in_situ(SystemSpec& s, const toml::table& root, const std::string& path) {
   for (Precision p : {Precision::Fp32, Precision::Bf16, Precision::Fp16}) {
     const std::string table =
         p == Precision::Fp32 ? "in_situ" : fmt::format("in_situ_{}", precision_name(p));
-    const toml::table* f = root[table].as_table();
-    if (f == nullptr) continue;
-    Profile& factors = p == Precision::Fp32 ? s.in_situ : s.in_situ_lowp[p];
-    factors = SystemSpec::unit_factors();
-    for (const auto& [key, value] : *f) {
-      const size_t i =
-          index_of_name(key.str(), size_t(Op::kCount), [](size_t k) { return op_name(Op(k)); });
-      TESSERA_CHECK(i < size_t(Op::kCount) && Op(i) != Op::Comm,
-                    "{}: {}.{} is not a kind of compute work (core/profile.h)", path, table,
-                    key.str());
-      const auto x = value.value<double>();
-      TESSERA_CHECK(x && *x > 0 && std::isfinite(*x), "{}: {}.{} must be a positive factor", path, table, key.str());
-      factors.seconds[i] = *x;
-    }
+    if (const toml::table* f = root[table].as_table())
+      read_factors(*f, table, path, p == Precision::Fp32 ? s.in_situ : s.in_situ_lowp[p]);
+  }
+  const std::string prefix = "in_situ_mb";
+  for (const auto& [key, node] : root) {
+    const std::string name(key.str());
+    if (!name.starts_with(prefix)) continue;
+    const size_t digits = name.find_first_not_of("0123456789", prefix.size());
+    const std::string number = name.substr(prefix.size(), digits == std::string::npos
+                                                              ? std::string::npos
+                                                              : digits - prefix.size());
+    const std::string rest = digits == std::string::npos ? "" : name.substr(digits);
+    Precision p = Precision::Fp32;
+    if (rest == "_bf16") p = Precision::Bf16;
+    if (rest == "_fp16") p = Precision::Fp16;
+    TESSERA_CHECK(!number.empty() && number.size() <= 9 && (rest.empty() || p != Precision::Fp32) &&
+                      node.is_table(),
+                  "{}: [{}] is not an in-situ table (in_situ_mb<micro-batch>[_bf16|_fp16])", path,
+                  name);
+    const int64_t mb = std::stoll(number);
+    TESSERA_CHECK(mb >= 1, "{}: [{}]: the micro-batch must be >= 1", path, name);
+    read_factors(*node.as_table(), name, path, s.in_situ_at[mb][p]);
   }
 }
 
@@ -280,6 +305,8 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
   if (const toml::table* cal = root["calibration"].as_table()) {
     s.calibrated_ranks = int64_t(get_number(*cal, "ranks", 0, "calibration.", path, Range::non_negative, true));
     s.calibrated_threads = int64_t(get_number(*cal, "threads", 0, "calibration.", path, Range::non_negative, true));
+    s.in_situ_micro_batch =
+        int64_t(get_number(*cal, "in_situ_micro_batch", 0, "calibration.", path, Range::non_negative, true));
     s.cores = int64_t(get_number(*cal, "cores", 0, "calibration.", path, Range::non_negative, true));
     s.kernel_ranks = int64_t(get_number(*cal, "kernel_ranks", 0, "calibration.", path, Range::non_negative, true));
     TESSERA_CHECK(s.calibrated_ranks >= 0 && s.calibrated_threads >= 0 && s.cores >= 0,
@@ -289,6 +316,10 @@ SystemSpec system_from_toml(const toml::table& root, const std::string& path) {
                   "{}: calibration.kernel_ranks must be in [0, calibration.ranks = {}] (got {})",
                   path, s.calibrated_ranks, s.kernel_ranks);
   }
+  TESSERA_CHECK(s.in_situ_at.empty() || s.in_situ_micro_batch >= 1,
+                "{}: [in_situ_mb<B>] tables need calibration.in_situ_micro_batch (the micro-batch of "
+                "[in_situ])",
+                path);
   return s;
 }
 
@@ -362,6 +393,38 @@ SystemSpec load_system(const std::string& name_or_path) {
                        : known);
   }
   return load_system_file(file);
+}
+
+Profile& SystemSpec::in_situ_for(Precision p, int64_t micro_batch) {
+  auto base = [&]() -> Profile& {
+    const auto it = in_situ_lowp.find(p);
+    return it == in_situ_lowp.end() ? in_situ : it->second;
+  };
+  if (micro_batch < 1 || in_situ_at.empty() || in_situ_micro_batch < 1) return base();
+  // The measured micro-batch nearest this one in ratio; a tie takes the larger.
+  auto distance = [&](int64_t b) { return std::abs(std::log(double(micro_batch) / double(b))); };
+  int64_t best = in_situ_micro_batch;
+  for (const auto& [b, tables] : in_situ_at) {
+    const double d = distance(b), d_best = distance(best);
+    if (d < d_best - 1e-12 || (std::abs(d - d_best) <= 1e-12 && b > best)) best = b;
+  }
+  if (best == in_situ_micro_batch) return base();
+  std::map<Precision, Profile>& at = in_situ_at[best];
+  const auto it = at.find(p);
+  if (it != at.end()) return it->second;
+  // No step of this precision at that micro-batch: its fp32 step's, as the
+  // base tables fall back.
+  const auto fp32 = at.find(Precision::Fp32);
+  return fp32 != at.end() ? fp32->second : base();
+}
+
+std::vector<Profile*> SystemSpec::in_situ_tables(Precision p) {
+  std::vector<Profile*> tables{&in_situ_for(p)};
+  for (auto& [b, at] : in_situ_at) {
+    const auto it = at.find(p);
+    if (it != at.end()) tables.push_back(&it->second);
+  }
+  return tables;
 }
 
 }  // namespace tessera::plan

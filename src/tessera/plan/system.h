@@ -103,14 +103,24 @@ struct SystemSpec {
   // one; a precision without its own takes [in_situ] (in_situ_for).
   Profile in_situ = unit_factors();
   std::map<Precision, Profile> in_situ_lowp;
-  const Profile& in_situ_for(Precision p) const {
-    const auto it = in_situ_lowp.find(p);
-    return it == in_situ_lowp.end() ? in_situ : it->second;
+  // The slowdown depends on the step's size: small GEMMs lose more of their
+  // operands to the other kernels' traffic between them (measured here: 1.14
+  // at micro-batch 2 of the default model, 1.01 at 8). [calibration]
+  // in_situ_micro_batch is the micro-batch of the tables above (0: not
+  // known, an older file), and [in_situ_mb<B>] (fp32) / [in_situ_mb<B>_bf16]
+  // / [in_situ_mb<B>_fp16] the same factors from steps of micro-batch B,
+  // for the other micro-batches calibrate measured. A layout takes the
+  // factors of the measured micro-batch nearest its own (in ratio; a tie
+  // takes the larger), falling back by precision as above.
+  int64_t in_situ_micro_batch = 0;
+  std::map<int64_t, std::map<Precision, Profile>> in_situ_at;  // micro-batch -> precision -> factors
+  const Profile& in_situ_for(Precision p, int64_t micro_batch = 0) const {
+    return const_cast<SystemSpec*>(this)->in_situ_for(p, micro_batch);
   }
-  Profile& in_situ_for(Precision p) {
-    const auto it = in_situ_lowp.find(p);
-    return it == in_situ_lowp.end() ? in_situ : it->second;
-  }
+  Profile& in_situ_for(Precision p, int64_t micro_batch = 0);
+  // Every table of precision p's factors (the base one and each micro-batch's):
+  // what `tessera tune`'s correction scales.
+  std::vector<Profile*> in_situ_tables(Precision p);
   static Profile unit_factors() {
     Profile p;
     p.seconds.fill(1.0);

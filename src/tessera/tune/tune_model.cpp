@@ -40,7 +40,7 @@ Correction correct_system(const plan::SystemSpec& base, const std::vector<Trial>
     if (Op(k) == Op::Comm) {
       for (plan::NetworkTier& t : c.system.tiers) t.efficiency /= f;
     } else {
-      c.system.in_situ_for(precision).seconds[k] *= f;
+      for (Profile* table : c.system.in_situ_tables(precision)) table->seconds[k] *= f;
     }
   }
   return c;

@@ -102,7 +102,7 @@ TEST_P(CpAttention, RingEqualsFullAttention) {
   EXPECT_LT(test::max_err_vs_scale(dqkv_l, rows_at(dqkv, B, T, W, pos)), 1e-5);
   // The comparison can fail: a rank's rows are not the sequence's first Tl.
   if (world().rank() > 0) {
-    std::vector<int64_t> first(size_t(Tl));
+    std::vector<int64_t> first(static_cast<size_t>(Tl));
     for (int64_t t = 0; t < Tl; t++) first[size_t(t)] = t;
     EXPECT_GT(test::max_err_vs_scale(out_l, rows_at(out, B, T, C, first)), 1e-2);
   }

@@ -37,7 +37,8 @@ TrainConfig cp_config(int64_t cp, int zero, float dropout, Precision precision, 
   c.par.tp = tp;
   c.par.pp = pp;
   c.par.dp = world_size / (cp * tp * pp);
-  c.par.global_batch = 4;  // dp 1: 2 accumulation steps; dp 2: 1
+  c.par.micro_batch = 1;
+  c.par.global_batch = 2;  // dp 1: 2 accumulation steps (pp 2: 2 micro-batches); dp 2: 1
   c.train_iters = 10;
   c.validate(world_size);
   return c;

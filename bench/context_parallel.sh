@@ -31,7 +31,7 @@ else
   shape=(--num-layers 2 --hidden-size 128 --num-attention-heads 4 --seq-length "${SEQ:-4096}"
          --train-iters 8)
 fi
-shape+=(--micro-batch-size 1 --global-batch-size 2 --vocab-size 512 --eval-interval 0
+shape+=(--micro-batch-size 1 --global-batch-size 2 --eval-interval 0
         --log-interval 100 --no-progress --save "" --peak-tflops 1 --threads 1)
 runs="dp2 p2p all_gather"
 for r in $(seq 1 "$rounds"); do

@@ -144,6 +144,9 @@ TEST(ContextParallelTrainer, RecomputeMatchesOneProcess) {
 TEST(ContextParallelTrainer, Bf16MatchesOneProcessInBf16) {
   cp_matches_one_process({.llama = true, .precision = Precision::Bf16});
 }
+TEST(ContextParallelTrainer, Fp16MatchesOneProcessInFp16) {
+  cp_matches_one_process({.precision = Precision::Fp16});
+}
 // 4 ranks: cp 2 x tp 2 (no SP), cp 2 x pp 2 (1f1b).
 TEST(ContextParallelTrainer, TensorParallelMatchesOneProcess) {
   cp_matches_one_process({.dropout = 0.1f, .tp = 2});

@@ -166,8 +166,6 @@ expect_refusal '--context-parallel-size 2 with --pipeline-schedule interleaved, 
 expect_refusal '--context-parallel-size 2 with --sequence-parallel is not supported yet' \
   train "${small[@]}" --context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel \
   --dry-run --dry-run-ranks 4
-expect_refusal '--context-parallel-size 2 with --fp16 \(bf16 runs\) is not supported yet' \
-  train "${small[@]}" --context-parallel-size 2 --fp16 --dry-run --dry-run-ranks 2
 expect_refusal '--context-parallel-size 2 with --num-experts \(MoE layers\) is not supported yet' \
   train "${small[@]}" "${moe[@]}" --context-parallel-size 2 --dry-run --dry-run-ranks 2
 expect_error '--cp-comm-type must be p2p or all_gather \(got .ring.\)' \

@@ -48,7 +48,6 @@ void TrainConfig::validate(int64_t world) const {
            "--pipeline-schedule interleaved, zb-h1 or zbv (1f1b and gpipe run)");
     // The MoE aux loss is taken per whole sequence (seq_aux_loss).
     refuse(model.moe(), "--num-experts (MoE layers)");
-    refuse(fp16, "--fp16 (bf16 runs)");
   }
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.

@@ -51,8 +51,10 @@ inline TrainConfig tiny_train_config(int zero_stage, int64_t dp, int64_t layers 
   return c;
 }
 
-inline std::unique_ptr<SampledBatches> tiny_train_data(const TrainConfig& c) {
-  std::vector<int32_t> tokens(4096);
+// tokens: the corpus' length (longer sequences need more for both splits).
+inline std::unique_ptr<SampledBatches> tiny_train_data(const TrainConfig& c,
+                                                       size_t n_tokens = 4096) {
+  std::vector<int32_t> tokens(n_tokens);
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] = int32_t(rng_u64(42, 0, i) % uint64_t(c.model.vocab_size));
   return std::make_unique<SampledBatches>(memory_token_source(tokens, "random"),

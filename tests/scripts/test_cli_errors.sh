@@ -153,15 +153,21 @@ expect_refusal '--num-experts with --pipeline-schedule zb-h1 is not supported ye
   --dry-run --dry-run-ranks 2
 
 # Context parallelism (docs/context_parallel.md): a layout it cannot hold is
-# one line and exit 2 before anything is allocated, and so, for now, is any
-# cp > 1 (the trainer does not run it yet). --dry-run-ranks stands in for
+# one line and exit 2 before anything is allocated, and so are the
+# combinations the trainer does not run yet. --dry-run-ranks stands in for
 # a launched job's ranks.
 expect_refusal 'world size 1 is not divisible by --tensor-model-parallel-size \(1\) x --context-parallel-size \(2\) x --pipeline-model-parallel-size \(1\)' \
   train "${small[@]}" --context-parallel-size 2
 expect_refusal '--seq-length \(18\) must be divisible into 2 x --context-parallel-size \(2\) = 4 equal chunks' \
   train "${small[@]}" --seq-length 18 --context-parallel-size 2 --dry-run --dry-run-ranks 2
-expect_refusal '--context-parallel-size 2 \(--cp-comm-type all_gather\): context parallelism is not run by the trainer yet' \
-  train "${small[@]}" --context-parallel-size 2 --cp-comm-type all_gather --dry-run --dry-run-ranks 2
+expect_refusal '--context-parallel-size 2 with --pipeline-schedule interleaved, zb-h1 or zbv \(1f1b and gpipe run\) is not supported yet' \
+  train "${small[@]}" --num-layers 2 --context-parallel-size 2 --pipeline-model-parallel-size 2 \
+  --pipeline-schedule zb-h1 --cp-comm-type all_gather --dry-run --dry-run-ranks 4
+expect_refusal '--context-parallel-size 2 with --sequence-parallel is not supported yet' \
+  train "${small[@]}" --context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel \
+  --dry-run --dry-run-ranks 4
+expect_refusal '--context-parallel-size 2 with --num-experts \(MoE layers\) is not supported yet' \
+  train "${small[@]}" "${moe[@]}" --context-parallel-size 2 --dry-run --dry-run-ranks 2
 expect_error '--cp-comm-type must be p2p or all_gather \(got .ring.\)' \
   train "${small[@]}" --cp-comm-type ring
 expect_error '--context-parallel-size must be >= 1 \(got 0\)' train "${small[@]}" --context-parallel-size 0

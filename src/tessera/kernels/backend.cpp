@@ -207,6 +207,58 @@ KernelCalls Backend::attention_backward_cost(Precision dtype, int64_t B, int64_t
   return {attention(false, dtype, B, T, heads, drop)};
 }
 
+KernelCalls Backend::ring_kv_pack_cost(int64_t B, int64_t T, const AttentionHeads& h) {
+  const int64_t n = B * T * 2 * h.kv_width();
+  return {memory("ring_kv_pack", n, double(n) * kF32, double(n) * kF32)};
+}
+
+// One block of the ring: the full attention's figures for Tq queries
+// against Tk keys (every pair priced, as attention_forward prices the
+// whole T x T; the cp blocks of a rank sum to 1/cp of one process's call).
+KernelCalls Backend::ring_attention_block_cost(bool forward, int64_t B, int64_t Tq, int64_t Tk,
+                                               const AttentionHeads& h,
+                                               const DropoutSite* drop) {
+  const int64_t Cl = h.q_width(), NH = h.q_heads, KW = 2 * h.kv_width();
+  KernelCall c;
+  c.kernel = forward ? "ring_attention_forward_block" : "ring_attention_backward_block";
+  c.cls = CallClass::Attention;
+  c.dtype = Precision::Fp32;
+  c.m = B, c.n = Tq, c.k = Cl, c.batch = NH;
+  c.elements = B * Tq * Cl;
+  const double fw = 4.0 * double(B) * double(Tq) * double(Tk) * double(Cl);
+  // q rotated once per row and block, k once per kv head and block (forward;
+  // backward turns dq and dk back too).
+  const double rope =
+      h.rope() ? 3.0 * double(B) * double(Tq * NH * h.head_size + Tk * h.kv_width()) : 0.0;
+  c.flops = forward ? fw + rope : 2.5 * fw + 2.0 * rope;
+  if (drop && drop->active()) c.mask_draws = B * NH * ((Tq * Tk + 3) / 4);
+  const double q = double(B * Tq * h.qkv_width()), kv = double(B * Tk * KW);
+  const double o = double(B * Tq * Cl), lse = double(B * NH * Tq);
+  if (forward) {
+    c.bytes_read = (q + kv + o + lse) * kF32;
+    c.bytes_written = (o + lse) * kF32;
+  } else {
+    c.bytes_read = (q + kv + 2 * lse + o) * kF32 + kv * kF32;
+    c.bytes_written = (o + kv) * kF32;
+  }
+  return {c};
+}
+
+KernelCalls Backend::ring_attention_backward_init_cost(int64_t B, int64_t Tq,
+                                                       const AttentionHeads& h) {
+  const int64_t n = B * Tq * h.q_width();
+  KernelCall c = memory("ring_attention_backward_init", n, 2.0 * double(n) * kF32,
+                        double(B * h.q_heads * Tq) * kF32);
+  c.flops = 2.0 * double(n);
+  return {c};
+}
+
+KernelCalls Backend::ring_qkv_grad_cost(Precision dqkv, int64_t B, int64_t T,
+                                        const AttentionHeads& h) {
+  const int64_t n = B * T * h.qkv_width();
+  return {memory("ring_qkv_grad", n, double(n) * kF32, double(n) * bytes_of(dqkv), dqkv)};
+}
+
 KernelCalls Backend::attention_decode_cost(int64_t len, const AttentionHeads& h) {
   // q against len cached keys and values: two matrix-vector products per head.
   KernelCall c = memory("attention_decode", h.q_width(),

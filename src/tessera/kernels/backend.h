@@ -80,6 +80,14 @@ class Backend {
                                              const AttentionHeads& heads,
                                              const DropoutSite* drop);
   static KernelCalls attention_decode_cost(int64_t len, const AttentionHeads& heads);
+  static KernelCalls ring_kv_pack_cost(int64_t B, int64_t T, const AttentionHeads& heads);
+  static KernelCalls ring_attention_block_cost(bool forward, int64_t B, int64_t Tq, int64_t Tk,
+                                               const AttentionHeads& heads,
+                                               const DropoutSite* drop);
+  static KernelCalls ring_qkv_grad_cost(Precision dqkv, int64_t B, int64_t T,
+                                        const AttentionHeads& heads);
+  static KernelCalls ring_attention_backward_init_cost(int64_t B, int64_t Tq,
+                                                       const AttentionHeads& heads);
   static KernelCalls rope_rows_cost(int64_t rows, int64_t heads, int64_t HS);
   static KernelCalls gelu_forward_cost(Precision dtype, int64_t n);
   static KernelCalls gelu_backward_cost(Precision dtype, int64_t n);

@@ -251,6 +251,39 @@ class Ops {
                         int64_t len, int64_t C, int64_t NH) const {
     attention_decode(out, q, k_cache, v_cache, len, mha(C, NH));
   }
+  // Ring (context-parallel) attention's pieces (backend_methods.inc),
+  // fp32; model/context_parallel.h drives them.
+  void ring_kv_pack(float* kv, const float* qkv, int64_t B, int64_t T,
+                    const AttentionHeads& heads) const {
+    ProfileScope t(prof_, Op::Attention);
+    b_->ring_kv_pack(kv, qkv, B, T, heads);
+  }
+  void ring_attention_forward_block(float* out, float* lse, const float* qkv,
+                                    const int64_t* q_pos, int64_t Tq, const float* kv,
+                                    const int64_t* k_pos, int64_t Tk, int64_t B, int64_t T,
+                                    const AttentionHeads& heads, const DropoutSite* drop) const {
+    ProfileScope t(prof_, Op::Attention);
+    b_->ring_attention_forward_block(out, lse, qkv, q_pos, Tq, kv, k_pos, Tk, B, T, heads, drop);
+  }
+  void ring_attention_backward_init(float* D, const float* dout, const float* out, int64_t B,
+                                    int64_t Tq, const AttentionHeads& heads) const {
+    ProfileScope t(prof_, Op::Attention);
+    b_->ring_attention_backward_init(D, dout, out, B, Tq, heads);
+  }
+  void ring_attention_backward_block(float* dq, float* dkv, const float* dout, const float* qkv,
+                                     const float* lse, const float* D, const int64_t* q_pos,
+                                     int64_t Tq, const float* kv, const int64_t* k_pos,
+                                     int64_t Tk, int64_t B, int64_t T,
+                                     const AttentionHeads& heads, const DropoutSite* drop) const {
+    ProfileScope t(prof_, Op::Attention);
+    b_->ring_attention_backward_block(dq, dkv, dout, qkv, lse, D, q_pos, Tq, kv, k_pos, Tk, B, T,
+                                      heads, drop);
+  }
+  void ring_qkv_grad(Act dqkv, const float* dq, const float* dkv, int64_t B, int64_t T,
+                     const AttentionHeads& heads) const {
+    ProfileScope t(prof_, Op::Attention);
+    b_->ring_qkv_grad(dqkv, dq, dkv, B, T, heads);
+  }
   // Keys entering a KV cache under RoPE (charged to attention, as the
   // rotation inside the training kernels).
   void rope_rows(float* x, int64_t rows, int64_t stride, int64_t heads, int64_t HS, int64_t pos0,

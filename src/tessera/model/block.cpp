@@ -36,6 +36,26 @@ static void residual_norm_forward(const kernels::Ops& ops, kernels::Act out, flo
   }
 }
 
+// The attention core, atty and lse from qkv: the cp ring when the
+// sequence is split over context-parallel ranks, else the one kernel.
+static void attention_core_forward(const kernels::Ops& ops, LayerActs& a, const ActShape& s,
+                                   const LayerDropout& drop) {
+  if (drop.cp)
+    drop.cp->attention_forward(ops, a.atty, a.lse, a.qkv, s.B, s.heads(), &drop.probs);
+  else
+    ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.heads(), &drop.probs);
+}
+
+// A hidden dropout of x (Ns, C), forward or backward (the same mask):
+// rows keyed by their global positions (under cp, chunk by chunk).
+static void hidden_dropout(const kernels::Ops& ops, float* x, const ActShape& s,
+                           const LayerDropout& drop, const DropoutSite& site) {
+  if (drop.cp)
+    cp_dropout_rows(ops, *drop.cp, x, s.Ns(), s.C, drop.row0, s.T, site);
+  else
+    ops.dropout_rows(x, s.Ns(), s.C, drop.row0, s.T, site);
+}
+
 // The MLP's activation: fch_gelu (N, F) = GELU(fch (N, F)), or under SwiGLU
 // silu(gate) * up from fch (N, 2F) = [gate | up].
 static void mlp_activation_forward(const kernels::Ops& ops, kernels::Act out,
@@ -70,9 +90,9 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   const kernels::ConstAct ln1 = tp_enter_forward(tp, a.ln1, tp_full, N, s.C, prof);  // (N, C)
   ops.matmul_forward(a.qkv, ln1, w.qkv_w, w.qkv_b, N, s.C, s.Cqkv());
   // GQA and RoPE happen inside (s.heads()): qkv stays unrotated.
-  ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.heads(), &drop.probs);
+  attention_core_forward(ops, a, s, drop);
   row_parallel_forward(ops, a.res_mid, a.atty, w.proj_w, w.proj_b, N, Ns, s.Cl, s.C, tp, tp_full);
-  ops.dropout_rows(a.res_mid, Ns, s.C, drop.row0, s.T, drop.attn_out);
+  hidden_dropout(ops, a.res_mid, s, drop, drop.attn_out);
   // res_mid += x (the residual), then ln2 of it
   residual_norm_forward(ops, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x, w.ln2_w, w.ln2_b, Ns,
                         s);
@@ -92,7 +112,7 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
   if (!w.moe())
     row_parallel_forward(ops, a.res_out, a.fch_gelu, w.fcproj_w, w.fcproj_b, N, Ns, s.F, s.C, tp,
                          tp_full);
-  ops.dropout_rows(a.res_out, Ns, s.C, drop.row0, s.T, drop.mlp_out);
+  hidden_dropout(ops, a.res_out, s, drop, drop.mlp_out);
   ops.accumulate(a.res_out, a.res_mid, Ns * s.C);  // the residual
 }
 
@@ -103,7 +123,7 @@ void block_recompute(const kernels::Ops& ops, const LayerWeights& w, LayerActs& 
     case Recompute::None: return;
     case Recompute::Selective:
       // The same kernels on the same saved inputs as forward: bit-identical.
-      ops.attention_forward(a.atty, a.lse, a.qkv, s.B, s.T, s.heads(), &drop.probs);
+      attention_core_forward(ops, a, s, drop);
       if (!w.moe()) mlp_activation_forward(ops, a.fch_gelu, a.fch, s);  // MoE keeps its own
       return;
     case Recompute::Full: block_forward(ops, w, a, x, s, tp, tp_full, drop); return;
@@ -121,7 +141,7 @@ static const float* branch_grad(const kernels::Ops& ops, const float* dresid, fl
                                 const DropoutSite& site) {
   if (!site.active()) return dresid;
   ops.copy(buf, dresid, s.Ns() * s.C, Op::Dropout);
-  ops.dropout_rows(buf, s.Ns(), s.C, drop.row0, s.T, site);
+  hidden_dropout(ops, buf, s, drop, site);
   return buf;
 }
 
@@ -230,8 +250,12 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
          stash ? stash->dproj : kernels::Act());
   // (N, Cqkv): fp32, or in the GEMM precision under --bf16 / --fp16 (the stash's, split)
   const kernels::Act dqkv = stash ? stash->dqkv : ops.grad_operand(scratch.dqkv, N * s.Cqkv());
-  ops.attention_backward(dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.heads(),
-                         &drop.probs);
+  if (drop.cp)
+    drop.cp->attention_backward(ops, dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.heads(),
+                                &drop.probs);
+  else
+    ops.attention_backward(dqkv, scratch.datty, a.qkv, a.atty, a.lse, s.B, s.T, s.heads(),
+                           &drop.probs);
   const kernels::ConstAct ln1 =
       stash ? a.ln1 : tp_enter_forward(tp, a.ln1, scratch.tp_full, N, C, prof);  // (N, C)
   linear(scratch.dln, g.qkv_w, g.qkv_b, dqkv, ln1, w.qkv_w, C, s.Cqkv(), dqkv);

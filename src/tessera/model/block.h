@@ -37,6 +37,7 @@
 #include "tessera/kernels/dropout_site.h"
 #include "tessera/kernels/ops.h"
 #include "tessera/model/activations.h"
+#include "tessera/model/context_parallel.h"
 #include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
 
@@ -52,6 +53,10 @@ struct LayerDropout {
   DropoutSite attn_out;  // (Ns, C) attention block output
   DropoutSite mlp_out;   // (Ns, C) MLP block output
   int64_t row0 = 0;
+  // Context parallelism (null: none): the block's rows are this rank's
+  // T / cp of each sequence; attention runs the cp ring, and the hidden
+  // dropouts key each row by its global position (context_parallel.h).
+  const ContextParallel* cp = nullptr;
 };
 
 // The block's norm, LayerNorm or RMSNorm (s.rmsnorm, the Llama family):

@@ -12,6 +12,7 @@ GPT::GPT(const GPTConfig& config, const ParamLayout& layout, const GPTOptions& o
     : config_(config),
       layout_(layout),
       tp_(options.tp),
+      cp_(options.cp),
       recompute_(options.recompute),
       backend_(options.backend ? options.backend : &kernels::cpu_backend()) {
   TESSERA_CHECK(tp_.size() == layout_.tp(),
@@ -101,6 +102,7 @@ LayerDropout GPT::layer_dropout(const Activations& acts, size_t l) const {
   d.attn_out = dropout_site(acts, DropoutSiteKind::AttentionOut, layer);
   d.mlp_out = dropout_site(acts, DropoutSiteKind::MlpOut, layer);
   d.row0 = tp_.region_row0(acts.s.N());
+  if (cp_.active()) d.cp = &cp_;
   return d;
 }
 
@@ -111,7 +113,6 @@ void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
   if (!tp_.active()) {
     ops.token_embedding_forward(acts.encoded, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
                                 layout_.vocab_end());
-    if (!config_.rope()) ops.position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
   } else {
     // Vocab-parallel lookup: rows of other slices are zero, the leave
     // (all-reduce, or reduce-scatter to this rank's rows) sums the slices.
@@ -119,11 +120,20 @@ void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
     ops.token_embedding_forward(partial, inputs, w_.wte, N, s.C, layout_.vocab_begin(),
                                 layout_.vocab_end());
     tp_leave_forward(tp_, partial, acts.encoded, N, s.C, acts.profile);
-    if (!config_.rope())  // learned positions; rope's are applied inside attention
+  }
+  // Learned positions (rope's are applied inside attention): under cp this
+  // rank's rows sit at their global positions (no SP with cp: all B x T / cp
+  // rows are here); under SP a block of rows may cross sequences.
+  if (!config_.rope()) {
+    if (cp_.active())
+      cp_position_embedding_forward(ops, cp_, acts.encoded, w_.wpe, s.B, s.C);
+    else if (!tp_.active())
+      ops.position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
+    else
       position_rows_forward(ops, acts.encoded, w_.wpe, tp_.region_row0(N), Ns, s.T, s.C);
   }
-  ops.dropout_rows(acts.encoded, Ns, s.C, tp_.region_row0(N), s.T,
-                   dropout_site(acts, DropoutSiteKind::Embedding, 0));
+  cp_dropout_rows(ops, cp_, acts.encoded, Ns, s.C, tp_.region_row0(N), s.T,
+                  dropout_site(acts, DropoutSiteKind::Embedding, 0));
 }
 
 void GPT::layers_forward(Activations& acts, size_t first, LayerHooks* hooks) {
@@ -240,14 +250,18 @@ void GPT::embed_backward(Activations& acts, const int32_t* inputs) {
   const ActShape& s = acts.s;
   const int64_t N = s.N(), Ns = s.Ns();
   // dresid (Ns, C) is consumed here: the embedding dropout's mask in place.
-  ops.dropout_rows(acts.dresid, Ns, s.C, tp_.region_row0(N), s.T,
-                   dropout_site(acts, DropoutSiteKind::Embedding, 0));
+  cp_dropout_rows(ops, cp_, acts.dresid, Ns, s.C, tp_.region_row0(N), s.T,
+                  dropout_site(acts, DropoutSiteKind::Embedding, 0));
   // The embedding gradient needs every row: under SP gather them first, so
   // the position table's gradient is complete (and equal) on every rank.
   const float* d = tp_leave_backward(tp_, acts.dresid, acts.dln, N, s.C, acts.profile);  // (N, C)
   ops.token_embedding_backward(g_.wte, d, inputs, N, s.C, layout_.vocab_begin(),
                                layout_.vocab_end());
-  if (!config_.rope()) ops.position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
+  if (config_.rope()) return;
+  if (cp_.active())
+    cp_position_embedding_backward(ops, cp_, g_.wpe, d, s.B, s.C);
+  else
+    ops.position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
 }
 
 void GPT::backward(Activations& acts, const int32_t* inputs, const int32_t* targets, float dloss,

@@ -12,6 +12,7 @@
 #include "tessera/kernels/ops.h"
 #include "tessera/model/activations.h"
 #include "tessera/model/block.h"
+#include "tessera/model/context_parallel.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
@@ -70,6 +71,9 @@ struct GPTOptions {
   // The kernels forward and backward run on (kernels/backend.h); null: the
   // CPU backend. It must outlive the model.
   const kernels::Backend* backend = nullptr;
+  // Context parallelism (context_parallel.h): the cp ring and this rank's
+  // rows of each sequence; act_shape() is then asked for T / cp rows.
+  ContextParallel cp = {};
 };
 
 class GPT {
@@ -79,6 +83,7 @@ class GPT {
   const GPTConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
+  const ContextParallel& context_parallel() const { return cp_; }
   Buffer& params() { return params_; }  // (layout.numel())
   Buffer& grads() { return grads_; }    // (layout.numel())
   const ModelWeights& weights() const { return w_; }
@@ -183,6 +188,7 @@ class GPT {
   GPTConfig config_;
   ParamLayout layout_;
   TensorParallel tp_;
+  ContextParallel cp_;
   Recompute recompute_;
   const kernels::Backend* backend_;  // never null; the CPU backend by default
   Buffer params_, grads_;

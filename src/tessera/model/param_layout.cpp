@@ -53,7 +53,7 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
                                int64_t pp_rank) {
   ParamLayout L;
   L.tp_ = par.tp;
-  L.unit_align_ = 16 * par.dp;
+  L.unit_align_ = 16 * par.dp * par.cp;  // ZeRO shards each unit over dp x cp
   L.tp_rank_ = tp_rank;
   L.padded_vocab_ = m.padded_vocab(par.tp);
   L.vocab_begin_ = tp_rank * (L.padded_vocab_ / par.tp);

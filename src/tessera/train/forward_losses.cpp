@@ -15,6 +15,16 @@ void split_windows(const int32_t* windows, int64_t B, int64_t T, int32_t* inputs
     }
 }
 
+void split_windows_at(const int32_t* windows, int64_t B, int64_t T,
+                      std::span<const int64_t> pos, int32_t* inputs, int32_t* targets) {
+  const int64_t Tl = int64_t(pos.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < Tl; ++t) {
+      inputs[b * Tl + t] = windows[b * (T + 1) + pos[size_t(t)]];
+      targets[b * Tl + t] = windows[b * (T + 1) + pos[size_t(t)] + 1];
+    }
+}
+
 namespace {
 
 // Reads the B windows from sample `first` as inputs and targets (B, T).
@@ -22,7 +32,10 @@ void load(const ForwardPass& f, int64_t first, std::vector<int32_t>& window, int
           int32_t* targets) {
   ProfileScope t(f.profile, Op::Data);
   f.data->fill(f.split, first, f.B, f.T, window.data());
-  split_windows(window.data(), f.B, f.T, inputs, targets);
+  if (f.positions.empty())
+    split_windows(window.data(), f.B, f.T, inputs, targets);
+  else
+    split_windows_at(window.data(), f.B, f.T, f.positions, inputs, targets);
 }
 
 // Micro-batches per forward-only pipeline pass: bounds the message tags
@@ -38,7 +51,8 @@ std::vector<float> forward_losses(const ForwardPass& f, std::span<const int64_t>
   std::vector<float> losses;
   losses.reserve(firsts.size());
   if (!f.pipe) {
-    std::vector<int32_t> inputs(size_t(f.B * f.T)), targets(size_t(f.B * f.T));  // (B, T) each
+    const int64_t rows = f.B * (f.positions.empty() ? f.T : int64_t(f.positions.size()));
+    std::vector<int32_t> inputs(static_cast<size_t>(rows)), targets(inputs.size());  // (B, T or Tl) each
     f.acts->dropout = DropoutContext{};  // evaluation: no dropout
     for (const int64_t first : firsts) {
       load(f, first, window, inputs.data(), targets.data());

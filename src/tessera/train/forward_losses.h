@@ -18,6 +18,10 @@ namespace tessera {
 // Splits windows (B, T + 1) into inputs and next-token targets (B, T) each.
 void split_windows(const int32_t* windows, int64_t B, int64_t T, int32_t* inputs,
                    int32_t* targets);
+// The same for the rows a context-parallel rank holds: inputs and targets
+// (B, Tl) at the global positions pos (Tl) of each window.
+void split_windows_at(const int32_t* windows, int64_t B, int64_t T,
+                      std::span<const int64_t> pos, int32_t* inputs, int32_t* targets);
 
 struct ForwardPass {
   GPT* model = nullptr;
@@ -28,6 +32,9 @@ struct ForwardPass {
   Split split = Split::Valid;
   int64_t B = 1, T = 1;
   Profile* profile = nullptr;  // the data reads are charged to it (optional)
+  // Context parallelism: the global positions of this rank's rows (Tl);
+  // empty: all T. The losses are then the means over this rank's rows.
+  std::span<const int64_t> positions = {};
 };
 
 // The mean loss over the B * T tokens of each micro-batch whose first window

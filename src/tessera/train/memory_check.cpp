@@ -15,7 +15,8 @@ namespace {
 // it (there is no GPT yet: building one allocates the parameters), through
 // the same act_shape_of, so the Llama family's widths count too.
 ActShape shape_of(const TrainConfig& c, const ParamLayout& layout) {
-  const GPTConfig& m = c.model;
+  GPTConfig m = c.model;
+  m.seq_length /= c.par.cp;  // context parallelism: T / cp rows of each sequence here
   const int64_t V =
       std::max<int64_t>(0, std::min(layout.vocab_end(), m.vocab_size) - layout.vocab_begin());
   // fp32 as before: the lower bound counts every activation at 4 bytes.
@@ -29,7 +30,8 @@ ActShape shape_of(const TrainConfig& c, const ParamLayout& layout) {
 MemoryBytes rank_memory_lower_bound(const TrainConfig& c, int64_t tp_rank, int64_t pp_rank) {
   const ParamLayout layout = ParamLayout::build(c.model, c.par, tp_rank, pp_rank);
   const double params = double(layout.numel());
-  MemoryBytes b = zero_state_bytes(params, kFp32AdamBytes, c.par.zero_stage, c.par.dp);
+  MemoryBytes b = zero_state_bytes(params, kFp32AdamBytes, c.par.zero_stage,
+                                   c.par.dp * c.par.cp);  // ZeRO shards over dp x cp
   if (c.precision() != Precision::Fp32) b.params += 2 * params;  // the 16-bit working copy
   b.activations = double(activations_bytes(shape_of(c, layout)));
   return b;

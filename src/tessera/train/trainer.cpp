@@ -52,6 +52,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   if (grid) {
     world_ = world;
     dp_group_ = &grid->dp();
+    cp_group_ = grid->cp();
     tp_rank_ = grid->coord().tp;
     pp_rank_ = grid->coord().pp;
   } else {
@@ -71,30 +72,38 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
                  .own_grads = zero < 2,
                  .tp = TensorParallel{tp, cfg.par.sequence_parallel},
                  .precision = cfg.precision(),
-                 .recompute = cfg.par.recompute});
+                 .recompute = cfg.par.recompute,
+                 .cp = ContextParallel(cp_group_, cfg.model.seq_length,
+                                       cfg.par.cp_comm == CpCommType::AllGather)});
+  const ContextParallel& cp = model_->context_parallel();
+  if (cp.active()) cp_rows_ = cp.positions();
   if (cfg.fp16) scaler_ = std::make_unique<LossScaler>(cfg.loss_scale);
+  // Each cp rank sees part of every sequence: its gradient is a partial sum
+  // like a dp rank's, so gradients are reduced and ZeRO state sharded over
+  // dp x cp (the dp group itself without cp).
   dp_ = std::make_unique<DataParallel>(
-      *model_, *dp_group_, zero, cfg.optim, tp, grid ? &grid->pp() : nullptr,
+      *model_, grid ? grid->dp_cp() : *dp_group_, zero, cfg.optim, tp, grid ? &grid->pp() : nullptr,
       DataParallelOptions{.grad_reduce_bf16 = cfg.grad_reduce_bf16,
                           .overlap_grad_reduce = cfg.overlap_grad_reduce,
                           .overlap_param_gather = cfg.overlap_param_gather,
                           .profile = &profile_});
   dp_->init_params(cfg.seed);
   const int64_t B = cfg.par.micro_batch, T = cfg.model.seq_length;
+  const int64_t Tl = cp.local_T();  // rows of each sequence on this rank (T without cp)
   if (cfg.par.pp > 1) {
     // Activations live in the executor's in-flight slots.
     pipe_ = std::make_unique<PipelineExecutor>(
         *model_, *grid,
         PipelineOptions{cfg.par.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B,
-                        T, &profile_, cfg.model.moe() ? &moe_sums_ : nullptr});
+                        Tl, &profile_, cfg.model.moe() ? &moe_sums_ : nullptr});
   } else {
-    activations_init(acts_, model_->act_shape(B, T));
+    activations_init(acts_, model_->act_shape(B, Tl));
   }
   acts_.profile = &profile_;
   if (cfg.model.moe()) acts_.moe_sums = &moe_sums_;
   window_.resize(size_t(B * (T + 1)));
-  inputs_.resize(size_t(B * T));
-  targets_.resize(size_t(B * T));
+  inputs_.resize(size_t(B * Tl));
+  targets_.resize(size_t(B * Tl));
   peak_ = resolve_peak(cfg.peak_tflops,
                        cfg.peak_file.empty() ? default_peak_file() : cfg.peak_file,
                        omp_get_max_threads(), cfg.precision());
@@ -106,7 +115,10 @@ void Trainer::load_batch(Split split, int64_t first_sample, int32_t* inputs, int
   const int64_t B = cfg_.par.micro_batch, T = cfg_.model.seq_length;
   ProfileScope t(&profile_, Op::Data);
   data_.fill(split, first_sample, B, T, window_.data());
-  split_windows(window_.data(), B, T, inputs, targets);
+  if (cp_rows_.empty())
+    split_windows(window_.data(), B, T, inputs, targets);
+  else
+    split_windows_at(window_.data(), B, T, cp_rows_, inputs, targets);
 }
 
 DropoutContext Trainer::train_dropout(int64_t step, int64_t first_sample) const {
@@ -165,6 +177,12 @@ void Trainer::finish_step(int64_t step, float loss, StepStats& s) {
   if (cfg_.par.dp > 1) {
     ProfileScope t(&profile_, Op::Comm);
     loss = dp_group_->all_reduce_scalar(loss, ReduceOp::Sum) / float(cfg_.par.dp);
+  }
+  // Under cp each rank's loss is the mean over its T / cp rows of each
+  // sequence (all ranks hold as many): their mean is the batch's.
+  if (cp_group_) {
+    ProfileScope t(&profile_, Op::Comm);
+    loss = cp_group_->all_reduce_scalar(loss, ReduceOp::Sum) / float(cp_group_->size());
   }
   if (!std::isfinite(loss))
     throw CollectiveError(fmt::format("loss is {} at step {}: training diverged", loss, step));
@@ -332,12 +350,14 @@ float Trainer::evaluate() {
   }
   const std::vector<float> losses = forward_losses(
       {model_.get(), pipe_.get(), pipe_ ? nullptr : &acts_, dp_.get(), &data_, Split::Valid, B,
-       cfg_.model.seq_length, &profile_},
+       cfg_.model.seq_length, &profile_, cp_rows_},
       firsts);
   for (int64_t j = 0; j < rounds; ++j)
     if (j * dp + dp_group_->rank() < cfg_.eval_iters) sum += losses[size_t(j)];
   dp_->end_step();
   if (dp > 1) sum = dp_group_->all_reduce_scalar(float(sum), ReduceOp::Sum);
+  // cp: each rank's losses are means over its rows (equal counts): average them.
+  if (cp_group_) sum = cp_group_->all_reduce_scalar(float(sum), ReduceOp::Sum) / cp_group_->size();
   return float(sum / double(cfg_.eval_iters));
 }
 

@@ -98,7 +98,8 @@ class Trainer {
   void write_trace(int64_t step, const std::vector<TraceSpan>& mine);
   // Dropout of training sample first_sample.. at `step` (model/activations.h).
   DropoutContext train_dropout(int64_t step, int64_t first_sample) const;
-  // The window of sample `first` + b for b < B, as inputs and targets (B, T).
+  // The window of sample `first` + b for b < B, as inputs and targets (B, T),
+  // or under cp this rank's rows of them (B, T / cp).
   void load_batch(Split split, int64_t first_sample, int32_t* inputs, int32_t* targets);
   // One step through the pipeline executor; fills loss, norm, lr, bubble.
   void pipelined_step(int64_t step, StepStats& s);
@@ -110,6 +111,10 @@ class Trainer {
   std::unique_ptr<comm::Communicator> local_world_, local_dp_;  // one process: no MPI needed
   comm::Communicator* world_ = nullptr;
   comm::Communicator* dp_group_ = nullptr;
+  // Context parallelism: the cp group (null without it) and the global
+  // positions of this rank's rows of each sequence (Tl; empty: all T).
+  comm::Communicator* cp_group_ = nullptr;
+  std::vector<int64_t> cp_rows_;
   int64_t tp_rank_ = 0, pp_rank_ = 0;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<LossScaler> scaler_;  // --fp16 only
@@ -121,7 +126,7 @@ class Trainer {
   MoeStepSums moe_sums_;  // the step's MoE routing stats (train/moe_metrics.h)
   Peak peak_;
   Profile profile_;
-  std::vector<int32_t> window_, inputs_, targets_;  // (B, T + 1), (B, T), (B, T)
+  std::vector<int32_t> window_, inputs_, targets_;  // (B, T + 1), (B, Tl), (B, Tl); Tl = T / cp
   int64_t start_step_ = 1;
   // Steps before the optimizer's first: AdamW's bias correction counts from
   // its own first step (fresh moments after --no-load-optim at step k).

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/cpu/cast.h"
+#include "tessera/kernels/cpu/cpu_backend.h"
 #include "tessera/kernels/cpu/dropout.h"
 #include "tessera/kernels/cpu/rope.h"
 
@@ -26,10 +28,31 @@ void check_heads(const AttentionHeads& hd) {
                 hd.kv_heads, hd.head_size);
 }
 
-// The call's RoPE table over the whole sequence (null: no rotation).
-std::shared_ptr<const RopeTable> table_of(const AttentionHeads& hd, int64_t T) {
-  return hd.rope() ? rope_table(T, hd.head_size, hd.rope_base) : nullptr;
-}
+// What a block call (forward or backward) derives once from its heads, the
+// sequence length and the dropout site: the head counts and widths, the
+// softmax scale, the RoPE table over the whole sequence (null: no
+// rotation) and the dropout stream.
+struct RingCall {
+  int64_t NH, KVH, HS, G;  // query heads, key/value heads, head size, queries per kv head
+  int64_t W, C, KW;        // widths of a qkv row, an output row, a [k | v] block row
+  float scale;             // 1 / sqrt(HS)
+  std::shared_ptr<const RopeTable> rope;
+  bool dropout;
+  DropoutStream st;
+
+  RingCall(const AttentionHeads& hd, int64_t T, const DropoutSite* drop)
+      : NH((check_heads(hd), hd.q_heads)),  // checked before the table is built
+        KVH(hd.kv_heads),
+        HS(hd.head_size),
+        G(hd.group()),
+        W(hd.qkv_width()),
+        C(hd.q_width()),
+        KW(2 * hd.kv_width()),
+        scale(1.0f / std::sqrt(float(hd.head_size))),
+        rope(hd.rope() ? rope_table(T, hd.head_size, hd.rope_base) : nullptr),
+        dropout(drop != nullptr && drop->active()),
+        st(dropout ? *drop : DropoutSite{}) {}
+};
 
 // The block's keys and values of kv head g of sequence b, k rotated to
 // their positions: krot, v (Tk, HS).
@@ -89,20 +112,19 @@ void ring_attention_forward_block(float* out, float* lse, const float* qkv, cons
                                   int64_t Tq, const float* kv, const int64_t* k_pos, int64_t Tk,
                                   int64_t B, int64_t T, const AttentionHeads& hd,
                                   const DropoutSite* drop) {
-  check_heads(hd);
-  const int64_t NH = hd.q_heads, KVH = hd.kv_heads, HS = hd.head_size, G = hd.group();
-  const int64_t W = hd.qkv_width(), C = hd.q_width();
-  const float scale = 1.0f / std::sqrt(float(HS));
-  const auto rope = table_of(hd, T);
-  const bool dropout = drop != nullptr && drop->active();
-  const DropoutStream st(dropout ? *drop : DropoutSite{});
+  const RingCall rc(hd, T, drop);
+  const int64_t NH = rc.NH, KVH = rc.KVH, HS = rc.HS, G = rc.G, W = rc.W, C = rc.C;
+  const float scale = rc.scale;
+  const RopeTable* rope = rc.rope.get();
+  const bool dropout = rc.dropout;
+  const DropoutStream& st = rc.st;
 
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < B; b++)
     for (int64_t g = 0; g < KVH; g++) {
       std::vector<float> krot, v, q(HS), s(Tk), z(Tk, 1.0f), acc(HS);  // (Tk, HS) x2, (HS), (Tk) x2, (HS)
       std::vector<uint32_t> bits;
-      load_block(krot, v, kv, k_pos, Tk, b, g, hd, rope.get());
+      load_block(krot, v, kv, k_pos, Tk, b, g, hd, rope);
       for (int64_t h = g * G; h < (g + 1) * G; h++)
         for (int64_t i = 0; i < Tq; i++) {
           const int64_t qp = q_pos[i];
@@ -159,13 +181,13 @@ void ring_attention_backward_block(float* dq, float* dkv, const float* dout, con
                                    int64_t Tq, const float* kv, const int64_t* k_pos, int64_t Tk,
                                    int64_t B, int64_t T, const AttentionHeads& hd,
                                    const DropoutSite* drop) {
-  check_heads(hd);
-  const int64_t NH = hd.q_heads, KVH = hd.kv_heads, HS = hd.head_size, G = hd.group();
-  const int64_t W = hd.qkv_width(), C = hd.q_width(), KW = 2 * hd.kv_width();
-  const float scale = 1.0f / std::sqrt(float(HS));
-  const auto rope = table_of(hd, T);
-  const bool dropout = drop != nullptr && drop->active();
-  const DropoutStream st(dropout ? *drop : DropoutSite{});
+  const RingCall rc(hd, T, drop);
+  const int64_t NH = rc.NH, KVH = rc.KVH, HS = rc.HS, G = rc.G, W = rc.W, C = rc.C;
+  const int64_t KW = rc.KW;
+  const float scale = rc.scale;
+  const RopeTable* rope = rc.rope.get();
+  const bool dropout = rc.dropout;
+  const DropoutStream& st = rc.st;
 
   // One task per (sequence, kv head): its query heads' dq rows and its
   // block's dk, dv rows belong to it alone.
@@ -175,7 +197,7 @@ void ring_attention_backward_block(float* dq, float* dkv, const float* dout, con
       std::vector<float> krot, v, q(HS), dqr(HS), z(Tk, 1.0f);  // (Tk, HS) x2, (HS) x2, (Tk)
       std::vector<float> dk(Tk * HS, 0.0f), dv(Tk * HS, 0.0f);  // (Tk, HS): rotated dk, dv
       std::vector<uint32_t> bits;
-      load_block(krot, v, kv, k_pos, Tk, b, g, hd, rope.get());
+      load_block(krot, v, kv, k_pos, Tk, b, g, hd, rope);
       for (int64_t h = g * G; h < (g + 1) * G; h++)
         for (int64_t i = 0; i < Tq; i++) {
           const int64_t qp = q_pos[i];
@@ -223,3 +245,60 @@ void ring_attention_backward_block(float* dq, float* dkv, const float* dout, con
 }
 
 }  // namespace tessera::cpu
+
+namespace tessera::kernels {
+
+// The backend's entries (backend_methods.inc): the fp32 kernels above.
+void CpuBackend::ring_kv_pack(float* kv, const float* qkv, int64_t B, int64_t T,
+                              const AttentionHeads& heads) const {
+  cpu::ring_kv_pack(kv, qkv, B, T, heads);
+}
+
+void CpuBackend::ring_attention_forward_block(float* out, float* lse, const float* qkv,
+                                              const int64_t* q_pos, int64_t Tq, const float* kv,
+                                              const int64_t* k_pos, int64_t Tk, int64_t B,
+                                              int64_t T, const AttentionHeads& heads,
+                                              const DropoutSite* drop) const {
+  cpu::ring_attention_forward_block(out, lse, qkv, q_pos, Tq, kv, k_pos, Tk, B, T, heads, drop);
+}
+
+void CpuBackend::ring_attention_backward_init(float* D, const float* dout, const float* out,
+                                              int64_t B, int64_t Tq,
+                                              const AttentionHeads& heads) const {
+  cpu::ring_attention_backward_init(D, dout, out, B, Tq, heads);
+}
+
+void CpuBackend::ring_attention_backward_block(float* dq, float* dkv, const float* dout,
+                                               const float* qkv, const float* lse,
+                                               const float* D, const int64_t* q_pos, int64_t Tq,
+                                               const float* kv, const int64_t* k_pos, int64_t Tk,
+                                               int64_t B, int64_t T, const AttentionHeads& heads,
+                                               const DropoutSite* drop) const {
+  cpu::ring_attention_backward_block(dq, dkv, dout, qkv, lse, D, q_pos, Tq, kv, k_pos, Tk, B, T,
+                                     heads, drop);
+}
+
+void CpuBackend::ring_qkv_grad(Act dqkv, const float* dq, const float* dkv, int64_t B,
+                               int64_t T, const AttentionHeads& heads) const {
+  const int64_t W = heads.qkv_width(), C = heads.q_width(), KW = 2 * heads.kv_width();
+  // Row by row: dq's C columns, then dkv's KW, in dqkv's type.
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < B * T; r++)
+    switch (dqkv.dtype) {
+      case Precision::Fp32:
+        std::copy_n(dq + r * C, C, dqkv.f32() + r * W);
+        std::copy_n(dkv + r * KW, KW, dqkv.f32() + r * W + C);
+        break;
+      case Precision::Bf16:
+        cpu::cast_fp32_to_bf16(dqkv.u16() + r * W, dq + r * C, C);
+        cpu::cast_fp32_to_bf16(dqkv.u16() + r * W + C, dkv + r * KW, KW);
+        break;
+      case Precision::Fp16:
+        cpu::cast_fp32_to_fp16(dqkv.u16() + r * W, dq + r * C, C);
+        cpu::cast_fp32_to_fp16(dqkv.u16() + r * W + C, dkv + r * KW, KW);
+        break;
+      default: break;  // no other activation types
+    }
+}
+
+}  // namespace tessera::kernels

@@ -10,6 +10,7 @@
 #include "tessera/model/flops.h"
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/eager_kernels.h"
+#include "tessera/plan/fsdp_pipelining.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/kernels/backend.h"
 #include "tessera/plan/layer_ops.h"
@@ -144,6 +145,9 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     // FP8 (Transformer Engine): each weight's FP8 copy and its transpose
     // beside the 16-bit one, 2 bytes a parameter, sharded only with it.
     if (L.fp8) sc.state.params += 2.0 * double(sc.params) / (par.zero_stage == 3 ? double(dp) : 1.0);
+    // FSDP2 under torch.distributed.pipelining: the stage's gradients held
+    // unsharded until the step's last backward (fsdp_pipelining.h).
+    sc.state.grads += fsdp2_pipelining_grad_bytes(L, double(sc.params));
     StageActivations a = stage_activations(m, L, s);
     sc.activations = a.total;
     sc.layer_activations = a.layers;
@@ -310,6 +314,9 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     const double copy = 4.0 * layer_params / sys.achieved_memory_bandwidth();
     w.layer_backward[Op::Cast] += copy;
   }
+  // FSDP2 under pipelining folds each layer's fresh gradients into its
+  // unsharded accumulator every micro-batch (fsdp_pipelining.h).
+  w.layer_backward[Op::Cast] += fsdp2_pipelining_accumulate_seconds(sys, L, layer_params);
   return w;
 }
 

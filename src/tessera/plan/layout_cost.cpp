@@ -92,8 +92,12 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
       a.total += double(a.in_flight * shape.L * layer_grad_stash_bytes(shape));
     return a;
   }
-  a.layers = held_layers * korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
-                                                   par.recompute, L.flash_attention, L.fp8);
+  // torchtitan's op-level SAC keeps its saved ops' outputs (op_sac.h), not
+  // Megatron's selective set.
+  a.layers = held_layers * (L.torchtitan_op_sac && par.recompute == Recompute::Selective
+                                ? op_sac_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel)
+                                : korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
+                                                          par.recompute, L.flash_attention, L.fp8));
   a.total = a.layers;
   // Recomputing a layer in backward materialises its full activations once.
   if (par.recompute != Recompute::None)

@@ -260,6 +260,17 @@ TEST(SystemSources, A100SustainedClockReproducesThePowerLimitedGemm) {
   }
 }
 
+// Every GPU file's device speed spread is Bekman's 5 % range over an 8-GPU
+// node read as 2.847 standard deviations (d2 of 8 draws); a CPU file has none.
+TEST(SystemSources, GpuFilesSpreadDeviceSpeedsAsTheCitedNodeRange) {
+  for (const char* name : {"dgx-a100-80gb", "dgx-a100-80gb-2021", "dgx-a100-40gb", "jean-zay-a100",
+                           "h100", "h100-2025", "h100-gt96", "h200", "frontier", "mi300x"}) {
+    const SystemSpec s = load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
+    EXPECT_NEAR(s.device_speed_spread, 0.05 / 2.847, 1e-4) << name;
+  }
+  EXPECT_DOUBLE_EQ(load_system_file((systems_dir() / "local.toml").string()).device_speed_spread, 0.0);
+}
+
 TEST(PlanSystem, MemoryBoundKernelsRunAtTheAchievedBandwidth) {
   // A peak so high that a k = 1 GEMM is bound by memory, not by its tiling losses.
   const SystemSpec full = load_system_text(

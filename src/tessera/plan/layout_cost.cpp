@@ -16,6 +16,7 @@
 #include "tessera/plan/layer_ops.h"
 #include "tessera/plan/op_sac.h"
 #include "tessera/plan/pipeline_time.h"
+#include "tessera/plan/straggler.h"
 
 namespace tessera::plan {
 
@@ -514,7 +515,8 @@ void add_throughput(LayoutCost& c, const GPTConfig& m, const SystemSpec& sys, co
       {b.bubble, "pipeline bubble"},       {b.tp_comm, "tensor-parallel communication"},
       {b.dp_exposed, "data-parallel reduction"}, {b.zero3_gather, "ZeRO-3 weight gathers"},
       {b.optimizer, "optimizer step"},     {b.embedding_sync, "embedding sync"},
-      {b.sync_wait, "waiting at synchronisations"}, {b.core_sharing, "ranks sharing cores"}};
+      {b.sync_wait, "waiting at synchronisations"}, {b.core_sharing, "ranks sharing cores"},
+      {b.straggler, "the slowest device"}};
   auto worst = *std::max_element(std::begin(parts), std::end(parts));
   c.limiter = fmt::format("compute {:.0f}% of step; largest overhead: {} {:.0f}%",
                           100 * b.compute / b.step, worst.second, 100 * worst.first / b.step);
@@ -572,6 +574,14 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   b.sync_wait =
       sys.sync_wait * syncs_per_step(ol, L, w.chunk_layers[size_t(bs)], !m.untie_embeddings);
   b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
+  // The slowest device paces the step's tensor-core work (GEMMs and
+  // attention, what the cited spread was measured on: matmul throughput,
+  // set by each GPU's clock under its power and cooling): the busiest
+  // rank's, stretched by the pipeline's idle time, which waits on it too.
+  const double busy = busiest.total();
+  const double tensor_core = busiest[Op::Gemm] + busiest[Op::Attention];
+  b.straggler = straggler_seconds(sys, L.devices(), busy > 0 ? tensor_core * b.pipeline / busy : 0.0);
+  b.step += b.straggler;
   b.core_sharing = core_sharing(sys, L, per_stage, b);
   b.step += b.core_sharing;
   for (auto& sc : c.stages) {

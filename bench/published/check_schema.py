@@ -22,7 +22,7 @@ REQUIRED = REQUIRED_INT + ["name", "system", "recompute", "precision", "flash-at
                            "sequence-parallel", "inferred", "note"]
 OPTIONAL = {"pipeline-schedule", "virtual-stages", "overlap-grad-reduce", "overlap-param-gather",
             "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise",
-            "fsdp-flat-params", "torchtitan-op-sac",
+            "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining",
             "model", "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
             "decoder-last-pipeline-num-layers"}
 MODEL_INT = {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "vocab-size",
@@ -70,13 +70,15 @@ def check_run(r, src, where, problems):
         bad("precision must be fp16|bf16|fp8")
     for k in ("flash-attention", "sequence-parallel", "overlap-grad-reduce", "overlap-param-gather",
               "tp-comm-overlap", "eager-elementwise", "fsdp-flat-params",
-              "torchtitan-op-sac"):
+              "torchtitan-op-sac", "fsdp2-pipelining"):
         if k in r and not isinstance(r[k], bool):
             bad(f"'{k}' must be true or false")
     if "grad-reduce-dtype" in r and r["grad-reduce-dtype"] not in ("fp32", "bf16", "fp16"):
         bad("grad-reduce-dtype must be fp32|bf16|fp16")
     if r.get("torchtitan-op-sac") and r.get("recompute") != "selective":
         bad("torchtitan-op-sac needs recompute = \"selective\"")
+    if r.get("fsdp2-pipelining") and not (r["pipeline-model-parallel-size"] > 1 and r["zero-stage"] >= 2):
+        bad("fsdp2-pipelining needs pipeline-model-parallel-size > 1 and zero-stage 2 or 3")
     if "optimizer" in r and r["optimizer"] not in ("fused", "eager"):
         bad("optimizer must be fused|eager")
     sched = r.get("pipeline-schedule", "1f1b")

@@ -226,7 +226,9 @@ TEST(SystemSources, GemmCeilingReproducesTheCitedMicrobenchmarks) {
       {"dgx-a100-80gb", {6912, 16384, 2048}, 267.9 / 312},
       {"h100", {2048, 2048, 13312}, 794.5 / 989},
       {"h100", {6144, 17920, 2816}, 792.1 / 989},
-      {"frontier", {1024, 14080, 19968}, 147.0 / 191.5},
+      // The tighter of the two public MI250X GCD runs (127; the other, 147.0,
+      // was at this shape; the 127 run's shape is not stated).
+      {"frontier", {1024, 14080, 19968}, 127.0 / 191.5},
       // The A100 row is the SXM part's compute, the same for 40 and 80 GB.
       {"dgx-a100-40gb", {1024, 10240, 5120}, 271.2 / 312},
       // Bekman's H100 SXM row, noted "H200 is the same".
@@ -254,10 +256,30 @@ TEST(SystemSources, A100SustainedClockReproducesThePowerLimitedGemm) {
     EXPECT_NEAR(s.sustained_clock, 0.938, 1e-12) << name;
   }
   // No sustained measurement of these was found: the burst rate stands.
-  for (const char* name : {"h100", "h100-2025", "h100-gt96", "h200", "frontier", "mi300x"}) {
+  for (const char* name : {"h100", "h100-2025", "h200", "frontier", "mi300x"}) {
     const SystemSpec s = load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
     EXPECT_DOUBLE_EQ(s.sustained_clock, 1.0) << name;
   }
+}
+
+// torchtitan's 500 W H100s: "peak between SXM and NVL" (its benchmark
+// file's footnote); the middle of the two datasheets' dense BF16 figures,
+// (989 + 835) / 2, as a fraction of the SXM's clock.
+TEST(SystemSources, GrandTetonH100RunsBetweenTheSxmAndNvlClocks) {
+  const SystemSpec s = load_system_file((systems_dir() / "h100-gt96.toml").string());
+  EXPECT_NEAR(s.sustained_clock, (989.0 + 835.0) / 2 / 989.0, 0.001);
+  EXPECT_DOUBLE_EQ(s.peak_flops(Precision::Bf16), 989e12);  // MFU's denominator stays the SXM's
+}
+
+// Every GPU file's device speed spread is Bekman's 5 % range over an 8-GPU
+// node read as 2.847 standard deviations (d2 of 8 draws); a CPU file has none.
+TEST(SystemSources, GpuFilesSpreadDeviceSpeedsAsTheCitedNodeRange) {
+  for (const char* name : {"dgx-a100-80gb", "dgx-a100-80gb-2021", "dgx-a100-40gb", "jean-zay-a100",
+                           "h100", "h100-2025", "h100-gt96", "h200", "frontier", "mi300x"}) {
+    const SystemSpec s = load_system_file((systems_dir() / (std::string(name) + ".toml")).string());
+    EXPECT_NEAR(s.device_speed_spread, 0.05 / 2.847, 1e-4) << name;
+  }
+  EXPECT_DOUBLE_EQ(load_system_file((systems_dir() / "local.toml").string()).device_speed_spread, 0.0);
 }
 
 TEST(PlanSystem, MemoryBoundKernelsRunAtTheAchievedBandwidth) {

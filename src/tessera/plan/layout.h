@@ -90,6 +90,11 @@ struct PlanLayout {
   // With selective recompute: torchtitan's op-level policy (op_sac.h)
   // instead of Megatron's attention-core recompute (planner only).
   bool torchtitan_op_sac = false;
+  // FSDP2 (ZeRO-2/3 over dp) under torch.distributed.pipelining (planner
+  // only; torchtitan's PP + FSDP): gradients accumulate unsharded in the
+  // reduce dtype across the step's micro-batches and are reduce-scattered
+  // once, after the last backward (fsdp_pipelining.h).
+  bool fsdp2_pipelining = false;
 
   int64_t devices() const { return par.tp * par.pp * par.dp; }
   int64_t micro_batches() const { return par.accumulation_steps(); }

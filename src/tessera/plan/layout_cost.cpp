@@ -10,11 +10,13 @@
 #include "tessera/model/flops.h"
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/eager_kernels.h"
+#include "tessera/plan/fsdp_pipelining.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/kernels/backend.h"
 #include "tessera/plan/layer_ops.h"
 #include "tessera/plan/op_sac.h"
 #include "tessera/plan/pipeline_time.h"
+#include "tessera/plan/straggler.h"
 
 namespace tessera::plan {
 
@@ -91,8 +93,12 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
       a.total += double(a.in_flight * shape.L * layer_grad_stash_bytes(shape));
     return a;
   }
-  a.layers = held_layers * korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
-                                                   par.recompute, L.flash_attention, L.fp8);
+  // torchtitan's op-level SAC keeps its saved ops' outputs (op_sac.h), not
+  // Megatron's selective set.
+  a.layers = held_layers * (L.torchtitan_op_sac && par.recompute == Recompute::Selective
+                                ? op_sac_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel)
+                                : korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
+                                                          par.recompute, L.flash_attention, L.fp8));
   a.total = a.layers;
   // Recomputing a layer in backward materialises its full activations once.
   if (par.recompute != Recompute::None)
@@ -144,6 +150,9 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     // FP8 (Transformer Engine): each weight's FP8 copy and its transpose
     // beside the 16-bit one, 2 bytes a parameter, sharded only with it.
     if (L.fp8) sc.state.params += 2.0 * double(sc.params) / (par.zero_stage == 3 ? double(dp) : 1.0);
+    // FSDP2 under torch.distributed.pipelining: the stage's gradients held
+    // unsharded until the step's last backward (fsdp_pipelining.h).
+    sc.state.grads += fsdp2_pipelining_grad_bytes(L, double(sc.params));
     StageActivations a = stage_activations(m, L, s);
     sc.activations = a.total;
     sc.layer_activations = a.layers;
@@ -310,6 +319,9 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     const double copy = 4.0 * layer_params / sys.achieved_memory_bandwidth();
     w.layer_backward[Op::Cast] += copy;
   }
+  // FSDP2 under pipelining folds each layer's fresh gradients into its
+  // unsharded accumulator every micro-batch (fsdp_pipelining.h).
+  w.layer_backward[Op::Cast] += fsdp2_pipelining_accumulate_seconds(sys, L, layer_params);
   return w;
 }
 
@@ -503,7 +515,8 @@ void add_throughput(LayoutCost& c, const GPTConfig& m, const SystemSpec& sys, co
       {b.bubble, "pipeline bubble"},       {b.tp_comm, "tensor-parallel communication"},
       {b.dp_exposed, "data-parallel reduction"}, {b.zero3_gather, "ZeRO-3 weight gathers"},
       {b.optimizer, "optimizer step"},     {b.embedding_sync, "embedding sync"},
-      {b.sync_wait, "waiting at synchronisations"}, {b.core_sharing, "ranks sharing cores"}};
+      {b.sync_wait, "waiting at synchronisations"}, {b.core_sharing, "ranks sharing cores"},
+      {b.straggler, "the slowest device"}};
   auto worst = *std::max_element(std::begin(parts), std::end(parts));
   c.limiter = fmt::format("compute {:.0f}% of step; largest overhead: {} {:.0f}%",
                           100 * b.compute / b.step, worst.second, 100 * worst.first / b.step);
@@ -561,6 +574,14 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   b.sync_wait =
       sys.sync_wait * syncs_per_step(ol, L, w.chunk_layers[size_t(bs)], !m.untie_embeddings);
   b.step = b.pipeline + b.dp_exposed + b.embedding_sync + b.optimizer + b.sync_wait;
+  // The slowest device paces the step's tensor-core work (GEMMs and
+  // attention, what the cited spread was measured on: matmul throughput,
+  // set by each GPU's clock under its power and cooling): the busiest
+  // rank's, stretched by the pipeline's idle time, which waits on it too.
+  const double busy = busiest.total();
+  const double tensor_core = busiest[Op::Gemm] + busiest[Op::Attention];
+  b.straggler = straggler_seconds(sys, L.devices(), busy > 0 ? tensor_core * b.pipeline / busy : 0.0);
+  b.step += b.straggler;
   b.core_sharing = core_sharing(sys, L, per_stage, b);
   b.step += b.core_sharing;
   for (auto& sc : c.stages) {

@@ -47,6 +47,7 @@ struct StepBreakdown {
   double optimizer = 0;        // the optimizer step and gradient norm (memory bound)
   double sync_wait = 0;        // waiting for late ranks: system sync_wait x blocking syncs
   double core_sharing = 0;     // CPU: ranks sharing a core run in turn (core_sharing())
+  double straggler = 0;        // the slowest of the job's devices pacing the step (straggler.h)
   bool simulated = false;      // pipeline from the engine's schedule, not the closed form
 };
 

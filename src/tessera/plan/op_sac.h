@@ -23,4 +23,9 @@ namespace tessera::plan {
 Profile op_sac_recompute(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
                          const Profile& layer_forward);
 
+// Bytes one layer keeps for backward per micro-batch under op SAC (16-bit
+// activations): the checkpoint's input and the saved ops' outputs, where
+// Korthikanti's accounting keeps every intermediate a layer's backward reads.
+double op_sac_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp, bool sp);
+
 }  // namespace tessera::plan

@@ -65,7 +65,7 @@ constexpr const char* kRunKeys[] = {
     flag_key(flag::micro_batch), flag_key(flag::global_batch), flag_key(flag::zero_stage),
     "recompute", "precision", "flash-attention", flag_key(flag::sequence_parallel),
     flag_key(flag::schedule), "virtual-stages",
-    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "inferred", "note", "model", "step-seconds",
+    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "inferred", "note", "model", "step-seconds",
     "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu",
     "peak-tflops", "flops", "memory-gb", flag_key(flag::first_stage_layers),
     flag_key(flag::last_stage_layers)};
@@ -226,6 +226,10 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
   L.torchtitan_op_sac = r.flag("torchtitan-op-sac", false);
   TESSERA_CHECK(!L.torchtitan_op_sac || par.recompute == Recompute::Selective,
                 "{}: torchtitan-op-sac needs recompute = \"selective\"", r.where);
+  L.fsdp2_pipelining = r.flag("fsdp2-pipelining", false);
+  TESSERA_CHECK(!L.fsdp2_pipelining || (par.pp > 1 && par.zero_stage >= 2 && par.dp > 1),
+                "{}: fsdp2-pipelining needs {} > 1 and {} 2 or 3 over dp > 1", r.where,
+                flag_key(flag::pp), flag_key(flag::zero_stage));
   // The dtype the data-parallel gradient reduction moves (FSDP's reduce_dtype).
   if (t.contains("grad-reduce-dtype")) {
     const std::string g = r.str("grad-reduce-dtype");

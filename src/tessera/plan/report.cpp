@@ -148,6 +148,7 @@ std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
   if (t.zero3_gather > 0) more += fmt::format(", zero-3 gathers {:.3f} s", t.zero3_gather);
   if (t.sync_wait > 0) more += fmt::format(", sync waits {:.3f} s", t.sync_wait);
   if (t.core_sharing > 0) more += fmt::format(", core sharing {:.3f} s (ranks > cores)", t.core_sharing);
+  if (t.straggler > 0) more += fmt::format(", slowest device {:.3f} s", t.straggler);
   if (!more.empty()) out += "        " + more.substr(2) + "\n";
   out += "  memory per stage (GB): stage: weights + grads + optimizer + activations = total (in flight)\n";
   const size_t n = c.stages.size();
@@ -200,7 +201,8 @@ nlohmann::json layout_json(const LayoutCost& c) {
             {"dp_reduce", t.dp_reduce}, {"dp_exposed", t.dp_exposed},
             {"embedding_sync", t.embedding_sync}, {"optimizer", t.optimizer},
             {"zero3_gather", t.zero3_gather}, {"sync_wait", t.sync_wait},
-            {"core_sharing", t.core_sharing}, {"schedule_simulated", t.simulated}}},
+            {"core_sharing", t.core_sharing}, {"straggler", t.straggler},
+            {"schedule_simulated", t.simulated}}},
           {"stages", stages},
           {"limiter", c.limiter}};
 }

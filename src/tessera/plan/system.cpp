@@ -123,6 +123,11 @@ void read_device(SystemSpec& s, const toml::table& root, const std::string& path
   // Optional: 1 unless the file cites the clock its device sustains under load.
   s.sustained_clock =
       get_number(dev, "sustained_clock_fraction", 1.0, "device.", path, Range::fraction);
+  // Optional: 0 unless the file cites how much same-SKU devices differ in speed.
+  s.device_speed_spread = get_number(dev, "speed_spread", 0.0, "device.", path, Range::non_negative);
+  TESSERA_CHECK(s.device_speed_spread < 0.25,
+                "{}: device.speed_spread must be below 0.25 (a standard deviation of device "
+                "speed as a fraction of the mean)", path);
   const toml::table* peak = dev["peak_TFLOPs"].as_table();
   TESSERA_CHECK(peak != nullptr, "{}: missing field 'device.peak_TFLOPs' (e.g. {{ bf16 = 191.5 }})",
                 path);

@@ -79,6 +79,12 @@ struct SystemSpec {
   // as 1 / sustained_clock, its memory-bound time not. 1 (the default, and a
   // CPU's calibration, whose GEMMs are measured inside its steps): none.
   double sustained_clock = 1.0;
+  // [device] speed_spread: the standard deviation of one device's speed
+  // across devices of the same SKU, as a fraction of the mean (silicon
+  // lottery, cooling, power management). The slowest of a job's devices
+  // paces every synchronous step (straggler.h). 0 (the default, and a CPU's
+  // calibration, which measures its own ranks): none.
+  double device_speed_spread = 0.0;
   double gemm_max_efficiency = 0.7;
   int64_t tile_m = 128, tile_n = 128;
   double attention_efficiency = 0.5;  // flash attention, relative to a large GEMM

@@ -91,6 +91,14 @@ expect_error 'loss is (nan|inf|-nan).* at step [0-9]+|gradient norm is (nan|inf)
 # calibrate names a model it cannot load before measuring anything.
 expect_error '--system: several system files only with --validate' \
   plan --system frontier h100 --model gpt2-small --devices 8 --global-batch-size 8
+# Context parallelism in the planner: a cp that does not cut the sequence
+# into 2 x cp chunks, or the devices into cp groups, before any search.
+expect_error '--cp 3: the sequence of 8192 tokens does not split into 2 x cp = 6 equal chunks' \
+  plan --model llama-3-8b --system h100 --devices 64 --cp 3
+expect_error '--cp 8: 12 devices do not split into cp groups of 8' \
+  plan --model llama-3-8b --system h100 --devices 12 --cp 8
+expect_error "--cp-comm-type must be p2p or all_gather \\(got 'ring'\\)" \
+  plan --model llama-3-8b --system h100 --devices 64 --cp 2 --cp-comm-type ring
 expect_error 'nonexistent-model' calibrate --quick --model nonexistent-model --output "$tmp/local.toml"
 expect_error "--precisions: bf16, fp16 or none \\(got 'fp32'\\)" calibrate --quick --precisions fp32 \
   --output "$tmp/local.toml"

@@ -12,7 +12,12 @@ std::string PlanLayout::str() const {
   std::string split;
   if (par.first_stage_layers) split += fmt::format(" first {}", *par.first_stage_layers);
   if (par.last_stage_layers) split += fmt::format(" last {}", *par.last_stage_layers);
-  return fmt::format("tp {} pp {} dp {} mb {} v {} zero {} rc {}{} {}{}{}{}", par.tp, par.pp,
+  // Context parallelism after tp (all_gather named; p2p is the default).
+  const std::string cp =
+      par.cp > 1 ? fmt::format(" cp {}{}", par.cp,
+                               par.cp_comm == CpCommType::AllGather ? " ag" : "")
+                 : std::string();
+  return fmt::format("tp {}{} pp {} dp {} mb {} v {} zero {} rc {}{} {}{}{}{}", par.tp, cp, par.pp,
                      par.dp, par.micro_batch, par.virtual_stages, par.zero_stage,
                      recompute_name(par.recompute), par.sequence_parallel ? " sp" : "",
                      schedule_kind_name(par.schedule), split, overlap_grad_reduce ? " ogr" : "",

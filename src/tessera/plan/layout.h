@@ -91,9 +91,9 @@ struct PlanLayout {
   // instead of Megatron's attention-core recompute (planner only).
   bool torchtitan_op_sac = false;
 
-  int64_t devices() const { return par.tp * par.pp * par.dp; }
+  int64_t devices() const { return par.world(); }  // tp x cp x pp x dp
   int64_t micro_batches() const { return par.accumulation_steps(); }
-  // "tp 4 pp 16 dp 2 mb 1 v 1 zero 1 full sp 1f1b"
+  // "tp 4 pp 16 dp 2 mb 1 v 1 zero 1 full sp 1f1b" (" cp 2" after tp with context parallelism)
   std::string str() const;
 };
 

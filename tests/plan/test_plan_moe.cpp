@@ -135,3 +135,26 @@ TEST(PlanMoe, MetricsCarryTheImbalance) {
   EXPECT_TRUE(std::isnan(r.moe_imbalance[2]));
   EXPECT_DOUBLE_EQ(median_moe_imbalance(r, 0), 1.375);
 }
+
+TEST(PlanMoe, ExpertStateSplitsOverExpertParallelRanks) {
+  // What ep will change once ParallelConfig carries it (moe_ep is 1 today).
+  const GPTConfig& m = find_preset("mixtral-8x7b")->config;
+  PlanLayout L = layout(1, 4, 16);
+  L.par.zero_stage = 1;
+  EXPECT_EQ(moe_ep(L), 1);
+  ParamCounter params(m);
+  const double stage = double(params.stage_params(L.par, 0));
+  const StateBytesPerParam per = state_bytes_per_param(Precision::Bf16);
+  const MemoryBytes one = moe_stage_state(m, L.par, 0, stage, per, 1);
+  const MemoryBytes four = moe_stage_state(m, L.par, 0, stage, per, 4);
+  // ep 1: the plain ZeRO formula.
+  const MemoryBytes plain = zero_state_bytes(stage, per, 1, 16);
+  EXPECT_NEAR(one.total(), plain.total(), 1e-6 * plain.total());
+  // ep 4: a quarter of the expert weights and gradients; the optimizer
+  // state the same (a quarter of the experts over a quarter of the ranks).
+  const double experts = moe_stage_expert_params(m, L.par, 0);
+  EXPECT_NEAR(one.params - four.params, 0.75 * experts * per.params, 1e-6 * one.params);
+  EXPECT_NEAR(four.optimizer, one.optimizer, 1e-6 * one.optimizer);
+  // 8 layers of 8 experts of 3 x 4096 x 14336 on the first of 4 stages.
+  EXPECT_NEAR(experts, 8.0 * 8 * 3 * 4096 * 14336, 1.0);
+}

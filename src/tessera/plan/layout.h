@@ -90,6 +90,10 @@ struct PlanLayout {
   // With selective recompute: torchtitan's op-level policy (op_sac.h)
   // instead of Megatron's attention-core recompute (planner only).
   bool torchtitan_op_sac = false;
+  // A mixture-of-experts run's measured load imbalance (max / mean tokens
+  // per expert, `plan --validate` from its metrics; 1: balanced): the
+  // slowest expert-parallel rank's share of the expert GEMMs (moe_cost.h).
+  double moe_imbalance = 1.0;
 
   int64_t devices() const { return par.world(); }  // tp x cp x pp x dp
   int64_t micro_batches() const { return par.accumulation_steps(); }

@@ -14,6 +14,7 @@
 #include "tessera/plan/gemm_model.h"
 #include "tessera/kernels/backend.h"
 #include "tessera/plan/layer_ops.h"
+#include "tessera/plan/moe_cost.h"
 #include "tessera/plan/op_sac.h"
 #include "tessera/plan/pipeline_time.h"
 
@@ -146,6 +147,8 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     sc.stage = s;
     sc.params = params.stage_params(par, s);
     sc.state = zero_state_bytes(double(sc.params), per_param, par.zero_stage, dp);
+    // Mixture of experts: the experts over the expert-parallel ranks (moe_cost.h).
+    if (m.moe()) sc.state = moe_stage_state(m, par, s, double(sc.params), per_param, moe_ep(L));
     // FP8 (Transformer Engine): each weight's FP8 copy and its transpose
     // beside the 16-bit one, 2 bytes a parameter, sharded only with it.
     if (L.fp8) sc.state.params += 2.0 * double(sc.params) / (par.zero_stage == 3 ? double(dp) : 1.0);
@@ -288,6 +291,19 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
     lo.backward[Op::Comm] += cc.backward_exposed;
     lo.recompute[Op::Comm] += cc.recompute_exposed;
     w.layer_cp_comm = cc.forward_exposed + cc.backward_exposed + cc.recompute_exposed;
+  }
+  // Mixture of experts under expert parallelism: the all-to-all dispatch
+  // and combine (waited for), and the slowest rank's extra expert rows.
+  if (m.moe() && moe_ep(L) > 1) {
+    const MoeAllToAll a2a = moe_all_to_all(m, sys, L, moe_ep(L), t);
+    lo.forward[Op::Comm] += a2a.forward;
+    lo.backward[Op::Comm] += a2a.backward;
+    if (par.recompute == Recompute::Full) lo.recompute[Op::Comm] += a2a.forward;
+    const MoePhaseSeconds slow = moe_imbalance_seconds(
+        ol, sys, L, moe_imbalance_factor(L.moe_imbalance, moe_ep(L)));
+    lo.forward[Op::Gemm] += slow.forward * in_situ[Op::Gemm];
+    lo.backward[Op::Gemm] += slow.backward * in_situ[Op::Gemm];
+    lo.recompute[Op::Gemm] += slow.recompute * in_situ[Op::Gemm];
   }
   w.layer_forward = lo.forward;
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);

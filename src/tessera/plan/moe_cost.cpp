@@ -2,7 +2,11 @@
 
 #include <algorithm>
 
+#include <string_view>
+
 #include "tessera/plan/comm_model.h"
+#include "tessera/plan/context_parallel_cost.h"
+#include "tessera/plan/layer_ops.h"
 
 namespace tessera::plan {
 
@@ -46,6 +50,46 @@ MoeAllToAll moe_all_to_all(const GPTConfig& m, const SystemSpec& sys, const Plan
 double moe_imbalance_factor(double measured, int64_t ep) {
   if (ep <= 1 || measured <= 1.0) return 1.0;
   return std::min(measured, double(ep));
+}
+
+int64_t moe_ep(const PlanLayout&) { return 1; }
+
+double moe_expert_params(const GPTConfig& m) {
+  const double h = double(m.hidden_size);
+  double p = (double(m.fc_width()) + double(m.ffn())) * h;
+  if (m.add_bias_linear) p += double(m.fc_width()) + h;
+  return p;
+}
+
+double moe_stage_expert_params(const GPTConfig& m, const ParallelConfig& par, int64_t stage) {
+  if (!m.moe()) return 0;
+  int64_t layers = 0;
+  for (int64_t l : par.stage_layer_list(m.num_layers, stage)) layers += m.moe_layer(l);
+  return double(layers) * double(m.num_experts) * moe_expert_params(m);
+}
+
+MemoryBytes moe_stage_state(const GPTConfig& m, const ParallelConfig& par, int64_t stage,
+                            double stage_params, const StateBytesPerParam& per, int64_t ep) {
+  const int64_t group = dp_cp(par);
+  const double experts = moe_stage_expert_params(m, par, stage);
+  const MemoryBytes dense = zero_state_bytes(stage_params - experts, per, par.zero_stage, group);
+  const MemoryBytes mine =
+      zero_state_bytes(experts / double(ep), per, par.zero_stage, std::max<int64_t>(1, group / ep));
+  return {dense.params + mine.params, dense.grads + mine.grads, dense.optimizer + mine.optimizer,
+          0.0};
+}
+
+MoePhaseSeconds moe_imbalance_seconds(const OpList& ol, const SystemSpec& sys, const PlanLayout& L,
+                                      double factor) {
+  MoePhaseSeconds out;
+  if (factor <= 1.0) return out;
+  for (const OpEntry& e : ol.layer) {
+    if (e.cls != OpClass::Gemm || !std::string_view(e.kernel).starts_with("grouped_matmul")) continue;
+    const double extra = (factor - 1.0) * op_seconds(e, sys, L);
+    (e.phase == OpPhase::Forward ? out.forward
+     : e.phase == OpPhase::Backward ? out.backward : out.recompute) += extra;
+  }
+  return out;
 }
 
 }  // namespace tessera::plan

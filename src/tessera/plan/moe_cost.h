@@ -11,6 +11,8 @@
 #include <string>
 
 #include "tessera/config/gpt_config.h"
+#include "tessera/model/op_list.h"
+#include "tessera/parallel/memory_bytes.h"
 #include "tessera/plan/layout.h"
 #include "tessera/plan/system.h"
 
@@ -45,5 +47,33 @@ MoeAllToAll moe_all_to_all(const GPTConfig& m, const SystemSpec& sys, const Plan
 // at most ep x (one rank holds all the traffic); 1 without expert
 // parallelism (one rank runs every expert) or without a measurement.
 double moe_imbalance_factor(double measured_imbalance, int64_t ep);
+
+// The expert-parallel size a layout is priced at: 1 until the engine's
+// ParallelConfig carries --expert-model-parallel-size (issue 35 item 2),
+// then its ep: the one line to change, every term below already takes it.
+int64_t moe_ep(const PlanLayout& L);
+
+// One expert's parameters (fc, or gate and up, and proj, with biases):
+// whole on every tp rank, as the engine's ParamLayout holds them.
+double moe_expert_params(const GPTConfig& m);
+// The experts' parameters pipeline rank `stage` holds with every expert
+// (its MoE layers x E x moe_expert_params).
+double moe_stage_expert_params(const GPTConfig& m, const ParallelConfig& par, int64_t stage);
+
+// A stage's model state with expert parallelism: the dense parameters
+// (stage_params less the experts) ZeRO-sharded over dp x cp, the stage's
+// experts / ep over the dp x cp / ep ranks that hold the same experts.
+MemoryBytes moe_stage_state(const GPTConfig& m, const ParallelConfig& par, int64_t stage,
+                            double stage_params, const StateBytesPerParam& per, int64_t ep);
+
+// The seconds one layer's expert GEMMs (the op list's grouped_matmul
+// entries, priced as layer_ops prices them) add for one micro-batch when the
+// slowest rank's experts get `factor` x the mean rows (moe_imbalance_factor):
+// (factor - 1) x their time, per phase.
+struct MoePhaseSeconds {
+  double forward = 0, backward = 0, recompute = 0;
+};
+MoePhaseSeconds moe_imbalance_seconds(const OpList& ol, const SystemSpec& sys,
+                                      const PlanLayout& L, double factor);
 
 }  // namespace tessera::plan

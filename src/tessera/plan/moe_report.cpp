@@ -9,21 +9,6 @@
 
 namespace tessera::plan {
 
-namespace {
-
-// One expert's parameters: its fc (gate and up under SwiGLU) and proj with
-// their biases. Whole on every tp rank, as the engine's ParamLayout holds
-// them (it does not split experts over tp; Megatron's
-// --expert-tensor-parallel-size is not modelled).
-double expert_params(const GPTConfig& m) {
-  const double h = double(m.hidden_size);
-  double p = (double(m.fc_width()) + double(m.ffn())) * h;
-  if (m.add_bias_linear) p += double(m.fc_width()) + h;
-  return p;
-}
-
-}  // namespace
-
 std::string moe_ep_report(const GPTConfig& m, const SystemSpec& sys, const LayoutCost& best) {
   if (!m.moe()) return "";
   const PlanLayout& L = best.layout;
@@ -34,11 +19,11 @@ std::string moe_ep_report(const GPTConfig& m, const SystemSpec& sys, const Layou
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < m.num_layers; ++l) moe_layers += m.moe_layer(l);
   const double stage_moe_layers = double(layers) * double(moe_layers) / double(m.num_layers);
-  const double experts = stage_moe_layers * double(E) * expert_params(m);
+  const double experts = stage_moe_layers * double(E) * moe_expert_params(m);
   const StateBytesPerParam per =
       L.engine ? engine_state_bytes_per_param(L.precision) : state_bytes_per_param(L.precision);
   const int64_t group = dp_cp(par);
-  const double all_experts = double(moe_layers) * double(E) * expert_params(m);
+  const double all_experts = double(moe_layers) * double(E) * moe_expert_params(m);
   const double total = double(ParamCounter(m).model_params());
   std::string out = fmt::format(
       "\nmixture of experts: {} experts, top {}: {:.1f}% of the {:.2f}B parameters are experts;\n"

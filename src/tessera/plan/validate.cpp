@@ -25,6 +25,7 @@ PlanLayout engine_layout(const RunMetrics& r) {
   L.flash_attention = true;
   L.overlap_grad_reduce = r.overlap_grad_reduce;
   L.overlap_param_gather = r.overlap_param_gather;
+  if (const double imb = median_moe_imbalance(r, 0); imb > 0) L.moe_imbalance = imb;
   return L;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "temp_file.h"
 #include "tessera/plan/layer_ops.h"
@@ -157,4 +158,31 @@ TEST(PlanMoe, ExpertStateSplitsOverExpertParallelRanks) {
   EXPECT_NEAR(four.optimizer, one.optimizer, 1e-6 * one.optimizer);
   // 8 layers of 8 experts of 3 x 4096 x 14336 on the first of 4 stages.
   EXPECT_NEAR(experts, 8.0 * 8 * 3 * 4096 * 14336, 1.0);
+}
+
+TEST(PlanMoe, SearchTriesEveryExpertParallelSizeTheEngineAccepts) {
+  const SystemSpec sys = load_system("h100");
+  const GPTConfig& m = find_preset("mixtral-8x7b")->config;
+  SearchSpace sp;
+  sp.devices = 16;
+  sp.global_batch = 64;
+  sp.tp = {1};
+  sp.pp = {4};
+  sp.micro_batch = {1};
+  std::set<int64_t> eps;
+  for (const PlanLayout& L : enumerate_layouts(m, sys, sp)) {
+    eps.insert(L.par.ep);
+    EXPECT_NO_THROW(L.par.validate(m, sp.devices)) << L.str();
+  }
+  EXPECT_EQ(eps, (std::set<int64_t>{1, 2, 4}));  // dp x cp = 4
+  // A search of the engine's own runs keeps ep 1 until tessera train runs it.
+  sp.engine = true;
+  for (const PlanLayout& L : enumerate_layouts(m, sys, sp))
+    EXPECT_EQ(L.par.ep, ep_in_engine_trials() ? L.par.ep : 1) << L.str();
+  // ep 2's layer waits for its all-to-all; ep 1's has none.
+  PlanLayout one = layout(1, 4, 4), two = one;
+  two.par.ep = 2;
+  const LayoutCost a = evaluate_layout(m, sys, one), b = evaluate_layout(m, sys, two);
+  EXPECT_GT(b.time.tp_comm, a.time.tp_comm);
+  EXPECT_LT(b.peak_memory, a.peak_memory);
 }

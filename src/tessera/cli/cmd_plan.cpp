@@ -51,6 +51,7 @@ struct PlanArgs {
   // Context parallelism (docs/context_parallel.md): sizes to try, their
   // K/V exchange, and the sequence length that makes it worth it.
   std::vector<int64_t> cp;
+  std::vector<int64_t> ep;  // expert-parallel sizes to try (MoE models)
   std::string cp_comm = "p2p";
   int64_t seq_length = 0;  // 0: the model's own
   std::vector<int> zero;
@@ -131,6 +132,7 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   sp.micro_batch = a.micro_batch;
   sp.virtual_stages = a.virtual_stages;
   sp.cp = a.cp;
+  sp.ep = a.ep;
   sp.cp_comm = cp_comm_parse(a.cp_comm);
   if (!a.zero.empty()) sp.zero_stages = a.zero;
   if (!a.recompute.empty()) {
@@ -326,6 +328,9 @@ TrainKeys best_as_train_keys(const PlanArgs& a, const GPTConfig& model,
       keys.push_back({std::string(flag::cp_comm).substr(2), TrainKey::Kind::String,
                       cp_comm_name(par.cp_comm), ""});
   }
+  if (par.ep > 1 && !plan::ep_in_engine_trials())
+    keys.push_back({std::string(flag::ep).substr(2), TrainKey::Kind::Integer,
+                    std::to_string(par.ep), ""});
   return keys;
 }
 
@@ -523,6 +528,10 @@ void register_plan(CLI::App& app) {
                   "context-parallel sizes to try (tessera train's --context-parallel-size; "
                   "default 1, and with 16384 tokens or more every power of two that splits "
                   "the sequence into 2 x cp chunks)");
+  cmd->add_option("--ep", a->ep,
+                  "expert-parallel sizes to try for an MoE model (tessera train's "
+                  "--expert-model-parallel-size; default every power of two dividing the experts "
+                  "and dp x cp)");
   cmd->add_option(flag::cp_comm, a->cp_comm,
                   "context parallelism's K/V exchange: p2p (a ring behind the attention) or "
                   "all_gather")

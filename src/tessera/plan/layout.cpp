@@ -17,8 +17,9 @@ std::string PlanLayout::str() const {
       par.cp > 1 ? fmt::format(" cp {}{}", par.cp,
                                par.cp_comm == CpCommType::AllGather ? " ag" : "")
                  : std::string();
-  return fmt::format("tp {}{} pp {} dp {} mb {} v {} zero {} rc {}{} {}{}{}{}", par.tp, cp, par.pp,
-                     par.dp, par.micro_batch, par.virtual_stages, par.zero_stage,
+  const std::string ep = par.ep > 1 ? fmt::format(" ep {}", par.ep) : std::string();
+  return fmt::format("tp {}{} pp {} dp {}{} mb {} v {} zero {} rc {}{} {}{}{}{}", par.tp, cp, par.pp,
+                     par.dp, ep, par.micro_batch, par.virtual_stages, par.zero_stage,
                      recompute_name(par.recompute), par.sequence_parallel ? " sp" : "",
                      schedule_kind_name(par.schedule), split, overlap_grad_reduce ? " ogr" : "",
                      overlap_param_gather ? " opg" : "") + (fp8 ? " fp8" : "") +

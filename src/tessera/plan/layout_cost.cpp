@@ -430,12 +430,28 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   if (dp > 1 && !zero3_framework(L)) {
     const double grads = double(max_params) * grad_reduce_bytes(L, per_param);
     const double weights = double(max_params) * per_param.params;
-    const double reduce =
+    double reduce =
         par.zero_stage == 0 ? collective_cost(sys, CommOp::AllReduce, grads, dp, t, L.devices()).seconds
                             : collective_cost(sys, CommOp::ReduceScatter, grads, dp, t, L.devices()).seconds;
-    const double gather = par.zero_stage == 1 || par.zero_stage == 2
-                              ? collective_cost(sys, CommOp::AllGather, weights, dp, t, L.devices()).seconds
-                              : 0.0;
+    double gather = par.zero_stage == 1 || par.zero_stage == 2
+                        ? collective_cost(sys, CommOp::AllGather, weights, dp, t, L.devices()).seconds
+                        : 0.0;
+    // Expert parallelism: the experts' E / ep reduce (and gather) over the
+    // dp x cp / ep ranks holding the same ones, tp x ep apart (moe_cost.h).
+    if (m.moe() && moe_ep(L) > 1) {
+      const int64_t ep = moe_ep(L);
+      const double experts = std::max(moe_stage_expert_params(m, par, 0),
+                                      moe_stage_expert_params(m, par, p - 1));
+      const double dense = std::max(0.0, double(max_params) - experts), mine = experts / double(ep);
+      const CommOp op = par.zero_stage == 0 ? CommOp::AllReduce : CommOp::ReduceScatter;
+      const double g = grad_reduce_bytes(L, per_param);
+      reduce = collective_cost(sys, op, dense * g, dp, t, L.devices()).seconds +
+               collective_cost(sys, op, mine * g, dp / ep, t * ep, L.devices()).seconds;
+      if (gather > 0)
+        gather = collective_cost(sys, CommOp::AllGather, dense * per_param.params, dp, t, L.devices()).seconds +
+                 collective_cost(sys, CommOp::AllGather, mine * per_param.params, dp / ep, t * ep,
+                                 L.devices()).seconds;
+    }
     b.dp_reduce = reduce + gather;
     const double window = L.overlap_grad_reduce ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
     const double next_forward =

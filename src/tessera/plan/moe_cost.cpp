@@ -52,7 +52,7 @@ double moe_imbalance_factor(double measured, int64_t ep) {
   return std::min(measured, double(ep));
 }
 
-int64_t moe_ep(const PlanLayout&) { return 1; }
+int64_t moe_ep(const PlanLayout& L) { return L.par.ep; }
 
 double moe_expert_params(const GPTConfig& m) {
   const double h = double(m.hidden_size);

@@ -48,9 +48,8 @@ MoeAllToAll moe_all_to_all(const GPTConfig& m, const SystemSpec& sys, const Plan
 // parallelism (one rank runs every expert) or without a measurement.
 double moe_imbalance_factor(double measured_imbalance, int64_t ep);
 
-// The expert-parallel size a layout is priced at: 1 until the engine's
-// ParallelConfig carries --expert-model-parallel-size (issue 35 item 2),
-// then its ep: the one line to change, every term below already takes it.
+// The expert-parallel size a layout is priced at (ParallelConfig::ep,
+// --expert-model-parallel-size): every term below takes it from here.
 int64_t moe_ep(const PlanLayout& L);
 
 // One expert's parameters (fc, or gate and up, and proj, with biases):

@@ -46,14 +46,20 @@ std::string moe_ep_report(const GPTConfig& m, const SystemSpec& sys, const Layou
     const MoeAllToAll a = moe_all_to_all(m, sys, L, ep, par.tp);
     const double a2a = steps_layers * (a.forward + a.backward);
     out += fmt::format("  {:>4} {:>15.2f} GB {:>20.3f} s{}\n", ep, st.total() / 1e9, a2a,
-                       ep == 1 ? "  <- this plan" : "");
+                       ep == par.ep ? "  <- this plan" : "");
   }
+  // Why this ep: the search priced every ep with every other setting
+  // (expert memory per rank, the all-to-all in each layer) and kept the
+  // fastest layout that fits; the rows above are that trade in this layout.
   out += fmt::format(
-      "  ep 1 because the engine has no expert parallelism yet (ParallelConfig has no ep:\n"
-      "  issue 35 item 2): every rank keeps every expert. The rows above are what a larger ep\n"
-      "  would trade, expert memory per rank against the all-to-all it adds to this plan's\n"
-      "  {:.3f} s step ({:.1f} of {:.1f} GB used).\n",
-      best.time.step, best.peak_memory / 1e9, sys.usable_memory() / 1e9);
+      "  ep {} is the search's fastest fitting layout over every ep ({:.3f} s a step, {:.1f} of\n"
+      "  {:.1f} GB): {}\n",
+      par.ep, best.time.step, best.peak_memory / 1e9, sys.usable_memory() / 1e9,
+      par.ep == 1 ? "the experts fit on every rank, so a larger ep would only add all-to-all"
+                  : "the memory a smaller ep would need, or the layout it frees, outweighs "
+                    "the all-to-all above");
+  if (par.ep > 1 && !L.engine)
+    out += "  (tessera train refuses --expert-model-parallel-size > 1 until its engine runs it)\n";
   return out;
 }
 

@@ -42,15 +42,19 @@ std::string split_footnotes(const std::vector<LayoutCost>& costs, size_t top_k) 
   for (size_t i = 0; i < costs.size() && i < top_k; ++i) {
     if (costs[i].layout.par.uneven_stages())
       out += fmt::format("  * #{} uneven stages:{}\n", i + 1, split_flags(costs[i].layout.par));
-    cp = cp || costs[i].layout.par.cp > 1;
+    cp = cp || costs[i].layout.par.cp > 1 || costs[i].layout.par.ep > 1;
   }
-  if (cp) out += "  tp column \"TcC\": tp T with context parallelism C (--context-parallel-size)\n";
+  if (cp)
+    out += "  tp column \"TcC\" / \"TeE\": tp T with context parallelism C "
+           "(--context-parallel-size) / expert parallelism E\n";
   return out;
 }
 
-// The tp column: "4", or with context parallelism "4c2" (tp 4, cp 2).
+// The tp column: "4", or with context parallelism "4c2" (tp 4, cp 2), with
+// expert parallelism "1e8" (tp 1, ep 8).
 std::string tp_text(const ParallelConfig& p) {
-  return p.cp > 1 ? fmt::format("{}c{}", p.tp, p.cp) : fmt::format("{}", p.tp);
+  return fmt::format("{}{}{}", p.tp, p.cp > 1 ? fmt::format("c{}", p.cp) : "",
+                     p.ep > 1 ? fmt::format("e{}", p.ep) : "");
 }
 
 std::string row(const std::string& rank, const LayoutCost& c, const std::string& tail) {
@@ -188,7 +192,7 @@ nlohmann::json layout_json(const LayoutCost& c) {
                       {"in_flight_chunks", s.in_flight}, {"total_bytes", s.memory()}});
   const auto& t = c.time;
   return {{"layout",
-           {{"tp", L.par.tp}, {"pp", L.par.pp}, {"dp", L.par.dp}, {"cp", L.par.cp},
+           {{"tp", L.par.tp}, {"pp", L.par.pp}, {"dp", L.par.dp}, {"cp", L.par.cp}, {"ep", L.par.ep},
             {"cp_comm", cp_comm_name(L.par.cp_comm)}, {"virtual_stages", L.par.virtual_stages},
             {"micro_batch", L.par.micro_batch}, {"global_batch", L.par.global_batch},
             {"zero_stage", L.par.zero_stage}, {"recompute", recompute_name(L.par.recompute)},

@@ -39,7 +39,7 @@ void check_space(const SearchSpace& sp) {
                 "--global-batch-size must be in [1, {}] (got {})", kMaxCount, sp.global_batch);
   for (const auto& [values, flag] :
        {std::pair{&sp.tp, "--tp"}, {&sp.pp, "--pp"}, {&sp.micro_batch, "--micro-batch"},
-        {&sp.virtual_stages, "--virtual-stages"}, {&sp.cp, "--cp"}})
+        {&sp.virtual_stages, "--virtual-stages"}, {&sp.cp, "--cp"}, {&sp.ep, "--ep"}})
     for (int64_t v : *values)
       TESSERA_CHECK(v >= 1, "{} must be >= 1 (got {})", flag, v);
   for (int z : sp.zero_stages)
@@ -129,6 +129,33 @@ bool cp_in_engine_trials() {
       return f.on(kSurfaceLayout) && f.on(kSurfaceTrial);
   return false;
 }
+
+bool ep_in_engine_trials() {
+  for (const auto& f : parallel_fields())
+    if (f.flag != nullptr && std::string_view(f.flag) == flag::ep)
+      return f.on(kSurfaceLayout) && f.on(kSurfaceTrial);
+  return false;
+}
+
+namespace {
+
+// The ep sizes of an MoE model's layout with dp x cp = `ranks`.
+std::vector<int64_t> ep_candidates(const GPTConfig& m, const SearchSpace& sp, int64_t ranks) {
+  std::vector<int64_t> out;
+  if (!m.moe()) return {1};
+  if (!sp.ep.empty()) {
+    for (int64_t ep : sp.ep)
+      if (ranks % ep == 0 && m.num_experts % ep == 0) out.push_back(ep);
+    return out;
+  }
+  out.push_back(1);
+  if (sp.engine && !ep_in_engine_trials()) return out;
+  for (int64_t ep = 2; ep <= ranks && ep <= m.num_experts; ep *= 2)
+    if (ranks % ep == 0 && m.num_experts % ep == 0) out.push_back(ep);
+  return out;
+}
+
+}  // namespace
 
 std::vector<int64_t> cp_candidates(const GPTConfig& m, const SearchSpace& sp) {
   if (!sp.cp.empty()) return sp.cp;
@@ -232,19 +259,22 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   if (kind == ScheduleKind::ZeroBubbleH1 && zero >= 2) continue;
                   // ... and zb-h1 of an MoE model (its backward is not split yet).
                   if (kind == ScheduleKind::ZeroBubbleH1 && m.moe()) continue;
-                  PlanLayout L;
-                  L.par = par;
-                  L.par.zero_stage = zero;
-                  L.par.recompute = rc;
-                  L.par.sequence_parallel = seq_par;
-                  L.precision = sp.precision;
-                  L.fp8 = sp.fp8;
-                  L.flash_attention = sp.flash_attention;
-                  L.overlap_grad_reduce = sp.overlap_grad_reduce;
-                  L.overlap_param_gather = sp.overlap_param_gather && (zero == 1 || zero == 2);
-                  L.tp_comm_overlap = sp.tp_comm_overlap && seq_par;
-                  L.engine = sp.engine;
-                  out.push_back(L);
+                  for (int64_t ep : ep_candidates(m, sp, par.dp * cp)) {
+                    PlanLayout L;
+                    L.par = par;
+                    L.par.zero_stage = zero;
+                    L.par.recompute = rc;
+                    L.par.sequence_parallel = seq_par;
+                    L.precision = sp.precision;
+                    L.fp8 = sp.fp8;
+                    L.flash_attention = sp.flash_attention;
+                    L.overlap_grad_reduce = sp.overlap_grad_reduce;
+                    L.overlap_param_gather = sp.overlap_param_gather && (zero == 1 || zero == 2);
+                    L.tp_comm_overlap = sp.tp_comm_overlap && seq_par;
+                    L.engine = sp.engine;
+                    out.push_back(L);
+                    out.back().par.ep = ep;
+                  }
                 }
             }
           }

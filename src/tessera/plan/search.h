@@ -37,6 +37,10 @@ struct SearchSpace {
   // keys carry it (cp_in_engine_trials).
   std::vector<int64_t> cp;
   CpCommType cp_comm = CpCommType::P2p;  // --cp-comm-type of every cp > 1 candidate
+  // Expert-parallel sizes to try for an MoE model (docs/moe.md). Empty:
+  // every power of two dividing the experts and dp x cp (a search of the
+  // engine's own runs: 1 until its trial keys carry ep). A dense model: 1.
+  std::vector<int64_t> ep;
   Precision precision = Precision::Bf16;
   bool fp8 = false;  // --precision fp8: bf16 with FP8 linear GEMMs (PlanLayout::fp8)
   bool flash_attention = true;
@@ -77,6 +81,8 @@ std::vector<int64_t> cp_candidates(const GPTConfig& model, const SearchSpace& sp
 // Whether `tessera train` and tune's trials carry --context-parallel-size
 // (its field on the layout and trial surfaces: config/parallel_fields.cpp).
 bool cp_in_engine_trials();
+// The same for --expert-model-parallel-size.
+bool ep_in_engine_trials();
 
 struct SearchResult {
   std::vector<LayoutCost> ranked;     // fitting layouts, best first

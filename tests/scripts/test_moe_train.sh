@@ -48,12 +48,20 @@ expect_refusal 'holds a different model \(num_experts 4 vs 2' \
 expect_refusal 'holds a different model \(moe_router_topk 2 vs 1' \
   train "${model[@]}" --moe-router-topk 1 --train-iters 61 --load "$tmp/ck"
 
-# The planner does not price experts yet: an MoE model file is refused, not
-# planned as a dense model.
+# The planner prices experts (plan/moe_cost.h): an MoE model file plans, its
+# report explains the expert parallelism, and the run's metrics validate
+# (memory and step against the prediction, the imbalance it measured).
 printf 'num-layers = 2\nhidden-size = 64\nnum-attention-heads = 4\nseq-length = 32\nnum-experts = 4\n' \
   > "$tmp/moe_model.toml"
-expect_refusal "key 'num-experts': tessera plan does not plan mixture-of-experts models yet" \
-  plan --model "$tmp/moe_model.toml" --devices 2
+"$bin" plan --model "$tmp/moe_model.toml" --system local --devices 2 --global-batch-size 8 \
+  >"$tmp/plan_moe" 2>&1 || { cat "$tmp/plan_moe"; fail "plan of an MoE model file"; }
+grep -q "mixture of experts: 4 experts, top 2" "$tmp/plan_moe" ||
+  { cat "$tmp/plan_moe"; fail "the MoE plan's report names no experts"; }
+"$bin" plan --validate "$tmp/m.jsonl" >"$tmp/validate_moe" 2>&1 ||
+  { cat "$tmp/validate_moe"; fail "plan --validate of an MoE run"; }
+grep -q "moe imbalance" "$tmp/validate_moe" ||
+  { cat "$tmp/validate_moe"; fail "plan --validate shows no MoE imbalance"; }
+echo "ok: an MoE model plans; its run validates: $(grep m.jsonl "$tmp/validate_moe" | head -1)"
 
 # Generation has no MoE path yet; Hugging Face's MoE architecture (Mixtral)
 # needs Llama's block, which this GPT-2-style MoE lacks: both refuse.

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "tessera/core/output_file.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/plan/model_presets.h"
+#include "tessera/plan/moe_report.h"
 #include "tessera/plan/plots.h"
 #include "tessera/plan/published.h"
 #include "tessera/plan/by_op_report.h"
@@ -46,6 +48,12 @@ struct PlanArgs {
   int64_t devices = 0, global_batch = 0;
   int64_t top = 5;
   std::vector<int64_t> tp, pp, micro_batch, virtual_stages;
+  // Context parallelism (docs/context_parallel.md): sizes to try, their
+  // K/V exchange, and the sequence length that makes it worth it.
+  std::vector<int64_t> cp;
+  std::vector<int64_t> ep;  // expert-parallel sizes to try (MoE models)
+  std::string cp_comm = "p2p";
+  int64_t seq_length = 0;  // 0: the model's own
   std::vector<int> zero;
   std::vector<std::string> recompute, schedule;
   bool no_flash = false, tp_across_nodes = false, list = false, study = false;
@@ -62,7 +70,8 @@ struct PlanArgs {
   // Which of the layout's flags the command line gave (they replace --config's).
   bool given_devices = false, given_batch = false, given_tp = false, given_pp = false,
        given_mb = false, given_v = false, given_zero = false, given_rc = false,
-       given_sched = false, given_sp = false, given_precision = false, given_model = false;
+       given_sched = false, given_sp = false, given_precision = false, given_model = false,
+       given_cp = false;
 };
 
 // A `tessera train --config` file as the planner sees it (cli/train_run.h).
@@ -107,6 +116,7 @@ void fix_to_run(plan::SearchSpace& sp, const PlanArgs& a, const TrainConfig& t) 
   if (!a.given_rc) sp.recompute = {p.recompute};
   if (!a.given_sched) sp.schedules = {p.schedule};
   if (!a.given_sp) sp.sequence_parallel = {p.sequence_parallel};
+  if (!a.given_cp) sp.cp = {p.cp}, sp.cp_comm = p.cp_comm;
   // The run's own stage split, even or not: planned as it would run.
   sp.first_stage_layers = p.first_stage_layers;
   sp.last_stage_layers = p.last_stage_layers;
@@ -121,6 +131,9 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   sp.pp = a.pp;
   sp.micro_batch = a.micro_batch;
   sp.virtual_stages = a.virtual_stages;
+  sp.cp = a.cp;
+  sp.ep = a.ep;
+  sp.cp_comm = cp_comm_parse(a.cp_comm);
   if (!a.zero.empty()) sp.zero_stages = a.zero;
   if (!a.recompute.empty()) {
     sp.recompute.clear();
@@ -178,7 +191,7 @@ void run_validate(const PlanArgs& a, const plan::SystemSpec& sys) {
   // contention is in its numbers): say so for each run that differs.
   std::vector<std::string> warned;
   for (const plan::RunCheck& c : v.runs) {
-    const int64_t ranks = c.run.par.tp * c.run.par.pp * c.run.par.dp;
+    const int64_t ranks = c.run.par.world();
     const std::string w = plan::calibration_mismatch(sys, ranks, c.run.threads);
     if (w.empty() || std::find(warned.begin(), warned.end(), w) != warned.end()) continue;
     warned.push_back(w);
@@ -230,6 +243,20 @@ void check_found(const PlanArgs& a, const std::string& what, const GPTConfig& mo
   }
 }
 
+// --cp: each size splits every sequence into 2 x cp chunks and the devices
+// into whole cp groups (ParallelConfig::validate's rule, said before the search).
+void check_cp(const PlanArgs& a, const GPTConfig& model) {
+  for (int64_t cp : a.cp) {
+    TESSERA_CHECK(cp >= 1, "--cp must be >= 1 (got {})", cp);
+    TESSERA_CHECK(cp == 1 || model.seq_length % (2 * cp) == 0,
+                  "--cp {}: the sequence of {} tokens does not split into 2 x cp = {} equal chunks "
+                  "(context parallelism's load-balanced causal split; --seq-length to change it)",
+                  cp, model.seq_length, 2 * cp);
+    TESSERA_CHECK(a.devices % cp == 0, "--cp {}: {} devices do not split into cp groups of {}",
+                  cp, a.devices, cp);
+  }
+}
+
 // --json: writes the result; true when it went to stdout (and nothing else may).
 bool write_json(const PlanArgs& a, const plan::SystemSpec& sys, const plan::SearchResult& r) {
   nlohmann::json j = plan::search_json(r, size_t(a.top));
@@ -256,6 +283,7 @@ void print_search(const PlanArgs& a, const GPTConfig& model, const plan::SystemS
   fmt::print("{}\n", plan::format_table(r.ranked, size_t(a.top)));
   fmt::print("best: {}", plan::format_breakdown(r.ranked.front(), sys));
   fmt::print("{}", plan::interval_text(r.ranked.front(), sys));
+  fmt::print("{}", plan::moe_ep_report(model, sys, r.ranked.front()));  // "" when dense
   if (!r.closest_misses.empty() && r.too_big > 0) {
     // Layouts that do not fit still get their time, and how far over they are.
     fmt::print("\nclosest that do not fit ({} of {}), predicted as if they did:\n{}",
@@ -290,6 +318,19 @@ TrainKeys best_as_train_keys(const PlanArgs& a, const GPTConfig& model,
   }
   const TrainKeys layout = bridge::layout_keys(best.layout);
   keys.insert(keys.end(), layout.begin(), layout.end());
+  // Context parallelism, until its field is one of the layout's keys
+  // (the trainer refuses cp > 1 until then: docs/context_parallel.md).
+  const ParallelConfig& par = best.layout.par;
+  if (par.cp > 1 && !plan::cp_in_engine_trials()) {
+    keys.push_back({std::string(flag::cp).substr(2), TrainKey::Kind::Integer,
+                    std::to_string(par.cp), ""});
+    if (par.cp_comm != CpCommType::P2p)
+      keys.push_back({std::string(flag::cp_comm).substr(2), TrainKey::Kind::String,
+                      cp_comm_name(par.cp_comm), ""});
+  }
+  if (par.ep > 1 && !plan::ep_in_engine_trials())
+    keys.push_back({std::string(flag::ep).substr(2), TrainKey::Kind::Integer,
+                    std::to_string(par.ep), ""});
   return keys;
 }
 
@@ -387,7 +428,7 @@ void run_plan(const PlanArgs& args) {
     run = read_config_run(a.config);
     model = run->train.model;
     a.model = a.config;
-    if (!a.given_devices) a.devices = run->train.par.tp * run->train.par.pp;
+    if (!a.given_devices) a.devices = run->train.par.tp * run->train.par.cp * run->train.par.pp;
     if (!a.given_batch) a.global_batch = run->train.par.global_batch;
     // The run on this machine (no --system): this run's own calibration.
     if (args.system.empty())
@@ -399,12 +440,24 @@ void run_plan(const PlanArgs& args) {
     const plan::ModelPreset* preset = plan::find_preset(a.model);
     if (!a.given_batch && preset != nullptr && preset->global_batch > 0)
       a.global_batch = preset->global_batch;
+    // At another --seq-length, the preset's tokens per step (Llama 3's 16M
+    // tokens: 2048 x 8k, 128 x 128k).
+    if (!a.given_batch && preset != nullptr && preset->global_batch > 0 && a.seq_length > 0)
+      a.global_batch = std::max<int64_t>(
+          1, preset->global_batch * preset->config.seq_length / a.seq_length);
   }
   TESSERA_CHECK(a.devices >= 1, "--devices: how many devices to plan for (got {})", a.devices);
   TESSERA_CHECK(a.global_batch >= 1, "--global-batch-size: sequences per step ({})",
                 a.given_batch ? fmt::format("got {}", a.global_batch)
                               : std::string("required: this model's source gives no batch"));
   TESSERA_CHECK(a.top >= 1, "--top must be >= 1 (got {})", a.top);
+  if (a.seq_length != 0) {
+    TESSERA_CHECK(a.seq_length >= 1, "--seq-length must be >= 1 (got {})", a.seq_length);
+    model.seq_length = a.seq_length;
+    // A learned position table grows with the context; rope has none.
+    if (!model.rope()) model.max_position_embeddings = 0;
+  }
+  check_cp(a, model);
   const plan::SearchSpace space = make_space(a, run ? &*run : nullptr);
   TESSERA_CHECK(!space.fp8 || sys.peak_flops_fp8 > 0,
                 "--precision fp8: system '{}' ({}) lists no fp8 peak (device.peak_TFLOPs.fp8): "
@@ -423,6 +476,9 @@ void run_plan(const PlanArgs& args) {
     fmt::print("\n{}", plan::format_by_op(model, sys,
                                           plan::evaluate_layout(model, sys, r.ranked.front().layout)));
   if (!a.svg_dir.empty()) write_search_svgs(a, model, sys, space, r);
+  if (best.layout.par.cp > 1 && !plan::cp_in_engine_trials())
+    fmt::print("note: tessera train refuses --context-parallel-size > 1 until the engine's "
+               "context parallelism lands (docs/context_parallel.md)\n");
   if (run) {
     const std::string w = plan::calibration_mismatch(sys, a.devices, run->train.threads);
     if (!w.empty()) fmt::print("warning: {}\n", w);
@@ -468,9 +524,24 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--pp", a->pp, "pipeline-parallel sizes to try");
   cmd->add_option("--micro-batch", a->micro_batch, "micro-batch sizes to try");
   cmd->add_option("--virtual-stages", a->virtual_stages, "virtual stages to try (interleaved)");
+  cmd->add_option("--cp", a->cp,
+                  "context-parallel sizes to try (tessera train's --context-parallel-size; "
+                  "default 1, and with 16384 tokens or more every power of two that splits "
+                  "the sequence into 2 x cp chunks)");
+  cmd->add_option("--ep", a->ep,
+                  "expert-parallel sizes to try for an MoE model (tessera train's "
+                  "--expert-model-parallel-size; default every power of two dividing the experts "
+                  "and dp x cp)");
+  cmd->add_option(flag::cp_comm, a->cp_comm,
+                  "context parallelism's K/V exchange: p2p (a ring behind the attention) or "
+                  "all_gather")
+      ->capture_default_str();
+  cmd->add_option("--seq-length", a->seq_length,
+                  "plan the model at this sequence length (tokens per sequence) instead of its own");
   cmd->add_option("--zero", a->zero, "ZeRO stages to try (0-3)");
   cmd->add_option("--recompute", a->recompute, "recompute modes to try: none selective full");
-  cmd->add_option("--schedule", a->schedule, "schedules to try: 1f1b interleaved gpipe zb-h1");
+  cmd->add_option("--schedule", a->schedule,
+                  "schedules to try: 1f1b interleaved gpipe zb-h1 (default: all four)");
   // Train's flag, planned: which of its values the search tries.
   cmd->add_option(flag::sequence_parallel, a->sequence_parallel, "on, off or both")
       ->capture_default_str();
@@ -521,6 +592,7 @@ void register_plan(CLI::App& app) {
     a->given_rc = given("--recompute");
     a->given_sched = given("--schedule");
     a->given_sp = given(flag::sequence_parallel);
+    a->given_cp = given("--cp") || given(flag::cp_comm);
     a->given_precision = given("--precision");
     run_plan(*a);
   });

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "tessera/plan/comm_model.h"
+#include "tessera/plan/context_parallel_cost.h"
 #include "tessera/plan/eager_kernels.h"
 #include "tessera/plan/gemm_model.h"
 
@@ -119,7 +120,9 @@ void price(Profile& p, const std::vector<OpEntry>& list, OpPhase phase, const Sy
 
 OpListConfig op_list_config(const GPTConfig& m, const PlanLayout& L) {
   OpListConfig c;
-  c.model = m;
+  // Context parallelism: each rank's op list is its T / cp tokens'
+  // (attention rescaled in layer_ops: context_parallel_cost.h).
+  c.model = cp_local_model(m, L.par.cp);
   c.micro_batch = L.par.micro_batch;
   c.tp = L.par.tp;
   c.sequence_parallel = L.par.sequence_parallel;
@@ -166,6 +169,9 @@ LayerOps layer_ops(const OpList& ol, const SystemSpec& sys, const PlanLayout& L)
   price(r.forward, ol.layer, OpPhase::Forward, sys, L, L.fp8);
   price(r.recompute, ol.layer, OpPhase::Recompute, sys, L, L.fp8);
   price(r.backward, ol.layer, OpPhase::Backward, sys, L, L.fp8);
+  // A cp rank's queries meet the whole causal sequence's keys: cp times the
+  // T / cp list's attention (context_parallel_cost.h).
+  for (Profile* p : {&r.forward, &r.recompute, &r.backward}) scale_cp_attention(*p, L.par.cp);
   return r;
 }
 
@@ -210,7 +216,11 @@ double syncs_per_step(const OpList& ol, const PlanLayout& L, int64_t layers_per_
     n += mb_chunks * double(layers_per_chunk) * collectives(ol.layer) +
          double(L.micro_batches()) * ends + 1;
   }
-  if (par.dp > 1) {
+  // Context parallelism: each ring step (or the gather) of each layer, both ways.
+  if (par.cp > 1)
+    n += mb_chunks * double(layers_per_chunk) *
+         (par.cp_comm == CpCommType::AllGather ? 3.0 : 2.0 * double(par.cp - 1));
+  if (dp_cp(par) > 1) {
     n += 2;  // the gradient reduction's wait, the loss's all-reduce
     if (par.zero_stage >= 1) n += 1;  // the gradient norm over shards
     if (par.zero_stage == 1 || par.zero_stage == 2) n += 1;  // the weights' all-gather

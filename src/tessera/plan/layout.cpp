@@ -12,8 +12,14 @@ std::string PlanLayout::str() const {
   std::string split;
   if (par.first_stage_layers) split += fmt::format(" first {}", *par.first_stage_layers);
   if (par.last_stage_layers) split += fmt::format(" last {}", *par.last_stage_layers);
-  return fmt::format("tp {} pp {} dp {} mb {} v {} zero {} rc {}{} {}{}{}{}", par.tp, par.pp,
-                     par.dp, par.micro_batch, par.virtual_stages, par.zero_stage,
+  // Context parallelism after tp (all_gather named; p2p is the default).
+  const std::string cp =
+      par.cp > 1 ? fmt::format(" cp {}{}", par.cp,
+                               par.cp_comm == CpCommType::AllGather ? " ag" : "")
+                 : std::string();
+  const std::string ep = par.ep > 1 ? fmt::format(" ep {}", par.ep) : std::string();
+  return fmt::format("tp {}{} pp {} dp {}{} mb {} v {} zero {} rc {}{} {}{}{}{}", par.tp, cp, par.pp,
+                     par.dp, ep, par.micro_batch, par.virtual_stages, par.zero_stage,
                      recompute_name(par.recompute), par.sequence_parallel ? " sp" : "",
                      schedule_kind_name(par.schedule), split, overlap_grad_reduce ? " ogr" : "",
                      overlap_param_gather ? " opg" : "") + (fp8 ? " fp8" : "") +

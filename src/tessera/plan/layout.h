@@ -95,10 +95,14 @@ struct PlanLayout {
   // reduce dtype across the step's micro-batches and are reduce-scattered
   // once, after the last backward (fsdp_pipelining.h).
   bool fsdp2_pipelining = false;
+  // A mixture-of-experts run's measured load imbalance (max / mean tokens
+  // per expert, `plan --validate` from its metrics; 1: balanced): the
+  // slowest expert-parallel rank's share of the expert GEMMs (moe_cost.h).
+  double moe_imbalance = 1.0;
 
-  int64_t devices() const { return par.tp * par.pp * par.dp; }
+  int64_t devices() const { return par.world(); }  // tp x cp x pp x dp
   int64_t micro_batches() const { return par.accumulation_steps(); }
-  // "tp 4 pp 16 dp 2 mb 1 v 1 zero 1 full sp 1f1b"
+  // "tp 4 pp 16 dp 2 mb 1 v 1 zero 1 full sp 1f1b" (" cp 2" after tp with context parallelism)
   std::string str() const;
 };
 

@@ -9,11 +9,13 @@
 #include "tessera/model/block.h"
 #include "tessera/model/flops.h"
 #include "tessera/plan/comm_model.h"
+#include "tessera/plan/context_parallel_cost.h"
 #include "tessera/plan/eager_kernels.h"
 #include "tessera/plan/fsdp_pipelining.h"
 #include "tessera/plan/gemm_model.h"
 #include "tessera/kernels/backend.h"
 #include "tessera/plan/layer_ops.h"
+#include "tessera/plan/moe_cost.h"
 #include "tessera/plan/op_sac.h"
 #include "tessera/plan/pipeline_time.h"
 #include "tessera/plan/straggler.h"
@@ -29,7 +31,7 @@ std::string gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
 // as each unit's backward ends, every micro-batch. The engine (fp32, or
 // L.engine) gathers each unit when it needs it and reduces once a step.
 bool zero3_framework(const PlanLayout& L) {
-  return L.par.zero_stage == 3 && L.par.dp > 1 && !L.engine && L.precision != Precision::Fp32;
+  return L.par.zero_stage == 3 && dp_cp(L.par) > 1 && !L.engine && L.precision != Precision::Fp32;
 }
 
 // Bytes a gradient element moves in the data-parallel reduction: the run's
@@ -62,8 +64,12 @@ double zero3_unit_params(const GPTConfig& m, int64_t tp, double layer_params) {
 
 }  // namespace
 
-StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int64_t stage) {
+StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, int64_t stage) {
   const auto& par = L.par;
+  // Context parallelism: a rank's activations are its T / cp tokens'.
+  const GPTConfig m = cp_local_model(model, par.cp);
+  // ... and, while a layer's attention runs, the K / V exchange's blocks.
+  const double cp_buffers = cp_buffer_bytes(model, L);
   const int64_t p = par.pp, v = par.virtual_stages;
   // Uneven stages (--decoder-first/last-pipeline-num-layers) hold their own count.
   const int64_t layers_per_chunk = par.chunk_layer_count(m.num_layers, stage);
@@ -86,7 +92,7 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
     two.L = 2;
     const double per_layer = double(activations_bytes(two) - activations_bytes(one));
     a.layers = held_layers * per_layer;
-    a.total = double(a.in_flight) * double(activations_bytes(shape));
+    a.total = double(a.in_flight) * double(activations_bytes(shape)) + cp_buffers;
     // zb-h1: each slot also keeps its layers' GEMM output gradients from
     // the input pass to the weight pass (the executor's stash, model/block.h).
     if (par.schedule == ScheduleKind::ZeroBubbleH1)
@@ -99,7 +105,7 @@ StageActivations stage_activations(const GPTConfig& m, const PlanLayout& L, int6
                                 ? op_sac_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel)
                                 : korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
                                                           par.recompute, L.flash_attention, L.fp8));
-  a.total = a.layers;
+  a.total = a.layers + cp_buffers;
   // Recomputing a layer in backward materialises its full activations once.
   if (par.recompute != Recompute::None)
     a.total += korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
@@ -133,7 +139,7 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
                   const CostOptions& opt, const StateBytesPerParam& per_param,
                   double layer_params) {
   const auto& par = L.par;
-  const int64_t p = par.pp, dp = par.dp;
+  const int64_t p = par.pp, dp = dp_cp(par);  // ZeRO shards over dp x cp
   std::vector<int64_t> which;
   if (opt.all_stages || p <= 2) {
     for (int64_t s = 0; s < p; ++s) which.push_back(s);
@@ -147,6 +153,8 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     sc.stage = s;
     sc.params = params.stage_params(par, s);
     sc.state = zero_state_bytes(double(sc.params), per_param, par.zero_stage, dp);
+    // Mixture of experts: the experts over the expert-parallel ranks (moe_cost.h).
+    if (m.moe()) sc.state = moe_stage_state(m, par, s, double(sc.params), per_param, moe_ep(L));
     // FP8 (Transformer Engine): each weight's FP8 copy and its transpose
     // beside the 16-bit one, 2 bytes a parameter, sharded only with it.
     if (L.fp8) sc.state.params += 2.0 * double(sc.params) / (par.zero_stage == 3 ? double(dp) : 1.0);
@@ -197,6 +205,9 @@ struct ChunkWork {
   // zb-h1: the layer's weight pass (seconds), within layer_backward: its dW
   // GEMMs and, under recomputation, the recompute it runs again.
   double layer_weight = 0;
+  // Context parallelism: the layer's exposed K / V exchange per micro-batch
+  // (forward, backward, recompute), within the profiles' Op::Comm.
+  double layer_cp_comm = 0;
   EndOps ends;
   std::vector<int64_t> chunk_layers;  // (pp) layers per chunk of each stage
   // ZeRO-3 (0 without), per micro-batch through one chunk of stage s: its
@@ -257,13 +268,13 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
                      const PlanLayout& L, const StateBytesPerParam& per_param,
                      double layer_params) {
   const auto& par = L.par;
-  const int64_t t = par.tp, dp = par.dp;
+  const int64_t t = par.tp, dp = dp_cp(par);  // ZeRO-3's group: dp x cp
   ChunkWork w;
   LayerOps lo = layer_ops(ol, sys, L);
   // Eager RoPE, which the engine's op list folds into its attention kernel:
   // a memory-bound pass each way, and again in a full recompute.
   if (L.eager_elementwise && m.rope()) {
-    const double rope = eager_rope_bytes(m, L) / sys.achieved_memory_bandwidth();
+    const double rope = eager_rope_bytes(cp_local_model(m, par.cp), L) / sys.achieved_memory_bandwidth();
     lo.forward[Op::Cast] += rope;
     lo.backward[Op::Cast] += rope;
     if (par.recompute == Recompute::Full) lo.recompute[Op::Cast] += rope;
@@ -280,6 +291,29 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
                      &eo.embed_backward, &eo.head_forward, &eo.head_backward})
     for (size_t k = 0; k < size_t(Op::kCount); ++k)
       if (Op(k) != Op::Comm) p->seconds[k] *= in_situ.seconds[k];
+  // Context parallelism: the K / V exchange, what of it the attention on
+  // the block in hand does not hide (context_parallel_cost.h).
+  if (par.cp > 1) {
+    const CpLayerComm cc =
+        cp_layer_comm(m, sys, L, lo.forward[Op::Attention], lo.backward[Op::Attention]);
+    lo.forward[Op::Comm] += cc.forward_exposed;
+    lo.backward[Op::Comm] += cc.backward_exposed;
+    lo.recompute[Op::Comm] += cc.recompute_exposed;
+    w.layer_cp_comm = cc.forward_exposed + cc.backward_exposed + cc.recompute_exposed;
+  }
+  // Mixture of experts under expert parallelism: the all-to-all dispatch
+  // and combine (waited for), and the slowest rank's extra expert rows.
+  if (m.moe() && moe_ep(L) > 1) {
+    const MoeAllToAll a2a = moe_all_to_all(m, sys, L, moe_ep(L), t);
+    lo.forward[Op::Comm] += a2a.forward;
+    lo.backward[Op::Comm] += a2a.backward;
+    if (par.recompute == Recompute::Full) lo.recompute[Op::Comm] += a2a.forward;
+    const MoePhaseSeconds slow = moe_imbalance_seconds(
+        ol, sys, L, moe_imbalance_factor(L.moe_imbalance, moe_ep(L)));
+    lo.forward[Op::Gemm] += slow.forward * in_situ[Op::Gemm];
+    lo.backward[Op::Gemm] += slow.backward * in_situ[Op::Gemm];
+    lo.recompute[Op::Gemm] += slow.recompute * in_situ[Op::Gemm];
+  }
   w.layer_forward = lo.forward;
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
   // zb-h1's weight pass: half of the backward GEMM time (dX and dW have the
@@ -330,7 +364,7 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
 PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
                              const ChunkWork& w) {
   const auto& par = L.par;
-  const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp;
+  const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp, cp = par.cp;
   PipelineCosts pc;
   pc.kind = L.par.schedule;
   pc.p = p;
@@ -357,8 +391,11 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   const double elt = double(activation_element_bytes(L.precision));
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.
-  const double p2p_bytes = elt * double(par.micro_batch * m.seq_length * m.hidden_size) / double(t);
-  if (p > 1) pc.p2p_seconds = collective_cost(sys, CommOp::Send, p2p_bytes, 2, t * dp, L.devices()).seconds;
+  // (A cp rank sends its own T / cp tokens; stages are tp x cp x dp ranks apart.)
+  const double p2p_bytes =
+      elt * double(par.micro_batch * (m.seq_length / cp) * m.hidden_size) / double(t);
+  if (p > 1)
+    pc.p2p_seconds = collective_cost(sys, CommOp::Send, p2p_bytes, 2, t * cp * dp, L.devices()).seconds;
   return pc;
 }
 
@@ -389,7 +426,8 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
                const CostOptions& opt, const StateBytesPerParam& per_param, int64_t max_params,
                const PipelineCosts& pc) {
   const auto& par = L.par;
-  const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = par.dp;
+  // Gradients reduce over dp x cp (each cp rank saw part of every sequence).
+  const int64_t p = par.pp, v = par.virtual_stages, t = par.tp, dp = dp_cp(par);
   const int64_t chunks = p * v;
   // Data-parallel reduction of each stage's gradients: an all-reduce
   // (ZeRO-0) or a reduce-scatter (1-3). With --overlap-grad-reduce it runs
@@ -404,12 +442,28 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   if (dp > 1 && !zero3_framework(L)) {
     const double grads = double(max_params) * grad_reduce_bytes(L, per_param);
     const double weights = double(max_params) * per_param.params;
-    const double reduce =
+    double reduce =
         par.zero_stage == 0 ? collective_cost(sys, CommOp::AllReduce, grads, dp, t, L.devices()).seconds
                             : collective_cost(sys, CommOp::ReduceScatter, grads, dp, t, L.devices()).seconds;
-    const double gather = par.zero_stage == 1 || par.zero_stage == 2
-                              ? collective_cost(sys, CommOp::AllGather, weights, dp, t, L.devices()).seconds
-                              : 0.0;
+    double gather = par.zero_stage == 1 || par.zero_stage == 2
+                        ? collective_cost(sys, CommOp::AllGather, weights, dp, t, L.devices()).seconds
+                        : 0.0;
+    // Expert parallelism: the experts' E / ep reduce (and gather) over the
+    // dp x cp / ep ranks holding the same ones, tp x ep apart (moe_cost.h).
+    if (m.moe() && moe_ep(L) > 1) {
+      const int64_t ep = moe_ep(L);
+      const double experts = std::max(moe_stage_expert_params(m, par, 0),
+                                      moe_stage_expert_params(m, par, p - 1));
+      const double dense = std::max(0.0, double(max_params) - experts), mine = experts / double(ep);
+      const CommOp op = par.zero_stage == 0 ? CommOp::AllReduce : CommOp::ReduceScatter;
+      const double g = grad_reduce_bytes(L, per_param);
+      reduce = collective_cost(sys, op, dense * g, dp, t, L.devices()).seconds +
+               collective_cost(sys, op, mine * g, dp / ep, t * ep, L.devices()).seconds;
+      if (gather > 0)
+        gather = collective_cost(sys, CommOp::AllGather, dense * per_param.params, dp, t, L.devices()).seconds +
+                 collective_cost(sys, CommOp::AllGather, mine * per_param.params, dp / ep, t * ep,
+                                 L.devices()).seconds;
+    }
     b.dp_reduce = reduce + gather;
     const double window = L.overlap_grad_reduce ? double(v) * pc.backward[size_t(chunks / 2)] : 0.0;
     const double next_forward =
@@ -421,7 +475,8 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
   // parameters, so nothing is summed between them.
   if (p > 1 && !m.untie_embeddings) {
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;
-    b.embedding_sync = collective_cost(sys, CommOp::AllReduce, emb, 2, (p - 1) * t * dp, L.devices()).seconds;
+    b.embedding_sync =
+        collective_cost(sys, CommOp::AllReduce, emb, 2, (p - 1) * t * dp, L.devices()).seconds;
   }
 }
 
@@ -447,7 +502,8 @@ double core_sharing(const SystemSpec& sys, const PlanLayout& L,
   const int64_t ranks = L.devices();
   if (ranks <= slots) return 0;
   const int64_t p = L.par.pp;
-  const comm::GridLayout grid{.world = int(ranks), .tp = int(L.par.tp), .pp = int(p), .dp = int(L.par.dp)};
+  const comm::GridLayout grid{.world = int(ranks), .tp = int(L.par.tp), .pp = int(p),
+                              .dp = int(L.par.dp), .cp = int(L.par.cp)};
   std::vector<double> load(size_t(slots), 0.0);  // (slots): summed busy seconds per core
   for (int64_t r = 0; r < ranks; ++r) {
     const int64_t s = grid.coord_of(int(r)).pp;
@@ -462,7 +518,7 @@ double core_sharing(const SystemSpec& sys, const PlanLayout& L,
 // ZeRO-1 on (the norm: ZeRO-0 reads the whole reduced gradient).
 void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params, Profile& ops) {
   const auto& par = L.par;
-  const double shard = par.zero_stage >= 1 ? double(par.dp) : 1.0;
+  const double shard = par.zero_stage >= 1 ? double(dp_cp(par)) : 1.0;
   // The engine's calls over the shard, at their costs (kernels/backend.h).
   const auto n = int64_t(double(params) / shard);
   for (auto [op, calls] : {std::pair{Op::Optimizer, kernels::Backend::adamw_update_cost(L.precision, n)},
@@ -514,6 +570,7 @@ void add_throughput(LayoutCost& c, const GPTConfig& m, const SystemSpec& sys, co
   const std::pair<double, const char*> parts[] = {
       {b.bubble, "pipeline bubble"},       {b.tp_comm, "tensor-parallel communication"},
       {b.dp_exposed, "data-parallel reduction"}, {b.zero3_gather, "ZeRO-3 weight gathers"},
+      {b.cp_comm, "context-parallel K/V exchange"},
       {b.optimizer, "optimizer step"},     {b.embedding_sync, "embedding sync"},
       {b.sync_wait, "waiting at synchronisations"}, {b.core_sharing, "ranks sharing cores"},
       {b.straggler, "the slowest device"}};
@@ -560,8 +617,11 @@ LayoutCost evaluate_layout(const GPTConfig& m, const SystemSpec& sys, const Plan
   for (int64_t s = 0; s < p; ++s) per_stage.push_back(stage_ops(w, L, s));
   const int64_t bs = busiest_stage(per_stage);
   const Profile& busiest = per_stage[size_t(bs)];
-  b.zero3_gather = double(mb * v) * w.zero3_exposed(bs);
-  b.tp_comm = busiest[Op::Comm] - b.zero3_gather;
+  // (Only ZeRO-3 gathers: without it the difference is rounding of the
+  // other collectives in Op::Comm, the cp exchange's included.)
+  b.zero3_gather = par.zero_stage == 3 ? double(mb * v) * w.zero3_exposed(bs) : 0.0;
+  b.cp_comm = double(mb * v * w.chunk_layers[size_t(bs)]) * w.layer_cp_comm;
+  b.tp_comm = busiest[Op::Comm] - b.zero3_gather - b.cp_comm;
   b.compute = busiest.total() - busiest[Op::Comm];
 
   int64_t max_params = 0;

@@ -34,6 +34,10 @@ struct StepBreakdown {
   double pipeline = 0;         // first forward to last backward (with bubble)
   double compute = 0;          // the busiest rank's forward + backward compute
   double tp_comm = 0;          // its tensor-parallel collectives (not overlapped)
+  // its context-parallel K/V exchange that waits: the ring steps the
+  // attention beside them does not cover, or the all_gather variant's
+  // collectives (context_parallel_cost.h)
+  double cp_comm = 0;
   // its ZeRO-3 weight gathers that wait (all of them in the engine; in a GPU
   // framework what compute does not hide, its per-micro-batch gradient
   // reduce-scatters included)

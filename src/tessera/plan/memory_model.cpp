@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tessera/model/activations.h"
+#include "tessera/plan/moe_cost.h"
 
 namespace tessera::plan {
 
@@ -35,8 +36,11 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
   // (F), 3 F against GELU's 2 F. Written as Korthikanti's terms times the
   // family's ratios, which are exactly 1 for GPT.
   const double qkv = 6 * double(m.qkv_width()) / (3 * h);
-  const double mlp = 16 * (double(m.ffn()) / (4 * h)) *
-                     (double(m.fc_width() + m.ffn()) / (2 * double(m.ffn())));
+  // Mixture of experts: each token's K routed rows through an expert of
+  // this width, and the routing's own tensors (moe_cost.h).
+  const double mlp = moe_mlp_activation_units(
+      m, 16 * (double(m.ffn()) / (4 * h)) * (double(m.fc_width() + m.ffn()) / (2 * double(m.ffn()))),
+      m.seq_length * micro_batch);
   // The dropout masks: Korthikanti's GPT trains with Megatron's default 0.1;
   // the Llama family is trained without dropout (Meta's recipe, Megatron's
   // Llama examples), and a dropout of 0 stores no mask (PyTorch returns

@@ -38,16 +38,29 @@ std::string split_flags(const ParallelConfig& p) {
 
 std::string split_footnotes(const std::vector<LayoutCost>& costs, size_t top_k) {
   std::string out;
-  for (size_t i = 0; i < costs.size() && i < top_k; ++i)
+  bool cp = false;
+  for (size_t i = 0; i < costs.size() && i < top_k; ++i) {
     if (costs[i].layout.par.uneven_stages())
       out += fmt::format("  * #{} uneven stages:{}\n", i + 1, split_flags(costs[i].layout.par));
+    cp = cp || costs[i].layout.par.cp > 1 || costs[i].layout.par.ep > 1;
+  }
+  if (cp)
+    out += "  tp column \"TcC\" / \"TeE\": tp T with context parallelism C "
+           "(--context-parallel-size) / expert parallelism E\n";
   return out;
+}
+
+// The tp column: "4", or with context parallelism "4c2" (tp 4, cp 2), with
+// expert parallelism "1e8" (tp 1, ep 8).
+std::string tp_text(const ParallelConfig& p) {
+  return fmt::format("{}{}{}", p.tp, p.cp > 1 ? fmt::format("c{}", p.cp) : "",
+                     p.ep > 1 ? fmt::format("e{}", p.ep) : "");
 }
 
 std::string row(const std::string& rank, const LayoutCost& c, const std::string& tail) {
   const ParallelConfig& p = c.layout.par;
   const std::string pp = fmt::format("{}{}", p.pp, p.uneven_stages() ? "*" : "");
-  return fmt::format(kRow, rank, p.tp, pp, p.dp, p.micro_batch, p.virtual_stages, p.zero_stage,
+  return fmt::format(kRow, rank, tp_text(p), pp, p.dp, p.micro_batch, p.virtual_stages, p.zero_stage,
                      short_rc(p.recompute), p.sequence_parallel ? "sp" : "-",
                      short_sched(p.schedule), fmt::format("{:.0f}", c.tokens_per_second),
                      // Milliseconds resolve a small model's step; a huge
@@ -146,6 +159,9 @@ std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
   // The terms only some layouts have, on a line of their own (100 columns).
   std::string more;
   if (t.zero3_gather > 0) more += fmt::format(", zero-3 gathers {:.3f} s", t.zero3_gather);
+  if (c.layout.par.cp > 1)
+    more += fmt::format(", cp {} K/V exchange exposed {:.3f} s ({})", c.layout.par.cp, t.cp_comm,
+                        cp_comm_name(c.layout.par.cp_comm));
   if (t.sync_wait > 0) more += fmt::format(", sync waits {:.3f} s", t.sync_wait);
   if (t.core_sharing > 0) more += fmt::format(", core sharing {:.3f} s (ranks > cores)", t.core_sharing);
   if (t.straggler > 0) more += fmt::format(", slowest device {:.3f} s", t.straggler);
@@ -177,7 +193,8 @@ nlohmann::json layout_json(const LayoutCost& c) {
                       {"in_flight_chunks", s.in_flight}, {"total_bytes", s.memory()}});
   const auto& t = c.time;
   return {{"layout",
-           {{"tp", L.par.tp}, {"pp", L.par.pp}, {"dp", L.par.dp}, {"virtual_stages", L.par.virtual_stages},
+           {{"tp", L.par.tp}, {"pp", L.par.pp}, {"dp", L.par.dp}, {"cp", L.par.cp}, {"ep", L.par.ep},
+            {"cp_comm", cp_comm_name(L.par.cp_comm)}, {"virtual_stages", L.par.virtual_stages},
             {"micro_batch", L.par.micro_batch}, {"global_batch", L.par.global_batch},
             {"zero_stage", L.par.zero_stage}, {"recompute", recompute_name(L.par.recompute)},
             {"sequence_parallel", L.par.sequence_parallel}, {"schedule", schedule_kind_name(L.par.schedule)},
@@ -200,7 +217,7 @@ nlohmann::json layout_json(const LayoutCost& c) {
             {"bubble", t.bubble}, {"bubble_fraction", t.bubble_fraction}, {"p2p", t.p2p},
             {"dp_reduce", t.dp_reduce}, {"dp_exposed", t.dp_exposed},
             {"embedding_sync", t.embedding_sync}, {"optimizer", t.optimizer},
-            {"zero3_gather", t.zero3_gather}, {"sync_wait", t.sync_wait},
+            {"zero3_gather", t.zero3_gather}, {"cp_comm", t.cp_comm}, {"sync_wait", t.sync_wait},
             {"core_sharing", t.core_sharing}, {"straggler", t.straggler},
             {"schedule_simulated", t.simulated}}},
           {"stages", stages},

@@ -24,6 +24,26 @@ MemoryBytes memory_from_json(const json& j, const std::string& where) {
   return {get("params"), get("grads"), get("optimizer"), get("activations")};
 }
 
+// A context-parallel run's "cp" and "cp_comm" (absent before the engine ran
+// cp > 1: one rank of context). Read here as well as wherever the config
+// fields read them, so a header that carries the layout validates either way.
+void read_context_parallel(const json& par, ParallelConfig& p, const std::string& where) {
+  if (par.contains("cp")) {
+    TESSERA_CHECK(par["cp"].is_number_integer() && par["cp"].get<int64_t>() >= 1,
+                  "{}: the run header's parallel \"cp\" must be an integer >= 1", where);
+    p.cp = par["cp"].get<int64_t>();
+  }
+  if (par.contains("cp_comm")) {
+    TESSERA_CHECK(par["cp_comm"].is_string(),
+                  "{}: the run header's parallel \"cp_comm\" must be p2p or all_gather", where);
+    try {
+      p.cp_comm = cp_comm_parse(par["cp_comm"].get<std::string>());
+    } catch (const Error& e) {
+      fail("{}: {}", where, e.what());
+    }
+  }
+}
+
 void read_header(const json& run, RunMetrics& r, const std::string& where) {
   TESSERA_CHECK(run.is_object() && run.contains("model") && run.contains("parallel"),
                 "{}: the run header needs \"model\" and \"parallel\"", where);
@@ -33,6 +53,7 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
   } catch (const Error& e) {
     fail("{}: {}", where, e.what());
   }
+  read_context_parallel(run["parallel"], r.par, where);
   // Typed like every field here: a wrong type is this file's error, not an
   // abort (nlohmann's value() throws type_error).
   for (const char* key : {"threads", "rank"})
@@ -113,6 +134,11 @@ RunMetrics read_run_metrics(const std::string& path) {
     r.tokens.push_back(number("tokens"));
     r.tokens_per_second.push_back(number("tokens_per_second"));
     r.mfu.push_back(number("mfu"));
+    double worst = std::nan("");
+    if (const auto it = j.find("moe_imbalance"); it != j.end() && it->is_object())
+      for (const auto& [layer, v] : it->items())
+        if (v.is_number()) worst = std::isnan(worst) ? v.get<double>() : std::max(worst, v.get<double>());
+    r.moe_imbalance.push_back(worst);
   }
   TESSERA_CHECK(header, "{}: empty, or no run header", path);
   TESSERA_CHECK(!r.step_seconds.empty(), "{}: no steps", path);
@@ -151,18 +177,27 @@ Profile median_step_ops(const RunMetrics& r, size_t skip) {
   return out;
 }
 
+double median_moe_imbalance(const RunMetrics& r, size_t skip) {
+  std::vector<double> v;
+  for (size_t i = skip; i < r.moe_imbalance.size(); ++i)
+    if (!std::isnan(r.moe_imbalance[i])) v.push_back(r.moe_imbalance[i]);
+  return v.empty() ? 0.0 : median(std::move(v));
+}
+
 RunMetrics pool_runs(const std::vector<RunMetrics>& repeats, size_t skip) {
   TESSERA_CHECK(!repeats.empty(), "pool_runs: no runs");
   RunMetrics pooled = repeats.front();
   pooled.steps.clear();
   pooled.step_seconds.clear();
   pooled.step_ops.clear();
+  pooled.moe_imbalance.clear();
   for (const auto& r : repeats) {
     check_enough_steps(r, skip);
     for (size_t i = skip; i < r.step_seconds.size(); ++i) {
       pooled.steps.push_back(r.steps[i]);
       pooled.step_seconds.push_back(r.step_seconds[i]);
       pooled.step_ops.push_back(r.step_ops[i]);
+      if (i < r.moe_imbalance.size()) pooled.moe_imbalance.push_back(r.moe_imbalance[i]);
     }
   }
   if (repeats.size() > 1)

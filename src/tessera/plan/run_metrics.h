@@ -39,6 +39,9 @@ struct RunMetrics {
   std::vector<Profile> step_ops;       // each step's "seconds_by_op" (zeros when absent)
   // Curves for `tessera plot`, one entry per step (NaN where a line lacks it).
   std::vector<double> loss, valid_loss, tokens, tokens_per_second, mfu;
+  // An MoE run's load imbalance per step: the worst MoE layer's max / mean
+  // tokens per expert (train/moe_metrics.h; NaN where a line has none).
+  std::vector<double> moe_imbalance;
 };
 
 // Parses one file. Throws tessera::Error naming the file and line for a
@@ -53,6 +56,10 @@ void check_enough_steps(const RunMetrics& r, size_t skip);
 double median_step_seconds(const RunMetrics& r, size_t skip);
 // The median of each kind of work over the same steps (kind by kind).
 Profile median_step_ops(const RunMetrics& r, size_t skip);
+
+// The median of the steps' MoE imbalance after the first `skip`; 0 when
+// the run has none (a dense model, or an older file).
+double median_moe_imbalance(const RunMetrics& r, size_t skip);
 
 // Repeats of one layout (same model, layout, rank) as one run: every file's
 // steps after its first `skip`, in file order, so a median over them spans

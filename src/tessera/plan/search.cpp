@@ -4,8 +4,10 @@
 #include <chrono>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <utility>
 
+#include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 
 namespace tessera::plan {
@@ -37,7 +39,7 @@ void check_space(const SearchSpace& sp) {
                 "--global-batch-size must be in [1, {}] (got {})", kMaxCount, sp.global_batch);
   for (const auto& [values, flag] :
        {std::pair{&sp.tp, "--tp"}, {&sp.pp, "--pp"}, {&sp.micro_batch, "--micro-batch"},
-        {&sp.virtual_stages, "--virtual-stages"}})
+        {&sp.virtual_stages, "--virtual-stages"}, {&sp.cp, "--cp"}, {&sp.ep, "--ep"}})
     for (int64_t v : *values)
       TESSERA_CHECK(v >= 1, "{} must be >= 1 (got {})", flag, v);
   for (int z : sp.zero_stages)
@@ -121,6 +123,49 @@ bool accepts_with_some_split(ParallelConfig& par, const GPTConfig& m, int64_t wo
 
 }  // namespace
 
+bool cp_in_engine_trials() {
+  for (const auto& f : parallel_fields())
+    if (f.flag != nullptr && std::string_view(f.flag) == flag::cp)
+      return f.on(kSurfaceLayout) && f.on(kSurfaceTrial);
+  return false;
+}
+
+bool ep_in_engine_trials() {
+  for (const auto& f : parallel_fields())
+    if (f.flag != nullptr && std::string_view(f.flag) == flag::ep)
+      return f.on(kSurfaceLayout) && f.on(kSurfaceTrial);
+  return false;
+}
+
+namespace {
+
+// The ep sizes of an MoE model's layout with dp x cp = `ranks`.
+std::vector<int64_t> ep_candidates(const GPTConfig& m, const SearchSpace& sp, int64_t ranks) {
+  std::vector<int64_t> out;
+  if (!m.moe()) return {1};
+  if (!sp.ep.empty()) {
+    for (int64_t ep : sp.ep)
+      if (ranks % ep == 0 && m.num_experts % ep == 0) out.push_back(ep);
+    return out;
+  }
+  out.push_back(1);
+  if (sp.engine && !ep_in_engine_trials()) return out;
+  for (int64_t ep = 2; ep <= ranks && ep <= m.num_experts; ep *= 2)
+    if (ranks % ep == 0 && m.num_experts % ep == 0) out.push_back(ep);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> cp_candidates(const GPTConfig& m, const SearchSpace& sp) {
+  if (!sp.cp.empty()) return sp.cp;
+  std::vector<int64_t> out{1};
+  if (m.seq_length < kCpSearchMinSeq || (sp.engine && !cp_in_engine_trials())) return out;
+  for (int64_t cp = 2; cp <= kCpSearchMax; cp *= 2)
+    if (sp.devices % cp == 0 && m.seq_length % (2 * cp) == 0) out.push_back(cp);
+  return out;
+}
+
 PlanLayout best_stage_split(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
                             ParamCounter& params, const CostOptions& screen) {
   const int64_t p = L.par.pp, v = L.par.virtual_stages;
@@ -154,15 +199,21 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
   const bool choose_split = sp.uneven_stages && !sp.first_stage_layers && !sp.last_stage_layers;
   std::vector<int64_t> tps = sp.tp.empty() ? divisors(N) : sp.tp;
   std::vector<int64_t> pps = sp.pp.empty() ? divisors(N) : sp.pp;
+  for (int64_t cp : cp_candidates(m, sp))
   for (int64_t tp : tps) {
     // Planner-only: tp stays on the fast intra-node links unless asked.
     if (sp.tp_within_node && sp.tp.empty() && tp > sys.devices_per_node) continue;
+    // What `tessera train` refuses an MoE model (train_config.cpp): its
+    // experts under tensor parallelism, not written yet.
+    if (sp.engine && m.moe() && tp > 1) continue;
     for (int64_t pp : pps) {
-      if (N % (tp * pp)) continue;  // no whole data-parallel size to try
+      if (N % (tp * cp * pp)) continue;  // no whole data-parallel size to try
       ParallelConfig par;
       par.tp = tp;
       par.pp = pp;
-      par.dp = N / (tp * pp);
+      par.cp = cp;
+      par.cp_comm = sp.cp_comm;
+      par.dp = N / (tp * cp * pp);
       par.global_batch = sp.global_batch;
       par.first_stage_layers = sp.first_stage_layers;
       par.last_stage_layers = sp.last_stage_layers;
@@ -178,7 +229,9 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
       for (int64_t b : mbs) {
         par.micro_batch = b;
         for (ScheduleKind kind : sp.schedules) {
-          if (kind == ScheduleKind::GPipe && pp == 1) continue;  // planner-only: the same as 1F1B
+          // Planner-only: with one stage GPipe and ZB-H1 are 1F1B.
+          if ((kind == ScheduleKind::GPipe || kind == ScheduleKind::ZeroBubbleH1) && pp == 1)
+            continue;
           par.schedule = kind;
           std::vector<int64_t> vs{1};
           if (kind == ScheduleKind::Interleaved) {
@@ -194,28 +247,34 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
             if (!accepts_with_some_split(par, m, N, choose_split)) continue;
             // With SP the engine also needs T % tp == 0.
             par.sequence_parallel = true;
-            const bool sp_ok = tp > 1 && engine_accepts(par, m, N);
+            // (With cp each rank's T / cp tokens split over tp.)
+            const bool sp_ok = tp > 1 && (m.seq_length / cp) % tp == 0 && engine_accepts(par, m, N);
             for (int zero : sp.zero_stages) {
-              if (par.dp == 1 && zero > 0) continue;  // planner-only: nothing to shard over
+              if (par.dp * cp == 1 && zero > 0) continue;  // planner-only: nothing to shard over
               for (Recompute rc : sp.recompute)
                 for (bool seq_par : sp.sequence_parallel) {
                   if (seq_par && !sp_ok) continue;  // tp 1 (planner-only: nothing to split) or T % tp
                   // What ParallelConfig::validate refuses zb-h1 (checked here
                   // rather than by an exception per candidate).
                   if (kind == ScheduleKind::ZeroBubbleH1 && zero >= 2) continue;
-                  PlanLayout L;
-                  L.par = par;
-                  L.par.zero_stage = zero;
-                  L.par.recompute = rc;
-                  L.par.sequence_parallel = seq_par;
-                  L.precision = sp.precision;
-                  L.fp8 = sp.fp8;
-                  L.flash_attention = sp.flash_attention;
-                  L.overlap_grad_reduce = sp.overlap_grad_reduce;
-                  L.overlap_param_gather = sp.overlap_param_gather && (zero == 1 || zero == 2);
-                  L.tp_comm_overlap = sp.tp_comm_overlap && seq_par;
-                  L.engine = sp.engine;
-                  out.push_back(L);
+                  // ... and zb-h1 of an MoE model (its backward is not split yet).
+                  if (kind == ScheduleKind::ZeroBubbleH1 && m.moe()) continue;
+                  for (int64_t ep : ep_candidates(m, sp, par.dp * cp)) {
+                    PlanLayout L;
+                    L.par = par;
+                    L.par.zero_stage = zero;
+                    L.par.recompute = rc;
+                    L.par.sequence_parallel = seq_par;
+                    L.precision = sp.precision;
+                    L.fp8 = sp.fp8;
+                    L.flash_attention = sp.flash_attention;
+                    L.overlap_grad_reduce = sp.overlap_grad_reduce;
+                    L.overlap_param_gather = sp.overlap_param_gather && (zero == 1 || zero == 2);
+                    L.tp_comm_overlap = sp.tp_comm_overlap && seq_par;
+                    L.engine = sp.engine;
+                    out.push_back(L);
+                    out.back().par.ep = ep;
+                  }
                 }
             }
           }

@@ -23,8 +23,24 @@ struct SearchSpace {
   std::vector<int> zero_stages{0, 1, 2, 3};
   std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
   std::vector<bool> sequence_parallel{false, true};
+  // ZB-H1 (zero bubble, Qi et al. 2024) with pipelines of 2 or more
+  // stages, where the engine runs it (ZeRO 0-1, dense models).
   std::vector<ScheduleKind> schedules{ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
-                                      ScheduleKind::GPipe};
+                                      ScheduleKind::GPipe, ScheduleKind::ZeroBubbleH1};
+  // Context-parallel sizes to try (docs/context_parallel.md). Empty: 1, and
+  // for a sequence of kCpSearchMinSeq tokens or more every power of two up
+  // to kCpSearchMax that splits it into 2 cp chunks and the devices: below
+  // that length a rank's T / cp tokens leave the GEMMs too small for the
+  // activations saved to be worth the ring, and Megatron's and NeMo's
+  // recipes turn cp on only for long contexts. A search of the engine's own
+  // runs (engine, `tessera tune`) tries cp > 1 only once the engine's trial
+  // keys carry it (cp_in_engine_trials).
+  std::vector<int64_t> cp;
+  CpCommType cp_comm = CpCommType::P2p;  // --cp-comm-type of every cp > 1 candidate
+  // Expert-parallel sizes to try for an MoE model (docs/moe.md). Empty:
+  // every power of two dividing the experts and dp x cp (a search of the
+  // engine's own runs: 1 until its trial keys carry ep). A dense model: 1.
+  std::vector<int64_t> ep;
   Precision precision = Precision::Bf16;
   bool fp8 = false;  // --precision fp8: bf16 with FP8 linear GEMMs (PlanLayout::fp8)
   bool flash_attention = true;
@@ -55,6 +71,18 @@ struct SearchSpace {
 // the layers), the fastest allowed split is chosen.
 PlanLayout best_stage_split(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
                             ParamCounter& params, const CostOptions& screen);
+
+inline constexpr int64_t kCpSearchMinSeq = 16384;
+inline constexpr int64_t kCpSearchMax = 32;
+
+// The cp sizes a search tries (SearchSpace::cp, filled in when empty).
+std::vector<int64_t> cp_candidates(const GPTConfig& model, const SearchSpace& space);
+
+// Whether `tessera train` and tune's trials carry --context-parallel-size
+// (its field on the layout and trial surfaces: config/parallel_fields.cpp).
+bool cp_in_engine_trials();
+// The same for --expert-model-parallel-size.
+bool ep_in_engine_trials();
 
 struct SearchResult {
   std::vector<LayoutCost> ranked;     // fitting layouts, best first

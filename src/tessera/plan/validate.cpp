@@ -25,6 +25,7 @@ PlanLayout engine_layout(const RunMetrics& r) {
   L.flash_attention = true;
   L.overlap_grad_reduce = r.overlap_grad_reduce;
   L.overlap_param_gather = r.overlap_param_gather;
+  if (const double imb = median_moe_imbalance(r, 0); imb > 0) L.moe_imbalance = imb;
   return L;
 }
 
@@ -74,8 +75,8 @@ Validation validate_runs(const std::vector<std::string>& paths,
               [](const LayoutCost& x, const LayoutCost& y) { return x.time.step < y.time.step; });
     c.predicted = std::move(predictions[predictions.size() / 2]);
     c.step_error = (c.predicted.time.step - c.measured_step) / c.measured_step;
-    const comm::GridLayout grid{int(c.run.par.tp * c.run.par.pp * c.run.par.dp), int(c.run.par.tp),
-                                int(c.run.par.pp), int(c.run.par.dp)};
+    const comm::GridLayout grid{int(c.run.par.world()), int(c.run.par.tp), int(c.run.par.pp),
+                                int(c.run.par.dp), int(c.run.par.cp)};
     c.stage = grid.coord_of(int(c.run.rank)).pp;
     c.measured_ops = median_step_ops(c.run, 0);
     for (const auto& sc : c.predicted.stages)
@@ -140,6 +141,11 @@ std::string format_validation(const Validation& v, const SystemSpec& sys, bool b
     else
       out += "   (no memory recorded)";
     if (c.run.threads > 0) out += fmt::format("  [{} threads]", c.run.threads);
+    // An MoE run's measured imbalance: what the slowest expert-parallel
+    // rank's share of the experts' GEMMs is priced at (moe_cost.h); one
+    // rank running every expert does the same work however the tokens fall.
+    if (const double imb = median_moe_imbalance(c.run, 0); imb > 0)
+      out += fmt::format("  [moe imbalance {:.2f}]", imb);
     out += "\n";
   }
   out += fmt::format("\nmean absolute error: step time {:.1f}% over {} run(s)", 100 * v.step_mape,

@@ -49,6 +49,11 @@ void TrainConfig::validate(int64_t world) const {
     // The MoE aux loss is taken per whole sequence (seq_aux_loss).
     refuse(model.moe(), "--num-experts (MoE layers)");
   }
+  // Expert parallelism: its flags and layout checks exist, the engine does
+  // not place experts on ranks yet (docs/moe.md).
+  TESSERA_CHECK(par.ep == 1,
+                "{} {} ({} {}): expert parallelism is not run by the trainer yet (docs/moe.md)",
+                flag::ep, par.ep, flag::moe_dispatcher, moe_dispatcher_name(par.moe_dispatcher));
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.
   for (const auto& [v, flag] : {std::pair<double, const char*>{optim.lr, "--lr"},

@@ -1,0 +1,95 @@
+#include "tessera/plan/moe_cost.h"
+
+#include <algorithm>
+
+#include <string_view>
+
+#include "tessera/plan/comm_model.h"
+#include "tessera/plan/context_parallel_cost.h"
+#include "tessera/plan/layer_ops.h"
+
+namespace tessera::plan {
+
+double moe_row_factor(const GPTConfig& m, int64_t tokens) {
+  if (!m.moe() || m.moe_dropless()) return 1.0;
+  const double routed = double(tokens) * double(m.moe_router_topk);
+  return double(m.num_experts) * double(m.moe_capacity(tokens)) / routed;
+}
+
+double moe_mlp_activation_units(const GPTConfig& m, double dense_units, int64_t tokens) {
+  if (!m.moe()) return dense_units;
+  const double h = double(m.hidden_size), k = double(m.moe_router_topk);
+  // The experts have the dense MLP's width (GPTConfig::num_experts): the
+  // dense term per routed row.
+  const double experts = k * moe_row_factor(m, tokens) * dense_units;
+  const double moe = experts + 2 * k + 2 * k + 8 * double(m.num_experts) / h;
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < m.num_layers; ++l) moe_layers += m.moe_layer(l);
+  const double share = double(moe_layers) / double(m.num_layers);
+  return share * moe + (1 - share) * dense_units;
+}
+
+MoeAllToAll moe_all_to_all(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
+                           int64_t ep, int64_t stride) {
+  MoeAllToAll a;
+  if (!m.moe() || ep <= 1) return a;
+  const int64_t tokens = L.par.micro_batch * (m.seq_length / L.par.cp);  // a cp rank's
+  // Each rank's routed rows (its tokens' K choices, padded or dropped to
+  // capacity) of hidden size, in the activations' type.
+  const double bytes = double(tokens) * double(m.moe_router_topk) * moe_row_factor(m, tokens) *
+                       double(m.hidden_size) * double(activation_element_bytes(L.precision));
+  const double one = collective_cost(sys, CommOp::AllToAll, bytes, ep, stride, L.devices()).seconds;
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < m.num_layers; ++l) moe_layers += m.moe_layer(l);
+  const double share = double(moe_layers) / double(m.num_layers);
+  a.forward = 2 * one * share;   // dispatch, combine (an average layer)
+  a.backward = 2 * one * share;  // their gradients
+  return a;
+}
+
+double moe_imbalance_factor(double measured, int64_t ep) {
+  if (ep <= 1 || measured <= 1.0) return 1.0;
+  return std::min(measured, double(ep));
+}
+
+int64_t moe_ep(const PlanLayout& L) { return L.par.ep; }
+
+double moe_expert_params(const GPTConfig& m) {
+  const double h = double(m.hidden_size);
+  double p = (double(m.fc_width()) + double(m.ffn())) * h;
+  if (m.add_bias_linear) p += double(m.fc_width()) + h;
+  return p;
+}
+
+double moe_stage_expert_params(const GPTConfig& m, const ParallelConfig& par, int64_t stage) {
+  if (!m.moe()) return 0;
+  int64_t layers = 0;
+  for (int64_t l : par.stage_layer_list(m.num_layers, stage)) layers += m.moe_layer(l);
+  return double(layers) * double(m.num_experts) * moe_expert_params(m);
+}
+
+MemoryBytes moe_stage_state(const GPTConfig& m, const ParallelConfig& par, int64_t stage,
+                            double stage_params, const StateBytesPerParam& per, int64_t ep) {
+  const int64_t group = dp_cp(par);
+  const double experts = moe_stage_expert_params(m, par, stage);
+  const MemoryBytes dense = zero_state_bytes(stage_params - experts, per, par.zero_stage, group);
+  const MemoryBytes mine =
+      zero_state_bytes(experts / double(ep), per, par.zero_stage, std::max<int64_t>(1, group / ep));
+  return {dense.params + mine.params, dense.grads + mine.grads, dense.optimizer + mine.optimizer,
+          0.0};
+}
+
+MoePhaseSeconds moe_imbalance_seconds(const OpList& ol, const SystemSpec& sys, const PlanLayout& L,
+                                      double factor) {
+  MoePhaseSeconds out;
+  if (factor <= 1.0) return out;
+  for (const OpEntry& e : ol.layer) {
+    if (e.cls != OpClass::Gemm || !std::string_view(e.kernel).starts_with("grouped_matmul")) continue;
+    const double extra = (factor - 1.0) * op_seconds(e, sys, L);
+    (e.phase == OpPhase::Forward ? out.forward
+     : e.phase == OpPhase::Backward ? out.backward : out.recompute) += extra;
+  }
+  return out;
+}
+
+}  // namespace tessera::plan

@@ -151,6 +151,9 @@ expect_refusal '--num-experts with --tensor-model-parallel-size > 1 is not suppo
 expect_refusal '--num-experts with --pipeline-schedule zb-h1 is not supported yet' \
   train "${small[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 \
   --dry-run --dry-run-ranks 2
+expect_refusal '--num-experts with --pipeline-schedule zbv is not supported yet' \
+  train "${small[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zbv \
+  --virtual-pipeline-stages 2 --dry-run --dry-run-ranks 2
 
 # Context parallelism (docs/context_parallel.md): a layout it cannot hold is
 # one line and exit 2 before anything is allocated, and so, for now, is any

@@ -180,7 +180,8 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
         for (ScheduleKind kind : sp.schedules) {
           if (kind == ScheduleKind::GPipe && pp == 1) continue;  // planner-only: the same as 1F1B
           par.schedule = kind;
-          std::vector<int64_t> vs{1};
+          // zbv: two chunks per rank in its V, always.
+          std::vector<int64_t> vs{kind == ScheduleKind::ZeroBubbleV ? 2 : 1};
           if (kind == ScheduleKind::Interleaved) {
             vs.clear();
             for (int64_t v : sp.virtual_stages.empty() ? divisors(m.num_layers) : sp.virtual_stages)
@@ -200,9 +201,11 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
               for (Recompute rc : sp.recompute)
                 for (bool seq_par : sp.sequence_parallel) {
                   if (seq_par && !sp_ok) continue;  // tp 1 (planner-only: nothing to split) or T % tp
-                  // What ParallelConfig::validate refuses zb-h1 (checked here
-                  // rather than by an exception per candidate).
-                  if (kind == ScheduleKind::ZeroBubbleH1 && zero >= 2) continue;
+                  // What ParallelConfig::validate refuses zb-h1 and zbv (checked
+                  // here rather than by an exception per candidate).
+                  if ((kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::ZeroBubbleV) &&
+                      zero >= 2)
+                    continue;
                   PlanLayout L;
                   L.par = par;
                   L.par.zero_stage = zero;

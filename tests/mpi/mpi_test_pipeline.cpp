@@ -701,26 +701,33 @@ void remove_dirs(const std::vector<std::string>& dirs) {
     for (const auto& d : dirs) std::filesystem::remove_all(d);
 }
 
+// Steps 1..8 of `from` saved at step 4; `to` resumes it (the continuation
+// equals the uninterrupted run to the layout tests' tolerance) and saves
+// what it loaded; `from` resumes that bit for bit, so nothing was lost or
+// moved on the way through the other layout.
+void expect_round_trip(const SplitLayout& from, const SplitLayout& to, const char* dirs,
+                       const std::string& what) {
+  const std::string a = scratch_dir(fmt::format("{}_a", dirs).c_str()),
+                    b = scratch_dir(fmt::format("{}_b", dirs).c_str());
+  const std::vector<StepStats> straight = run_and_save(from, 4, a);
+  const std::vector<StepStats> resumed = load_and_run(to, 4, a, b);
+  for (int64_t s = 5; s <= 8; ++s)
+    test::expect_step_matches(resumed[size_t(s - 5)], straight[size_t(s - 1)], s, what);
+  const std::vector<StepStats> back = load_and_run(from, 4, b);
+  for (int64_t s = 5; s <= 8; ++s) {
+    EXPECT_EQ(back[size_t(s - 5)].loss, straight[size_t(s - 1)].loss) << what << " step " << s;
+    EXPECT_EQ(back[size_t(s - 5)].grad_norm, straight[size_t(s - 1)].grad_norm)
+        << what << " step " << s;
+  }
+  remove_dirs({a, b});
+}
+
 TEST(UnevenCheckpoint, SavedUnevenResumesEvenAndBackExactly) {
   // The mpi binaries run singleton and at 2 and 4 ranks (tests/CMakeLists.txt):
   // a case runs at the rank counts it names and is skipped, by design, at the others.
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
   const SplitLayout uneven{1, 2, 0, 1, 0}, even{1, 2, 0, 0, 0};  // layers 0 | 1-3 and 0-1 | 2-3
-  const std::string a = scratch_dir("uneven_a"), b = scratch_dir("uneven_b");
-  const std::vector<StepStats> straight = run_and_save(uneven, 4, a);
-  // uneven -> even: the continuation equals the uninterrupted uneven run.
-  const std::vector<StepStats> resumed = load_and_run(even, 4, a, b);
-  for (int64_t s = 5; s <= 8; ++s)
-    test::expect_step_matches(resumed[size_t(s - 5)], straight[size_t(s - 1)], s,
-                              "saved first 1 of 4, resumed even");
-  // even's save of what it loaded -> uneven again: bit for bit, so nothing
-  // was lost or moved on the way through the other split.
-  const std::vector<StepStats> back = load_and_run(uneven, 4, b);
-  for (int64_t s = 5; s <= 8; ++s) {
-    EXPECT_EQ(back[size_t(s - 5)].loss, straight[size_t(s - 1)].loss) << "step " << s;
-    EXPECT_EQ(back[size_t(s - 5)].grad_norm, straight[size_t(s - 1)].grad_norm) << "step " << s;
-  }
-  remove_dirs({a, b});
+  expect_round_trip(uneven, even, "uneven", "saved first 1 of 4, resumed even");
 }
 
 TEST(UnevenCheckpoint, SavedUnevenResumesUnderOtherLayouts) {
@@ -762,20 +769,7 @@ TEST(UnevenCheckpoint, SavedEvenResumesUneven) {
 TEST(ZbvCheckpoint, SavedZbvResumes1F1BAndBackExactly) {
   if (world().size() != 2) GTEST_SKIP() << "runs at 2 ranks";
   const SplitLayout zbv{1, 2, 1, 0, 0, ScheduleKind::ZeroBubbleV, 2}, ob{1, 2, 0};
-  const std::string a = scratch_dir("zbv_a"), b = scratch_dir("zbv_b");
-  const std::vector<StepStats> straight = run_and_save(zbv, 4, a);
-  // zbv -> 1f1b: the continuation equals the uninterrupted zbv run.
-  const std::vector<StepStats> resumed = load_and_run(ob, 4, a, b);
-  for (int64_t s = 5; s <= 8; ++s)
-    test::expect_step_matches(resumed[size_t(s - 5)], straight[size_t(s - 1)], s,
-                              "saved zbv, resumed 1f1b");
-  // 1f1b's save of what it loaded -> zbv again: bit for bit.
-  const std::vector<StepStats> back = load_and_run(zbv, 4, b);
-  for (int64_t s = 5; s <= 8; ++s) {
-    EXPECT_EQ(back[size_t(s - 5)].loss, straight[size_t(s - 1)].loss) << "step " << s;
-    EXPECT_EQ(back[size_t(s - 5)].grad_norm, straight[size_t(s - 1)].grad_norm) << "step " << s;
-  }
-  remove_dirs({a, b});
+  expect_round_trip(zbv, ob, "zbv", "saved zbv, resumed 1f1b");
 }
 
 }  // namespace

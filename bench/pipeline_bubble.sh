@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pipeline bubble on 2 ranks, small shape (LAYERS layers, default 8; hidden
-# HIDDEN, default 192; 6 heads, seq 64, micro-batch 2): pp = 2 with 1F1B and
-# GPipe on an even split, and 1F1B on the split `tessera plan` chooses for
+# HIDDEN, default 192; 6 heads, seq 64, micro-batch 2): pp = 2 with 1F1B,
+# GPipe and the zero-bubble zb-h1 and zbv (two chunks per rank in a V,
+# docs/zero_bubble.md) on an even split, and 1F1B on the split `tessera plan` chooses for
 # the shape (--decoder-first/last-pipeline-num-layers; the last stage also
 # runs the LM head and loss), against one rank, for m = 2 .. 32
 # micro-batches per step. Prints the median step time (steps 3..), the
@@ -13,14 +14,14 @@
 # 1.8 at C = 192, where moving one layer off the last stage can even the stages
 # out (5 | 3), but 0.9 at C = 384, where no whole layer can (the even split
 # idles ~20 % whatever m, and the planner rightly keeps it).
-# TINY=1 (CI, tests/bench): 2 layers of hidden 96, m = 2, 3 steps: seconds,
-# so a change that breaks the bench fails the suite.
+# TINY=1 (CI, tests/bench): 4 layers (zbv's 2 x 2 chunks) of hidden 96, m = 2,
+# 3 steps: seconds, so a change that breaks the bench fails the suite.
 # Usage: bench/pipeline_bubble.sh [BUILD_DIR]   env: LAYERS=8 HIDDEN=192 SYSTEM=local MS="2 4 8 16 32" TINY=0
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 if [ "${TINY:-0}" = 1 ]; then tiny=1; else tiny=0; fi
-layers=${LAYERS:-$([ $tiny = 1 ] && echo 2 || echo 8)}
+layers=${LAYERS:-$([ $tiny = 1 ] && echo 4 || echo 8)}
 hidden=${HIDDEN:-$([ $tiny = 1 ] && echo 96 || echo 192)}
 system=${SYSTEM:-local}
 ms=${MS:-$([ $tiny = 1 ] && echo 2 || echo 2 4 8 16 32)}
@@ -44,9 +45,10 @@ for m in $ms; do
   gb=$((2 * m))
   "$build/tessera" train "${shape[@]}" --global-batch-size $gb --threads 2 \
     --metrics-file "$out/one-$m.jsonl" > "$out/run.log" 2>&1 || { cat "$out/run.log"; exit 1; }
-  for kind in 1f1b gpipe; do
+  for kind in 1f1b gpipe zb-h1 zbv; do
+    v=$([ $kind = zbv ] && echo 2 || echo 1)  # zbv: two chunks per rank
     "$root/scripts/mpirun.sh" -n 2 "$build/tessera" train "${shape[@]}" --global-batch-size $gb \
-      --pipeline-model-parallel-size 2 --pipeline-schedule $kind \
+      --pipeline-model-parallel-size 2 --pipeline-schedule $kind --virtual-pipeline-stages $v \
       --metrics-file "$out/$kind-$m.jsonl" > "$out/run.log" 2>&1 || { cat "$out/run.log"; exit 1; }
   done
   # The planner's split for this shape, m and system (even when no uneven
@@ -94,4 +96,15 @@ for m in ms:
     s_ms, s_b = load(f"split-{m}")
     print(f"{m:>3} {one:10.1f} {f_ms:8.1f} {g_ms:9.1f} {100*f_b:8.1f}% {100*g_b:9.1f}%"
           f" {split_name(m):>6} {s_ms:9.1f} {100*s_b:9.1f}% {100/m:7.1f}% {100/(m+1):13.1f}%")
+# The zero-bubble schedules on the even split, beside 1F1B's (idle: time a
+# stage waited / its pipeline time; with equal F, B, W the ideal idle is
+# (p-1)/(m+p-1) for 1F1B and (p-1)/(3m+p-1) for zb-h1).
+print(f"\n{'m':>3} {'1f1b ms':>8} {'zb-h1 ms':>9} {'zbv ms':>7} {'1f1b idle':>10} {'zb-h1 idle':>11}"
+      f" {'zbv idle':>9} {'(p-1)/(3m+p-1)':>15}")
+for m in ms:
+    f_ms, f_b = load(f"1f1b-{m}")
+    h_ms, h_b = load(f"zb-h1-{m}")
+    v_ms, v_b = load(f"zbv-{m}")
+    print(f"{m:>3} {f_ms:8.1f} {h_ms:9.1f} {v_ms:7.1f} {100*f_b:9.1f}% {100*h_b:10.1f}%"
+          f" {100*v_b:8.1f}% {100/(3*m+1):14.1f}%")
 PY

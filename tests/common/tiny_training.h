@@ -125,12 +125,14 @@ inline void expect_activations_predicted(const Trainer& t, const TrainConfig& c,
     const auto& p = c.par;
     const ActShape shape = plan::engine_shape(
         c.model, p.micro_batch, p.tp, p.chunk_layer_count(c.model.num_layers, pp_rank),
-        pp_rank == p.pp - 1, p.sequence_parallel, p.recompute, L.precision);
+        pp_rank == chunk_rank(p.pp, p.pp * p.virtual_stages - 1, p.placement()),  // the head's
+        p.sequence_parallel, p.recompute, L.precision);
     const int64_t in_flight = plan::in_flight_chunks(p.schedule, p.pp, p.virtual_stages,
                                                      p.accumulation_steps(), pp_rank);
-    // zb-h1's slots also keep each layer's GEMM output gradients (model/block.h).
-    const int64_t stash =
-        p.schedule == ScheduleKind::ZeroBubbleH1 ? shape.L * layer_grad_stash_bytes(shape) : 0;
+    // A split backward's slots also keep each layer's GEMM output gradients (model/block.h).
+    const bool split =
+        p.schedule == ScheduleKind::ZeroBubbleH1 || p.schedule == ScheduleKind::ZeroBubbleV;
+    const int64_t stash = split ? shape.L * layer_grad_stash_bytes(shape) : 0;
     EXPECT_EQ(double(in_flight) * double(activations_bytes(shape) + stash),
               double(t.activation_bytes()))
         << precision_name(c.precision()) << " pp rank " << pp_rank;

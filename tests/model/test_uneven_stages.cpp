@@ -163,6 +163,64 @@ TEST(UnevenStages, EveryParameterHeldOnce) {
   EXPECT_EQ(total, one.param_count() + one.find("wte").numel());
 }
 
+// zbv's V (config/chunk_placement.h): rank r holds global chunks r and
+// 2 pp - 1 - r, so rank 0 holds the first layers and the last, the
+// embedding and the head (one token table: no tied copy anywhere), and the
+// chunks still follow one another in model order, evenly or with the first
+// stage's split.
+ParallelConfig zbv(int64_t pp, std::optional<int64_t> first = std::nullopt) {
+  ParallelConfig p = split(pp, first, std::nullopt, 2);
+  p.schedule = ScheduleKind::ZeroBubbleV;
+  return p;
+}
+
+TEST(ZbvLayout, RanksHoldTheVsTwoChunks) {
+  EXPECT_EQ(stage_layers(layers_model(4), zbv(2), 0), (Layers{0, 3}));
+  EXPECT_EQ(stage_layers(layers_model(4), zbv(2), 1), (Layers{1, 2}));
+  const GPTConfig m8 = layers_model(8);
+  for (int64_t r = 0; r < 4; ++r) EXPECT_EQ(stage_layers(m8, zbv(4), r), (Layers{r, 7 - r}));
+  // Two layers a chunk on rank 0 and two on rank 1: 0-1 | 2-3, 4-5 | 6-7.
+  EXPECT_EQ(stage_layers(m8, zbv(2), 0), (Layers{0, 1, 6, 7}));
+  EXPECT_EQ(zbv(2).stage_layers_str(8, 0), "0-1, 6-7");
+  // --decoder-first-pipeline-num-layers 2 of 6: rank 0 one layer a chunk.
+  const GPTConfig m6 = layers_model(6);
+  ASSERT_NO_THROW(zbv(2, 2).validate(m6, 2));
+  EXPECT_EQ(stage_layers(m6, zbv(2, 2), 0), (Layers{0, 5}));
+  EXPECT_EQ(stage_layers(m6, zbv(2, 2), 1), (Layers{1, 2, 3, 4}));
+}
+
+TEST(ZbvLayout, ChunksFollowInModelOrderAndEveryParameterIsHeldOnce) {
+  const GPTConfig m = layers_model(12);
+  for (const ParallelConfig& p : {zbv(2), zbv(3), zbv(2, 4), zbv(3, 8)}) {
+    ASSERT_NO_THROW(p.validate(m, p.pp)) << p.summary();
+    const ChunkPlacement V = p.placement();
+    ASSERT_EQ(V, ChunkPlacement::V);
+    int64_t total = 0;
+    for (int64_t r = 0; r < p.pp; ++r) {
+      const Layers layers = stage_layers(m, p, r);
+      const int64_t per_chunk = p.chunk_layer_count(m.num_layers, r);
+      for (int64_t j = 0; j < 2; ++j) {
+        const int64_t g = global_chunk(p.pp, r, j, V);
+        EXPECT_EQ(chunk_rank(p.pp, g, V), r);
+        EXPECT_EQ(chunk_local(p.pp, g, V), j);
+        EXPECT_EQ(layers[size_t(j * per_chunk)], p.chunk_first_layer(m.num_layers, g));
+        EXPECT_EQ(layers[size_t(j * per_chunk + per_chunk - 1)] + 1,
+                  p.chunk_first_layer(m.num_layers, g + 1))
+            << p.summary() << " rank " << r << " chunk " << j;
+      }
+      const ParamLayout L = ParamLayout::build(m, p, 0, r);
+      EXPECT_EQ(L.layers(), layers);
+      EXPECT_EQ(L.has_embedding(), r == 0);
+      EXPECT_EQ(L.has_head(), r == 0);
+      EXPECT_EQ(L.contains("wte"), r == 0);
+      total += L.param_count();
+    }
+    EXPECT_EQ(p.chunk_first_layer(m.num_layers, 2 * p.pp), m.num_layers);
+    // No tied copy: exactly the one-process model.
+    EXPECT_EQ(total, ParamLayout::build(m, ParallelConfig{}, 0, 0).param_count()) << p.summary();
+  }
+}
+
 TEST(UnevenStages, CheckpointMetadataKeepsTheSplit) {
   const ParallelConfig p = split(4, 1, 3);
   const ParallelConfig back = parallel_from_json(parallel_to_json(p));

@@ -2,6 +2,7 @@
 // own code (parameter layout, FLOPs, schedules).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tessera/model/flops.h"
@@ -138,6 +139,13 @@ TEST(PlanFormulas, InFlightClosedFormsMatchTheEngineSchedules) {
           EXPECT_EQ(in_flight_chunks(ScheduleKind::ZeroBubbleH1, p, 1, m, r),
                     peak_in_flight(build_schedule(ScheduleKind::ZeroBubbleH1, p, 1, m, r)))
               << "zb-h1 p " << p << " m " << m << " rank " << r;
+        // zbv: the lists' own peak (no closed form), within its cap.
+        if (p >= 2) {
+          const int64_t zbv = in_flight_chunks(ScheduleKind::ZeroBubbleV, p, 2, m, r);
+          EXPECT_EQ(zbv, peak_in_flight(build_schedule(ScheduleKind::ZeroBubbleV, p, 2, m, r)))
+              << "zbv p " << p << " m " << m << " rank " << r;
+          EXPECT_LE(zbv, 2 * std::min(m, p)) << "zbv p " << p << " m " << m << " rank " << r;
+        }
         for (int64_t v : {2, 3}) {
           if (p < 2 || m % p != 0) continue;
           EXPECT_EQ(in_flight_chunks(ScheduleKind::Interleaved, p, v, m, r),

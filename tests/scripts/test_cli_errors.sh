@@ -178,6 +178,9 @@ expect_refusal '--moe-token-dispatcher-type must be alltoall or allgather \(got 
   train "${small[@]}" "${moe[@]}" --moe-token-dispatcher-type flex
 expect_refusal '--expert-model-parallel-size 2 \(--moe-token-dispatcher-type alltoall\): expert parallelism is not run by the trainer yet' \
   train "${ep_small[@]}" "${moe[@]}" --expert-model-parallel-size 2 --dry-run --dry-run-ranks 2
+expect_refusal '--num-experts with --pipeline-schedule zbv is not supported yet' \
+  train "${small[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zbv \
+  --virtual-pipeline-stages 2 --dry-run --dry-run-ranks 2
 
 # Context parallelism (docs/context_parallel.md): a layout it cannot hold is
 # one line and exit 2 before anything is allocated, and so are the

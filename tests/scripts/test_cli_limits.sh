@@ -94,7 +94,14 @@ expect2 '--pp must be >= 1 \(got 0\)' "${plan[@]}" --pp 0
 expect2 '--micro-batch must be >= 1 \(got 0\)' "${plan[@]}" --micro-batch 0
 expect2 '--virtual-stages must be >= 1' "${plan[@]}" --virtual-stages 0
 expect2 '--zero must be 0, 1, 2 or 3' "${plan[@]}" --zero 7
-expect2 '--schedule zbv: schedule data only so far' "${plan[@]}" --schedule zbv
+# zbv is searched when asked (issue 36): its layouts name the two chunks.
+out=$(timeout 60 "$bin" "${plan[@]}" --schedule zbv --pp 2 2>&1)
+if [ $? -ne 0 ] || ! grep -q -- "--pipeline-schedule zbv --virtual-pipeline-stages 2" <<<"$out"; then
+  fail "plan --schedule zbv: no zbv layout with --virtual-pipeline-stages 2:"
+  echo "$out" | tail -3 | sed 's/^/    /'
+else
+  echo "ok (0): plan --schedule zbv plans"
+fi
 expect2 '--top must be >= 1 \(got -1\)' "${plan[@]}" --top -1
 expect2 '--devices must be in \[1, 16777216\]' plan --model gpt2-small --devices $big --global-batch-size 8
 expect2 '--global-batch-size must be in \[1, 16777216\]' plan --model gpt2-small --devices 8 --global-batch-size $big

@@ -72,10 +72,10 @@ expect_job_error2 2 '--pipeline-schedule zb-h1 does not support --zero-stage 2' 
 expect_job_error2 4 '--pipeline-schedule zb-h1 does not support --zero-stage 3' \
   train "${small[@]}" --pipeline-model-parallel-size 2 --num-layers 2 --pipeline-schedule zb-h1 \
   --zero-stage 3
-# zbv (issue 36) is schedule data only: the engine refuses it, once, exit 2.
-expect_job_error2 2 '--pipeline-schedule zbv is schedule data only' \
+# zbv (issue 36) splits its backward like zb-h1: ZeRO-2/3 refused the same way.
+expect_job_error2 2 '--pipeline-schedule zbv does not support --zero-stage 2' \
   train "${small[@]}" --pipeline-model-parallel-size 2 --num-layers 4 --pipeline-schedule zbv \
-  --virtual-pipeline-stages 2
+  --virtual-pipeline-stages 2 --zero-stage 2
 # calibrate: rank 0 alone finds the output unwritable; the job still ends,
 # before any measuring, with the message once.
 expect_job_error 2 '--output /proc/nonexistent/local.toml: cannot create directory /proc/nonexistent' \

@@ -142,11 +142,6 @@ plan::SearchSpace make_space(const PlanArgs& a, const ConfigRun* run) {
   if (!a.schedule.empty()) {
     sp.schedules.clear();
     for (const auto& s : a.schedule) sp.schedules.push_back(schedule_kind_parse(s));
-    // The search offers only what the engine runs (ParallelConfig::validate).
-    for (ScheduleKind k : sp.schedules)
-      TESSERA_CHECK(k != ScheduleKind::ZeroBubbleV,
-                    "--schedule zbv: schedule data only so far, the engine does not run it "
-                    "(docs/zero_bubble.md); search zb-h1");
   }
   if (a.sequence_parallel == "on") sp.sequence_parallel = {true};
   else if (a.sequence_parallel == "off") sp.sequence_parallel = {false};

@@ -247,21 +247,13 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
   static const std::string padded = "vocabulary padded to " + padding;
   checked_add(m.vocab_size, checked_mul(m.make_vocab_size_divisible_by, tp, padding.c_str()),
               padded.c_str());
-  if (schedule == ScheduleKind::ZeroBubbleV) {
-    // What the schedule itself needs (v = 2, pp >= 2) first, then the
-    // engine: its layout, executor peers and tied-embedding sum still place
-    // chunk g on rank g % pp, not in ZBV's V.
-    schedule_validate(schedule, pp, virtual_stages, accumulation_steps());
-    fail("{} zbv is schedule data only so far (its list and simulator, parallel/schedule.h); "
-         "the engine does not run it yet: use zb-h1",
-         flag::schedule);
-  }
   validate_model_split(*this, m);
-  if (schedule == ScheduleKind::ZeroBubbleH1) {
+  if (schedule == ScheduleKind::ZeroBubbleH1 || schedule == ScheduleKind::ZeroBubbleV) {
     // ZeRO-2/3 bind a layer's gradient (and ZeRO-3 its parameters) around
     // one backward at a time; a split backward has m of them open at once.
-    TESSERA_CHECK(zero_stage < 2, "{} zb-h1 does not support {} {} yet: use {} 0 or 1",
-                  flag::schedule, flag::zero_stage, zero_stage, flag::zero_stage);
+    TESSERA_CHECK(zero_stage < 2, "{} {} does not support {} {} yet: use {} 0 or 1",
+                  flag::schedule, schedule_kind_name(schedule), flag::zero_stage, zero_stage,
+                  flag::zero_stage);
   }
   if (pp > 1) {
     schedule_validate(schedule, pp, virtual_stages, accumulation_steps());
@@ -302,11 +294,12 @@ int64_t ParallelConfig::chunk_layer_count(int64_t num_layers, int64_t stage) con
 }
 
 int64_t ParallelConfig::chunk_first_layer(int64_t num_layers, int64_t global_chunk) const {
-  // Round j = g / pp of the interleaving holds num_layers / v layers (every
-  // rank's j-th chunk); inside it, the ranks before r come first.
-  const int64_t round = global_chunk / pp, rank = global_chunk % pp;
-  int64_t first = round * (num_layers / virtual_stages);
-  for (int64_t r = 0; r < rank; ++r) first += chunk_layer_count(num_layers, r);
+  // The chunks before g in model order, each of its rank's chunk size. (In
+  // RoundRobin that is round g / pp's num_layers / v per earlier round and
+  // the ranks before g % pp inside it.)
+  int64_t first = 0;
+  for (int64_t g = 0; g < global_chunk; ++g)
+    first += chunk_layer_count(num_layers, chunk_rank(pp, g, placement()));
   return first;
 }
 
@@ -314,7 +307,8 @@ std::vector<int64_t> ParallelConfig::stage_layer_list(int64_t num_layers, int64_
   std::vector<int64_t> out;
   const int64_t per_chunk = chunk_layer_count(num_layers, stage);
   for (int64_t j = 0; j < virtual_stages; ++j) {
-    const int64_t first = chunk_first_layer(num_layers, j * pp + stage);
+    const int64_t first =
+        chunk_first_layer(num_layers, global_chunk(pp, stage, j, placement()));
     for (int64_t l = 0; l < per_chunk; ++l) out.push_back(first + l);
   }
   return out;
@@ -324,7 +318,8 @@ std::string ParallelConfig::stage_layers_str(int64_t num_layers, int64_t stage) 
   std::string out;
   const int64_t per_chunk = chunk_layer_count(num_layers, stage);
   for (int64_t j = 0; j < virtual_stages; ++j) {
-    const int64_t first = chunk_first_layer(num_layers, j * pp + stage);
+    const int64_t first =
+        chunk_first_layer(num_layers, global_chunk(pp, stage, j, placement()));
     out += j ? ", " : "";
     out += per_chunk == 1 ? fmt::format("{}", first)
                           : fmt::format("{}-{}", first, first + per_chunk - 1);

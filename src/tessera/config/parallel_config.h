@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/config/chunk_placement.h"
 #include "tessera/config/gpt_config.h"
 
 namespace tessera {
@@ -20,11 +21,11 @@ enum class Recompute { None, Selective, Full };
 Recompute recompute_parse(std::string_view name);
 const char* recompute_name(Recompute r);
 
-// ZeroBubbleH1: 1F1B with backward split into input and weight gradients
-// (Qi et al. 2024, "Zero Bubble Pipeline Parallelism"), parallel/schedule.h.
-// ZeroBubbleV: the split backward over two chunks per rank placed in a V
-// (ZBV); schedule data and simulator only so far, the engine refuses it.
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleV };
+// ScheduleKind (config/chunk_placement.h): GPipe, OneFOneB, Interleaved,
+// ZeroBubbleH1 (1F1B with backward split into input and weight gradients,
+// Qi et al. 2024, "Zero Bubble Pipeline Parallelism"; parallel/schedule.h)
+// and ZeroBubbleV (the split backward over two chunks per rank placed in a
+// V: ChunkPlacement::V).
 
 // How context-parallel ranks exchange keys and values (--cp-comm-type):
 // p2p passes K/V blocks around the cp ring, overlapped with attention on
@@ -107,14 +108,17 @@ struct ParallelConfig {
 
   // ---- which layers each pipeline stage holds (validate first) ----
   // The model is cut into pp x v chunks of consecutive layers; global chunk
-  // g lives on pipeline rank g % pp as its local chunk g / pp (schedule.h).
+  // g lives where the schedule's placement() puts it (chunk_placement.h):
+  // pipeline rank g % pp as its local chunk g / pp, or zbv's V.
   // A rank's chunks all hold the same number of layers; ranks may differ.
+  ChunkPlacement placement() const { return chunk_placement(schedule); }
   bool uneven_stages() const { return first_stage_layers || last_stage_layers; }
   // Transformer layers held by pipeline rank `stage` (all its chunks).
   int64_t stage_layer_count(int64_t num_layers, int64_t stage) const;
   // Layers in each chunk of pipeline rank `stage`: stage_layer_count / v.
   int64_t chunk_layer_count(int64_t num_layers, int64_t stage) const;
-  // First global layer of global chunk g (g in [0, pp x v]; pp x v gives num_layers).
+  // First global layer of global chunk g (g in [0, pp x v]; pp x v gives
+  // num_layers): the layers of the chunks before it, wherever they live.
   int64_t chunk_first_layer(int64_t num_layers, int64_t global_chunk) const;
   // The global layers pipeline rank `stage` holds, ascending (its local
   // chunks in order).

@@ -60,11 +60,14 @@ const std::array<Field<P>, 16> kFields{{
      ChoiceAccess<P>{[](const P& p) { return schedule_kind_name(p.schedule); },
                      [](P& p, std::string_view v) { p.schedule = schedule_kind_parse(v); }},
      "gpipe, 1f1b, interleaved, zb-h1 or zbv"},
-    // Only the interleaved schedule has virtual stages (validate refuses
-    // v > 1 with another), so a planned layout names them only there.
+    // Only the interleaved and zbv schedules have virtual stages (validate
+    // refuses v > 1 with another), so a planned layout names them only there.
     {flag::virtual_stages, "virtual_stages", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
-     &P::virtual_stages, "model chunks per pipeline rank (interleaved schedule)", kPositive,
-     [](const P& p) { return p.schedule == ScheduleKind::Interleaved; }},
+     &P::virtual_stages, "model chunks per pipeline rank (interleaved schedule; zbv: 2)",
+     kPositive,
+     [](const P& p) {
+       return p.schedule == ScheduleKind::Interleaved || p.schedule == ScheduleKind::ZeroBubbleV;
+     }},
     {flag::first_stage_layers, "first_stage_layers",
      kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::first_stage_layers,
      "transformer layers of the first pipeline stage; the stages without such a flag split the "

@@ -38,7 +38,8 @@ FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute,
   if (recompute == Recompute::Selective)             // the attention core again
     extra = double(m.num_layers) * 4.0 * double(m.seq_length) * double(m.seq_length) *
             double(m.hidden_size);
-  if (schedule == ScheduleKind::ZeroBubbleH1) extra *= 2;
+  // The split backward's weight pass recomputes each layer once more.
+  if (schedule == ScheduleKind::ZeroBubbleH1 || schedule == ScheduleKind::ZeroBubbleV) extra *= 2;
   f.hardware = f.model + extra * double(sequences);
   return f;
 }

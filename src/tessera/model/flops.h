@@ -23,7 +23,7 @@ double layer_forward_flops(const GPTConfig& m, int64_t seq);
 double head_forward_flops(const GPTConfig& m, int64_t seq);
 
 // FLOPs of one optimizer step over `sequences` sequences of m.seq_length tokens.
-// Under zb-h1 (`schedule`) the recomputed part runs twice: before the input
+// Under zb-h1 and zbv (`schedule`) the recomputed part runs twice: before the input
 // pass and again before the weight pass.
 FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute,
                      ScheduleKind schedule = ScheduleKind::OneFOneB);

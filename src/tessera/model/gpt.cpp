@@ -284,8 +284,9 @@ StageChunk GPT::stage_chunk(int64_t local_chunk, int64_t chunks) const {
   // stage_layers() lists this rank's chunks in order, all of one size (an
   // uneven split differs between ranks, never between one rank's chunks).
   c.layer_begin = local_chunk * c.layer_count;
-  // Global chunk 0 is local chunk 0 of the first stage; the last global
-  // chunk is the last local chunk of the last stage.
+  // Global chunk 0 is local chunk 0 of the rank holding it; the last global
+  // chunk is that rank's last local chunk (the last stage's, or under zbv's
+  // V rank 0's chunk 1, beside the embedding).
   c.embeds = layout_.has_embedding() && local_chunk == 0;
   c.head = layout_.has_head() && local_chunk == chunks - 1;
   return c;

@@ -5,9 +5,10 @@
 namespace tessera {
 
 std::vector<int64_t> stage_layers(const GPTConfig& m, const ParallelConfig& par, int64_t pp_rank) {
-  // Chunk c of the model (pp * v chunks in all) goes to rank c % pp: with
-  // v = 1 that is a contiguous block per stage, with v > 1 Megatron's
-  // interleaved assignment; the uneven split, if any, is ParallelConfig's.
+  // Chunk c of the model (pp * v chunks in all) goes where the schedule's
+  // placement puts it: rank c % pp (with v = 1 a contiguous block per stage,
+  // with v > 1 Megatron's interleaved assignment) or zbv's V (rank r: chunks
+  // r and 2 pp - 1 - r); the uneven split, if any, is ParallelConfig's.
   return par.stage_layer_list(m.num_layers, pp_rank);
 }
 
@@ -58,8 +59,11 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
   L.padded_vocab_ = m.padded_vocab(par.tp);
   L.vocab_begin_ = tp_rank * (L.padded_vocab_ / par.tp);
   L.layers_ = stage_layers(m, par, pp_rank);
-  L.has_embedding_ = pp_rank == 0;
-  L.has_head_ = pp_rank == par.pp - 1;
+  // The ranks of the first and the last global chunk: stages 0 and pp - 1,
+  // or both rank 0 under zbv's V (one table, no copy: its gradient sums locally).
+  const int64_t chunks = par.pp * par.virtual_stages;
+  L.has_embedding_ = pp_rank == chunk_rank(par.pp, 0, par.placement());
+  L.has_head_ = pp_rank == chunk_rank(par.pp, chunks - 1, par.placement());
   const int64_t C = m.hidden_size, F = m.ffn();
   const int64_t hs = m.head_size(), Cq = m.num_heads * hs, Ckv = m.kv_heads() * hs;
   const bool norm_bias = !m.rmsnorm(), bias = m.add_bias_linear;

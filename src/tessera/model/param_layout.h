@@ -9,7 +9,9 @@
 // Order in the flat buffer: embeddings (first stage), then each transformer
 // layer's parameters contiguously, then the final norm and, when untied, the
 // LM head (last stage). Under pipeline parallelism the last stage of a tied
-// model also holds a copy of the token embedding.
+// model also holds a copy of the token embedding. (Under zbv's V placement
+// rank 0 holds the first and the last chunk: the embeddings and the head,
+// one token table.)
 //
 // The Llama family (GPTConfig's switches) changes the list, never the
 // names: no *.bias of an RMSNorm norm, no linear biases under
@@ -136,7 +138,8 @@ class ParamLayout {
 // The layers held by pipeline stage `pp_rank`: contiguous (the split of
 // ParallelConfig::stage_layer_count, uniform unless the first / last stage
 // sizes are set); with virtual stages each rank holds `virtual_stages`
-// non-contiguous chunks of equal size.
+// non-contiguous chunks of equal size (interleaved: round robin; zbv: the V,
+// config/chunk_placement.h), ascending.
 std::vector<int64_t> stage_layers(const GPTConfig& model, const ParallelConfig& par,
                                   int64_t pp_rank);
 

@@ -41,14 +41,21 @@ PipelineExecutor::PipelineExecutor(GPT& model, comm::Grid& grid, const PipelineO
     : model_(model), grid_(grid), opt_(options) {
   p_ = grid.pp().size();
   rank_ = grid.pp().rank();
-  // The model's chunks, message tags and tied-embedding sum follow the
-  // RoundRobin placement only (ParallelConfig::validate refuses it first).
-  TESSERA_CHECK(chunk_placement(opt_.kind) == ChunkPlacement::RoundRobin,
-                "pipeline executor: schedule {} is schedule data only, not run by the engine yet",
-                schedule_kind_name(opt_.kind));
-  actions_ = build_schedule(opt_.kind, p_, opt_.virtual_stages, opt_.micro_batches, rank_);
-  for (int64_t c = 0; c < opt_.virtual_stages; ++c)
-    chunks_.push_back(model_.stage_chunk(c, opt_.virtual_stages));
+  placement_ = chunk_placement(opt_.kind);
+  const int64_t v = opt_.virtual_stages;
+  head_rank_ = chunk_rank(p_, p_ * v - 1, placement_);
+  actions_ = build_schedule(opt_.kind, p_, v, opt_.micro_batches, rank_);
+  for (int64_t c = 0; c < v; ++c) {
+    chunks_.push_back(model_.stage_chunk(c, v));
+    // Under the V the previous global chunk may be this rank's too (the
+    // last rank's chunk 1 follows its chunk 0): its input is handed over in
+    // memory, and its input gradient goes back the same way (schedule.h's
+    // Emitter puts no transfer there).
+    const int64_t g = global_chunk(p_, rank_, c, placement_);
+    const bool here = placement_ == ChunkPlacement::V && g > 0 &&
+                      chunk_rank(p_, g - 1, placement_) == rank_;
+    prev_here_.push_back(here ? chunk_local(p_, g - 1, placement_) : -1);
+  }
   const ActShape shape =
       model_.stage_act_shape(opt_.micro_batch, opt_.seq_length, opt_.virtual_stages);
   const int64_t peak = peak_in_flight(actions_);
@@ -85,7 +92,7 @@ int64_t PipelineExecutor::activation_bytes() const {
 
 int64_t PipelineExecutor::tag(const Action& a) const {
   const bool grad = a.type == ActionType::SendGrad || a.type == ActionType::RecvGrad;
-  const int64_t boundary = message_boundary(a, p_, rank_);
+  const int64_t boundary = message_boundary(a, p_, rank_, placement_);
   return (a.micro_batch * p_ * opt_.virtual_stages + boundary) * 2 + (grad ? 1 : 0);
 }
 
@@ -93,10 +100,11 @@ int64_t PipelineExecutor::tag(const Action& a) const {
 // the receives still to post, and the loss so far.
 //
 // Slots are handed out in schedule order: to each RecvActivation (its irecv
-// is posted the moment it has a slot) and to each Forward of the embedding
-// chunk (which receives nothing). Handing them out in order keeps the count
-// at the schedule's peak: an early receive never takes the slot an earlier
-// Forward needs.
+// is posted the moment it has a slot) and to each Forward that receives
+// nothing (the embedding chunk's, and under zbv's V the last rank's chunk 1,
+// whose input its chunk 0 hands over in memory). Handing them out in order
+// keeps the count at the schedule's peak: an early receive never takes the
+// slot an earlier Forward needs.
 struct PipelineExecutor::StepState {
   PipelineExecutor& ex;
   const std::vector<Action>& actions;  // the training step's, or a forward-only pass's
@@ -118,7 +126,8 @@ struct PipelineExecutor::StepState {
     for (size_t i = 0; i < actions.size(); ++i) {
       const Action& a = actions[i];
       if (a.type == ActionType::RecvActivation ||
-          (a.type == ActionType::Forward && ex.chunks_[size_t(a.chunk)].embeds))
+          (a.type == ActionType::Forward &&
+           (ex.chunks_[size_t(a.chunk)].embeds || ex.prev_here_[size_t(a.chunk)] >= 0)))
         demands.push_back(i);
       if (a.type == ActionType::RecvGrad) grad_recvs.push_back(i);
     }
@@ -167,11 +176,26 @@ struct PipelineExecutor::StepState {
                   action_str(a), ex.rank_);
     return it->second;
   }
+  // The slot of the same micro-batch's local chunk `chunk` (a same-rank hand-off's other end).
+  Slot* slot_of(int64_t mb, int64_t chunk) {
+    return slot_of(Action{ActionType::Forward, mb, chunk, -1});
+  }
 };
+
+// The V's turn on one rank: chunk c's input (Ns, C) is the output of the same
+// micro-batch's previous chunk on this rank, still held in its slot (until
+// its backward). A copy stands in for the message; returns that slot.
+PipelineExecutor::Slot* PipelineExecutor::take_local_input(StepState& ss, const Action& a,
+                                                          Slot* s) {
+  Slot* prev = ss.slot_of(a.micro_batch, prev_here_[size_t(a.chunk)]);
+  std::copy_n(prev->acts.output(), ss.wire, s->acts.encoded);
+  return prev;
+}
 
 void PipelineExecutor::run_forward(StepState& ss, const Action& a, const PipelineCallbacks& cb) {
   Slot* s = ss.slot_of(a);
   const StageChunk& c = chunks_[size_t(a.chunk)];
+  if (prev_here_[size_t(a.chunk)] >= 0) take_local_input(ss, a, s);
   if (c.embeds || c.head) cb.data(a.micro_batch, s->inputs.data(), s->targets.data());
   s->acts.dropout = cb.dropout ? cb.dropout(a.micro_batch) : DropoutContext{};
   ss.loss_sum += model_.forward_stage(s->acts, c, s->inputs.data(), s->targets.data(), cb.hooks);
@@ -192,14 +216,19 @@ void PipelineExecutor::run_backward(StepState& ss, const Action& a, const Pipeli
   // The chunk's first backward of the step, whichever micro-batch the
   // schedule runs first: its weight gradients still hold zeros.
   s->acts.first_backward_of_step = nth == 1;
-  if (split) {
+  if (split)
     model_.backward_stage_input(s->acts, c, s->inputs.data(), s->targets.data(), dloss,
                                 s->stash.data(), cb.hooks);
-    return;  // the slot stays taken until the weight pass
-  }
-  model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss, cb.hooks);
+  else
+    model_.backward_stage(s->acts, c, s->inputs.data(), s->targets.data(), dloss, cb.hooks);
+  // The V's turn: the input gradient (Ns, C) goes to the previous chunk on
+  // this rank, whose slot waits for it in dresid (untouched since its forward).
+  const int64_t prev = prev_here_[size_t(a.chunk)];
+  if (prev >= 0)
+    std::copy_n(s->acts.dresid, ss.wire, ss.slot_of(a.micro_batch, prev)->acts.dresid);
+  if (split) return;  // the slot stays taken until the weight pass
   if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
-  if (c.embeds) ss.release(s);  // nothing to send back: done
+  if (c.embeds || prev >= 0) ss.release(s);  // nothing to send back: done
 }
 
 void PipelineExecutor::run_backward_weight(StepState& ss, const Action& a,
@@ -217,14 +246,19 @@ void PipelineExecutor::run_backward_weight(StepState& ss, const Action& a,
 
 void PipelineExecutor::run_reduce_grads(StepState& ss, const PipelineCallbacks& cb) {
   for (auto& s : slots_) s->finish_sends();
-  // The loss lives on the last stage; every stage reports it.
+  // The loss lives on the head's stage (the last; rank 0 under zbv's V);
+  // every stage reports it.
   float loss = float(ss.loss_sum / double(opt_.micro_batches));
-  if (p_ > 1) grid_.pp().broadcast(&loss, 1, Precision::Fp32, int(p_ - 1));
+  if (p_ > 1) grid_.pp().broadcast(&loss, 1, Precision::Fp32, int(head_rank_));
   loss_ = loss;
   // The tied token table: the first stage's lookup and the last stage's
   // head each hold part of its gradient; both copies must take the same step.
-  // An untied model's stages share no table (the last holds lm_head).
-  if (p_ > 1 && grid_.embedding() != nullptr && !model_.config().untie_embeddings) {
+  // An untied model's stages share no table (the last holds lm_head). Under
+  // zbv's V one rank holds both ends and the sum is already local (the
+  // grid's other member, stage pp - 1, then holds neither).
+  const ParamLayout& L = model_.layout();
+  if (p_ > 1 && grid_.embedding() != nullptr && !model_.config().untie_embeddings &&
+      L.has_embedding() != L.has_head()) {
     const ParamEntry& wte = model_.layout().find("wte");
     grid_.embedding()->all_reduce(std::span<float>(model_.grad_views().wte, size_t(wte.numel())));
   }
@@ -306,7 +340,8 @@ PipelineStepStats PipelineExecutor::step(const PipelineCallbacks& cb, float dlos
 }
 
 std::vector<float> PipelineExecutor::forward_only(const PipelineCallbacks& cb, int64_t m) {
-  const std::vector<Action> actions = build_forward_schedule(p_, opt_.virtual_stages, m, rank_);
+  const std::vector<Action> actions =
+      build_forward_schedule(p_, opt_.virtual_stages, m, rank_, placement_);
   StepState ss(*this, actions);
   std::vector<float> losses(size_t(m), 0.0f);  // (m,) filled on the last stage
   comm::Communicator& pp = grid_.pp();
@@ -321,6 +356,8 @@ std::vector<float> PipelineExecutor::forward_only(const PipelineCallbacks& cb, i
         break;
       case ActionType::Forward: {
         const StageChunk& c = chunks_[size_t(a.chunk)];
+        // The V's turn: the previous chunk's slot is done once its output is copied.
+        if (prev_here_[size_t(a.chunk)] >= 0) ss.release(take_local_input(ss, a, s));
         if (c.embeds || c.head) cb.data(a.micro_batch, s->inputs.data(), s->targets.data());
         s->acts.dropout = DropoutContext{};  // evaluation: no dropout
         const float loss =
@@ -341,8 +378,8 @@ std::vector<float> PipelineExecutor::forward_only(const PipelineCallbacks& cb, i
     }
   }
   for (auto& s : slots_) s->finish_sends();
-  // The losses live on the last stage; every stage returns them.
-  if (p_ > 1) pp.broadcast(losses.data(), size_t(m), Precision::Fp32, int(p_ - 1));
+  // The losses live on the head's stage; every stage returns them.
+  if (p_ > 1) pp.broadcast(losses.data(), size_t(m), Precision::Fp32, int(head_rank_));
   return losses;
 }
 

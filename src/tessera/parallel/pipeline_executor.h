@@ -11,6 +11,13 @@
 // first and last stage (grid.embedding()), then the caller's reduction runs
 // (data parallelism); OptimizerStep runs the caller's optimizer.
 //
+// zbv (ChunkPlacement::V, config/chunk_placement.h): the peers and tags
+// follow the placement; the last rank's two chunks of a micro-batch meet on
+// the rank, so chunk 1's input is copied from chunk 0's output and chunk 1's
+// input gradient into chunk 0's dresid, where the messages would have gone;
+// rank 0 holds the embedding and the head, so the tied table's gradient
+// sums in place and the loss comes from rank 0.
+//
 // Activation memory: slots, not micro-batches. A slot is one Activations of
 // the chunk shape (GPT::stage_act_shape); the executor allocates
 // peak_in_flight(schedule) of them and hands a slot to a (micro-batch,
@@ -36,7 +43,7 @@ namespace tessera {
 
 struct PipelineOptions {
   ScheduleKind kind = ScheduleKind::OneFOneB;
-  int64_t virtual_stages = 1;  // v: chunks per rank (> 1 only for Interleaved)
+  int64_t virtual_stages = 1;  // v: chunks per rank (> 1 for Interleaved; 2 for zbv)
   int64_t micro_batches = 1;   // m per step (per dp rank)
   int64_t micro_batch = 1;     // B sequences per micro-batch
   int64_t seq_length = 1;      // T
@@ -121,6 +128,7 @@ class PipelineExecutor {
   void run_backward(StepState& ss, const Action& a, const PipelineCallbacks& cb, float dloss);
   void run_backward_weight(StepState& ss, const Action& a, const PipelineCallbacks& cb);
   void run_reduce_grads(StepState& ss, const PipelineCallbacks& cb);
+  Slot* take_local_input(StepState& ss, const Action& a, Slot* s);
 
   GPT& model_;
   comm::Grid& grid_;
@@ -128,6 +136,11 @@ class PipelineExecutor {
   int64_t p_ = 1, rank_ = 0;
   std::vector<Action> actions_;
   std::vector<StageChunk> chunks_;
+  ChunkPlacement placement_ = ChunkPlacement::RoundRobin;  // where the chunks live (zbv: V)
+  int64_t head_rank_ = 0;  // the pp rank of the last global chunk (head, loss)
+  // Per local chunk: the local chunk before it in the model when that is on
+  // this rank too (zbv's V on the last rank: chunk 1 after chunk 0), else -1.
+  std::vector<int64_t> prev_here_;
   std::vector<std::unique_ptr<Slot>> slots_;
   bool split_ = false;  // the schedule splits backward (BackwardInput / BackwardWeight)
   float loss_ = 0.0f;

@@ -227,13 +227,18 @@ std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int6
   return out;
 }
 
-std::vector<Action> build_forward_schedule(int64_t p, int64_t v, int64_t m, int64_t rank) {
+std::vector<Action> build_forward_schedule(int64_t p, int64_t v, int64_t m, int64_t rank,
+                                           ChunkPlacement pl) {
   TESSERA_CHECK(p >= 1 && v >= 1 && m >= 1, "forward schedule: p, v, m must be >= 1 (got {}, {}, {})",
                 p, v, m);
   TESSERA_CHECK(rank >= 0 && rank < p, "pipeline rank {} out of range [0, {})", rank, p);
   std::vector<Action> out;
+  TESSERA_CHECK(pl == ChunkPlacement::RoundRobin || v == 2,
+                "forward schedule: the V placement has two chunks per rank (got {})", v);
   out.reserve(size_t(3 * m * v));  // per (mb, chunk): recv, F, send
-  Emitter e{p, v, rank, out};
+  // Local chunks in order are global chunks in ascending order in either
+  // placement, so the list runs (micro-batch, global chunk) ascending.
+  Emitter e{p, v, rank, out, pl};
   for (int64_t mb = 0; mb < m; ++mb)
     for (int64_t j = 0; j < v; ++j) e.forward(mb, j);
   return out;

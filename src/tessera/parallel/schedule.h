@@ -15,8 +15,10 @@
 // rank g % p as its local chunk g / p. So on rank r, local chunk j is global
 // chunk j*p + r, and activations flow g -> g+1: rank r's chunk j feeds rank
 // r+1's chunk j, and the last rank's chunk j feeds rank 0's chunk j+1.
-// zbv places its two chunks per rank in a V instead (ChunkPlacement below);
-// where two consecutive chunks share a rank there is no transfer at all.
+// zbv places its two chunks per rank in a V instead (config/chunk_placement.h);
+// where two consecutive chunks share a rank there is no transfer at all: the
+// executor hands the activation (and the gradient back) over in memory, in
+// the order the list carries.
 //
 // Point-to-point semantics (what the executor must do, what the simulator
 // models):
@@ -76,34 +78,9 @@ struct Action {
 // "F mb3 c1", "SendAct mb3 c1 -> r2", "ReduceGrads": for logs, traces and test failures.
 std::string action_str(const Action& a);
 
-// Where global chunk g lives: the one place chunk -> (rank, local chunk) is
-// decided for the schedules and the simulator.
-//   RoundRobin (every schedule but zbv): rank g % p, local chunk g / p.
-//   V (zbv, v = 2): rank r holds global chunks r (local 0) and 2p-1-r
-//     (local 1), so activations go down the ranks and back up: the last rank
-//     runs chunks p-1 and p back to back (a same-rank hand-off, no message)
-//     and rank 0 holds the first and the last chunk.
-// The engine's layout (model/param_layout, ParallelConfig::chunk_first_layer)
-// knows RoundRobin only; ParallelConfig::validate refuses zbv for training.
-enum class ChunkPlacement { RoundRobin, V };
-inline ChunkPlacement chunk_placement(ScheduleKind kind) {
-  return kind == ScheduleKind::ZeroBubbleV ? ChunkPlacement::V : ChunkPlacement::RoundRobin;
-}
-inline int64_t global_chunk(int64_t p, int64_t rank, int64_t local,
-                            ChunkPlacement pl = ChunkPlacement::RoundRobin) {
-  if (pl == ChunkPlacement::V) return local == 0 ? rank : 2 * p - 1 - rank;
-  return local * p + rank;
-}
-inline int64_t chunk_rank(int64_t p, int64_t global,
-                          ChunkPlacement pl = ChunkPlacement::RoundRobin) {
-  if (pl == ChunkPlacement::V) return global < p ? global : 2 * p - 1 - global;
-  return global % p;
-}
-inline int64_t chunk_local(int64_t p, int64_t global,
-                           ChunkPlacement pl = ChunkPlacement::RoundRobin) {
-  if (pl == ChunkPlacement::V) return global < p ? 0 : 1;
-  return global / p;
-}
+// Where global chunk g lives (ChunkPlacement, global_chunk, chunk_rank,
+// chunk_local): config/chunk_placement.h, the one place it is decided for
+// the schedules, the simulator, the engine's layout and the planner.
 
 // The boundary a Send/Recv action on `rank` crosses (see the header comment);
 // -1 for compute and step-level actions.
@@ -142,7 +119,10 @@ std::vector<Action> build_schedule(ScheduleKind kind, int64_t p, int64_t v, int6
 // (no m % p rule): every action waits only on actions of an earlier
 // (micro-batch, global chunk), which come earlier in their rank's list, so
 // the pass cannot deadlock. One chunk-activation is in flight per rank.
-std::vector<Action> build_forward_schedule(int64_t p, int64_t v, int64_t m, int64_t rank);
+// pl: the placement of the training schedule's chunks (zbv: V, where the
+// last rank runs its two chunks of a micro-batch back to back).
+std::vector<Action> build_forward_schedule(int64_t p, int64_t v, int64_t m, int64_t rank,
+                                           ChunkPlacement pl = ChunkPlacement::RoundRobin);
 
 // All ranks' lists, for the simulator and the tests.
 struct PipelineSchedule {

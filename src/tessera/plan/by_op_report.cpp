@@ -44,7 +44,8 @@ ByOpReport by_op(const GPTConfig& m, const SystemSpec& sys, const LayoutCost& c)
     auto kind = [&](CommOp k) {
       double t = chunks_run * layers_per_chunk * collective_seconds(ol.layer, k, sys, L);
       if (sc.stage == 0) t += double(mb) * collective_seconds(ol.embed, k, sys, L);
-      if (sc.stage == p - 1) t += double(mb) * collective_seconds(ol.head, k, sys, L);
+      if (sc.stage == chunk_rank(p, p * v - 1, par.placement()))  // the head's
+        t += double(mb) * collective_seconds(ol.head, k, sys, L);
       return t;
     };
     s.tp_all_reduce = kind(CommOp::AllReduce);

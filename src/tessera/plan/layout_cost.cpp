@@ -76,7 +76,10 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
   StageActivations a;
   a.in_flight = in_flight_chunks(L.par.schedule, p, v, L.micro_batches(), stage);
   const double held_layers = double(a.in_flight * layers_per_chunk);
-  const bool has_head = stage == p - 1;
+  // The head's stage: the last, or rank 0 under zbv's V (chunk_placement.h).
+  const bool has_head = stage == chunk_rank(p, p * v - 1, par.placement());
+  const bool split_backward =
+      par.schedule == ScheduleKind::ZeroBubbleH1 || par.schedule == ScheduleKind::ZeroBubbleV;
   if (L.precision == Precision::Fp32 || L.engine) {
     // The engine's arena (fp32, or 16-bit GEMM activations under --bf16 /
     // --fp16), built from the same ActShape the engine builds
@@ -93,9 +96,9 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
     const double per_layer = double(activations_bytes(two) - activations_bytes(one));
     a.layers = held_layers * per_layer;
     a.total = double(a.in_flight) * double(activations_bytes(shape)) + cp_buffers;
-    // zb-h1: each slot also keeps its layers' GEMM output gradients from
+    // zb-h1, zbv: each slot also keeps its layers' GEMM output gradients from
     // the input pass to the weight pass (the executor's stash, model/block.h).
-    if (par.schedule == ScheduleKind::ZeroBubbleH1)
+    if (split_backward)
       a.total += double(a.in_flight * shape.L * layer_grad_stash_bytes(shape));
     return a;
   }
@@ -122,8 +125,8 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
   // backward: 2 * 4 s b V / t.
   if (has_head)
     a.total += 8.0 * double(m.seq_length * par.micro_batch) * double(m.padded_vocab(par.tp) / par.tp);
-  // zb-h1's stash of GEMM output gradients, as the engine's (above).
-  if (par.schedule == ScheduleKind::ZeroBubbleH1)
+  // The split backward's stash of GEMM output gradients, as the engine's (above).
+  if (split_backward)
     a.total += double(a.in_flight * layers_per_chunk) *
                double(layer_grad_stash_bytes(engine_shape(m, par.micro_batch, par.tp, 1, false,
                                                           par.sequence_parallel, par.recompute,
@@ -316,9 +319,9 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   }
   w.layer_forward = lo.forward;
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
-  // zb-h1's weight pass: half of the backward GEMM time (dX and dW have the
-  // same FLOPs), and the layer recomputed again before it.
-  if (par.schedule == ScheduleKind::ZeroBubbleH1) {
+  // zb-h1's and zbv's weight pass: half of the backward GEMM time (dX and dW
+  // have the same FLOPs), and the layer recomputed again before it.
+  if (par.schedule == ScheduleKind::ZeroBubbleH1 || par.schedule == ScheduleKind::ZeroBubbleV) {
     w.layer_backward.add(lo.recompute, 1.0);
     w.layer_weight = 0.5 * lo.backward[Op::Gemm] + lo.recompute.total();
   }
@@ -370,10 +373,11 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   pc.p = p;
   pc.v = v;
   pc.m = L.micro_batches();
-  // Global chunk g runs on pipeline rank g % p (schedule.h).
+  // Global chunk g runs on its placement's rank (g % p; zbv's V).
+  const ChunkPlacement pl = par.placement();
   for (int64_t g = 0; g < p * v; ++g) {
-    pc.forward.push_back(w.forward(g % p).total());
-    pc.backward.push_back(w.backward(g % p).total());
+    pc.forward.push_back(w.forward(chunk_rank(p, g, pl)).total());
+    pc.backward.push_back(w.backward(chunk_rank(p, g, pl)).total());
   }
   pc.forward.front() += w.ends.embed_forward.total();
   pc.backward.front() += w.ends.embed_backward.total();
@@ -384,7 +388,7 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   // (model/gpt.h).
   double weight = 0, backward = 0;
   for (int64_t g = 0; g < p * v; ++g) {
-    weight += double(w.chunk_layers[size_t(g % p)]) * w.layer_weight;
+    weight += double(w.chunk_layers[size_t(chunk_rank(p, g, pl))]) * w.layer_weight;
     backward += pc.backward[size_t(g)];
   }
   pc.weight_share = backward > 0 ? std::min(1.0, weight / backward) : 0.0;
@@ -406,7 +410,8 @@ Profile stage_ops(const ChunkWork& w, const PlanLayout& L, int64_t s) {
   Profile ops;
   ops.add(w.forward(s), double(mb * v)).add(w.backward(s), double(mb * v));
   if (s == 0) ops.add(w.ends.embed_forward, double(mb)).add(w.ends.embed_backward, double(mb));
-  if (s == p - 1) ops.add(w.ends.head_forward, double(mb)).add(w.ends.head_backward, double(mb));
+  if (s == chunk_rank(p, p * v - 1, L.par.placement()))  // the last stage; zbv: rank 0
+    ops.add(w.ends.head_forward, double(mb)).add(w.ends.head_backward, double(mb));
   return ops;
 }
 
@@ -472,8 +477,9 @@ void step_comm(StepBreakdown& b, const GPTConfig& m, const SystemSpec& sys, cons
                    sys.comm_overlap * std::min(gather, next_forward);
   }
   // Untied: the first stage's wte and the last stage's lm_head are separate
-  // parameters, so nothing is summed between them.
-  if (p > 1 && !m.untie_embeddings) {
+  // parameters, so nothing is summed between them; nor under zbv's V, where
+  // rank 0 holds both ends and sums the table's gradient in place.
+  if (p > 1 && !m.untie_embeddings && par.placement() == ChunkPlacement::RoundRobin) {
     const double emb = double(m.padded_vocab(t) / t) * double(m.hidden_size) * per_param.grads;
     b.embedding_sync =
         collective_cost(sys, CommOp::AllReduce, emb, 2, (p - 1) * t * dp, L.devices()).seconds;

@@ -1,11 +1,37 @@
 #include "tessera/plan/memory_model.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "tessera/model/activations.h"
 #include "tessera/plan/moe_cost.h"
+#include "tessera/parallel/schedule.h"
 
 namespace tessera::plan {
+
+namespace {
+
+// ZBV's greedy order has no closed form: each rank's peak_in_flight of its
+// list, the engine's slot count, computed once per (p, m) (a search prices
+// many layouts of the same pipeline; the greedy run is O(p m)).
+int64_t zbv_in_flight(int64_t p, int64_t m, int64_t stage) {
+  static std::mutex mu;
+  static std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> peaks;  // (p, m) -> (p,)
+  const std::lock_guard<std::mutex> lock(mu);
+  auto it = peaks.find({p, m});
+  if (it == peaks.end()) {
+    std::vector<int64_t> per_rank;
+    for (const auto& list : build_pipeline(ScheduleKind::ZeroBubbleV, p, 2, m).ranks)
+      per_rank.push_back(peak_in_flight(list));
+    it = peaks.emplace(std::pair{p, m}, std::move(per_rank)).first;
+  }
+  return it->second[size_t(stage)];
+}
+
+}  // namespace
 
 StateBytesPerParam state_bytes_per_param(Precision p) {
   if (p == Precision::Fp32) return kFp32AdamBytes;
@@ -77,8 +103,9 @@ int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int
     case ScheduleKind::OneFOneB: return std::min(m, p - stage);
     // Each stage's deferred W's keep `stage` more than 1F1B: rank 0's peak everywhere.
     case ScheduleKind::ZeroBubbleH1: return std::min(m, p);
-    // Its greedy order's cap (parallel/schedule_zbv.cpp): half-size chunks.
-    case ScheduleKind::ZeroBubbleV: return 2 * std::min(m, p);
+    // Its greedy order's (parallel/schedule_zbv.cpp), per rank: at most its
+    // cap, 2 min(m, p) half-size chunks.
+    case ScheduleKind::ZeroBubbleV: return zbv_in_flight(p, m, stage);
     case ScheduleKind::Interleaved:
       return std::min(m * v, 2 * (p - stage - 1) + (v - 1) * p + 1);
   }

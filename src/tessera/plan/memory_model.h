@@ -56,7 +56,9 @@ ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64
 // what peak_in_flight() counts on build_schedule()'s lists (the tests check
 // they agree): GPipe m·v; 1F1B min(m, p - stage); interleaved, Megatron's
 // warm-up count plus one: min(m v, 2 (p - stage - 1) + (v - 1) p + 1);
-// ZB-H1 min(m, p) (activations live until the deferred weight pass).
+// ZB-H1 min(m, p) (activations live until the deferred weight pass); ZBV
+// has no closed form: its lists' own peak (at most 2 min(m, p) half-size
+// chunks), computed once per (p, m).
 int64_t in_flight_chunks(ScheduleKind kind, int64_t p, int64_t v, int64_t m, int64_t stage);
 
 }  // namespace tessera::plan

@@ -5,19 +5,22 @@
 namespace tessera::plan {
 
 int64_t ParamCounter::stage_params(const ParallelConfig& par, int64_t stage) {
-  auto key = std::make_tuple(par.tp * 1000003 + par.dp, par.pp, par.virtual_stages, stage,
+  // The chunks' placement (zbv's V: both ends on rank 0) rides with v.
+  const bool v_shape = par.placement() == ChunkPlacement::V;
+  auto key = std::make_tuple(par.tp * 1000003 + par.dp, par.pp, par.virtual_stages * 2 + v_shape, stage,
                              par.first_stage_layers.value_or(0), par.last_stage_layers.value_or(0));
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
   }
-  // Only tp, pp, v, the split and dp (units padded to 16 dp) shape the layout.
+  // Only tp, pp, v, the placement, the split and dp (units padded to 16 dp) shape the layout.
   ParallelConfig shape;
   shape.tp = par.tp;
   shape.dp = par.dp;
   shape.pp = par.pp;
   shape.virtual_stages = par.virtual_stages;
+  if (v_shape) shape.schedule = ScheduleKind::ZeroBubbleV;
   shape.first_stage_layers = par.first_stage_layers;
   shape.last_stage_layers = par.last_stage_layers;
   int64_t n = ParamLayout::build(model_, shape, 0, stage).numel();

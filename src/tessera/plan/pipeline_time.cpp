@@ -46,7 +46,9 @@ PipelineTime pipeline_time_estimate(const PipelineCosts& c) {
   PipelineTime t;
   t.busiest = max * double(c.m);
   double fill = 1.0;  // the part of the other stages' work the pipeline waits for
-  if (c.kind == ScheduleKind::ZeroBubbleH1) {
+  // The deferred W's fill the cool-down; zbv's V halves what is left again
+  // (/ v below): (p - 1) / (6m) with equal F, B, W, as its greedy list.
+  if (c.kind == ScheduleKind::ZeroBubbleH1 || c.kind == ScheduleKind::ZeroBubbleV) {
     const double f = std::accumulate(c.forward.begin(), c.forward.end(), 0.0);
     const double b = std::accumulate(c.backward.begin(), c.backward.end(), 0.0);
     const double w = b * c.weight_share;

@@ -233,7 +233,8 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
           if ((kind == ScheduleKind::GPipe || kind == ScheduleKind::ZeroBubbleH1) && pp == 1)
             continue;
           par.schedule = kind;
-          std::vector<int64_t> vs{1};
+          // zbv: two chunks per rank in its V, always.
+          std::vector<int64_t> vs{kind == ScheduleKind::ZeroBubbleV ? 2 : 1};
           if (kind == ScheduleKind::Interleaved) {
             vs.clear();
             for (int64_t v : sp.virtual_stages.empty() ? divisors(m.num_layers) : sp.virtual_stages)
@@ -254,11 +255,13 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
               for (Recompute rc : sp.recompute)
                 for (bool seq_par : sp.sequence_parallel) {
                   if (seq_par && !sp_ok) continue;  // tp 1 (planner-only: nothing to split) or T % tp
-                  // What ParallelConfig::validate refuses zb-h1 (checked here
-                  // rather than by an exception per candidate).
-                  if (kind == ScheduleKind::ZeroBubbleH1 && zero >= 2) continue;
-                  // ... and zb-h1 of an MoE model (its backward is not split yet).
-                  if (kind == ScheduleKind::ZeroBubbleH1 && m.moe()) continue;
+                  // What ParallelConfig::validate refuses zb-h1 and zbv (checked
+                  // here rather than by an exception per candidate) ...
+                  const bool zero_bubble =
+                      kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::ZeroBubbleV;
+                  if (zero_bubble && zero >= 2) continue;
+                  // ... and either of an MoE model (its backward is not split yet).
+                  if (zero_bubble && m.moe()) continue;
                   for (int64_t ep : ep_candidates(m, sp, par.dp * cp)) {
                     PlanLayout L;
                     L.par = par;

@@ -27,11 +27,15 @@ void TrainConfig::validate(int64_t world) const {
   TESSERA_CHECK(!model.moe() || par.tp == 1,
                 "{} with {} > 1 is not supported yet (MoE layers run without tensor "
                 "parallelism)", flag::num_experts, flag::tp);
-  // zb-h1's split backward stashes the dense MLP's dY; the MoE layer's
-  // backward is one pass (model/moe_layer.cpp) with no input/weight split yet.
-  TESSERA_CHECK(!model.moe() || par.schedule != ScheduleKind::ZeroBubbleH1,
-                "{} with {} zb-h1 is not supported yet (the MoE backward is not split into "
-                "input and weight passes)", flag::num_experts, flag::schedule);
+  // zb-h1's and zbv's split backward stashes the dense MLP's dY; the MoE
+  // layer's backward is one pass (model/moe_layer.cpp) with no input/weight
+  // split yet.
+  const bool split_backward =
+      par.schedule == ScheduleKind::ZeroBubbleH1 || par.schedule == ScheduleKind::ZeroBubbleV;
+  TESSERA_CHECK(!model.moe() || !split_backward,
+                "{} with {} {} is not supported yet (the MoE backward is not split into "
+                "input and weight passes)", flag::num_experts, flag::schedule,
+                schedule_kind_name(par.schedule));
   par.validate(model, world);
   // Context parallelism runs with the combinations its mpirun tests cover
   // (docs/context_parallel.md); the others are refused here, one line each.

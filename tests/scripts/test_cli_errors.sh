@@ -151,6 +151,25 @@ expect_refusal '--num-experts with --tensor-model-parallel-size > 1 is not suppo
 expect_refusal '--num-experts with --pipeline-schedule zb-h1 is not supported yet' \
   train "${small[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 \
   --dry-run --dry-run-ranks 2
+# Expert parallelism: experts that do not split over the ranks, ep without
+# experts, and ep x tp x pp that does not divide the world. Two data-
+# parallel ranks need a global batch of two micro-batches.
+ep_small=(--num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 16
+          --micro-batch-size 2 --global-batch-size 4 --train-iters 2 --no-progress)
+expect_refusal '--num-experts \(3\) must be divisible by --expert-model-parallel-size \(2\)' \
+  train "${ep_small[@]}" --num-experts 3 --moe-router-topk 2 --expert-model-parallel-size 2 \
+  --dry-run --dry-run-ranks 2
+expect_refusal '--expert-model-parallel-size 2 needs an MoE model \(--num-experts\)' \
+  train "${ep_small[@]}" --expert-model-parallel-size 2 --dry-run --dry-run-ranks 2
+expect_refusal '--expert-model-parallel-size \(2\) x --tensor-model-parallel-size \(1\) x --pipeline-model-parallel-size \(2\) must divide the world size 2' \
+  train "${small[@]}" "${moe[@]}" --num-layers 2 --expert-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --dry-run --dry-run-ranks 2
+expect_refusal '--expert-model-parallel-size must be >= 1 \(got 0\)' \
+  train "${small[@]}" "${moe[@]}" --expert-model-parallel-size 0
+expect_refusal '--moe-token-dispatcher-type must be alltoall or allgather \(got .flex.\)' \
+  train "${small[@]}" "${moe[@]}" --moe-token-dispatcher-type flex
+expect_refusal '--expert-model-parallel-size 2 \(--moe-token-dispatcher-type alltoall\): expert parallelism is not run by the trainer yet' \
+  train "${ep_small[@]}" "${moe[@]}" --expert-model-parallel-size 2 --dry-run --dry-run-ranks 2
 
 # Context parallelism (docs/context_parallel.md): a layout it cannot hold is
 # one line and exit 2 before anything is allocated, and so, for now, is any

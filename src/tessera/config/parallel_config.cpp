@@ -57,6 +57,16 @@ const char* cp_comm_name(CpCommType t) {
   return t == CpCommType::P2p ? "p2p" : "all_gather";
 }
 
+MoeDispatcher moe_dispatcher_parse(std::string_view s) {
+  if (s == "alltoall") return MoeDispatcher::AllToAll;
+  if (s == "allgather") return MoeDispatcher::AllGather;
+  fail("{} must be alltoall or allgather (got '{}')", flag::moe_dispatcher, s);
+}
+
+const char* moe_dispatcher_name(MoeDispatcher d) {
+  return d == MoeDispatcher::AllToAll ? "alltoall" : "allgather";
+}
+
 void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
   check_parallel_range(flag::pp, p);
   check_parallel_range(flag::virtual_stages, v);
@@ -86,8 +96,9 @@ void schedule_validate(ScheduleKind kind, int64_t p, int64_t v, int64_t m) {
 
 namespace {
 
-// tp, cp, pp >= 1 and world a multiple of tp x cp x pp.
-void validate_world(int64_t tp, int64_t cp, int64_t pp, int64_t world) {
+// tp, cp, pp, ep >= 1, world a multiple of tp x cp x pp, and ep a divisor
+// of the dp x cp ranks that leaves.
+void validate_world(int64_t tp, int64_t cp, int64_t pp, int64_t ep, int64_t world) {
   check_parallel_range(flag::tp, tp);
   check_parallel_range(flag::cp, cp);
   check_parallel_range(flag::pp, pp);
@@ -103,17 +114,25 @@ void validate_world(int64_t tp, int64_t cp, int64_t pp, int64_t world) {
                 "world size {} is not divisible by {} ({}) x {} ({}) x {} ({}): data-parallel "
                 "size = world / (tp x cp x pp) must be a whole number",
                 world, flag::tp, tp, flag::cp, cp, flag::pp, pp);
+  // The expert-parallel group is carved out of the dp x cp ranks, so ep
+  // must divide them: equivalently, ep x tp x cp x pp divides the world.
+  check_parallel_range(flag::ep, ep);
+  const int64_t dense_ranks = world / (tp * cp * pp) * cp;  // dp x cp
+  TESSERA_CHECK(dense_ranks % ep == 0,
+                "{} ({}) x {} ({}) x {} ({}) must divide the world size {}: expert-parallel "
+                "ranks are carved out of the data-parallel x context-parallel ranks ({} here)",
+                flag::ep, ep, flag::tp, tp, flag::pp, pp, world, dense_ranks);
 }
 
 }  // namespace
 
 void ParallelConfig::set_world(int64_t world) {
-  validate_world(tp, cp, pp, world);
+  validate_world(tp, cp, pp, ep, world);
   dp = world / (tp * cp * pp);
 }
 
 void ParallelConfig::validate_degrees(int64_t world) const {
-  validate_world(tp, cp, pp, world);
+  validate_world(tp, cp, pp, ep, world);
   TESSERA_CHECK(dp >= 1 && dp == world / (tp * cp * pp),
                 "data-parallel size {} is not world size {} / ({} ({}) x {} ({}) x {} ({}))", dp,
                 world, flag::tp, tp, flag::cp, cp, flag::pp, pp);
@@ -196,6 +215,12 @@ void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
   TESSERA_CHECK(p.cp == 1 || m.seq_length % (2 * p.cp) == 0,
                 "{} ({}) must be divisible into 2 x {} ({}) = {} equal chunks", flag::seq_length,
                 m.seq_length, flag::cp, p.cp, 2 * p.cp);
+  TESSERA_CHECK(p.ep == 1 || m.moe(), "{} {} needs an MoE model ({})", flag::ep, p.ep,
+                flag::num_experts);
+  TESSERA_CHECK(m.num_experts % p.ep == 0,
+                "{} ({}) must be divisible by {} ({}): each expert-parallel rank holds the same "
+                "number of experts",
+                flag::num_experts, m.num_experts, flag::ep, p.ep);
   check_parallel_range(flag::virtual_stages, p.virtual_stages);
   if (p.uneven_stages()) return validate_uneven_split(p, m.num_layers);
   static const std::string what = fmt::format("{} x {}", flag::pp, flag::virtual_stages);
@@ -253,8 +278,9 @@ std::string ParallelConfig::summary() const {
   std::string uneven;
   if (first_stage_layers) uneven += fmt::format(" first {}", *first_stage_layers);
   if (last_stage_layers) uneven += fmt::format(" last {}", *last_stage_layers);
-  const std::string context =
+  std::string context =
       cp > 1 ? fmt::format(" cp {} ({})", cp, cp_comm_name(cp_comm)) : std::string();
+  if (ep > 1) context += fmt::format(" ep {} ({})", ep, moe_dispatcher_name(moe_dispatcher));
   return fmt::format("tp {}{}{} pp {}{} dp {} | micro-batch {} global batch {} ({} accumulation "
                      "steps) | zero {} | recompute {}",
                      tp, sequence_parallel ? " (sequence parallel)" : "", context, pp,

@@ -34,6 +34,15 @@ enum class CpCommType { P2p, AllGather };
 CpCommType cp_comm_parse(std::string_view name);
 const char* cp_comm_name(CpCommType t);
 
+// How an MoE layer under expert parallelism moves tokens to the ranks that
+// hold their experts (--moe-token-dispatcher-type, Megatron-Core's names):
+// alltoall sends each rank exactly the rows its experts take; allgather
+// gathers every rank's rows on every expert-parallel rank, each rank keeps
+// the rows of its own experts, and a reduce-scatter brings the sums back.
+enum class MoeDispatcher { AllToAll, AllGather };
+MoeDispatcher moe_dispatcher_parse(std::string_view name);
+const char* moe_dispatcher_name(MoeDispatcher d);
+
 // CLI values of --pipeline-schedule: gpipe | 1f1b | interleaved | zb-h1 | zbv.
 ScheduleKind schedule_kind_parse(std::string_view s);
 const char* schedule_kind_name(ScheduleKind k);
@@ -53,6 +62,13 @@ struct ParallelConfig {
   // (kernels/context_chunks.h); see docs/context_parallel.md.
   int64_t cp = 1;
   CpCommType cp_comm = CpCommType::P2p;
+  // Expert-parallel ranks: each holds num_experts / ep of every MoE layer's
+  // experts. As in Megatron-Core the expert-parallel group is carved out of
+  // the dp x cp ranks (ep divides dp x cp; world stays tp x cp x pp x dp),
+  // and the dense parameters stay replicated over all of them; see
+  // docs/moe.md.
+  int64_t ep = 1;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::AllToAll;
   int64_t virtual_stages = 1;      // model chunks per pipeline rank
   ScheduleKind schedule = ScheduleKind::OneFOneB;
   int64_t micro_batch = 1;         // sequences per micro-batch per dp rank
@@ -79,8 +95,12 @@ struct ParallelConfig {
   // The degrees alone: tp, cp, pp >= 1 and world = tp x cp x pp x dp. Throws naming
   // the flags; what comm::GridLayout checks before it places ranks.
   void validate_degrees(int64_t world) const;
+  // Expert-data-parallel ranks: the dp x cp ranks that hold the same
+  // experts, over which the experts' gradients reduce.
+  int64_t expert_dp() const { return dp * cp / ep; }
   // Everything: the degrees, the batch, the model's divisibility by tp and
-  // pp x v, the sequence's into 2 x cp chunks, and the schedule. Throws tessera::Error naming the flag(s) of the
+  // pp x v, the sequence's into 2 x cp chunks, the experts' by ep, and the
+  // schedule. Throws tessera::Error naming the flag(s) of the
   // first impossible setting. world: the ranks the job was launched with.
   void validate(const GPTConfig& model, int64_t world) const;
   std::string summary() const;

@@ -11,7 +11,7 @@ using P = ParallelConfig;
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr FieldRange kPositive{1, kNoMax, ">= 1"};
 
-const std::array<Field<P>, 14> kFields{{
+const std::array<Field<P>, 16> kFields{{
     {flag::tp, "tp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::tp,
      "tensor-parallel ranks", kPositive},
     {flag::pp, "pp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::pp, "pipeline stages",
@@ -28,6 +28,17 @@ const std::array<Field<P>, 14> kFields{{
                      [](P& p, std::string_view v) { p.cp_comm = cp_comm_parse(v); }},
      "context parallelism's K/V exchange: p2p (a ring, overlapped with attention) or "
      "all_gather"},
+    // Expert parallelism is a flag and its checks only until the trainer
+    // runs it (train_config.cpp refuses ep > 1), so no plan, checkpoint or
+    // trial holds it yet.
+    {flag::ep, "ep", 0, &P::ep,
+     "expert-parallel ranks: each holds num-experts / ep of every MoE layer's experts (carved "
+     "out of the data-parallel x context-parallel ranks)",
+     kPositive},
+    {flag::moe_dispatcher, "moe_token_dispatcher_type", 0,
+     ChoiceAccess<P>{[](const P& p) { return moe_dispatcher_name(p.moe_dispatcher); },
+                     [](P& p, std::string_view v) { p.moe_dispatcher = moe_dispatcher_parse(v); }},
+     "how expert parallelism moves tokens to their experts: alltoall or allgather"},
     {flag::micro_batch, "micro_batch", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
      &P::micro_batch, "sequences per micro-batch", kPositive},
     {flag::global_batch, "global_batch", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,

@@ -39,11 +39,11 @@ void TrainConfig::validate(int64_t world) const {
                 "{} {} ({} {}): context parallelism is not run by the trainer yet (its grid "
                 "groups, chunking and ring-attention kernels exist; docs/context_parallel.md)",
                 flag::cp, par.cp, flag::cp_comm, cp_comm_name(par.cp_comm));
-  // Likewise expert parallelism: its flags and layout checks exist, the
-  // engine does not place experts on ranks yet (docs/moe.md).
-  TESSERA_CHECK(par.ep == 1,
-                "{} {} ({} {}): expert parallelism is not run by the trainer yet (docs/moe.md)",
-                flag::ep, par.ep, flag::moe_dispatcher, moe_dispatcher_name(par.moe_dispatcher));
+  // The expert-parallel layer exchanges fp32 rows only so far
+  // (model/expert_parallel.h).
+  TESSERA_CHECK(par.ep == 1 || (!bf16 && !fp16),
+                "{} {} runs in fp32 only so far: drop --bf16 / --fp16 or use {} 1", flag::ep,
+                par.ep, flag::ep);
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.
   for (const auto& [v, flag] : {std::pair<double, const char*>{optim.lr, "--lr"},

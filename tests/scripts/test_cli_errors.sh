@@ -176,8 +176,6 @@ expect_refusal '--expert-model-parallel-size must be >= 1 \(got 0\)' \
   train "${small[@]}" "${moe[@]}" --expert-model-parallel-size 0
 expect_refusal '--moe-token-dispatcher-type must be alltoall or allgather \(got .flex.\)' \
   train "${small[@]}" "${moe[@]}" --moe-token-dispatcher-type flex
-expect_refusal '--expert-model-parallel-size 2 runs in fp32 only so far' \
-  train "${ep_small[@]}" "${moe[@]}" --expert-model-parallel-size 2 --bf16 --dry-run --dry-run-ranks 2
 expect_refusal '--num-experts with --pipeline-schedule zbv is not supported yet' \
   train "${small[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zbv \
   --virtual-pipeline-stages 2 --dry-run --dry-run-ranks 2

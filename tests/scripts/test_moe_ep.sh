@@ -5,7 +5,9 @@
 # with the alltoall and the allgather dispatcher, EP 2 x DP 2 with ZeRO-3
 # and EP 2 x PP 2 (4 ranks): step 1 within 1e-5 relative, all 10 steps
 # within 1e-4, the gradient norms too (1e-5 at step 1, 1e-3 after), and
-# the capacity's drops equal one process's (global token order). Then a
+# the capacity's drops equal one process's (global token order). --bf16
+# (EP 2, EP 2 x DP 2 ZeRO-3) and --fp16 (EP 2, allgather) equal one process
+# in their precision to 2e-3. Then a
 # checkpoint saved at EP 2 resumes at EP 1, and one saved at EP 1 resumes
 # at EP 2, each to the uninterrupted run's losses.
 # Usage: test_moe_ep.sh TESSERA_BINARY SOURCE_DIR
@@ -65,6 +67,35 @@ compare "$tmp/one.jsonl" "$tmp/ep2.jsonl" ep2 2
 compare "$tmp/one.jsonl" "$tmp/ep2_allgather.jsonl" ep2_allgather 2
 compare "$tmp/one.jsonl" "$tmp/ep2_dp2_zero3.jsonl" ep2_dp2_zero3 4
 compare "$tmp/one.jsonl" "$tmp/ep2_pp2.jsonl" ep2_pp2 4
+# --bf16 / --fp16: the rows the experts' GEMMs read travel in 16 bits, the
+# rest in fp32 (model/expert_parallel.h); each run equals one process in
+# the same precision to the 16-bit layout tests' 2e-3 relative loss, every
+# step. EP 2 x DP 2 ZeRO-3 takes the experts from gathered 16-bit shards.
+run one_bf16 1 --train-iters 10 --bf16
+run ep2_bf16 2 --train-iters 10 --bf16 --expert-model-parallel-size 2
+run ep2_dp2_zero3_bf16 4 --train-iters 10 --bf16 --expert-model-parallel-size 2 --zero-stage 3
+run one_fp16 1 --train-iters 10 --fp16
+run ep2_fp16_allgather 2 --train-iters 10 --fp16 --expert-model-parallel-size 2 \
+  --moe-token-dispatcher-type allgather
+compare_lowp() {  # compare_lowp ONE OTHER NAME PRECISION
+  /usr/bin/python3 - "$@" <<'PY' || fail "$3 differs"
+import json, sys
+one_path, other_path, name, precision = sys.argv[1:5]
+def steps(p):
+    return {s["step"]: s for s in map(json.loads, open(p)) if "step" in s}
+one, other = steps(one_path), steps(other_path)
+assert sorted(other) == list(range(1, 11)) == sorted(one), f"{name}: steps {sorted(other)}"
+assert {s["precision"] for s in list(one.values()) + list(other.values())} == {precision}, name
+assert all(s["moe_tokens_dropped"] > 0 for s in one.values()), "the capacity drops nothing"
+loss = [abs(one[k]["loss"] - other[k]["loss"]) / abs(one[k]["loss"]) for k in sorted(one)]
+assert max(loss) <= 2e-3, f"{name} losses: {loss}"
+print(f"ok: {name}: 10 steps equal one {precision} process's (worst {max(loss):.1e} loss, relative)")
+PY
+}
+compare_lowp "$tmp/one_bf16.jsonl" "$tmp/ep2_bf16.jsonl" ep2_bf16 bf16
+compare_lowp "$tmp/one_bf16.jsonl" "$tmp/ep2_dp2_zero3_bf16.jsonl" ep2_dp2_zero3_bf16 bf16
+compare_lowp "$tmp/one_fp16.jsonl" "$tmp/ep2_fp16_allgather.jsonl" ep2_fp16_allgather fp16
+
 # The drops: each rank routes its own micro-batches with one process's
 # kernels, so rank 0's dropped choices under EP 2 are exactly those of the
 # same micro-batches under DP 2 (which equals one process: test_moe_layouts).
@@ -93,4 +124,4 @@ run load_ep2 2 --train-iters 10 --expert-model-parallel-size 2 --load "$tmp/ck1"
 compare "$tmp/one.jsonl" "$tmp/load_ep2.jsonl" load_ep2 2 6
 
 finish "EP layout(s) differ from one process" \
-  "MoE under EP 2 (alltoall, allgather), EP 2 x DP 2 ZeRO-3, EP 2 x PP 2 and across EP in checkpoints equals one process"
+  "MoE under EP 2 (alltoall, allgather), EP 2 x DP 2 ZeRO-3, EP 2 x PP 2, bf16 / fp16 and across EP in checkpoints equals one process"

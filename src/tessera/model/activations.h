@@ -143,7 +143,9 @@ struct EpMoeScratch {
 // forward to backward (the source side stays in MoeActs): rows received
 // for this rank's experts, expert-major, then by source rank. `ep` and
 // `scratch` are set by the model before each forward (null: no expert
-// parallelism, the layer runs all its experts itself).
+// parallelism, the layer runs all its experts itself). xe, h and act are
+// carved fp32-sized; under --bf16 / --fp16 they hold 16-bit rows, as
+// MoeActs' xs, h and act, in their first half (model/expert_parallel.cpp).
 struct EpMoeActs {
   const ExpertParallel* ep = nullptr;
   const EpMoeScratch* scratch = nullptr;

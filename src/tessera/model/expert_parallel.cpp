@@ -68,16 +68,37 @@ LayerWeights ep_local_experts(const LayerWeights& w, const ActShape& s, int64_t 
 namespace {
 
 // Rows between the exchanged (source-major) and the expert-major order, C
-// floats each; to_experts picks, !to_experts puts back.
-void reorder_rows(const kernels::Ops& ops, const EpRowTable& t, float* dst, const float* src,
-                  int64_t C, bool to_experts) {
+// elements of `dtype` each (fp32, or the run's 16-bit format: the bits move
+// unchanged); to_experts picks, !to_experts puts back.
+void reorder_rows(const kernels::Ops& ops, const EpRowTable& t, void* dst, const void* src,
+                  int64_t C, Precision dtype, bool to_experts) {
   ProfileScope scope(ops.profile(), Op::Residual);
+  const size_t row = size_t(C) * dtype_size(dtype);  // bytes
+  auto* d8 = static_cast<char*>(dst);
+  const auto* s8 = static_cast<const char*>(src);
   for (size_t k = 0; k < t.rows.size(); ++k) {
     if (t.rows[k] == 0) continue;
     const int64_t d = to_experts ? t.to[k] : t.from[k];
     const int64_t s = to_experts ? t.from[k] : t.to[k];
-    std::memcpy(dst + d * C, src + s * C, size_t(t.rows[k] * C) * sizeof(float));
+    std::memcpy(d8 + size_t(d) * row, s8 + size_t(s) * row, size_t(t.rows[k]) * row);
   }
+}
+
+// A view of `dtype` over an fp32-sized buffer (a 16-bit view uses its
+// first half).
+kernels::Act view_as(float* p, Precision dtype) {
+  if (dtype == Precision::Fp32) return p;
+  return kernels::Act(reinterpret_cast<uint16_t*>(p), dtype);
+}
+
+// The expert side's kept rows in the run's precision, that of one
+// process's MoeActs xs, h and act (16-bit under --bf16 / --fp16): EpMoeActs
+// carves them fp32-sized, and a 16-bit run uses the first half of each.
+struct ExpertRows {
+  kernels::Act xe, h, act;  // (rr, C), (rr, Ff), (rr, F)
+};
+ExpertRows expert_rows(const EpMoeActs& x, Precision dtype) {
+  return {view_as(x.xe, dtype), view_as(x.h, dtype), view_as(x.act, dtype)};
 }
 
 // Element counts of the alltoall's blocks from its row counts.
@@ -87,19 +108,22 @@ std::vector<size_t> elements(const std::vector<size_t>& rows, int64_t C) {
   return out;
 }
 
-// src (R, C): this rank's expert-sorted rows -> xfer, source-major rows
-// for this rank's experts (every rank's R rows under allgather).
+// src (R, C): this rank's expert-sorted rows, in their own precision ->
+// xfer, source-major rows for this rank's experts (every rank's R rows
+// under allgather), in the same precision.
 void send_to_experts(const kernels::Ops& ops, const ExpertParallel& ep, const EpRowTable& t,
-                     const float* src, float* xfer, int64_t R, int64_t C) {
+                     kernels::ConstAct src, float* xfer, int64_t R, int64_t C) {
   ProfileScope scope(ops.profile(), Op::Comm);
   if (ep.dispatcher == MoeDispatcher::AllToAll)
-    ep.group->all_to_all(src, elements(t.send, C), xfer, elements(t.recv, C), Precision::Fp32);
+    ep.group->all_to_all(src.p, elements(t.send, C), xfer, elements(t.recv, C), src.dtype);
   else
-    ep.group->all_gather(src, xfer, size_t(R * C), Precision::Fp32);
+    ep.group->all_gather(src.p, xfer, size_t(R * C), src.dtype);
 }
 
-// xe (rr, C) expert-major rows computed here -> dst (R, C) on the ranks the
-// rows came from, in their expert-sorted order. xfer: staging.
+// xe (rr, C) expert-major fp32 rows computed here -> dst (R, C) on the
+// ranks the rows came from, in their expert-sorted order. xfer: staging.
+// fp32 in every precision: one process keeps these rows (ys, and dxs for
+// the router's and permute's backward) in fp32 too.
 void return_to_sources(const kernels::Ops& ops, const ExpertParallel& ep, const EpRowTable& t,
                        const float* xe, float* xfer, float* dst, int64_t R, int64_t C) {
   if (ep.dispatcher == MoeDispatcher::AllGather) {
@@ -108,7 +132,7 @@ void return_to_sources(const kernels::Ops& ops, const ExpertParallel& ep, const 
     ProfileScope scope(ops.profile(), Op::Residual);
     std::memset(xfer, 0, size_t(ep.size() * R * C) * sizeof(float));
   }
-  reorder_rows(ops, t, xfer, xe, C, /*to_experts=*/false);
+  reorder_rows(ops, t, xfer, xe, C, Precision::Fp32, /*to_experts=*/false);
   ProfileScope scope(ops.profile(), Op::Comm);
   if (ep.dispatcher == MoeDispatcher::AllToAll)
     ep.group->all_to_all(xfer, elements(t.recv, C), dst, elements(t.send, C), Precision::Fp32);
@@ -116,13 +140,12 @@ void return_to_sources(const kernels::Ops& ops, const ExpertParallel& ep, const 
     ep.group->reduce_scatter(xfer, dst, size_t(R * C), Precision::Fp32, comm::ReduceOp::Sum);
 }
 
-const ExpertParallel& check_ep(const EpMoeActs& x, const MoeActs& m, const ActShape& s) {
+const ExpertParallel& check_ep(const EpMoeActs& x, const ActShape& s) {
   TESSERA_CHECK(x.ep && x.ep->active() && x.scratch,
                 "moe_*_ep needs an expert-parallel group of 2 or more ranks and its scratch");
   const ExpertParallel& ep = *x.ep;
   TESSERA_CHECK(s.E % ep.size() == 0, "{} experts do not split over {} expert-parallel ranks",
                 s.E, ep.size());
-  TESSERA_CHECK(!m.xs.lowp(), "expert parallelism runs in fp32 only so far");
   return ep;
 }
 
@@ -130,7 +153,7 @@ const ExpertParallel& check_ep(const EpMoeActs& x, const MoeActs& m, const ActSh
 
 void moe_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
                     const EpMoeActs& x, kernels::ConstAct ln2, float* out, const ActShape& s) {
-  const ExpertParallel& ep = check_ep(x, m, s);
+  const ExpertParallel& ep = check_ep(x, s);
   const EpMoeScratch& xs = *x.scratch;
   const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R(), P = ep.size();
   const int64_t El = E / P;
@@ -145,16 +168,20 @@ void moe_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeAct
   }
   const EpRowTable t = ep_row_table(x.all_counts, P, ep.rank(), E, R, ep.dispatcher);
   const int64_t rr = t.received;
-  send_to_experts(ops, ep, t, m.xs.f32(), xs.xfer, R, C);
-  reorder_rows(ops, t, x.xe, xs.xfer, C, /*to_experts=*/true);  // (rr, C)
-  ops.grouped_matmul_forward(x.h, x.xe, w.experts_fc_w, w.experts_fc_b, t.expert_rows.data(), rr,
+  // The ln2 rows travel in the run's precision (what one process's expert
+  // GEMM reads: xs is 16-bit under --bf16 / --fp16), so the experts see
+  // one process's bits.
+  send_to_experts(ops, ep, t, m.xs, xs.xfer, R, C);
+  const ExpertRows v = expert_rows(x, m.xs.dtype);
+  reorder_rows(ops, t, v.xe.p, xs.xfer, C, v.xe.dtype, /*to_experts=*/true);  // (rr, C)
+  ops.grouped_matmul_forward(v.h, v.xe, w.experts_fc_w, w.experts_fc_b, t.expert_rows.data(), rr,
                              El, C, s.Ff());  // (rr, Ff)
   if (s.swiglu)
-    ops.swiglu_forward(x.act, x.h, rr, s.F);
+    ops.swiglu_forward(v.act, v.h, rr, s.F);
   else
-    ops.gelu_forward(x.act, x.h, rr * s.F);
-  float* ye = xs.dye;  // (rr, C): backward's scratch, free in forward
-  ops.grouped_matmul_forward(ye, x.act, w.experts_proj_w, w.experts_proj_b, t.expert_rows.data(),
+    ops.gelu_forward(v.act, v.h, rr * s.F);
+  float* ye = xs.dye;  // (rr, C) fp32 as one process's ys: backward's scratch, free in forward
+  ops.grouped_matmul_forward(ye, v.act, w.experts_proj_w, w.experts_proj_b, t.expert_rows.data(),
                              rr, El, s.F, C);
   return_to_sources(ops, ep, t, ye, xs.xfer, m.ys, R, C);  // (R, C) as one process's ys
   ops.moe_combine_forward(out, m.ys, m.gates, m.slot, N, K, C);
@@ -164,23 +191,31 @@ void moe_backward_ep(const kernels::Ops& ops, const LayerWeights& w, const Layer
                      const MoeActs& m, const EpMoeActs& x, kernels::ConstAct ln2,
                      const float* dout, float* dln2, const Activations& scratch,
                      const ActShape& s, bool add_dw) {
-  const ExpertParallel& ep = check_ep(x, m, s);
+  const ExpertParallel& ep = check_ep(x, s);
   const EpMoeScratch& xs = *x.scratch;
   const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R(), F = s.F, P = ep.size();
   const int64_t El = E / P;
-  ops.moe_combine_backward(scratch.moe_dys, scratch.moe_dgates, dout, m.ys, m.gates, m.slot, N,
-                           K, C);  // dys (R, C)
+  // dys (R, C): fp32, or in the GEMM precision under --bf16 / --fp16 (as
+  // moe_backward's), and it travels so: the experts' GEMMs read one
+  // process's bits. Sent before the next grad_operand reuses its scratch.
+  const kernels::Act dys = ops.grad_operand(scratch.moe_dys, R * C);
+  ops.moe_combine_backward(dys, scratch.moe_dgates, dout, m.ys, m.gates, m.slot, N, K, C);
   const EpRowTable t = ep_row_table(x.all_counts, P, ep.rank(), E, R, ep.dispatcher);
   const int64_t rr = t.received;
-  send_to_experts(ops, ep, t, scratch.moe_dys, xs.xfer, R, C);
-  reorder_rows(ops, t, xs.dye, xs.xfer, C, /*to_experts=*/true);  // (rr, C)
-  ops.grouped_matmul_backward(xs.dact, g.experts_proj_w, g.experts_proj_b, xs.dye, x.act,
+  send_to_experts(ops, ep, t, dys, xs.xfer, R, C);
+  const kernels::Act dye = view_as(xs.dye, dys.dtype);             // (rr, C)
+  reorder_rows(ops, t, dye.p, xs.xfer, C, dye.dtype, /*to_experts=*/true);
+  const ExpertRows v = expert_rows(x, m.xs.dtype);
+  ops.grouped_matmul_backward(xs.dact, g.experts_proj_w, g.experts_proj_b, dye, v.act,
                               w.experts_proj_w, t.expert_rows.data(), rr, El, F, C, add_dw);
+  // (rr, Ff): fp32, or its 16-bit form in the same scratch (as moe_backward's
+  // grad_operand: the producer rounds once, the GEMM casts nothing)
+  const kernels::Act dh = view_as(xs.dh, v.h.dtype);
   if (s.swiglu)
-    ops.swiglu_backward(xs.dh, x.h, xs.dact, rr, F);
+    ops.swiglu_backward(dh, v.h, xs.dact, rr, F);
   else
-    ops.gelu_backward(xs.dh, x.h, xs.dact, rr * F);
-  ops.grouped_matmul_backward(xs.dxe, g.experts_fc_w, g.experts_fc_b, xs.dh, x.xe,
+    ops.gelu_backward(dh, v.h, xs.dact, rr * F);
+  ops.grouped_matmul_backward(xs.dxe, g.experts_fc_w, g.experts_fc_b, dh, v.xe,
                               w.experts_fc_w, t.expert_rows.data(), rr, El, C, s.Ff(), add_dw);
   return_to_sources(ops, ep, t, xs.dxe, xs.xfer, scratch.moe_dxs, R, C);  // dxs (R, C)
   moe_router_backward(ops, w, g, m, ln2, scratch.moe_dxs, dln2, scratch, s, add_dw);

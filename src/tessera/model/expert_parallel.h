@@ -25,7 +25,11 @@
 //
 // The communication is charged to the profile's comm kind, the reorders to
 // residual (as the other MoE row passes); the communicator logs, counts and
-// watches every call. fp32 only for now.
+// watches every call. Under --bf16 / --fp16 the rows a GEMM reads travel in
+// the run's 16-bit format (the ln2 rows forward, dL/d the experts' output
+// backward: one process holds them so too), the rows coming back in fp32
+// (the experts' output and dL/d their input, fp32 in one process as well),
+// so every expert computes on one process's bits.
 #pragma once
 #include <cstdint>
 #include <vector>

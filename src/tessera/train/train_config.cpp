@@ -55,11 +55,6 @@ void TrainConfig::validate(int64_t world) const {
     refuse(par.ep > 1, "--expert-model-parallel-size (expert parallelism)");
     refuse(model.moe(), "--num-experts (MoE layers)");
   }
-  // The expert-parallel layer exchanges fp32 rows only so far
-  // (model/expert_parallel.h).
-  TESSERA_CHECK(par.ep == 1 || (!bf16 && !fp16),
-                "{} {} runs in fp32 only so far: drop --bf16 / --fp16 or use {} 1", flag::ep,
-                par.ep, flag::ep);
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.
   for (const auto& [v, flag] : {std::pair<double, const char*>{optim.lr, "--lr"},

@@ -65,6 +65,49 @@ TEST(GridLayout, ContextParallelSizeMustDivideTheWorld) {
   EXPECT_THROW(GridLayout::make({.tp = 1, .pp = 1, .dp = 1, .cp = 0}, 4), Error);
 }
 
+// Expert parallelism splits each dp x cp group (member m = dp * cp + cp
+// rank): ep consecutive members exchange tokens, the members with the same
+// m % ep hold the same experts. 16 ranks, tp 2, cp 2, pp 2, dp 2.
+TEST(GridLayout, ExpertGroupsSplitTheDpCpGroup) {
+  const GridLayout l = GridLayout::make({.tp = 2, .pp = 2, .dp = 2, .cp = 2, .ep = 2}, 16);
+  EXPECT_EQ(l.ep, 2);
+  EXPECT_EQ(l.dp_cp_group(0), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(l.ep_group(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.expert_dp_group(0), (std::vector<int>{0, 4}));
+  EXPECT_EQ(l.dp_cp_index(13), 2);  // dp 1, cp 0
+  EXPECT_EQ(l.ep_group(13), (std::vector<int>{13, 15}));
+  EXPECT_EQ(l.expert_dp_group(13), (std::vector<int>{9, 13}));
+  // ep = dp x cp: one expert group per dp x cp group, expert-dp the rank alone.
+  const GridLayout all = GridLayout::make({.tp = 2, .pp = 2, .dp = 2, .cp = 2, .ep = 4}, 16);
+  EXPECT_EQ(all.ep_group(13), all.dp_cp_group(13));
+  EXPECT_EQ(all.expert_dp_group(13), (std::vector<int>{13}));
+  // ep = 1: the rank alone, and the dp x cp group.
+  const GridLayout none = GridLayout::make({.tp = 1, .pp = 1, .dp = 4}, 4);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(none.ep_group(r), (std::vector<int>{r}));
+    EXPECT_EQ(none.expert_dp_group(r), none.dp_cp_group(r));
+  }
+  const std::string table = format_layout_table(l);
+  EXPECT_NE(table.find("ep 2 groups of consecutive dp x cp ranks, expert-dp 2"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(format_layout_table(none).find("ep"), std::string::npos);
+}
+
+TEST(GridLayout, ExpertParallelSizeMustDivideTheDpCpRanks) {
+  try {
+    GridLayout::make({.tp = 2, .pp = 1, .dp = 3, .ep = 2}, 6);
+    FAIL() << "accepted ep 2 over 3 data-parallel ranks";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("--expert-model-parallel-size (2) x --tensor-model-parallel-size (2) x "
+                           "--pipeline-model-parallel-size (1) must divide the world size 6"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_THROW(GridLayout::make({.tp = 1, .pp = 1, .dp = 4, .ep = 0}, 4), Error);
+}
+
 TEST(GridLayout, SingleStageEmbeddingGroupIsTheRankAlone) {
   const GridLayout l = GridLayout::make({.tp = 2, .pp = 1, .dp = 2}, 4);
   EXPECT_EQ(l.embedding_group(3), (std::vector<int>{3}));

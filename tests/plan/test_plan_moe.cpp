@@ -175,7 +175,7 @@ TEST(PlanMoe, SearchTriesEveryExpertParallelSizeTheEngineAccepts) {
     EXPECT_NO_THROW(L.par.validate(m, sp.devices)) << L.str();
   }
   EXPECT_EQ(eps, (std::set<int64_t>{1, 2, 4}));  // dp x cp = 4
-  // A search of the engine's own runs keeps ep 1 until tessera train runs it.
+  // A search of the engine's own runs keeps ep 1 while ep is off the trial keys.
   sp.engine = true;
   for (const PlanLayout& L : enumerate_layouts(m, sys, sp))
     EXPECT_EQ(L.par.ep, ep_in_engine_trials() ? L.par.ep : 1) << L.str();

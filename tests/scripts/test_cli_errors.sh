@@ -176,11 +176,21 @@ expect_refusal '--expert-model-parallel-size must be >= 1 \(got 0\)' \
   train "${small[@]}" "${moe[@]}" --expert-model-parallel-size 0
 expect_refusal '--moe-token-dispatcher-type must be alltoall or allgather \(got .flex.\)' \
   train "${small[@]}" "${moe[@]}" --moe-token-dispatcher-type flex
-expect_refusal '--expert-model-parallel-size 2 \(--moe-token-dispatcher-type alltoall\): expert parallelism is not run by the trainer yet' \
-  train "${ep_small[@]}" "${moe[@]}" --expert-model-parallel-size 2 --dry-run --dry-run-ranks 2
 expect_refusal '--num-experts with --pipeline-schedule zbv is not supported yet' \
   train "${small[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zbv \
   --virtual-pipeline-stages 2 --dry-run --dry-run-ranks 2
+# Expert parallelism where the engine does not run it: the split-backward
+# schedules (as for any MoE model) and context parallelism.
+expect_refusal '--num-experts with --pipeline-schedule zb-h1 is not supported yet' \
+  train "${ep_small[@]}" "${moe[@]}" --num-layers 2 --expert-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 --dry-run --dry-run-ranks 4
+expect_refusal '--num-experts with --pipeline-schedule zbv is not supported yet' \
+  train "${ep_small[@]}" "${moe[@]}" --num-layers 2 --expert-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --pipeline-schedule zbv --virtual-pipeline-stages 2 \
+  --dry-run --dry-run-ranks 4
+expect_refusal '--context-parallel-size 2 with --expert-model-parallel-size \(expert parallelism\) is not supported yet' \
+  train "${small[@]}" "${moe[@]}" --context-parallel-size 2 --expert-model-parallel-size 2 \
+  --dry-run --dry-run-ranks 2
 
 # Context parallelism (docs/context_parallel.md): a layout it cannot hold is
 # one line and exit 2 before anything is allocated, and so are the

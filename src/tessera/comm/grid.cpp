@@ -19,6 +19,15 @@ Grid::Grid(Communicator& world, const ParallelConfig& par)
     cp_ = world.split((coord_.pp * L.dp + coord_.dp) * L.tp + coord_.tp, coord_.cp, "cp");
     dp_cp_ = world.split(coord_.pp * L.tp + coord_.tp, coord_.dp * L.cp + coord_.cp, "dp_cp");
   }
+  if (L.ep > 1) {
+    // Both inside this rank's dp x cp group (the same pp and tp): the color
+    // names that group, then the block of ep members (ep) or the slot in
+    // each block (expert_dp).
+    const int m = L.dp_cp_index(r), dense = coord_.pp * L.tp + coord_.tp;
+    const int blocks = L.dp * L.cp / L.ep;
+    ep_ = world.split(dense * blocks + m / L.ep, m % L.ep, "ep");
+    expert_dp_ = world.split(dense * L.ep + m % L.ep, m / L.ep, "expert_dp");
+  }
 }
 
 }  // namespace tessera::comm

@@ -1,4 +1,4 @@
-// Grid: this rank's tp, cp, dp, pp and embedding groups, split from the world by
+// Grid: this rank's tp, cp, dp, pp, ep and embedding groups, split from the world by
 // GridLayout's arithmetic. Built once at start (collective over the world)
 // and passed to whatever needs a group; the Grid owns the groups.
 #pragma once
@@ -30,6 +30,12 @@ class Grid {
   // The ranks that reduce gradients and shard ZeRO state together: dp x cp
   // (dp_cp_group's order); the dp group itself when cp = 1.
   Communicator& dp_cp() const { return dp_cp_ ? *dp_cp_ : *dp_; }
+  // Expert parallelism (GridLayout::ep_group): the ranks that exchange an
+  // MoE layer's tokens, null when ep = 1 (nothing is split then); and the
+  // ranks holding the same experts, which reduce their gradients and shard
+  // their ZeRO state: dp_cp() itself when ep = 1.
+  Communicator* ep() const { return ep_.get(); }
+  Communicator& expert_dp() const { return expert_dp_ ? *expert_dp_ : dp_cp(); }
   // Null on ranks in neither the first nor the last stage.
   Communicator* embedding() const { return embedding_.get(); }
 
@@ -37,7 +43,7 @@ class Grid {
   GridLayout layout_;
   int world_rank_ = 0;
   GridCoord coord_;
-  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_, cp_, dp_cp_;
+  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_, cp_, dp_cp_, ep_, expert_dp_;
 };
 
 }  // namespace tessera::comm

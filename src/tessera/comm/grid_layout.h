@@ -29,6 +29,9 @@ struct GridLayout {
   int pp = 1;
   int dp = 1;
   int cp = 1;
+  // Expert-parallel ranks, carved out of the dp x cp ranks (ep divides
+  // dp x cp). Last, so that the aggregates above still read as before.
+  int ep = 1;
 
   // The grid of `par`'s degrees over `world` ranks. Validates them with
   // ParallelConfig::validate_degrees (a tessera::Error naming the flags).
@@ -49,6 +52,19 @@ struct GridLayout {
   // rank d is member d * cp + c. With cp = 1 the latter is dp_group.
   std::vector<int> cp_group(int rank) const;
   std::vector<int> dp_cp_group(int rank) const;
+  // Expert parallelism splits the dp x cp group (the order above, member m)
+  // as Megatron-Core does, expert-parallel fastest: the expert-parallel
+  // group is the ep consecutive members m / ep (they exchange tokens every
+  // MoE layer, so they are the nearest), its rank m % ep; the expert-data-
+  // parallel group is the dp x cp / ep members with the same m % ep (they
+  // hold the same experts and reduce their gradients), its rank m / ep.
+  // With ep = 1 the former is the rank alone and the latter dp_cp_group.
+  int dp_cp_index(int rank) const {
+    const GridCoord c = coord_of(rank);
+    return c.dp * cp + c.cp;
+  }
+  std::vector<int> ep_group(int rank) const;
+  std::vector<int> expert_dp_group(int rank) const;
   // First and last pipeline stage of rank's (tp, dp) column: the ranks holding
   // the input embedding and the tied output head. Empty if `rank` is in
   // neither stage. With pp == 1 it is the rank alone.

@@ -28,9 +28,11 @@ const std::array<Field<P>, 16> kFields{{
                      [](P& p, std::string_view v) { p.cp_comm = cp_comm_parse(v); }},
      "context parallelism's K/V exchange: p2p (a ring, overlapped with attention) or "
      "all_gather"},
-    // Expert parallelism is a flag and its checks only until the trainer
-    // runs it (train_config.cpp refuses ep > 1), so no plan, checkpoint or
-    // trial holds it yet.
+    // Expert parallelism: no checkpoint holds it (every rank keeps every
+    // expert's parameters, so a checkpoint does not depend on it; docs/moe.md).
+    // The planner prices it (plan --ep), but a search of the engine's own runs
+    // and tune's trials keep ep 1 while it is off the layout and trial
+    // surfaces (plan::ep_in_engine_trials).
     {flag::ep, "ep", 0, &P::ep,
      "expert-parallel ranks: each holds num-experts / ep of every MoE layer's experts (carved "
      "out of the data-parallel x context-parallel ranks)",

@@ -49,6 +49,15 @@ void carve_moe(MoeActs& m, const ActShape& s, Carver& c) {
   m.ys = c.keep(R * s.C);
 }
 
+// Its expert side under expert parallelism: ep x R rows, the worst case.
+void carve_ep_moe(EpMoeActs& x, const ActShape& s, Carver& c) {
+  const int64_t Rx = s.ep * s.R();
+  x.all_counts = c.keep(s.ep * s.E);
+  x.xe = c.keep(Rx * s.C);
+  x.h = c.keep(Rx * s.Ff());
+  x.act = c.keep(Rx * s.F);
+}
+
 // Walks the views in a fixed order, pointing a's views into c's bases (null
 // pointers when c only counts).
 void carve(Activations& a, const ActShape& s, Carver& c) {
@@ -102,6 +111,7 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
     // Always kept: the next layer's input (or the stage's output).
     l.res_out = c.keep(Ns * s.C);
     if (s.moe()) carve_moe(l.moe, s, c);
+    if (s.moe() && s.ep > 1) carve_ep_moe(l.ep_moe, s, c);
   }
   if (s.has_head) {
     a.lnf = c.keep_act(Ns * s.C);
@@ -130,6 +140,11 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   a.moe_dxs = moe ? c.temp(R * s.C) : nullptr;
   a.moe_dgates = moe ? c.temp(BT * s.K) : nullptr;
   a.moe_dlogits = moe ? c.temp(BT * s.E) : nullptr;
+  if (moe && s.ep > 1) {
+    const int64_t Rx = s.ep * R;
+    a.ep_scratch = {c.temp(Rx * s.C), c.temp(Rx * s.C), c.temp(Rx * s.F), c.temp(Rx * Ff),
+                    c.temp(Rx * s.C)};
+  }
 }
 
 Carver count(const ActShape& s) {

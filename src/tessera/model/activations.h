@@ -54,6 +54,9 @@ struct ActShape {
   // Some layer has a dense MLP (false when every layer is an MoE layer,
   // --moe-layer-freq 1): only then are the dense MLP's views carved.
   bool dense_mlp = true;
+  // Expert-parallel ranks (model/expert_parallel.h): above 1 every MoE
+  // layer also keeps the expert-side views of EpMoeActs, ep x R rows each.
+  int64_t ep = 1;
 
   int64_t N() const { return B * T; }
   bool moe() const { return E > 0; }
@@ -124,6 +127,34 @@ struct MoeActs {
   float* ys = nullptr;         // (R, C) the experts' output rows, fp32 (the gates' gradient reads them)
 };
 
+struct ExpertParallel;  // model/expert_parallel.h
+
+// Expert parallelism's scratch (model/expert_parallel.h), shared by every
+// MoE layer: Rx = ep x R rows each.
+struct EpMoeScratch {
+  float* xfer = nullptr;  // (Rx, C) rows as exchanged (source-major)
+  float* dye = nullptr;   // (Rx, C) dL/d the experts' output rows (forward: the rows themselves)
+  float* dact = nullptr;  // (Rx, F)
+  float* dh = nullptr;    // (Rx, Ff)
+  float* dxe = nullptr;   // (Rx, C)
+};
+
+// An MoE layer's expert-side views under expert parallelism, kept from
+// forward to backward (the source side stays in MoeActs): rows received
+// for this rank's experts, expert-major, then by source rank. `ep` and
+// `scratch` are set by the model before each forward (null: no expert
+// parallelism, the layer runs all its experts itself). xe, h and act are
+// carved fp32-sized; under --bf16 / --fp16 they hold 16-bit rows, as
+// MoeActs' xs, h and act, in their first half (model/expert_parallel.cpp).
+struct EpMoeActs {
+  const ExpertParallel* ep = nullptr;
+  const EpMoeScratch* scratch = nullptr;
+  float* all_counts = nullptr;  // (ep, E) every rank's rows per expert, as floats (exact)
+  float* xe = nullptr;          // (Rx, C) the received ln2 rows
+  float* h = nullptr;           // (Rx, Ff) the local experts' fc output
+  float* act = nullptr;         // (Rx, F) GELU(h) or SwiGLU(h)
+};
+
 struct LayerActs {
   kernels::Act ln1;           // (Ns, C)
   float* ln1_mean = nullptr;  // (Ns) LayerNorm only
@@ -139,6 +170,7 @@ struct LayerActs {
   kernels::Act fch_gelu;      // (B, T, F) GELU(fch), or silu(gate) * up under SwiGLU
   float* res_out = nullptr;   // (Ns, C) layer output
   MoeActs moe;                // an MoE layer's routing and experts (null views without MoE)
+  EpMoeActs ep_moe;           // its expert side under expert parallelism (null views without)
 };
 
 // Where one micro-batch's dropout masks come from (kernels/dropout_site.h):
@@ -211,6 +243,7 @@ struct Activations {
   float* moe_dxs = nullptr;     // (R, C) dL/d xs
   float* moe_dgates = nullptr;  // (N, K)
   float* moe_dlogits = nullptr; // (N, E)
+  EpMoeScratch ep_scratch;      // expert parallelism only (s.ep > 1)
   // Set by the model before a backward: d(loss being minimised)/d(a
   // micro-batch's mean-over-tokens loss), dloss * N, what the MoE layers'
   // aux and z-losses are scaled by (they are means over the micro-batch).

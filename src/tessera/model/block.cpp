@@ -1,5 +1,6 @@
 #include "tessera/model/block.h"
 
+#include "tessera/model/expert_parallel.h"
 #include "tessera/model/moe_layer.h"
 
 namespace tessera {
@@ -98,7 +99,13 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
                         s);
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
   if (w.moe()) {
-    moe_forward(ops, w, a.moe, ln2, a.res_out, s);  // the experts in place of the MLP
+    // The experts in place of the MLP: all of them here, or this rank's
+    // share with the tokens exchanged over the expert-parallel group.
+    if (const ExpertParallel* ep = a.ep_moe.ep)
+      moe_forward_ep(ops, ep_local_experts(w, s, ep->size(), ep->rank()), a.moe, a.ep_moe, ln2,
+                     a.res_out, s);
+    else
+      moe_forward(ops, w, a.moe, ln2, a.res_out, s);
   } else if (!a.fch.lowp() && !s.swiglu && w.fc_b) {
     // fp32 GELU: the fc bias is added in the activation's pass (the same
     // bits as the GEMM's own bias pass, one sweep of fch less). Under
@@ -220,7 +227,12 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
                         N, C, prof);  // (N, C)
   if (w.moe()) {
     // zb-h1 is refused with MoE (train/train_config.cpp): no stash here
-    moe_backward(ops, w, g, a.moe, a.ln2, dy, scratch.dln, scratch, s, add_dw);
+    if (const ExpertParallel* ep = a.ep_moe.ep)
+      moe_backward_ep(ops, ep_local_experts(w, s, ep->size(), ep->rank()),
+                      ep_local_experts(g, s, ep->size(), ep->rank()), a.moe, a.ep_moe, a.ln2, dy,
+                      scratch.dln, scratch, s, add_dw);
+    else
+      moe_backward(ops, w, g, a.moe, a.ln2, dy, scratch.dln, scratch, s, add_dw);
   } else {
     // (N, F) dL/d fch_gelu: in dfch for GELU (which then works in place),
     // in dact for SwiGLU (its input gradient is twice as wide).

@@ -13,11 +13,15 @@ GPT::GPT(const GPTConfig& config, const ParamLayout& layout, const GPTOptions& o
       layout_(layout),
       tp_(options.tp),
       cp_(options.cp),
+      ep_(options.ep),
       recompute_(options.recompute),
       backend_(options.backend ? options.backend : &kernels::cpu_backend()) {
   TESSERA_CHECK(tp_.size() == layout_.tp(),
                 "GPT: tensor-parallel group of {} ranks for a layout split over tp {}", tp_.size(),
                 layout_.tp());
+  TESSERA_CHECK(!ep_.active() || (config_.moe() && config_.num_experts % ep_.size() == 0),
+                "GPT: {} experts over an expert-parallel group of {} ranks", config_.num_experts,
+                ep_.size());
   if (options.own_params) {
     params_.allocate(layout.numel());
     w_ = bind_weights(layout_, params_.f32());
@@ -66,8 +70,10 @@ ActShape GPT::act_shape(int64_t B, int64_t T) const {
   // all padding).
   const int64_t V = std::max<int64_t>(0, std::min(layout_.vocab_end(), config_.vocab_size) -
                                              layout_.vocab_begin());
-  return act_shape_of(m, B, layout_.tp(), tp_.sp(), int64_t(layout_.layers().size()),
-                      layout_.has_head(), V, recompute_, lowp_.precision);
+  ActShape s = act_shape_of(m, B, layout_.tp(), tp_.sp(), int64_t(layout_.layers().size()),
+                            layout_.has_head(), V, recompute_, lowp_.precision);
+  s.ep = ep_.size();  // the MoE layers' expert-side views (model/expert_parallel.h)
+  return s;
 }
 
 // out (rows, C) += the position rows of flattened (B, T) token rows
@@ -140,6 +146,10 @@ void GPT::layers_forward(Activations& acts, size_t first, LayerHooks* hooks) {
   for (size_t i = 0; i < acts.layers.size(); ++i) {
     const size_t l = first + i;  // the rank's layer; i is the chunk's
     if (hooks) hooks->before_forward(l);
+    if (ep_.active()) {  // the layer's exchange group and scratch, for forward and backward
+      acts.layers[i].ep_moe.ep = &ep_;
+      acts.layers[i].ep_moe.scratch = &acts.ep_scratch;
+    }
     block_forward(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,
                   acts.tp_full, layer_dropout(acts, l));
     if (acts.moe_sums && w_.layers[l].moe())  // the routing's stats, for the step's metrics

@@ -13,6 +13,7 @@
 #include "tessera/model/activations.h"
 #include "tessera/model/block.h"
 #include "tessera/model/context_parallel.h"
+#include "tessera/model/expert_parallel.h"
 #include "tessera/model/param_layout.h"
 #include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
@@ -56,6 +57,13 @@ struct GPTOptions {
   // The tensor-parallel group (its size must equal layout.tp()) and the
   // sequence-parallel switch; the default is no tensor parallelism.
   TensorParallel tp = {};
+  // The expert-parallel group and dispatcher (model/expert_parallel.h);
+  // the default is none: every MoE layer runs all its experts here. With a
+  // group, each rank still holds every expert's parameters (the layout does
+  // not split them yet) but runs and updates the gradients of its own
+  // E / ep only: the others' gradients stay zero here, and the data-
+  // parallel sum, which spans the ep group, completes them.
+  ExpertParallel ep = {};
   // GEMM precision (--bf16 / --fp16). Not fp32: the GEMMs of forward and
   // backward take a bf16 / fp16 working copy of the parameters (same flat
   // layout as params()), accumulating in fp32, and act_shape() stores the
@@ -189,6 +197,7 @@ class GPT {
   ParamLayout layout_;
   TensorParallel tp_;
   ContextParallel cp_;
+  ExpertParallel ep_;
   Recompute recompute_;
   const kernels::Backend* backend_;  // never null; the CPU backend by default
   Buffer params_, grads_;

@@ -2,13 +2,32 @@
 
 namespace tessera {
 
-void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
-                 kernels::ConstAct ln2, float* out, const ActShape& s) {
-  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R();
+void moe_route_and_sort(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                        kernels::ConstAct ln2, const ActShape& s) {
+  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K;
   ops.matmul_forward(m.logits, ln2, w.router_w, nullptr, N, C, E);  // (N, E)
   ops.moe_route_forward(m.idx, m.gates, m.slot, m.counts, m.stats, m.logits, N, E, K,
                         s.capacity, s.moe_aux_group);
   ops.moe_permute_forward(m.xs, ln2, m.slot, N, K, C);  // (R, C)
+}
+
+void moe_router_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                         const MoeActs& m, kernels::ConstAct ln2, const float* dxs, float* dln2,
+                         const Activations& scratch, const ActShape& s, bool add_dw) {
+  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K;
+  ops.moe_permute_backward(dln2, dxs, m.slot, N, K, C);  // (N, C) written
+  const float scale = scratch.moe_loss_scale;
+  ops.moe_route_backward(scratch.moe_dlogits, scratch.moe_dgates, m.logits, m.idx, m.gates, N, E,
+                         K, s.moe_aux_group, scale * s.moe_aux_coeff, scale * s.moe_z_coeff);
+  // The router: dln2 += dlogits @ router, and its weight's gradient.
+  ops.matmul_backward(dln2, g.router_w, nullptr, scratch.moe_dlogits, ln2, w.router_w, N, C, E,
+                      /*accumulate_dinp=*/true, add_dw);
+}
+
+void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                 kernels::ConstAct ln2, float* out, const ActShape& s) {
+  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R();
+  moe_route_and_sort(ops, w, m, ln2, s);
   ops.grouped_matmul_forward(m.h, m.xs, w.experts_fc_w, w.experts_fc_b, m.counts, R, E, C,
                              s.Ff());  // (R, Ff)
   // Over all R rows: under a capacity the rows past the kept ones hold
@@ -39,13 +58,7 @@ void moe_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWei
     ops.gelu_backward(dh, m.h, scratch.moe_dact, R * F);
   ops.grouped_matmul_backward(scratch.moe_dxs, g.experts_fc_w, g.experts_fc_b, dh, m.xs,
                               w.experts_fc_w, m.counts, R, E, C, s.Ff(), add_dw);
-  ops.moe_permute_backward(dln2, scratch.moe_dxs, m.slot, N, K, C);  // (N, C) written
-  const float scale = scratch.moe_loss_scale;
-  ops.moe_route_backward(scratch.moe_dlogits, scratch.moe_dgates, m.logits, m.idx, m.gates, N, E,
-                         K, s.moe_aux_group, scale * s.moe_aux_coeff, scale * s.moe_z_coeff);
-  // The router: dln2 += dlogits @ router, and its weight's gradient.
-  ops.matmul_backward(dln2, g.router_w, nullptr, scratch.moe_dlogits, ln2, w.router_w, N, C, E,
-                      /*accumulate_dinp=*/true, add_dw);
+  moe_router_backward(ops, w, g, m, ln2, scratch.moe_dxs, dln2, scratch, s, add_dw);
 }
 
 }  // namespace tessera

@@ -17,13 +17,25 @@
 // router's; moe_route_forward's stats report their values.
 //
 // Single tensor-parallel rank only for now (the layer runs on the full N
-// rows; tensor and expert parallelism are refused before allocation).
+// rows; tensor parallelism is refused before allocation). Expert
+// parallelism: model/expert_parallel.h.
 #pragma once
 #include "tessera/kernels/ops.h"
 #include "tessera/model/activations.h"
 #include "tessera/model/weights.h"
 
 namespace tessera {
+
+// The layer's first and last steps, which an expert-parallel layer
+// (model/expert_parallel.h) shares: the router's logits, the routing and
+// capacity, and ln2's kept rows sorted by expert into m.xs (R, C); and,
+// from dxs (R, C) = dL/d those rows, dln2 (N, C) written with the router's
+// share added and the router's weight gradient.
+void moe_route_and_sort(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                        kernels::ConstAct ln2, const ActShape& s);
+void moe_router_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                         const MoeActs& m, kernels::ConstAct ln2, const float* dxs, float* dln2,
+                         const Activations& scratch, const ActShape& s, bool add_dw);
 
 // ln2 (N, C) -> out (N, C) (written), filling the views of m.
 void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,

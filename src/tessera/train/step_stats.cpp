@@ -59,6 +59,7 @@ nlohmann::json step_to_json(const StepStats& s) {
                       {"seconds_by_op", breakdown},
                       {"comm_bytes", s.comm_bytes},
                       {"comm_seconds", s.comm_seconds}};
+  if (!s.comm_seconds_by_op.empty()) j["comm_seconds_by_op"] = s.comm_seconds_by_op;
   if (s.wall_time > 0) j["wall_time"] = s.wall_time;
   if (s.peak_tflops > 0) {
     j["peak_tflops"] = s.peak_tflops;

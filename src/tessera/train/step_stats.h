@@ -48,6 +48,10 @@ struct StepStats {
   // compare with profile's "comm" (time the step waited on them) for the
   // share hidden behind computation.
   double comm_seconds = 0;
+  // The same by kind of collective ("all_to_all", "all_reduce", ...): an
+  // MoE run's expert-parallel exchange is the all_to_all (and, under the
+  // allgather dispatcher, the ep group's all_gather / reduce_scatter).
+  std::map<std::string, double> comm_seconds_by_op;
   uint64_t comm_total_bytes() const {
     uint64_t t = 0;
     for (const auto& [k, b] : comm_bytes) t += b;

@@ -50,14 +50,11 @@ void TrainConfig::validate(int64_t world) const {
     refuse(par.pp > 1 && par.schedule != ScheduleKind::OneFOneB &&
                par.schedule != ScheduleKind::GPipe,
            "--pipeline-schedule interleaved, zb-h1 or zbv (1f1b and gpipe run)");
-    // The MoE aux loss is taken per whole sequence (seq_aux_loss).
+    // The MoE aux loss is taken per whole sequence (seq_aux_loss), and the
+    // expert-parallel exchange is not run beside the cp ring.
+    refuse(par.ep > 1, "--expert-model-parallel-size (expert parallelism)");
     refuse(model.moe(), "--num-experts (MoE layers)");
   }
-  // Expert parallelism: its flags and layout checks exist, the engine does
-  // not place experts on ranks yet (docs/moe.md).
-  TESSERA_CHECK(par.ep == 1,
-                "{} {} ({} {}): expert parallelism is not run by the trainer yet (docs/moe.md)",
-                flag::ep, par.ep, flag::moe_dispatcher, moe_dispatcher_name(par.moe_dispatcher));
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.
   for (const auto& [v, flag] : {std::pair<double, const char*>{optim.lr, "--lr"},

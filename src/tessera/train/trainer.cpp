@@ -71,6 +71,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
       GPTOptions{.own_params = zero < 3,
                  .own_grads = zero < 2,
                  .tp = TensorParallel{tp, cfg.par.sequence_parallel},
+                 .ep = ExpertParallel{grid ? grid->ep() : nullptr, cfg.par.moe_dispatcher},
                  .precision = cfg.precision(),
                  .recompute = cfg.par.recompute,
                  .cp = ContextParallel(cp_group_, cfg.model.seq_length,
@@ -322,7 +323,12 @@ StepStats Trainer::train_step(int64_t step) {
   s.precision = precision_name(cfg_.precision());
   s.profile = profile_;
   const comm::CommCounters counters = world_->log().counters();
-  for (const auto& c : counters.by_op) s.comm_seconds += c.seconds;
+  for (size_t op = 0; op < counters.by_op.size(); ++op) {
+    const comm::OpCounters& c = counters.by_op[op];
+    s.comm_seconds += c.seconds;
+    if (c.calls > 0)
+      s.comm_seconds_by_op[std::string(comm::comm_op_name(comm::CommOp(op)))] = c.seconds;
+  }
   for (const auto& [group, ops] : counters.by_group)
     for (size_t op = 0; op < ops.size(); ++op)
       if (ops[op].bytes > 0)

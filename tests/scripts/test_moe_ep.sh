@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Expert parallelism (docs/moe.md): a tiny MoE (4 experts, top-2, aux and
+# z-loss, a capacity factor that drops tokens) trained with its experts
+# spread over 2 ranks equals one process on the same global batch: EP 2
+# with the alltoall and the allgather dispatcher, EP 2 x DP 2 with ZeRO-3
+# and EP 2 x PP 2 (4 ranks): step 1 within 1e-5 relative, all 10 steps
+# within 1e-4, the gradient norms too (1e-5 at step 1, 1e-3 after), and
+# the capacity's drops equal one process's (global token order). --bf16
+# (EP 2, EP 2 x DP 2 ZeRO-3) and --fp16 (EP 2, allgather) equal one process
+# in their precision to 2e-3. Then a
+# checkpoint saved at EP 2 resumes at EP 1, and one saved at EP 1 resumes
+# at EP 2, each to the uninterrupted run's losses.
+# Usage: test_moe_ep.sh TESSERA_BINARY SOURCE_DIR
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
+bin=$1
+src=$2
+mpirun=$src/scripts/mpirun.sh
+command -v mpirun > /dev/null || { echo "skip: no mpirun"; exit 77; }
+scratch_dir
+model=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16
+       --micro-batch-size 2 --global-batch-size 8 --lr 5e-3 --no-progress
+       --threads 1 --attention-dropout 0 --hidden-dropout 0 --cache-dir "$tmp/cache"
+       --num-experts 4 --moe-router-topk 2 --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001
+       --moe-expert-capacity-factor 0.75 --eval-interval 0)
+run() {  # run NAME RANKS ARGS...
+  local name=$1 ranks=$2
+  shift 2
+  if [ "$ranks" -eq 1 ]; then
+    "$bin" train "${model[@]}" --metrics-file "$tmp/$name.jsonl" "$@" >"$tmp/$name.log" 2>&1
+  else
+    "$mpirun" -n "$ranks" "$bin" train "${model[@]}" --metrics-file "$tmp/$name.jsonl" "$@" \
+      >"$tmp/$name.log" 2>&1
+  fi || { fail "$name failed:"; tail -5 "$tmp/$name.log"; }
+}
+# compare ONE OTHER NAME RANKS [FIRST]: OTHER's steps from FIRST on equal ONE's.
+compare() {
+  /usr/bin/python3 - "$@" <<'PY' || fail "$3 differs"
+import json, sys
+one_path, other_path, name, ranks = sys.argv[1:5]
+first = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+def steps(p):
+    return {s["step"]: s for s in map(json.loads, open(p)) if "step" in s}
+one, other = steps(one_path), steps(other_path)
+assert {s["ranks"] for s in other.values()} == {int(ranks)}, f"{name} ran on the wrong ranks"
+keys = sorted(other)
+assert keys == list(range(first, 11)), f"{name}: steps {keys}"
+def rels(key):
+    return [abs(one[k][key] - other[k][key]) / abs(one[k][key]) for k in keys]
+loss, norm = rels("loss"), rels("grad_norm")
+assert loss[0] <= 1e-5 and max(loss) <= 1e-4, f"{name} losses: {loss}"
+assert norm[0] <= 1e-5 and max(norm) <= 1e-3, f"{name} gradient norms: {norm}"
+if first == 1:
+    assert all(s["moe_tokens_dropped"] > 0 for s in one.values()), "the capacity drops nothing"
+print(f"ok: {name}: steps {first}-10 equal one process's "
+      f"(worst {max(loss):.1e} loss, {max(norm):.1e} gradient norm, relative)")
+PY
+}
+run one 1 --train-iters 10
+run ep2 2 --train-iters 10 --expert-model-parallel-size 2
+run ep2_allgather 2 --train-iters 10 --expert-model-parallel-size 2 \
+  --moe-token-dispatcher-type allgather
+run dp2 2 --train-iters 10  # the same micro-batches on each rank as ep2, without EP
+run ep2_dp2_zero3 4 --train-iters 10 --expert-model-parallel-size 2 --zero-stage 3
+run ep2_pp2 4 --train-iters 10 --expert-model-parallel-size 2 --pipeline-model-parallel-size 2
+compare "$tmp/one.jsonl" "$tmp/ep2.jsonl" ep2 2
+compare "$tmp/one.jsonl" "$tmp/ep2_allgather.jsonl" ep2_allgather 2
+compare "$tmp/one.jsonl" "$tmp/ep2_dp2_zero3.jsonl" ep2_dp2_zero3 4
+compare "$tmp/one.jsonl" "$tmp/ep2_pp2.jsonl" ep2_pp2 4
+# --bf16 / --fp16: the rows the experts' GEMMs read travel in 16 bits, the
+# rest in fp32 (model/expert_parallel.h); each run equals one process in
+# the same precision to the 16-bit layout tests' 2e-3 relative loss, every
+# step. EP 2 x DP 2 ZeRO-3 takes the experts from gathered 16-bit shards.
+run one_bf16 1 --train-iters 10 --bf16
+run ep2_bf16 2 --train-iters 10 --bf16 --expert-model-parallel-size 2
+run ep2_dp2_zero3_bf16 4 --train-iters 10 --bf16 --expert-model-parallel-size 2 --zero-stage 3
+run one_fp16 1 --train-iters 10 --fp16
+run ep2_fp16_allgather 2 --train-iters 10 --fp16 --expert-model-parallel-size 2 \
+  --moe-token-dispatcher-type allgather
+compare_lowp() {  # compare_lowp ONE OTHER NAME PRECISION
+  /usr/bin/python3 - "$@" <<'PY' || fail "$3 differs"
+import json, sys
+one_path, other_path, name, precision = sys.argv[1:5]
+def steps(p):
+    return {s["step"]: s for s in map(json.loads, open(p)) if "step" in s}
+one, other = steps(one_path), steps(other_path)
+assert sorted(other) == list(range(1, 11)) == sorted(one), f"{name}: steps {sorted(other)}"
+assert {s["precision"] for s in list(one.values()) + list(other.values())} == {precision}, name
+assert all(s["moe_tokens_dropped"] > 0 for s in one.values()), "the capacity drops nothing"
+loss = [abs(one[k]["loss"] - other[k]["loss"]) / abs(one[k]["loss"]) for k in sorted(one)]
+assert max(loss) <= 2e-3, f"{name} losses: {loss}"
+print(f"ok: {name}: 10 steps equal one {precision} process's (worst {max(loss):.1e} loss, relative)")
+PY
+}
+compare_lowp "$tmp/one_bf16.jsonl" "$tmp/ep2_bf16.jsonl" ep2_bf16 bf16
+compare_lowp "$tmp/one_bf16.jsonl" "$tmp/ep2_dp2_zero3_bf16.jsonl" ep2_dp2_zero3_bf16 bf16
+compare_lowp "$tmp/one_fp16.jsonl" "$tmp/ep2_fp16_allgather.jsonl" ep2_fp16_allgather fp16
+
+# The drops: each rank routes its own micro-batches with one process's
+# kernels, so rank 0's dropped choices under EP 2 are exactly those of the
+# same micro-batches under DP 2 (which equals one process: test_moe_layouts).
+/usr/bin/python3 - "$tmp/dp2.jsonl" "$tmp/ep2.jsonl" <<'PY' || fail "drops differ"
+import json, sys
+def dropped(p):
+    return [s["moe_tokens_dropped"] for s in map(json.loads, open(p)) if "step" in s]
+a, b = dropped(sys.argv[1]), dropped(sys.argv[2])
+assert a == b and all(x > 0 for x in a), (a, b)
+print(f"ok: EP 2 drops the choices DP 2 drops, step by step ({a[:3]}...)")
+PY
+# The log says how the experts are placed.
+grep -q "ep 2 groups of consecutive dp x cp ranks" "$tmp/ep2.log" ||
+  fail "the EP 2 run's layout table does not show the expert groups"
+
+# Checkpoints: every rank holds every expert's parameters and optimizer
+# state (docs/moe.md), so a checkpoint does not depend on EP. Save at step
+# 5 under EP 2, resume at EP 1; and the reverse.
+run save_ep2 2 --train-iters 10 --expert-model-parallel-size 2 --save "$tmp/ck2" --save-interval 5
+rm -rf "$tmp/ck2/step_000010"
+run load_ep1 1 --train-iters 10 --load "$tmp/ck2"
+compare "$tmp/one.jsonl" "$tmp/load_ep1.jsonl" load_ep1 1 6
+run save_ep1 1 --train-iters 10 --save "$tmp/ck1" --save-interval 5
+rm -rf "$tmp/ck1/step_000010"
+run load_ep2 2 --train-iters 10 --expert-model-parallel-size 2 --load "$tmp/ck1"
+compare "$tmp/one.jsonl" "$tmp/load_ep2.jsonl" load_ep2 2 6
+
+finish "EP layout(s) differ from one process" \
+  "MoE under EP 2 (alltoall, allgather), EP 2 x DP 2 ZeRO-3, EP 2 x PP 2, bf16 / fp16 and across EP in checkpoints equals one process"

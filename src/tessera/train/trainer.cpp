@@ -90,6 +90,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   dp_->init_params(cfg.seed);
   const int64_t B = cfg.par.micro_batch, T = cfg.model.seq_length;
   const int64_t Tl = cp.local_T();  // rows of each sequence on this rank (T without cp)
+  const ActShape shape = model_->act_shape(B, Tl);
   if (cfg.par.pp > 1) {
     // Activations live in the executor's in-flight slots.
     pipe_ = std::make_unique<PipelineExecutor>(
@@ -97,8 +98,12 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
         PipelineOptions{cfg.par.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B,
                         Tl, &profile_, cfg.model.moe() ? &moe_sums_ : nullptr});
   } else {
-    activations_init(acts_, model_->act_shape(B, Tl));
+    activations_init(acts_, shape);
   }
+  // The cp ring's scratch, allocated now rather than by the first layer:
+  // memory the run holds for its whole length, counted with the activations
+  // (16-bit qkv and out: their widened copies too).
+  cp.reserve(B, shape.heads(), shape.precision != Precision::Fp32);
   acts_.profile = &profile_;
   if (cfg.model.moe()) acts_.moe_sums = &moe_sums_;
   window_.resize(size_t(B * (T + 1)));
@@ -408,7 +413,8 @@ std::string Trainer::save(int64_t step) {
 
 std::vector<MemoryBytes> Trainer::memory_by_rank() const {
   MemoryBytes mine = dp_->memory();
-  mine.activations = double(activation_bytes());
+  // The arena(s) and the cp ring's scratch beside them (model/context_parallel.h).
+  mine.activations = double(activation_bytes() + model_->context_parallel().scratch_bytes());
   std::vector<MemoryBytes> all(size_t(world_->size()));  // (world,)
   // Four doubles travel as raw bytes (8 floats): data movement, no arithmetic.
   static_assert(sizeof(MemoryBytes) == 8 * sizeof(float));

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "mpi_test_env.h"
 #include "rel.h"
@@ -203,6 +204,12 @@ TEST(ContextParallelTrainer, ActivationsHoldTheLocalRows) {
   EXPECT_EQ(t.memory_by_rank()[size_t(world().rank())].activations,
             double(t.activation_bytes() + scratch));
   EXPECT_EQ(one.memory_by_rank()[0].activations, double(one.activation_bytes()));
+  // The header names cp, so that `tessera plan --validate` predicts the
+  // layout that ran (one process: absent, cp 1).
+  const nlohmann::json header = t.run_header();  // collective
+  EXPECT_EQ(header["run"]["parallel"].value("cp", 0), 2);
+  EXPECT_EQ(header["run"]["parallel"].value("cp_comm", std::string()), "p2p");
+  EXPECT_FALSE(one.run_header()["run"]["parallel"].contains("cp"));
 }
 
 // A checkpoint written at cp 2 resumes in one process (cp 1), and one

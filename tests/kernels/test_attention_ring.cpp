@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -189,6 +190,33 @@ TEST(ContextChunks, MirroredChunksCoverTheSequenceOnce) {
   EXPECT_FALSE((ContextChunks{50, 3, 0}.divides()));
   EXPECT_EQ((ContextChunks{16, 1, 0}.positions()), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8,
                                                                          9, 10, 11, 12, 13, 14, 15}));
+}
+
+// chunk_runs: any block of a rank's flattened (B, local_T) rows (a
+// sequence-parallel block may start mid-chunk and cross chunks and samples)
+// comes out as runs, in row order, whose rows are exactly position(t) of
+// their sample; cp = 1 gives whole sequences (odd T too).
+TEST(ContextChunks, RunsMapEveryRowToItsPosition) {
+  for (const ContextChunks ch : {ContextChunks{48, 3, 1}, ContextChunks{48, 3, 2},
+                                 ContextChunks{15, 1, 0}}) {
+    const int64_t B = 3, Tl = ch.local_T();
+    for (const auto& [row0, rows] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, B * Tl}, {5, 13}, {Tl - 3, 7}, {2 * Tl - 1, Tl + 1}}) {
+      int64_t next = 0;  // the next local row expected
+      chunk_runs(ch, row0, rows, [&](const ChunkRun& r) {
+        EXPECT_EQ(r.local, next);
+        EXPECT_GT(r.len, 0);
+        for (int64_t i = 0; i < r.len; ++i) {
+          const int64_t row = row0 + r.local + i;
+          EXPECT_EQ(r.sample, row / Tl);
+          const int64_t t = row % Tl;  // (ContextChunks::position wants T % 2cp == 0)
+          EXPECT_EQ(r.position + i, ch.cp > 1 ? ch.position(t) : t) << "row " << row;
+        }
+        next += r.len;
+      });
+      EXPECT_EQ(next, rows) << "cp " << ch.cp << " rows from " << row0;
+    }
+  }
 }
 
 }  // namespace

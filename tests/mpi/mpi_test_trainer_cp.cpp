@@ -1,6 +1,6 @@
 // The trainer under context parallelism (docs/context_parallel.md), under
 // mpirun: cp 2 over the world's ranks (2 ranks: cp 2; 4 ranks: cp 2 x dp 2,
-// ZeRO 0 and 3) trains 512-token sequences exactly as one process does on
+// ZeRO 0 and 3, cp 2 x tp 2 with and without SP, cp 2 x pp 2) trains 512-token sequences exactly as one process does on
 // the same global batch: step 1's loss and gradient norm to 1e-5
 // relative, step 10's to 1e-4 (the norm to 1e-3, as every layout test),
 // GPT-2 and Llama blocks, with dropout, p2p and all_gather, recomputation;
@@ -15,6 +15,7 @@
 #include <memory>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "mpi_test_env.h"
 #include "rel.h"
@@ -93,6 +94,7 @@ struct CpCase {
   Precision precision = Precision::Fp32;
   int zero = 0;
   int tp = 1, pp = 1;
+  bool sp = false;  // --sequence-parallel (with tp)
 };
 
 void cp_matches_one_process(const CpCase& k) {
@@ -103,13 +105,14 @@ void cp_matches_one_process(const CpCase& k) {
       cp_config(2, k.zero, k.dropout, k.precision, k.llama, world().size(), k.tp, k.pp);
   c.par.cp_comm = k.comm;
   c.par.recompute = k.recompute;
+  c.par.sequence_parallel = k.sp;
   c.validate(world().size());
   const std::vector<StepStats> ref = one_process(c, c.train_iters);
   auto data = cp_data(c);
   Trainer t(c, *data, &world(), &cp_grid(k.tp, k.pp));
   const std::string what = fmt::format(
-      "{} cp 2 tp {} pp {} dp {} zero {} dropout {} {} recompute {} {}",
-      k.llama ? "llama" : "gpt", k.tp, k.pp, c.par.dp, k.zero, k.dropout, cp_comm_name(k.comm),
+      "{} cp 2 tp {}{} pp {} dp {} zero {} dropout {} {} recompute {} {}",
+      k.llama ? "llama" : "gpt", k.tp, k.sp ? " sp" : "", k.pp, c.par.dp, k.zero, k.dropout, cp_comm_name(k.comm),
       recompute_name(k.recompute), precision_name(k.precision));
   for (int64_t s = 1; s <= c.train_iters; ++s) {
     const StepStats got = t.train_step(s);
@@ -152,6 +155,13 @@ TEST(ContextParallelTrainer, TensorParallelMatchesOneProcess) {
   cp_matches_one_process({.dropout = 0.1f, .tp = 2});
   cp_matches_one_process({.llama = true, .dropout = 0.1f, .tp = 2});
 }
+// cp 2 x tp 2 with SP: each tp rank holds half of its cp rank's rows outside
+// attention and the MLP (an SP block of the two chunks: positions and
+// dropout keys run by run); GPT-2 (learned positions) and Llama (GQA, RoPE).
+TEST(ContextParallelTrainer, SequenceParallelMatchesOneProcess) {
+  cp_matches_one_process({.dropout = 0.1f, .tp = 2, .sp = true});
+  cp_matches_one_process({.llama = true, .dropout = 0.1f, .tp = 2, .sp = true});
+}
 TEST(ContextParallelTrainer, PipelineMatchesOneProcess) {
   cp_matches_one_process({.dropout = 0.1f, .pp = 2});
   cp_matches_one_process({.llama = true, .dropout = 0.1f, .pp = 2});
@@ -185,6 +195,21 @@ TEST(ContextParallelTrainer, ActivationsHoldTheLocalRows) {
   const double ratio = double(t.activation_bytes()) / double(one.activation_bytes());
   EXPECT_GT(ratio, 0.45);
   EXPECT_LT(ratio, 0.55);
+  // The metrics header's activation memory is the arena plus the ring's
+  // scratch, allocated up front (p2p, fp32: two K/V blocks and three dK/dV
+  // blocks of B x T/cp rows, dq and D), as the planner counts it; one
+  // process has no ring.
+  const int64_t rows = kSeq / 2, kv = 2 * c.model.kv_heads() * c.model.head_size();
+  const int64_t scratch = 4 * (5 * rows * kv + rows * c.model.num_heads * (c.model.head_size() + 1));
+  EXPECT_EQ(t.memory_by_rank()[size_t(world().rank())].activations,
+            double(t.activation_bytes() + scratch));
+  EXPECT_EQ(one.memory_by_rank()[0].activations, double(one.activation_bytes()));
+  // The header names cp, so that `tessera plan --validate` predicts the
+  // layout that ran (one process: absent, cp 1).
+  const nlohmann::json header = t.run_header();  // collective
+  EXPECT_EQ(header["run"]["parallel"].value("cp", 0), 2);
+  EXPECT_EQ(header["run"]["parallel"].value("cp_comm", std::string()), "p2p");
+  EXPECT_FALSE(one.run_header()["run"]["parallel"].contains("cp"));
 }
 
 // A checkpoint written at cp 2 resumes in one process (cp 1), and one

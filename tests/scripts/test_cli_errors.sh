@@ -203,14 +203,22 @@ expect_refusal '--seq-length \(18\) must be divisible into 2 x --context-paralle
 expect_refusal '--context-parallel-size 2 with --pipeline-schedule interleaved, zb-h1 or zbv \(1f1b and gpipe run\) is not supported yet' \
   train "${small[@]}" --num-layers 2 --context-parallel-size 2 --pipeline-model-parallel-size 2 \
   --pipeline-schedule zb-h1 --cp-comm-type all_gather --dry-run --dry-run-ranks 4
-expect_refusal '--context-parallel-size 2 with --sequence-parallel is not supported yet' \
-  train "${small[@]}" --context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel \
-  --dry-run --dry-run-ranks 4
+# With SP each tp rank holds (T / cp) / tp rows: T = 20 cuts into 4 chunks
+# for cp 2, but its 10 rows a cp rank do not split over tp 4.
+expect_refusal '--seq-length \(20\) must be divisible by --tensor-model-parallel-size \(4\) x --context-parallel-size \(2\) with --sequence-parallel' \
+  train "${small[@]}" --num-attention-heads 4 --seq-length 20 --context-parallel-size 2 \
+  --tensor-model-parallel-size 4 --sequence-parallel --dry-run --dry-run-ranks 8
 expect_refusal '--context-parallel-size 2 with --num-experts \(MoE layers\) is not supported yet' \
   train "${small[@]}" "${moe[@]}" --context-parallel-size 2 --dry-run --dry-run-ranks 2
 expect_error '--cp-comm-type must be p2p or all_gather \(got .ring.\)' \
   train "${small[@]}" --cp-comm-type ring
 expect_error '--context-parallel-size must be >= 1 \(got 0\)' train "${small[@]}" --context-parallel-size 0
+
+# cp with tp + SP is accepted (docs/context_parallel.md).
+if ! "$bin" train "${small[@]}" --context-parallel-size 2 --tensor-model-parallel-size 2 \
+    --sequence-parallel --dry-run --dry-run-ranks 4 > "$tmp/cp_sp.log" 2>&1; then
+  fail "cp 2 x tp 2 with --sequence-parallel was refused:"; cat "$tmp/cp_sp.log"
+fi
 
 # And a valid run still works: the errors above are not the only outcome.
 if ! "$bin" train "${small[@]}" --peak-tflops 1 > "$tmp/ok.log" 2>&1; then

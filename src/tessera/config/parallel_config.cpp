@@ -215,6 +215,10 @@ void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
   TESSERA_CHECK(p.cp == 1 || m.seq_length % (2 * p.cp) == 0,
                 "{} ({}) must be divisible into 2 x {} ({}) = {} equal chunks", flag::seq_length,
                 m.seq_length, flag::cp, p.cp, 2 * p.cp);
+  // With both, SP splits a cp rank's T / cp rows over tp.
+  TESSERA_CHECK(!p.sequence_parallel || p.cp == 1 || (m.seq_length / p.cp) % p.tp == 0,
+                "{} ({}) must be divisible by {} ({}) x {} ({}) with {}", flag::seq_length,
+                m.seq_length, flag::tp, p.tp, flag::cp, p.cp, flag::sequence_parallel);
   TESSERA_CHECK(p.ep == 1 || m.moe(), "{} {} needs an MoE model ({})", flag::ep, p.ep,
                 flag::num_experts);
   TESSERA_CHECK(m.num_experts % p.ep == 0,

@@ -54,8 +54,10 @@ struct LayerDropout {
   DropoutSite mlp_out;   // (Ns, C) MLP block output
   int64_t row0 = 0;
   // Context parallelism (null: none): the block's rows are this rank's
-  // T / cp of each sequence; attention runs the cp ring, and the hidden
-  // dropouts key each row by its global position (context_parallel.h).
+  // T / cp of each sequence (under SP, region rows from row0 among those
+  // B x T / cp rows; qkv and atty hold all of them); attention runs the cp
+  // ring, and the hidden dropouts key each row by its global position
+  // (context_parallel.h).
   const ContextParallel* cp = nullptr;
 };
 

@@ -176,42 +176,74 @@ void ContextParallel::attention_backward(const kernels::Ops& ops, kernels::Act d
   ops.ring_qkv_grad(dqkv, dq_.data(), dkv_own, B, Tl, heads);
 }
 
+namespace {
+
+// The runs' arithmetic: this rank's chunks, or without cp one chunk of the
+// whole sequence of Tl rows.
+ContextChunks local_chunks(const ContextParallel& cp, int64_t Tl) {
+  return cp.active() ? cp.chunks() : ContextChunks{Tl, 1, 0};
+}
+
+}  // namespace
+
 void cp_dropout_rows(const kernels::Ops& ops, const ContextParallel& cp, float* x, int64_t rows,
-                     int64_t C, int64_t row0, int64_t T, const DropoutSite& site) {
+                     int64_t C, int64_t row0, int64_t Tl, const DropoutSite& site) {
   if (!cp.active()) {
-    ops.dropout_rows(x, rows, C, row0, T, site);
+    ops.dropout_rows(x, rows, C, row0, Tl, site);
     return;
   }
   if (!site.active()) return;
-  // rows = B * Tl (no sequence parallelism under cp): local row (b, t) is
-  // global row b * T + position(t); each chunk is one run.
-  const ContextChunks ch = cp.chunks();
-  const int64_t Tl = ch.local_T(), n = ch.chunk(), Tg = cp.seq_length();
-  TESSERA_CHECK(row0 == 0 && rows % Tl == 0, "cp_dropout_rows: {} rows from {} of {}-row sequences",
-                rows, row0, Tl);
-  for (int64_t b = 0; b < rows / Tl; ++b)
-    for (int64_t c = 0; c < 2; ++c)
-      ops.dropout_rows(x + (b * Tl + c * n) * C, n, C, b * Tg + ch.global_chunk(c) * n, Tg, site);
+  TESSERA_CHECK(Tl == cp.local_T(), "cp_dropout_rows: sequences of {} rows, this rank holds {}",
+                Tl, cp.local_T());
+  // Each run is a stretch of consecutive global rows (sample x T + position).
+  const int64_t T = cp.seq_length();
+  chunk_runs(cp.chunks(), row0, rows, [&](const ChunkRun& r) {
+    ops.dropout_rows(x + r.local * C, r.len, C, r.sample * T + r.position, T, site);
+  });
 }
 
 void cp_position_embedding_forward(const kernels::Ops& ops, const ContextParallel& cp,
-                                   float* out, const float* wpe, int64_t B, int64_t C) {
-  const ContextChunks ch = cp.chunks();
-  const int64_t Tl = ch.local_T(), n = ch.chunk();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < 2; ++c)
-      ops.position_embedding_forward(out + (b * Tl + c * n) * C, wpe, 1, n, C,
-                                     ch.global_chunk(c) * n);
+                                   float* out, const float* wpe, int64_t row0, int64_t rows,
+                                   int64_t Tl, int64_t C) {
+  chunk_runs(local_chunks(cp, Tl), row0, rows, [&](const ChunkRun& r) {
+    ops.position_embedding_forward(out + r.local * C, wpe, 1, r.len, C, r.position);
+  });
 }
 
 void cp_position_embedding_backward(const kernels::Ops& ops, const ContextParallel& cp,
-                                    float* dwpe, const float* dout, int64_t B, int64_t C) {
-  const ContextChunks ch = cp.chunks();
-  const int64_t Tl = ch.local_T(), n = ch.chunk();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < 2; ++c)
-      ops.position_embedding_backward(dwpe + ch.global_chunk(c) * n * C,
-                                      dout + (b * Tl + c * n) * C, 1, n, C);
+                                    float* dwpe, const float* dout, int64_t B, int64_t Tl,
+                                    int64_t C) {
+  // In row order, so each table row sums its samples in order, as one
+  // process's position_embedding_backward does.
+  chunk_runs(local_chunks(cp, Tl), 0, B * Tl, [&](const ChunkRun& r) {
+    ops.position_embedding_backward(dwpe + r.position * C, dout + r.local * C, 1, r.len, C);
+  });
+}
+
+void ContextParallel::reserve(int64_t B, const AttentionHeads& heads, bool lowp) const {
+  if (!active()) return;
+  const int64_t cp = size(), Tl = local_T();
+  const int64_t n = B * Tl * 2 * heads.kv_width();   // one K/V block
+  const int64_t no = B * Tl * heads.q_width();        // out, dq
+  const int64_t all = all_gather_ ? cp * n : n;       // the gathered blocks (p2p: one)
+  kv_[0].resize(size_t(n));                           // (B, Tl, 2 KVH HS)
+  kv_[1].resize(size_t(all));                         // p2p: the next block; all_gather: (cp, ...)
+  dkv_[0].resize(size_t(all));                        // p2p: a share; all_gather: every block's
+  dkv_[1].resize(size_t(n));                          // the accumulator in flight / this rank's
+  dkv_[2].resize(size_t(all_gather_ ? 0 : n));        // p2p: the accumulator arriving
+  dq_.resize(size_t(no));                             // (B, Tl, NH HS)
+  D_.resize(size_t(B * heads.q_heads * Tl));          // (B, NH, Tl)
+  if (lowp) {
+    q32_.resize(size_t(B * Tl * heads.qkv_width()));  // (B, Tl, W) widened qkv
+    out32_.resize(size_t(no));                        // (B, Tl, NH HS) widened out
+  }
+}
+
+int64_t ContextParallel::scratch_bytes() const {
+  size_t n = 0;
+  for (const auto* v : {&kv_[0], &kv_[1], &dkv_[0], &dkv_[1], &dkv_[2], &q32_, &out32_, &dq_, &D_})
+    n += v->capacity();
+  return int64_t(n * sizeof(float));
 }
 
 }  // namespace tessera

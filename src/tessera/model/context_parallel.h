@@ -62,6 +62,16 @@ class ContextParallel {
                           kernels::ConstAct qkv, kernels::ConstAct out, const float* lse,
                           int64_t B, const AttentionHeads& heads, const DropoutSite* drop) const;
 
+  // Allocates the scratch below at the sizes the calls of B sequences with
+  // these heads use (lowp: 16-bit qkv and out, widened here), so the run
+  // holds it from the start, as it would from its first layer on, and
+  // scratch_bytes() can report it before the first step. The calls resize
+  // to the same sizes: nothing moves. Inactive: nothing.
+  void reserve(int64_t B, const AttentionHeads& heads, bool lowp) const;
+  // Bytes of the scratch allocated now (the metrics header's activation
+  // memory adds them to the arena's: train/trainer.cpp memory_by_rank).
+  int64_t scratch_bytes() const;
+
  private:
   // Widened copies of 16-bit operands (fp32: the caller's own buffers).
   const float* wide(const kernels::Ops& ops, std::vector<float>& buf, kernels::ConstAct x,
@@ -79,19 +89,27 @@ class ContextParallel {
   mutable std::vector<float> q32_, out32_, dq_, D_;  // widened qkv, out; dq, D
 };
 
-// Hidden dropout (kernels/cpu/dropout.h) of x (B * Tl, C), the local rows of
-// B sequences, keyed by their global rows: chunk by chunk, each a run of
-// consecutive global positions. Without cp: one dropout_rows call from
-// row0 (sequence-parallel region rows).
-void cp_dropout_rows(const kernels::Ops& ops, const ContextParallel& cp, float* x, int64_t rows,
-                     int64_t C, int64_t row0, int64_t T, const DropoutSite& site);
+// The functions below walk a rank's rows run by run (kernels/context_chunks.h
+// chunk_runs): rows [row0, row0 + rows) of the flattened (B, Tl) local rows,
+// all of them or, under sequence parallelism, this tp rank's block of them
+// (row0 = tp rank x rows). Without cp the runs are whole sequences of Tl = T
+// rows in order.
 
-// The learned position embedding of the local rows: out (B, Tl, C) += wpe
-// at each row's global position; backward dwpe (T, C) += dout's rows at
-// their positions.
+// Hidden dropout (kernels/cpu/dropout.h) of x (rows, C), local rows [row0,
+// row0 + rows) of sequences of Tl rows, keyed by their global rows, so each
+// mask equals one process's. Without cp: one dropout_rows call from row0.
+void cp_dropout_rows(const kernels::Ops& ops, const ContextParallel& cp, float* x, int64_t rows,
+                     int64_t C, int64_t row0, int64_t Tl, const DropoutSite& site);
+
+// The learned position embedding of local rows [row0, row0 + rows) of
+// sequences of Tl rows: out (rows, C) += wpe at each row's global position;
+// backward dwpe (T, C) += dout's (B * Tl, C) rows at their positions (all
+// of them: the embedding's backward gathers them under SP).
 void cp_position_embedding_forward(const kernels::Ops& ops, const ContextParallel& cp,
-                                   float* out, const float* wpe, int64_t B, int64_t C);
+                                   float* out, const float* wpe, int64_t row0, int64_t rows,
+                                   int64_t Tl, int64_t C);
 void cp_position_embedding_backward(const kernels::Ops& ops, const ContextParallel& cp,
-                                    float* dwpe, const float* dout, int64_t B, int64_t C);
+                                    float* dwpe, const float* dout, int64_t B, int64_t Tl,
+                                    int64_t C);
 
 }  // namespace tessera

@@ -76,18 +76,6 @@ ActShape GPT::act_shape(int64_t B, int64_t T) const {
   return s;
 }
 
-// out (rows, C) += the position rows of flattened (B, T) token rows
-// [row0, row0 + rows): a sequence-parallel block may start mid-sequence and
-// cross into the next one, so it is added run by run.
-static void position_rows_forward(const kernels::Ops& ops, float* out, const float* wpe,
-                                  int64_t row0, int64_t rows, int64_t T, int64_t C) {
-  for (int64_t g = row0; g < row0 + rows;) {
-    const int64_t t = g % T, len = std::min(T - t, row0 + rows - g);
-    ops.position_embedding_forward(out + (g - row0) * C, wpe, 1, len, C, t);
-    g += len;
-  }
-}
-
 DropoutSite GPT::dropout_site(const Activations& acts, DropoutSiteKind kind, int64_t layer) const {
   DropoutSite d;
   if (!acts.dropout.training) return d;  // p = 0: inactive
@@ -128,15 +116,15 @@ void GPT::embed_forward(Activations& acts, const int32_t* inputs) {
     tp_leave_forward(tp_, partial, acts.encoded, N, s.C, acts.profile);
   }
   // Learned positions (rope's are applied inside attention): under cp this
-  // rank's rows sit at their global positions (no SP with cp: all B x T / cp
-  // rows are here); under SP a block of rows may cross sequences.
+  // rank's rows sit at their global positions, and under SP its block of
+  // rows may start mid-sequence (or mid-chunk) and cross into the next: run
+  // by run (context_parallel.h).
   if (!config_.rope()) {
-    if (cp_.active())
-      cp_position_embedding_forward(ops, cp_, acts.encoded, w_.wpe, s.B, s.C);
-    else if (!tp_.active())
+    if (!cp_.active() && !tp_.active())
       ops.position_embedding_forward(acts.encoded, w_.wpe, s.B, s.T, s.C, 0);
     else
-      position_rows_forward(ops, acts.encoded, w_.wpe, tp_.region_row0(N), Ns, s.T, s.C);
+      cp_position_embedding_forward(ops, cp_, acts.encoded, w_.wpe, tp_.region_row0(N), Ns, s.T,
+                                    s.C);
   }
   cp_dropout_rows(ops, cp_, acts.encoded, Ns, s.C, tp_.region_row0(N), s.T,
                   dropout_site(acts, DropoutSiteKind::Embedding, 0));
@@ -269,7 +257,7 @@ void GPT::embed_backward(Activations& acts, const int32_t* inputs) {
                                layout_.vocab_end());
   if (config_.rope()) return;
   if (cp_.active())
-    cp_position_embedding_backward(ops, cp_, g_.wpe, d, s.B, s.C);
+    cp_position_embedding_backward(ops, cp_, g_.wpe, d, s.B, s.T, s.C);
   else
     ops.position_embedding_backward(g_.wpe, d, s.B, s.T, s.C);
 }

@@ -19,6 +19,8 @@
 // two sequences, which the token-wise ops there do not care about, and it
 // makes every all-gather and reduce-scatter one contiguous block per rank
 // (no transposes). Positions are recovered from the global row index.
+// Under context parallelism the N rows are the cp rank's B x T/cp, and a
+// block's positions come run by run from its chunks (context_parallel.h).
 #pragma once
 #include <cstdint>
 

@@ -35,12 +35,20 @@ double cp_buffer_bytes(const GPTConfig& m, const PlanLayout& L) {
     // The engine's scratch (model/context_parallel.h), fp32 whatever the
     // precision: p2p keeps two K/V blocks and three dK/dV ones; all_gather
     // the gathered K/V and every block's dK/dV (cp + 1 each); both the
-    // backward's dq (B, T / cp, NH HS) and D (B, NH, T / cp).
+    // backward's dq (B, T / cp, NH HS) and D (B, NH, T / cp); under bf16 /
+    // fp16 the widened qkv (B, T / cp, (NH + 2 KVH) HS) and out (B, T / cp,
+    // NH HS). The trainer allocates all of it up front and its metrics
+    // header counts it with the arena (ContextParallel::reserve).
     const double fp32_block = block * 4.0 / double(activation_element_bytes(L.precision));
     const double rows = double(par.micro_batch) * double(m.seq_length / par.cp);
     const double dq_d = 4.0 * rows * double(m.num_heads / par.tp) * double(m.head_size() + 1);
+    const double widened =
+        L.precision == Precision::Fp32
+            ? 0.0
+            : 4.0 * rows * double((2 * m.num_heads + 2 * m.kv_heads()) / par.tp) *
+                  double(m.head_size());
     const double blocks = par.cp_comm == CpCommType::AllGather ? 2.0 * (cp + 1.0) : 5.0;
-    return blocks * fp32_block + dq_d;
+    return blocks * fp32_block + dq_d + widened;
   }
   // Megatron-Core / Transformer Engine: the block in hand and the one
   // arriving, and in backward their dK/dV beside them; all_gather the whole

@@ -86,7 +86,8 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
     // (GPT::stage_act_shape: recompute, sequence parallelism, precision,
     // this stage's layers per chunk and head): the executor allocates one
     // full arena per in-flight slot (peak_in_flight of the schedule; one
-    // without a pipeline), and the metrics header reports exactly their bytes.
+    // without a pipeline), and the metrics header reports exactly their
+    // bytes, plus the cp ring's scratch (cp_buffers, the same in both).
     const ActShape shape = engine_shape(m, par.micro_batch, par.tp, layers_per_chunk, has_head,
                                         par.sequence_parallel, par.recompute, L.precision);
     ActShape one = shape;

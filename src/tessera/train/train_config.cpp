@@ -44,9 +44,6 @@ void TrainConfig::validate(int64_t world) const {
       TESSERA_CHECK(!bad, "{} {} with {} is not supported yet (docs/context_parallel.md)",
                     flag::cp, par.cp, with);
     };
-    // SP splits the rows again over tp: the dropout keys and positions of
-    // such a row are not derived yet.
-    refuse(par.tp > 1 && par.sequence_parallel, "--sequence-parallel");
     refuse(par.pp > 1 && par.schedule != ScheduleKind::OneFOneB &&
                par.schedule != ScheduleKind::GPipe,
            "--pipeline-schedule interleaved, zb-h1 or zbv (1f1b and gpipe run)");

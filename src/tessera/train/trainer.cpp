@@ -91,6 +91,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   dp_->init_params(cfg.seed);
   const int64_t B = cfg.par.micro_batch, T = cfg.model.seq_length;
   const int64_t Tl = cp.local_T();  // rows of each sequence on this rank (T without cp)
+  const ActShape shape = model_->act_shape(B, Tl);
   if (cfg.par.pp > 1) {
     // Activations live in the executor's in-flight slots.
     pipe_ = std::make_unique<PipelineExecutor>(
@@ -98,8 +99,12 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
         PipelineOptions{cfg.par.schedule, cfg.par.virtual_stages, cfg.par.accumulation_steps(), B,
                         Tl, &profile_, cfg.model.moe() ? &moe_sums_ : nullptr});
   } else {
-    activations_init(acts_, model_->act_shape(B, Tl));
+    activations_init(acts_, shape);
   }
+  // The cp ring's scratch, allocated now rather than by the first layer:
+  // memory the run holds for its whole length, counted with the activations
+  // (16-bit qkv and out: their widened copies too).
+  cp.reserve(B, shape.heads(), shape.precision != Precision::Fp32);
   acts_.profile = &profile_;
   if (cfg.model.moe()) acts_.moe_sums = &moe_sums_;
   window_.resize(size_t(B * (T + 1)));
@@ -414,7 +419,8 @@ std::string Trainer::save(int64_t step) {
 
 std::vector<MemoryBytes> Trainer::memory_by_rank() const {
   MemoryBytes mine = dp_->memory();
-  mine.activations = double(activation_bytes());
+  // The arena(s) and the cp ring's scratch beside them (model/context_parallel.h).
+  mine.activations = double(activation_bytes() + model_->context_parallel().scratch_bytes());
   std::vector<MemoryBytes> all(size_t(world_->size()));  // (world,)
   // Four doubles travel as raw bytes (8 floats): data movement, no arithmetic.
   static_assert(sizeof(MemoryBytes) == 8 * sizeof(float));
@@ -429,9 +435,17 @@ nlohmann::json Trainer::run_header() const {
                       {"grads", int64_t(r.grads)},
                       {"optimizer", int64_t(r.optimizer)},
                       {"activations", int64_t(r.activations)}});
+  nlohmann::json parallel = parallel_to_json(cfg_.par);
+  // cp is not a checkpoint field (config/parallel_fields.cpp); the header
+  // names it where it is in use, as `tessera plan --validate` reads it
+  // (plan/run_metrics.cpp: absent means cp 1).
+  if (cfg_.par.cp > 1) {
+    parallel["cp"] = cfg_.par.cp;
+    parallel["cp_comm"] = cp_comm_name(cfg_.par.cp_comm);
+  }
   return {{"run",
            {{"model", model_to_json(cfg_.model)},
-            {"parallel", parallel_to_json(cfg_.par)},
+            {"parallel", parallel},
             {"memory_bytes", memory},
             {"precision", precision_name(cfg_.precision())},
             {"overlap_grad_reduce", cfg_.overlap_grad_reduce},

@@ -1,13 +1,25 @@
 // Shared by the export tests (GPT-2: test_export.cpp, Llama:
-// test_export_llama.cpp): running the CLI, and a small model with a padded
-// vocabulary, distinct norm and bias values, fixed tokens and its engine
-// logits and loss on them (what the independent Python readers compare).
+// test_export_llama.cpp, Mixtral: test_export_mixtral.cpp): running the
+// CLI, a small model with a padded vocabulary, distinct norm and bias
+// values, fixed tokens and its engine logits and loss on them (what the
+// independent Python readers compare), and the export read by PyTorch and
+// imported back (expect_reference_and_round_trip).
 #pragma once
+#include <gtest/gtest.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ckpt_test_util.h"
+#include "fixed_batches.h"
+#include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/hf_model.h"
 #include "tessera/core/rng.h"
 #include "tessera/model/gpt.h"
 
@@ -65,5 +77,32 @@ struct Exported {
     logits.assign(acts.logits, acts.logits + B * T * V);
   }
 };
+
+// x's export (config.json and model.safetensors in dir/hf) read by an
+// independent PyTorch model of its family from the Hugging Face names alone
+// (safetensors_reference.py: x's logits and loss on x's tokens), then
+// imported back: config.json describes x's model, and import(export(x)) is
+// x bit for bit. `family` names the PyTorch model in a failure ("Llama").
+inline void expect_reference_and_round_trip(Exported& x, const ScratchDir& dir,
+                                            const char* family) {
+  ckpt::export_hf(x.model, dir / "hf", 5);
+  write_floats(dir / "logits.f32", x.logits.data(), int64_t(x.logits.size()));
+  std::ofstream(dir / "case.json") << nlohmann::json({{"tokens", x.tokens},
+                                                      {"loss", x.loss},
+                                                      {"logits", dir / "logits.f32"}})
+                                          .dump();
+  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/ckpt/safetensors_reference.py {} {}",
+                                      TESSERA_SOURCE_DIR, dir / "hf", dir / "case.json");
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the PyTorch " << family << " disagrees (output above)";
+
+  const GPTConfig back_cfg =
+      ckpt::model_from_hf(nlohmann::json::parse(ckpt::read_file(dir / "hf/config.json")));
+  EXPECT_EQ(back_cfg.summary(), x.cfg.summary());
+  GPT back(back_cfg, ParamLayout::build(back_cfg, ParallelConfig{}, 0, 0));
+  ckpt::import_hf(dir / "hf", back);
+  ASSERT_EQ(back.params().nbytes(), x.model.params().nbytes());
+  EXPECT_EQ(std::memcmp(back.params().data(), x.model.params().data(), back.params().nbytes()), 0)
+      << "import(export(x)) != x";
+}
 
 }  // namespace tessera::test

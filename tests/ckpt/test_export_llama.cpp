@@ -7,10 +7,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <cstdlib>
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 
@@ -19,7 +17,6 @@
 #include "ckpt_test_util.h"
 #include "expect_error.h"
 #include "export_case.h"
-#include "fixed_batches.h"
 #include "tessera/ckpt/checkpoint.h"
 #include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/hf_gpt2.h"
@@ -174,18 +171,7 @@ class ExportLlama : public ::testing::TestWithParam<Variant> {};
 TEST_P(ExportLlama, ReadByPyTorchAndImportedBackBitForBit) {
   ScratchDir dir(std::string("export_llama_") + GetParam().name);
   Exported x(GetParam().model);
-  export_hf(x.model, dir / "hf", 5);
-  test::write_floats(dir / "logits.f32", x.logits.data(), int64_t(x.logits.size()));
-  std::ofstream(dir / "case.json")
-      << json({{"tokens", x.tokens}, {"loss", x.loss}, {"logits", dir / "logits.f32"}}).dump();
-  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/ckpt/safetensors_reference.py {} {}",
-                                      TESSERA_SOURCE_DIR, dir / "hf", dir / "case.json");
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the PyTorch Llama disagrees (output above)";
-
-  GPTConfig back_cfg;
-  std::unique_ptr<GPT> back = import_dir(dir / "hf", &back_cfg);
-  EXPECT_EQ(back_cfg.summary(), x.cfg.summary());
-  EXPECT_TRUE(same_params(*back, x.model)) << "import(export(x)) != x";
+  test::expect_reference_and_round_trip(x, dir, "Llama");
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -7,17 +7,11 @@
 // and MoE models Mixtral cannot hold, refused naming the setting.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "ckpt_test_util.h"
 #include "expect_error.h"
 #include "export_case.h"
-#include "fixed_batches.h"
-#include "tessera/ckpt/durable_io.h"
 #include "tessera/ckpt/hf_mixtral.h"
 #include "tessera/ckpt/hf_model.h"
 #include "tiny_model.h"
@@ -132,21 +126,7 @@ class ExportMixtral : public ::testing::TestWithParam<Variant> {};
 TEST_P(ExportMixtral, ReadByPyTorchAndImportedBackBitForBit) {
   ScratchDir dir(std::string("export_mixtral_") + GetParam().name);
   Exported x(GetParam().model);
-  export_hf(x.model, dir / "hf", 5);
-  test::write_floats(dir / "logits.f32", x.logits.data(), int64_t(x.logits.size()));
-  std::ofstream(dir / "case.json")
-      << json({{"tokens", x.tokens}, {"loss", x.loss}, {"logits", dir / "logits.f32"}}).dump();
-  const std::string cmd = fmt::format("/usr/bin/python3 {}/tests/ckpt/safetensors_reference.py {} {}",
-                                      TESSERA_SOURCE_DIR, dir / "hf", dir / "case.json");
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the PyTorch Mixtral disagrees (output above)";
-
-  const GPTConfig back_cfg = model_from_hf(json::parse(read_file(dir / "hf/config.json")));
-  EXPECT_EQ(back_cfg.summary(), x.cfg.summary());
-  GPT back(back_cfg, ParamLayout::build(back_cfg, ParallelConfig{}, 0, 0));
-  import_hf(dir / "hf", back);
-  ASSERT_EQ(back.params().nbytes(), x.model.params().nbytes());
-  EXPECT_EQ(std::memcmp(back.params().data(), x.model.params().data(), back.params().nbytes()), 0)
-      << "import(export(x)) != x";
+  test::expect_reference_and_round_trip(x, dir, "Mixtral");
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, ExportMixtral,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "ring_attention_case.h"
 #include "tessera/kernels/context_chunks.h"
 #include "tessera/kernels/cpu/attention.h"
 #include "tessera/kernels/cpu/attention_ring.h"
@@ -21,28 +22,8 @@ using namespace tessera;
 
 namespace {
 
-struct Case {
-  int64_t B, T, NH, KVH, HS;
-  float base;     // 0: no RoPE
-  float drop_p;   // 0: no dropout
-  AttentionHeads heads() const { return {NH, KVH, HS, base}; }
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << "B " << c.B << " T " << c.T << " NH " << c.NH << " KVH " << c.KVH << " HS " << c.HS
-      << " base " << c.base << " p " << c.drop_p;
-}
-
-DropoutSite site_of(const Case& c) {
-  DropoutSite s;
-  s.p = c.drop_p;
-  s.seed = 11;
-  s.step = 3;
-  s.layer = 2;
-  s.site = DropoutSiteKind::AttentionProbs;
-  s.first_sample = 5;
-  return s;
-}
+using Case = test::RingAttentionCase;
+using test::site_of;
 
 // What one process computes: out (B, T, C), lse (B, NH, T), dqkv (B, T, W).
 struct Full {

@@ -8,11 +8,11 @@
 // mpi_test_trainer_cp.cpp.
 #include <gtest/gtest.h>
 
-#include <ostream>
 #include <vector>
 
 #include "../kernels/kernel_test_util.h"
 #include "mpi_test_env.h"
+#include "ring_attention_case.h"
 #include "tessera/kernels/cpu_backend_info.h"
 #include "tessera/kernels/ops.h"
 #include "tessera/model/context_parallel.h"
@@ -22,29 +22,8 @@ namespace {
 
 using test::world;
 
-struct Case {
-  int64_t B, T, NH, KVH, HS;
-  float base;    // 0: no RoPE
-  float drop_p;  // 0: no dropout
-  bool all_gather;
-  AttentionHeads heads() const { return {NH, KVH, HS, base}; }
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << "B " << c.B << " T " << c.T << " NH " << c.NH << " KVH " << c.KVH << " HS " << c.HS
-      << " base " << c.base << " p " << c.drop_p << (c.all_gather ? " all_gather" : " p2p");
-}
-
-DropoutSite site_of(const Case& c) {
-  DropoutSite s;
-  s.p = c.drop_p;
-  s.seed = 11;
-  s.step = 3;
-  s.layer = 2;
-  s.site = DropoutSiteKind::AttentionProbs;
-  s.first_sample = 5;
-  return s;
-}
+using Case = test::RingAttentionCase;
+using test::site_of;
 
 // rows (B, Tl, width) = rows pos[t] of x (B, T, width).
 std::vector<float> rows_at(const std::vector<float>& x, int64_t B, int64_t T, int64_t width,

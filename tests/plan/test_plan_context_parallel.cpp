@@ -183,7 +183,7 @@ TEST(PlanContextParallel, MetricsHeaderCarriesCp) {
 }
 
 TEST(PlanContextParallel, ValidateRunsACpRun) {
-  // A cp 2 run's metrics (what the engine will write once it runs cp):
+  // A cp 2 run's metrics (the header as the trainer writes it at cp 2):
   // predicted at its layout, memory of T / cp tokens a rank.
   std::string steps;
   for (int i = 1; i <= 5; ++i)

@@ -67,6 +67,34 @@ dry2=$("$bin" train $flags --dry-run --dry-run-ranks 2 2>&1) || fail "train <pri
 grep -qx "layout: $best" <<<"$dry2" || fail "printed flags describe another layout than '$best': $dry2"
 echo "ok: plan -> --emit-config / printed flags -> train --dry-run: $best, $predicted s"
 
+# 2b. Context parallelism is a layout key: `plan --config` of a cp 2
+# all_gather run emits it in the file and the printed flags, and train
+# reads both back as the same layout (no stale "train refuses" note).
+cat >"$tmp/cp.toml" <<'EOF'
+num-layers = 2
+hidden-size = 64
+num-attention-heads = 4
+seq-length = 64
+global-batch-size = 4
+context-parallel-size = 2
+cp-comm-type = "all_gather"
+EOF
+out=$("$bin" plan --config "$tmp/cp.toml" --emit-config "$tmp/cp_run.toml" 2>&1) ||
+  fail "plan --config cp.toml --emit-config: $out"
+best=$(sed -n 's/^best: \(.*\) on 2 x .*/\1/p' <<<"$out")
+grep -q "^tp 1 cp 2 ag pp 1 dp 1 " <<<"$best" || fail "plan of a cp 2 run: best '$best' in: $out"
+grep -q "refuses --context-parallel-size" <<<"$out" && fail "plan still says train refuses cp: $out"
+grep -qx "context-parallel-size = 2" "$tmp/cp_run.toml" || fail "no cp in the emitted config"
+grep -qx 'cp-comm-type = "all_gather"' "$tmp/cp_run.toml" || fail "no cp-comm-type in the emitted config"
+dry=$("$bin" train --config "$tmp/cp_run.toml" --dry-run --dry-run-ranks 2 2>&1) ||
+  fail "train --dry-run of the emitted cp config: $dry"
+grep -qx "layout: $best" <<<"$dry" || fail "the emitted cp config is another layout than '$best': $dry"
+flags=$(awk '/^run it with 2 ranks/ {on = 1; next} on && /^ / {print; next} {on = 0}' <<<"$out" |
+        sed 's/\\$//' | tr -d '\n' | sed 's/^ *tessera train//')
+grep -q -- "--context-parallel-size 2 .*--cp-comm-type all_gather" <<<"$flags" ||
+  fail "the printed train command has no cp: $flags"
+echo "ok: a cp 2 run -> --emit-config / printed flags -> train --dry-run: $best"
+
 # 3. A short real run of the emitted config (2 ranks, 2 steps).
 if command -v mpirun >/dev/null; then
   run=$(timeout 300 "$src/scripts/mpirun.sh" -n 2 "$bin" train --config "$tmp/run.toml" \

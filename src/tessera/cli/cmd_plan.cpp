@@ -107,6 +107,9 @@ void fix_to_run(plan::SearchSpace& sp, const PlanArgs& a, const TrainConfig& t) 
   // The run's overlap settings unless the command line names them.
   sp.overlap_grad_reduce = sp.overlap_grad_reduce || t.overlap_grad_reduce;
   sp.overlap_param_gather = sp.overlap_param_gather || t.overlap_param_gather;
+  // The run's K/V exchange for every cp > 1 candidate unless the command
+  // line names cp.
+  if (!a.given_cp) sp.cp_comm = p.cp_comm;
   if (a.search) return;
   if (!a.given_tp) sp.tp = {p.tp};
   if (!a.given_pp) sp.pp = {p.pp};
@@ -313,16 +316,9 @@ TrainKeys best_as_train_keys(const PlanArgs& a, const GPTConfig& model,
   }
   const TrainKeys layout = bridge::layout_keys(best.layout);
   keys.insert(keys.end(), layout.begin(), layout.end());
-  // Context parallelism, until its field is one of the layout's keys
-  // (the trainer refuses cp > 1 until then: docs/context_parallel.md).
+  // Expert parallelism, until its field is one of the layout's keys (the
+  // trainer refuses ep > 1 until then: docs/moe.md).
   const ParallelConfig& par = best.layout.par;
-  if (par.cp > 1 && !plan::cp_in_engine_trials()) {
-    keys.push_back({std::string(flag::cp).substr(2), TrainKey::Kind::Integer,
-                    std::to_string(par.cp), ""});
-    if (par.cp_comm != CpCommType::P2p)
-      keys.push_back({std::string(flag::cp_comm).substr(2), TrainKey::Kind::String,
-                      cp_comm_name(par.cp_comm), ""});
-  }
   if (par.ep > 1 && !plan::ep_in_engine_trials())
     keys.push_back({std::string(flag::ep).substr(2), TrainKey::Kind::Integer,
                     std::to_string(par.ep), ""});
@@ -471,9 +467,6 @@ void run_plan(const PlanArgs& args) {
     fmt::print("\n{}", plan::format_by_op(model, sys,
                                           plan::evaluate_layout(model, sys, r.ranked.front().layout)));
   if (!a.svg_dir.empty()) write_search_svgs(a, model, sys, space, r);
-  if (best.layout.par.cp > 1 && !plan::cp_in_engine_trials())
-    fmt::print("note: tessera train refuses --context-parallel-size > 1 until the engine's "
-               "context parallelism lands (docs/context_parallel.md)\n");
   if (run) {
     const std::string w = plan::calibration_mismatch(sys, a.devices, run->train.threads);
     if (!w.empty()) fmt::print("warning: {}\n", w);

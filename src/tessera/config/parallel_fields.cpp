@@ -11,23 +11,27 @@ using P = ParallelConfig;
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr FieldRange kPositive{1, kNoMax, ">= 1"};
 
+bool context_parallel(const P& p) { return p.cp > 1; }
+
 const std::array<Field<P>, 16> kFields{{
     {flag::tp, "tp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::tp,
      "tensor-parallel ranks", kPositive},
     {flag::pp, "pp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::pp, "pipeline stages",
      kPositive},
-    // Context parallelism is a flag only for now: the trainer refuses cp > 1
-    // (train_config.cpp) until it runs it, so no plan, checkpoint or trial
-    // holds it yet.
-    {flag::cp, "cp", 0, &P::cp,
+    // Context parallelism: written (a planned layout's keys, metadata, a
+    // metrics header, a trial line) only where cp > 1, so every file of a
+    // run without it reads as it did before the engine ran cp; absent, it
+    // reads as cp 1 (tune's trial reader fills it in for old logs).
+    {flag::cp, "cp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::cp,
      "context-parallel ranks: each holds 1/cp of every sequence (2 x cp chunks, load-balanced "
      "for causal attention)",
-     kPositive},
-    {flag::cp_comm, "cp_comm", 0,
+     kPositive, context_parallel, context_parallel},
+    {flag::cp_comm, "cp_comm", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
      ChoiceAccess<P>{[](const P& p) { return cp_comm_name(p.cp_comm); },
                      [](P& p, std::string_view v) { p.cp_comm = cp_comm_parse(v); }},
      "context parallelism's K/V exchange: p2p (a ring, overlapped with attention) or "
-     "all_gather"},
+     "all_gather",
+     std::nullopt, context_parallel, context_parallel},
     // Expert parallelism: no checkpoint holds it (every rank keeps every
     // expert's parameters, so a checkpoint does not depend on it; docs/moe.md).
     // The planner prices it (plan --ep), but a search of the engine's own runs

@@ -24,26 +24,6 @@ MemoryBytes memory_from_json(const json& j, const std::string& where) {
   return {get("params"), get("grads"), get("optimizer"), get("activations")};
 }
 
-// A context-parallel run's "cp" and "cp_comm" (absent before the engine ran
-// cp > 1: one rank of context). Read here as well as wherever the config
-// fields read them, so a header that carries the layout validates either way.
-void read_context_parallel(const json& par, ParallelConfig& p, const std::string& where) {
-  if (par.contains("cp")) {
-    TESSERA_CHECK(par["cp"].is_number_integer() && par["cp"].get<int64_t>() >= 1,
-                  "{}: the run header's parallel \"cp\" must be an integer >= 1", where);
-    p.cp = par["cp"].get<int64_t>();
-  }
-  if (par.contains("cp_comm")) {
-    TESSERA_CHECK(par["cp_comm"].is_string(),
-                  "{}: the run header's parallel \"cp_comm\" must be p2p or all_gather", where);
-    try {
-      p.cp_comm = cp_comm_parse(par["cp_comm"].get<std::string>());
-    } catch (const Error& e) {
-      fail("{}: {}", where, e.what());
-    }
-  }
-}
-
 void read_header(const json& run, RunMetrics& r, const std::string& where) {
   TESSERA_CHECK(run.is_object() && run.contains("model") && run.contains("parallel"),
                 "{}: the run header needs \"model\" and \"parallel\"", where);
@@ -53,7 +33,6 @@ void read_header(const json& run, RunMetrics& r, const std::string& where) {
   } catch (const Error& e) {
     fail("{}: {}", where, e.what());
   }
-  read_context_parallel(run["parallel"], r.par, where);
   // Typed like every field here: a wrong type is this file's error, not an
   // abort (nlohmann's value() throws type_error).
   for (const char* key : {"threads", "rank"})

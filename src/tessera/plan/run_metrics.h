@@ -5,7 +5,7 @@
 //
 // Expected format (docs/planner.md, "Metrics files"): the first line is
 //   {"run": {"model": {...model_to_json...},
-//            "parallel": {...parallel_to_json... (older files: no "schedule", 1f1b)},
+//            "parallel": {...parallel_to_json... (no "schedule": 1f1b; no "cp": 1)},
 //            "memory_bytes": {"params": P, "grads": G, "optimizer": O, "activations": A},
 //            "threads": N, "system": "local"}}
 // ("memory_bytes" may also be a list with one such object per rank; the

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "tessera/config/engine_cp.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/error.h"
 
@@ -123,13 +124,6 @@ bool accepts_with_some_split(ParallelConfig& par, const GPTConfig& m, int64_t wo
 
 }  // namespace
 
-bool cp_in_engine_trials() {
-  for (const auto& f : parallel_fields())
-    if (f.flag != nullptr && std::string_view(f.flag) == flag::cp)
-      return f.on(kSurfaceLayout) && f.on(kSurfaceTrial);
-  return false;
-}
-
 bool ep_in_engine_trials() {
   for (const auto& f : parallel_fields())
     if (f.flag != nullptr && std::string_view(f.flag) == flag::ep)
@@ -160,7 +154,7 @@ std::vector<int64_t> ep_candidates(const GPTConfig& m, const SearchSpace& sp, in
 std::vector<int64_t> cp_candidates(const GPTConfig& m, const SearchSpace& sp) {
   if (!sp.cp.empty()) return sp.cp;
   std::vector<int64_t> out{1};
-  if (m.seq_length < kCpSearchMinSeq || (sp.engine && !cp_in_engine_trials())) return out;
+  if (m.seq_length < kCpSearchMinSeq) return out;
   for (int64_t cp = 2; cp <= kCpSearchMax; cp *= 2)
     if (sp.devices % cp == 0 && m.seq_length % (2 * cp) == 0) out.push_back(cp);
   return out;
@@ -262,6 +256,15 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   if (zero_bubble && zero >= 2) continue;
                   // ... and either of an MoE model (its backward is not split yet).
                   if (zero_bubble && m.moe()) continue;
+                  // What `tessera train` refuses cp > 1 with (sequence
+                  // parallelism, the interleaved and zero-bubble schedules,
+                  // MoE): the engine's runs leave it out, so tune never
+                  // launches a layout train refuses.
+                  if (sp.engine && cp > 1) {
+                    ParallelConfig with = par;
+                    with.sequence_parallel = seq_par;
+                    if (cp_unsupported_in_engine(with, m)) continue;
+                  }
                   for (int64_t ep : ep_candidates(m, sp, par.dp * cp)) {
                     PlanLayout L;
                     L.par = par;

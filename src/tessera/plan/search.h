@@ -33,8 +33,8 @@ struct SearchSpace {
   // that length a rank's T / cp tokens leave the GEMMs too small for the
   // activations saved to be worth the ring, and Megatron's and NeMo's
   // recipes turn cp on only for long contexts. A search of the engine's own
-  // runs (engine, `tessera tune`) tries cp > 1 only once the engine's trial
-  // keys carry it (cp_in_engine_trials).
+  // runs (engine: plan --config, `tessera tune`) leaves out the cp > 1
+  // layouts `tessera train` refuses (cp_unsupported_in_engine).
   std::vector<int64_t> cp;
   CpCommType cp_comm = CpCommType::P2p;  // --cp-comm-type of every cp > 1 candidate
   // Expert-parallel sizes to try for an MoE model (docs/moe.md). Empty:
@@ -78,10 +78,8 @@ inline constexpr int64_t kCpSearchMax = 32;
 // The cp sizes a search tries (SearchSpace::cp, filled in when empty).
 std::vector<int64_t> cp_candidates(const GPTConfig& model, const SearchSpace& space);
 
-// Whether `tessera train` and tune's trials carry --context-parallel-size
+// Whether `tessera train` and tune's trials carry --expert-model-parallel-size
 // (its field on the layout and trial surfaces: config/parallel_fields.cpp).
-bool cp_in_engine_trials();
-// The same for --expert-model-parallel-size.
 bool ep_in_engine_trials();
 
 struct SearchResult {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tessera/config/engine_cp.h"
 #include "tessera/config/model_fields.h"
 #include "tessera/config/parallel_fields.h"
 #include "tessera/core/checked_math.h"
@@ -38,20 +39,11 @@ void TrainConfig::validate(int64_t world) const {
                 schedule_kind_name(par.schedule));
   par.validate(model, world);
   // Context parallelism runs with the combinations its mpirun tests cover
-  // (docs/context_parallel.md); the others are refused here, one line each.
-  if (par.cp > 1) {
-    auto refuse = [&](bool bad, const char* with) {
-      TESSERA_CHECK(!bad, "{} {} with {} is not supported yet (docs/context_parallel.md)",
-                    flag::cp, par.cp, with);
-    };
-    refuse(par.pp > 1 && par.schedule != ScheduleKind::OneFOneB &&
-               par.schedule != ScheduleKind::GPipe,
-           "--pipeline-schedule interleaved, zb-h1 or zbv (1f1b and gpipe run)");
-    // The MoE aux loss is taken per whole sequence (seq_aux_loss), and the
-    // expert-parallel exchange is not run beside the cp ring.
-    refuse(par.ep > 1, "--expert-model-parallel-size (expert parallelism)");
-    refuse(model.moe(), "--num-experts (MoE layers)");
-  }
+  // (docs/context_parallel.md); the others are refused here, one line each
+  // (the rule: cp_unsupported_in_engine, which the planner's engine
+  // searches also follow).
+  if (const char* with = cp_unsupported_in_engine(par, model))
+    fail("{} {} with {} is not supported yet (docs/context_parallel.md)", flag::cp, par.cp, with);
   // Every float flag: finite first, so that the range checks below (and the
   // NaN-refusing forms they are written in) speak of real numbers.
   for (const auto& [v, flag] : {std::pair<double, const char*>{optim.lr, "--lr"},

@@ -435,17 +435,11 @@ nlohmann::json Trainer::run_header() const {
                       {"grads", int64_t(r.grads)},
                       {"optimizer", int64_t(r.optimizer)},
                       {"activations", int64_t(r.activations)}});
-  nlohmann::json parallel = parallel_to_json(cfg_.par);
-  // cp is not a checkpoint field (config/parallel_fields.cpp); the header
-  // names it where it is in use, as `tessera plan --validate` reads it
-  // (plan/run_metrics.cpp: absent means cp 1).
-  if (cfg_.par.cp > 1) {
-    parallel["cp"] = cfg_.par.cp;
-    parallel["cp_comm"] = cp_comm_name(cfg_.par.cp_comm);
-  }
   return {{"run",
            {{"model", model_to_json(cfg_.model)},
-            {"parallel", parallel},
+            // cp and cp_comm only where cp > 1 (config/parallel_fields.cpp),
+            // as `tessera plan --validate` reads them (absent: cp 1).
+            {"parallel", parallel_to_json(cfg_.par)},
             {"memory_bytes", memory},
             {"precision", precision_name(cfg_.precision())},
             {"overlap_grad_reduce", cfg_.overlap_grad_reduce},

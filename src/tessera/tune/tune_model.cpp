@@ -99,13 +99,14 @@ double model_error(const std::vector<Trial>& trials) {
 
 // How new L is to the trials, in [0.25, 1]: a layout that differs from a
 // tried one only in its ZeRO stage or overlap flags shares most of the work
-// that was measured (0.25); one with a tried (tp, pp) shares its kernels and
-// communication pattern (0.5); a new (tp, pp) shares neither (1).
+// that was measured (0.25); one with a tried (tp, cp, pp) shares its kernels
+// and communication pattern (0.5); a new (tp, cp, pp) shares neither (1):
+// cp changes every rank's sequence length and adds the K/V ring.
 double novelty(const plan::PlanLayout& L, const std::vector<Trial>& trials) {
   double n = 1.0;
   for (const Trial& t : trials) {
     const ParallelConfig &a = L.par, &b = t.layout.par;
-    if (a.tp != b.tp || a.pp != b.pp) continue;
+    if (a.tp != b.tp || a.cp != b.cp || a.pp != b.pp) continue;
     const bool same_work = a.micro_batch == b.micro_batch && a.recompute == b.recompute &&
                            a.schedule == b.schedule && a.virtual_stages == b.virtual_stages &&
                            a.sequence_parallel == b.sequence_parallel &&

@@ -46,7 +46,7 @@ double model_error(const std::vector<Trial>& trials);
 
 // How new L is to the trials, in [0.25, 1]: 0.25 when it differs from a
 // tried layout only in ZeRO stage or overlap flags, 0.5 for a tried
-// (tp, pp), 1 for a new one.
+// (tp, cp, pp), 1 for a new one.
 double novelty(const plan::PlanLayout& L, const std::vector<Trial>& trials);
 
 // The next trial among `ranked` (fastest first on the corrected system):

@@ -200,7 +200,11 @@ plan::PlanLayout parse_layout_flags(const std::string& flags, int64_t ranks,
   }
   L.overlap_grad_reduce = run.overlap_grad_reduce;
   L.overlap_param_gather = run.overlap_param_gather;
-  p.dp = p.tp > 0 && p.pp > 0 && ranks % (p.tp * p.pp) == 0 ? ranks / (p.tp * p.pp) : 0;
+  // dp = ranks / (tp x cp x pp), divided one degree at a time (no product
+  // of the flags' values to overflow); 0 when a degree is not >= 1 or does
+  // not divide what is left.
+  p.dp = ranks;
+  for (int64_t d : {p.tp, p.cp, p.pp}) p.dp = d > 0 && p.dp % d == 0 ? p.dp / d : 0;
   return L;
 }
 
@@ -240,7 +244,13 @@ Trial trial_from_json(const nlohmann::json& j, const std::string& where) {
   Trial t;
   try {
     t.index = j.at("trial").get<int64_t>();
-    fields_from_json(parallel_fields(), kSurfaceTrial, j, kTrialForm, "trial", t.layout.par);
+    // A line holds "cp" and "cp_comm" only for a cp > 1 trial (their fields'
+    // `stored`), as every log written before tune tried cp: absent, cp 1.
+    // (j is an object: at("trial") above threw otherwise.)
+    nlohmann::json with_cp = j;
+    if (!with_cp.contains("cp")) with_cp["cp"] = 1;
+    if (!with_cp.contains("cp_comm")) with_cp["cp_comm"] = cp_comm_name(CpCommType::P2p);
+    fields_from_json(parallel_fields(), kSurfaceTrial, with_cp, kTrialForm, "trial", t.layout.par);
     TrainConfig run;
     fields_from_json(run_fields(), kSurfaceTrial, j, kTrialForm, "trial", run);
     t.layout.overlap_grad_reduce = run.overlap_grad_reduce;

@@ -15,7 +15,7 @@ namespace tessera::tune {
 
 struct Trial {
   int64_t index = 0;              // 1-based, in the order run
-  plan::PlanLayout layout;        // dp = ranks / (tp pp); 0 when they do not divide
+  plan::PlanLayout layout;        // dp = ranks / (tp cp pp); 0 when they do not divide
   std::string flags;              // the layout as `tessera train` flags (what was run)
   double predicted_before = -1;   // s/step, the planner uncorrected (-1: it rejects the layout)
   double predicted_after = -1;    // s/step, the planner as corrected when the trial was chosen
@@ -53,8 +53,9 @@ void run_trial(const TrialSettings& s, Trial& t);
 // Whitespace-separated words (a launcher, --include's flags).
 std::vector<std::string> split_words(const std::string& s);
 
-// The train flags of a layout: degrees, batch, ZeRO, recompute, sequence
-// parallelism, schedule, virtual stages, overlap flags.
+// The train flags of a layout: degrees (cp and its K/V exchange where cp >
+// 1), batch, ZeRO, recompute, sequence parallelism, schedule, virtual
+// stages, overlap flags.
 std::string layout_flags(const plan::PlanLayout& L);
 // The inverse, for --include: the layout keys of `flags`; `ranks` gives dp.
 // Throws naming --include for a word that is not a layout flag.

@@ -58,6 +58,7 @@ TuneResult run_trials(const TuneRequest& r) {
   space.engine = true;
   space.flash_attention = true;
   space.precision = r.base.precision();
+  space.cp_comm = r.base.par.cp_comm;  // the run's K/V exchange for every cp > 1 trial
   const plan::PlanLayout base_layout = bridge::layout_of_run(r.base);
   std::vector<plan::PlanLayout> includes;
   for (const std::string& f : r.include)

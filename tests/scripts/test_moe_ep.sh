@@ -18,44 +18,7 @@ src=$2
 mpirun=$src/scripts/mpirun.sh
 command -v mpirun > /dev/null || { echo "skip: no mpirun"; exit 77; }
 scratch_dir
-model=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16
-       --micro-batch-size 2 --global-batch-size 8 --lr 5e-3 --no-progress
-       --threads 1 --attention-dropout 0 --hidden-dropout 0 --cache-dir "$tmp/cache"
-       --num-experts 4 --moe-router-topk 2 --moe-aux-loss-coeff 0.01 --moe-z-loss-coeff 0.001
-       --moe-expert-capacity-factor 0.75 --eval-interval 0)
-run() {  # run NAME RANKS ARGS...
-  local name=$1 ranks=$2
-  shift 2
-  if [ "$ranks" -eq 1 ]; then
-    "$bin" train "${model[@]}" --metrics-file "$tmp/$name.jsonl" "$@" >"$tmp/$name.log" 2>&1
-  else
-    "$mpirun" -n "$ranks" "$bin" train "${model[@]}" --metrics-file "$tmp/$name.jsonl" "$@" \
-      >"$tmp/$name.log" 2>&1
-  fi || { fail "$name failed:"; tail -5 "$tmp/$name.log"; }
-}
-# compare ONE OTHER NAME RANKS [FIRST]: OTHER's steps from FIRST on equal ONE's.
-compare() {
-  /usr/bin/python3 - "$@" <<'PY' || fail "$3 differs"
-import json, sys
-one_path, other_path, name, ranks = sys.argv[1:5]
-first = int(sys.argv[5]) if len(sys.argv) > 5 else 1
-def steps(p):
-    return {s["step"]: s for s in map(json.loads, open(p)) if "step" in s}
-one, other = steps(one_path), steps(other_path)
-assert {s["ranks"] for s in other.values()} == {int(ranks)}, f"{name} ran on the wrong ranks"
-keys = sorted(other)
-assert keys == list(range(first, 11)), f"{name}: steps {keys}"
-def rels(key):
-    return [abs(one[k][key] - other[k][key]) / abs(one[k][key]) for k in keys]
-loss, norm = rels("loss"), rels("grad_norm")
-assert loss[0] <= 1e-5 and max(loss) <= 1e-4, f"{name} losses: {loss}"
-assert norm[0] <= 1e-5 and max(norm) <= 1e-3, f"{name} gradient norms: {norm}"
-if first == 1:
-    assert all(s["moe_tokens_dropped"] > 0 for s in one.values()), "the capacity drops nothing"
-print(f"ok: {name}: steps {first}-10 equal one process's "
-      f"(worst {max(loss):.1e} loss, {max(norm):.1e} gradient norm, relative)")
-PY
-}
+source "$(dirname "${BASH_SOURCE[0]}")/moe_runs.sh"  # model, run, compare
 run one 1 --train-iters 10
 run ep2 2 --train-iters 10 --expert-model-parallel-size 2
 run ep2_allgather 2 --train-iters 10 --expert-model-parallel-size 2 \

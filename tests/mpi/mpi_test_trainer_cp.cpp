@@ -1,7 +1,7 @@
 // The trainer under context parallelism (docs/context_parallel.md), under
 // mpirun: cp 2 over the world's ranks (2 ranks: cp 2; 4 ranks: cp 2 x dp 2,
 // ZeRO 0 and 3, cp 2 x tp 2 with and without SP, cp 2 x pp 2 under 1f1b,
-// interleaved, zb-h1 and zbv) trains 512-token sequences exactly as one process does on
+// interleaved, zb-h1 and zbv; 8 ranks: cp 2 x tp 2 + SP x pp 2) trains 512-token sequences exactly as one process does on
 // the same global batch: step 1's loss and gradient norm to 1e-5
 // relative, step 10's to 1e-4 (the norm to 1e-3, as every layout test),
 // GPT-2 and Llama blocks, with dropout, p2p and all_gather, recomputation;
@@ -173,6 +173,14 @@ TEST(ContextParallelTrainer, SequenceParallelMatchesOneProcess) {
 TEST(ContextParallelTrainer, PipelineMatchesOneProcess) {
   cp_matches_one_process({.dropout = 0.1f, .pp = 2});
   cp_matches_one_process({.llama = true, .dropout = 0.1f, .pp = 2});
+}
+// 8 ranks (oversubscribed; CTest runs this case alone at 8): cp 2 x tp 2
+// with SP x pp 2, every part of the layout at once: the SP blocks of the
+// cp chunks cross the pipeline's stage boundary as (B T / (cp tp), C) rows.
+TEST(ContextParallelTrainer, SequenceParallelPipelineMatchesOneProcess) {
+  if (world().size() != 8) GTEST_SKIP() << "runs at 8 ranks (cp 2 x tp 2 x pp 2)";
+  cp_matches_one_process({.dropout = 0.1f, .tp = 2, .pp = 2, .sp = true});
+  cp_matches_one_process({.llama = true, .dropout = 0.1f, .tp = 2, .pp = 2, .sp = true});
 }
 // cp 2 x pp 2 under the schedules that reorder the passes: interleaved and
 // zbv hold two model chunks a rank (4 layers), zb-h1 and zbv split the

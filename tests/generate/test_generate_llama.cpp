@@ -5,7 +5,7 @@
 // together, after a prefill, a second multi-token chunk and single-token
 // steps; greedy generation is the same with and without the cache, across
 // the sliding window too (whose re-run restarts at position 0, as the full
-// forward of the window does).
+// forward of the window does). Mixture-of-experts models too (dropless).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -69,6 +69,43 @@ std::vector<Arch> archs() {
     a.push_back({"MqaRopeNoBias", c});
   }
   a.push_back({"Gpt2", small(test::tiny_gpt())});
+  // Mixtures of experts (docs/moe.md): the decoder runs the training
+  // layer's routing and grouped GEMMs on the new rows, every token to its
+  // top-k experts. GPT-2 blocks with only layer 0 an MoE layer (GELU experts
+  // with biases), and a Llama-block MoE (SwiGLU experts, Mixtral's shape).
+  {
+    GPTConfig c = small(test::tiny_gpt());
+    c.num_experts = 4;
+    c.moe_router_topk = 2;
+    c.moe_layer_freq = 2;
+    c.untie_embeddings = true;  // (tied, this model repeats two tokens greedily)
+    a.push_back({"MoeGptEveryOtherLayer", c});
+  }
+  {
+    GPTConfig c = small(test::tiny_llama());
+    c.num_experts = 4;
+    c.moe_router_topk = 2;
+    a.push_back({"MoeLlama", c});
+  }
+  {
+    // A training capacity factor limits micro-batches, not generation: the
+    // decoder and the full forward it is held to both run dropless.
+    GPTConfig c = small(test::tiny_llama());
+    c.num_experts = 4;
+    c.moe_router_topk = 1;
+    c.moe_capacity_factor = 0.5f;
+    a.push_back({"MoeTop1WithCapacityFactor", c});
+  }
+  {
+    // A gated shared expert beside the routed ones (Qwen2-MoE's shape):
+    // the decoder adds it on every new row as training's layer does.
+    GPTConfig c = small(test::tiny_llama());
+    c.num_experts = 4;
+    c.moe_router_topk = 2;
+    c.moe_shared_expert_intermediate_size = 48;
+    c.moe_shared_expert_gate = true;
+    a.push_back({"MoeLlamaSharedExpertGate", c});
+  }
   return a;
 }
 

@@ -1,6 +1,7 @@
 // The trainer under context parallelism (docs/context_parallel.md), under
 // mpirun: cp 2 over the world's ranks (2 ranks: cp 2; 4 ranks: cp 2 x dp 2,
-// ZeRO 0 and 3, cp 2 x tp 2 with and without SP, cp 2 x pp 2) trains 512-token sequences exactly as one process does on
+// ZeRO 0 and 3, cp 2 x tp 2 with and without SP, cp 2 x pp 2 under 1f1b,
+// interleaved, zb-h1 and zbv; 8 ranks: cp 2 x tp 2 + SP x pp 2) trains 512-token sequences exactly as one process does on
 // the same global batch: step 1's loss and gradient norm to 1e-5
 // relative, step 10's to 1e-4 (the norm to 1e-3, as every layout test),
 // GPT-2 and Llama blocks, with dropout, p2p and all_gather, recomputation;
@@ -31,8 +32,8 @@ constexpr int64_t kSeq = 512;
 
 // The tiny run at 512 tokens; cp x tp x pp ranks of the world (dp the rest).
 TrainConfig cp_config(int64_t cp, int zero, float dropout, Precision precision, bool llama,
-                      int64_t world_size, int64_t tp = 1, int64_t pp = 1) {
-  TrainConfig c = test::tiny_train_config(zero, 1, 2, dropout, precision, llama);
+                      int64_t world_size, int64_t tp = 1, int64_t pp = 1, int64_t layers = 2) {
+  TrainConfig c = test::tiny_train_config(zero, 1, layers, dropout, precision, llama);
   c.model.seq_length = kSeq;
   c.par.cp = cp;
   c.par.tp = tp;
@@ -73,6 +74,8 @@ TrainConfig one_process_config(const TrainConfig& par_cfg) {
   c.par.pp = 1;
   c.par.dp = 1;
   c.par.zero_stage = 0;
+  c.par.schedule = ScheduleKind::OneFOneB;
+  c.par.virtual_stages = 1;
   c.validate(1);
   return c;
 }
@@ -95,6 +98,9 @@ struct CpCase {
   int zero = 0;
   int tp = 1, pp = 1;
   bool sp = false;  // --sequence-parallel (with tp)
+  ScheduleKind schedule = ScheduleKind::OneFOneB;  // with pp > 1
+  int vp = 1;       // --virtual-pipeline-stages (interleaved, zbv: 2)
+  int layers = 2;   // interleaved and zbv: 4, a layer per model chunk and more
 };
 
 void cp_matches_one_process(const CpCase& k) {
@@ -102,8 +108,10 @@ void cp_matches_one_process(const CpCase& k) {
   if (world().size() % ranks != 0)
     GTEST_SKIP() << "needs a multiple of " << ranks << " ranks";
   TrainConfig c =
-      cp_config(2, k.zero, k.dropout, k.precision, k.llama, world().size(), k.tp, k.pp);
+      cp_config(2, k.zero, k.dropout, k.precision, k.llama, world().size(), k.tp, k.pp, k.layers);
   c.par.cp_comm = k.comm;
+  c.par.schedule = k.schedule;
+  c.par.virtual_stages = k.vp;
   c.par.recompute = k.recompute;
   c.par.sequence_parallel = k.sp;
   c.validate(world().size());
@@ -111,8 +119,8 @@ void cp_matches_one_process(const CpCase& k) {
   auto data = cp_data(c);
   Trainer t(c, *data, &world(), &cp_grid(k.tp, k.pp));
   const std::string what = fmt::format(
-      "{} cp 2 tp {}{} pp {} dp {} zero {} dropout {} {} recompute {} {}",
-      k.llama ? "llama" : "gpt", k.tp, k.sp ? " sp" : "", k.pp, c.par.dp, k.zero, k.dropout, cp_comm_name(k.comm),
+      "{} cp 2 tp {}{} pp {} {} vp {} dp {} zero {} dropout {} {} recompute {} {}",
+      k.llama ? "llama" : "gpt", k.tp, k.sp ? " sp" : "", k.pp, schedule_kind_name(k.schedule), k.vp, c.par.dp, k.zero, k.dropout, cp_comm_name(k.comm),
       recompute_name(k.recompute), precision_name(k.precision));
   for (int64_t s = 1; s <= c.train_iters; ++s) {
     const StepStats got = t.train_step(s);
@@ -165,6 +173,25 @@ TEST(ContextParallelTrainer, SequenceParallelMatchesOneProcess) {
 TEST(ContextParallelTrainer, PipelineMatchesOneProcess) {
   cp_matches_one_process({.dropout = 0.1f, .pp = 2});
   cp_matches_one_process({.llama = true, .dropout = 0.1f, .pp = 2});
+}
+// 8 ranks (oversubscribed; CTest runs this case alone at 8): cp 2 x tp 2
+// with SP x pp 2, every part of the layout at once: the SP blocks of the
+// cp chunks cross the pipeline's stage boundary as (B T / (cp tp), C) rows.
+TEST(ContextParallelTrainer, SequenceParallelPipelineMatchesOneProcess) {
+  if (world().size() != 8) GTEST_SKIP() << "runs at 8 ranks (cp 2 x tp 2 x pp 2)";
+  cp_matches_one_process({.dropout = 0.1f, .tp = 2, .pp = 2, .sp = true});
+  cp_matches_one_process({.llama = true, .dropout = 0.1f, .tp = 2, .pp = 2, .sp = true});
+}
+// cp 2 x pp 2 under the schedules that reorder the passes: interleaved and
+// zbv hold two model chunks a rank (4 layers), zb-h1 and zbv split the
+// backward into an input pass (the ring's dQ and dK/dV) and a weight pass.
+TEST(ContextParallelTrainer, PipelineSchedulesMatchOneProcess) {
+  cp_matches_one_process(
+      {.dropout = 0.1f, .pp = 2, .schedule = ScheduleKind::Interleaved, .vp = 2, .layers = 4});
+  cp_matches_one_process({.dropout = 0.1f, .pp = 2, .schedule = ScheduleKind::ZeroBubbleH1});
+  cp_matches_one_process({.llama = true, .dropout = 0.1f, .pp = 2, .schedule = ScheduleKind::ZeroBubbleH1});
+  cp_matches_one_process(
+      {.llama = true, .dropout = 0.1f, .pp = 2, .schedule = ScheduleKind::ZeroBubbleV, .vp = 2, .layers = 4});
 }
 
 // The validation loss sees whole sequences: each rank's mean over its rows,

@@ -208,9 +208,6 @@ expect_refusal 'world size 1 is not divisible by --tensor-model-parallel-size \(
   train "${small[@]}" --context-parallel-size 2
 expect_refusal '--seq-length \(18\) must be divisible into 2 x --context-parallel-size \(2\) = 4 equal chunks' \
   train "${small[@]}" --seq-length 18 --context-parallel-size 2 --dry-run --dry-run-ranks 2
-expect_refusal '--context-parallel-size 2 with --pipeline-schedule interleaved, zb-h1 or zbv \(1f1b and gpipe run\) is not supported yet' \
-  train "${small[@]}" --num-layers 2 --context-parallel-size 2 --pipeline-model-parallel-size 2 \
-  --pipeline-schedule zb-h1 --cp-comm-type all_gather --dry-run --dry-run-ranks 4
 # With SP each tp rank holds (T / cp) / tp rows: T = 20 cuts into 4 chunks
 # for cp 2, but its 10 rows a cp rank do not split over tp 4.
 expect_refusal '--seq-length \(20\) must be divisible by --tensor-model-parallel-size \(4\) x --context-parallel-size \(2\) with --sequence-parallel' \

@@ -146,9 +146,15 @@ TEST(TuneContextParallel, EngineSearchOffersCpButNoLayoutTrainRefuses) {
   sp.engine = true;
   sp.precision = Precision::Fp32;
   const std::vector<plan::PlanLayout> engine = plan::enumerate_layouts(m, sys, sp);
-  int64_t with_cp = 0;
-  for (const plan::PlanLayout& L : engine) with_cp += L.par.cp > 1;
+  int64_t with_cp = 0, cp_reordered = 0;
+  for (const plan::PlanLayout& L : engine) {
+    with_cp += L.par.cp > 1;
+    // cp under the schedules that reorder the passes (interleaved, zb-h1, zbv) runs too.
+    cp_reordered += L.par.cp > 1 && L.par.pp > 1 && L.par.schedule != ScheduleKind::OneFOneB &&
+                    L.par.schedule != ScheduleKind::GPipe;
+  }
   EXPECT_GT(with_cp, 0) << "the engine search offers no cp at " << m.seq_length << " tokens";
+  EXPECT_GT(cp_reordered, 0) << "the engine search offers cp only with 1f1b and gpipe";
   expect_train_takes_all(engine, m, 4);
   // The planner's own search (Megatron's runs) still prices cp with
   // sequence parallelism and the interleaved schedule.

@@ -100,9 +100,6 @@ void register_generate(CLI::App& app) {
     TESSERA_CHECK(o->top_k >= 0, "--top-k must be >= 0 (got {})", o->top_k);
     ckpt::Checkpoint ck = ckpt::open_checkpoint(o->checkpoint);
     for (const auto& n : ck.notes) fmt::print(stderr, "tessera: note: {}\n", n);
-    // The decoder has no MoE path yet (model/generate.cpp): refused before loading.
-    TESSERA_CHECK(!ck.run.model.moe(), "generation of a mixture-of-experts model ({}) is not "
-                  "supported yet", flag::num_experts);
     // Another tokenizer than the model's decodes its ids into other text
     // (mojibake): refused where both are known.
     if (!o->tokenizer.empty())

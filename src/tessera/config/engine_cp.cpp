@@ -4,9 +4,6 @@ namespace tessera {
 
 const char* cp_unsupported_in_engine(const ParallelConfig& p, const GPTConfig& model) {
   if (p.cp == 1) return nullptr;
-  // The cp mpirun tests cover 1F1B and GPipe pipelines only.
-  if (p.pp > 1 && p.schedule != ScheduleKind::OneFOneB && p.schedule != ScheduleKind::GPipe)
-    return "--pipeline-schedule interleaved, zb-h1 or zbv (1f1b and gpipe run)";
   // The expert-parallel exchange is not run beside the cp ring.
   if (p.ep > 1) return "--expert-model-parallel-size (expert parallelism)";
   // The MoE aux loss is taken per whole sequence (seq_aux_loss).

@@ -4,7 +4,10 @@
 #include <memory>
 
 #include "tessera/core/error.h"
+#include "tessera/kernels/moe_stats.h"
 #include "tessera/kernels/ops.h"
+#include "tessera/model/moe_layer.h"
+#include "tessera/model/moe_shared_expert.h"
 
 namespace tessera {
 
@@ -14,9 +17,6 @@ Decoder::Decoder(const GPT& model) : model_(model) {
   TESSERA_CHECK(L.tp() == 1 && L.has_embedding() && L.has_head() &&
                     int64_t(L.layers().size()) == c.num_layers,
                 "generation needs the whole model on one rank (tp = 1, one pipeline stage)");
-  // The decoder's own MLP path is dense; its MoE path is not written yet.
-  TESSERA_CHECK(!c.moe(), "generation of a mixture-of-experts model (--num-experts) is not "
-                "supported yet");
   C_ = c.hidden_size;
   F_ = c.ffn();
   Ff_ = c.fc_width();
@@ -43,6 +43,57 @@ void Decoder::resize(int64_t n) {
   fit(tmp_, n * C_);
   fit(fch_, n * Ff_);
   fit(act_, n * F_);
+  if (model_.config().moe()) {
+    const GPTConfig& c = model_.config();
+    const int64_t E = c.num_experts, K = c.moe_router_topk;
+    auto fit_i = [](std::vector<int32_t>& v, int64_t size) {
+      if (int64_t(v.size()) < size) v.resize(size_t(size));
+    };
+    fit(moe_logits_, n * E);
+    fit_i(moe_idx_, n * K);
+    fit(moe_gates_, n * K);
+    fit_i(moe_slot_, n * K);
+    fit_i(moe_counts_, E);
+    fit(moe_stats_, kernels::kMoeStats + E);
+    fit(moe_xs_, n * K * C_);
+    fit(moe_h_, n * K * Ff_);
+    fit(moe_act_, n * K * F_);
+    fit(moe_ys_, n * K * C_);
+    if (c.moe_shared()) {
+      fit(moe_sh_h_, n * c.moe_shared_fc_width());
+      fit(moe_sh_act_, n * c.moe_shared_expert_intermediate_size);
+      fit(moe_sh_y_, n * C_);
+      fit(moe_sh_gate_, n);
+    }
+  }
+}
+
+void Decoder::moe_mlp(const kernels::Ops& ops, const LayerWeights& lw, int64_t n) {
+  // The training layer's own kernels (model/moe_layer.h) on the n new rows,
+  // dropless: every token reaches its top-k experts (capacity n), as
+  // inference with Mixtral or Qwen-MoE runs; a --moe-expert-capacity-factor
+  // limits a training micro-batch, not what the model computes for a token.
+  ActShape s = model_.act_shape(1, n);
+  s.capacity = n;
+  MoeActs m;
+  m.logits = moe_logits_.data();  // (n, E)
+  m.idx = moe_idx_.data();        // (n, K)
+  m.gates = moe_gates_.data();    // (n, K)
+  m.slot = moe_slot_.data();      // (n, K)
+  m.counts = moe_counts_.data();  // (E)
+  m.stats = moe_stats_.data();    // (kMoeStats + E)
+  m.xs = moe_xs_.data();          // (n K, C)
+  m.h = moe_h_.data();            // (n K, Ff)
+  m.act = moe_act_.data();        // (n K, F)
+  m.ys = moe_ys_.data();          // (n K, C)
+  moe_forward(ops, lw, m, ln_.data(), tmp_.data(), s);
+  if (s.S > 0) {  // the shared expert on every new row, added as in training
+    m.sh_h = moe_sh_h_.data();        // (n, Sf)
+    m.sh_act = moe_sh_act_.data();    // (n, S)
+    m.sh_y = moe_sh_y_.data();        // (n, C)
+    m.sh_gate = moe_sh_gate_.data();  // (n)
+    moe_shared_forward(ops, lw, m, ln_.data(), tmp_.data(), s);
+  }
 }
 
 void Decoder::norm(const kernels::Ops& ops, float* out, const float* x, const float* w,
@@ -94,14 +145,19 @@ const float* Decoder::forward(const int32_t* tokens, int64_t n) {
                            heads_);
     ops.matmul_forward(tmp_.data(), atty_.data(), lw.proj_w, lw.proj_b, n, Cq_, C);
     ops.accumulate(x, tmp_.data(), n * C);
-    // MLP: fc writes (n, F), or [gate | up] (n, 2F) under SwiGLU.
+    // MLP: fc writes (n, F), or [gate | up] (n, 2F) under SwiGLU; an MoE
+    // layer's experts in its place.
     norm(ops, ln_.data(), x, lw.ln2_w, lw.ln2_b, n);
-    ops.matmul_forward(fch_.data(), ln_.data(), lw.fc_w, lw.fc_b, n, C, Ff_);
-    if (c.swiglu)
-      ops.swiglu_forward(act_.data(), fch_.data(), n, F_);
-    else
-      ops.gelu_forward(act_.data(), fch_.data(), n * F_);
-    ops.matmul_forward(tmp_.data(), act_.data(), lw.fcproj_w, lw.fcproj_b, n, F_, C);
+    if (lw.moe()) {
+      moe_mlp(ops, lw, n);
+    } else {
+      ops.matmul_forward(fch_.data(), ln_.data(), lw.fc_w, lw.fc_b, n, C, Ff_);
+      if (c.swiglu)
+        ops.swiglu_forward(act_.data(), fch_.data(), n, F_);
+      else
+        ops.gelu_forward(act_.data(), fch_.data(), n * F_);
+      ops.matmul_forward(tmp_.data(), act_.data(), lw.fcproj_w, lw.fcproj_b, n, F_, C);
+    }
     ops.accumulate(x, tmp_.data(), n * C);
   }
   cache_.len = pos0 + n;
@@ -117,7 +173,9 @@ const float* Decoder::forward(const int32_t* tokens, int64_t n) {
 
 std::vector<float> logits_no_cache(GPT& model, const int32_t* tokens, int64_t n) {
   Activations acts;
-  activations_init(acts, model.act_shape(1, n));
+  ActShape s = model.act_shape(1, n);
+  s.capacity = n;  // MoE layers dropless, as the decoder runs them
+  activations_init(acts, s);
   std::vector<int32_t> targets(size_t(n), -1);  // no loss wanted
   model.forward(acts, tokens, targets.data());
   const int64_t V = model.config().vocab_size;

@@ -20,7 +20,8 @@ namespace tessera {
 // rank (tp = 1, one pipeline stage) and outlive the decoder. Every
 // architecture the engine trains: LayerNorm or RMSNorm, GELU or SwiGLU,
 // learned positions or RoPE, multi-head or grouped-query attention, with or
-// without linear biases, tied or untied LM head.
+// without linear biases, tied or untied LM head, dense or MoE MLPs (every
+// token to its top-k experts: no capacity drops at generation).
 class Decoder {
  public:
   explicit Decoder(const GPT& model);
@@ -39,6 +40,8 @@ class Decoder {
   // out (rows, C) = the model's norm (LayerNorm or RMSNorm) of x (rows, C).
   void norm(const kernels::Ops& ops, float* out, const float* x, const float* w, const float* b,
             int64_t rows);
+  // tmp_ (n, C) = an MoE layer's experts on ln_ (n, C).
+  void moe_mlp(const kernels::Ops& ops, const LayerWeights& lw, int64_t n);
 
   const GPT& model_;
   int64_t C_, F_, Ff_, V_;  // Ff_: the fc GEMM's width, F or 2 F ([gate | up]) under SwiGLU
@@ -56,6 +59,22 @@ class Decoder {
   std::vector<float> fch_;     // (n, Ff)
   std::vector<float> act_;     // (n, F) GELU(fch) or silu(gate) * up
   std::vector<float> logits_;  // (V)
+  // MoE layers (E experts, top K), n K routed rows.
+  std::vector<float> moe_logits_;     // (n, E) router logits
+  std::vector<int32_t> moe_idx_;      // (n, K) chosen experts
+  std::vector<float> moe_gates_;      // (n, K)
+  std::vector<int32_t> moe_slot_;     // (n, K) row in the sorted rows
+  std::vector<int32_t> moe_counts_;   // (E)
+  std::vector<float> moe_stats_;      // (kMoeStats + E)
+  std::vector<float> moe_xs_;         // (n K, C) ln_ rows sorted by expert
+  std::vector<float> moe_h_;          // (n K, Ff)
+  std::vector<float> moe_act_;        // (n K, F)
+  std::vector<float> moe_ys_;         // (n K, C)
+  // The shared expert (GPTConfig::moe_shared; model/moe_shared_expert.h).
+  std::vector<float> moe_sh_h_;       // (n, Sf)
+  std::vector<float> moe_sh_act_;     // (n, S)
+  std::vector<float> moe_sh_y_;       // (n, C)
+  std::vector<float> moe_sh_gate_;    // (n)
 };
 
 // Logits (V) after the last of tokens (n), by GPT::forward over all n.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "tessera/plan/causal_attention.h"
 #include "tessera/plan/comm_model.h"
 #include "tessera/plan/context_parallel_cost.h"
 #include "tessera/plan/eager_kernels.h"
@@ -147,8 +148,14 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
       // the clock the device sustains: SystemSpec::sustained_clock), and
       // its dropout mask where this machine's draw was measured (a datasheet
       // system has no such figure: its mask stays unpriced).
-      return e.flops / (sys.sustained_peak_flops(L.precision) * sys.gemm_max_efficiency *
-                        sys.attention_efficiency) +
+      // A causal pass on a tile-skipping flash kernel computes only the
+      // tiles on and below the diagonal (causal_attention.h); the unfused
+      // attention computes the whole matrix. e.n is the rank's T / cp
+      // queries; the mask spans the whole sequence.
+      return e.flops *
+                 (L.flash_attention ? causal_attention_fraction(e.n * L.par.cp, sys.attention_causal_speedup)
+                                    : 1.0) /
+                 (sys.sustained_peak_flops(L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency) +
              kernel_rate(sys.kernel_rates, kAttentionMaskDraw) * double(e.mask_draws);
     case OpClass::Memory: return memory_seconds(e, sys, L);
     case OpClass::Collective: {

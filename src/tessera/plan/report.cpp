@@ -146,7 +146,12 @@ std::vector<std::string> calibration_file_warnings(const SystemSpec& sys,
 
 std::string format_breakdown(const LayoutCost& c, const SystemSpec& sys) {
   const StepBreakdown& t = c.time;
-  std::string out = fmt::format("{} on {} x {}\n", c.layout.str(), c.layout.devices(), sys.device_name);
+  // The layout and the machine on one line unless that passes 100 columns
+  // after the caller's "best: " (a long layout: uneven stages, fp8).
+  std::string out = fmt::format("{} on {} x {}", c.layout.str(), c.layout.devices(), sys.device_name);
+  if (out.size() > 92)
+    out = fmt::format("{}\n  on {} x {}", c.layout.str(), c.layout.devices(), sys.device_name);
+  out += "\n";
   out += fmt::format("  step {:.3f} s ({}), {:.0f} tokens/s, MFU {:.1f}% (HFU {:.1f}%), {:.1f} TFLOP/s/device\n",
                      t.step, t.simulated ? "schedule simulated" : "closed form", c.tokens_per_second,
                      100 * c.mfu, 100 * c.hfu, c.tflops_per_device);

@@ -192,6 +192,13 @@ void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) 
   s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m), "gemm.", path, Range::positive, true));
   s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n), "gemm.", path, Range::positive, true));
   s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency, "gemm.", path);
+  s.attention_causal_speedup = get_number(*g, "causal_speedup", s.attention_causal_speedup, "gemm.", path,
+                                          Range::non_negative);
+  TESSERA_CHECK(s.attention_causal_speedup == 0 ||
+                    (s.attention_causal_speedup >= 1 && s.attention_causal_speedup <= 2),
+                "{}: 'gemm.causal_speedup' must be 0 (none) or between 1 and 2 (got {}): skipping the "
+                "masked half of the tiles at most halves the time",
+                path, s.attention_causal_speedup);
   s.gemm_measured = read_gemm_samples(*g, "measured", path);
   s.gemm_measured_bf16 = read_gemm_samples(*g, "measured_bf16", path);
   s.gemm_measured_fp16 = read_gemm_samples(*g, "measured_fp16", path);

@@ -88,6 +88,13 @@ struct SystemSpec {
   double gemm_max_efficiency = 0.7;
   int64_t tile_m = 128, tile_n = 128;
   double attention_efficiency = 0.5;  // flash attention, relative to a large GEMM
+  // [gemm] causal_speedup: how much faster the system's flash-attention
+  // kernel runs a causal pass than a non-causal one at long sequences (it
+  // skips the tiles above the mask's diagonal: causal_attention.h). 0 (the
+  // default, a CPU calibration, whose attention_efficiency is measured under
+  // the full count, and the unfused attention of `--no-flash-attention`):
+  // the whole matrix is priced.
+  double attention_causal_speedup = 0.0;
   std::vector<NetworkTier> tiers;     // fastest first; the last has ranks = 0
   // [node] comm_overlap: the fraction of an overlapped collective that
   // compute hides (1: dedicated copy engines and NICs; a CPU's collectives

@@ -96,6 +96,16 @@ std::vector<Arch> archs() {
     c.moe_capacity_factor = 0.5f;
     a.push_back({"MoeTop1WithCapacityFactor", c});
   }
+  {
+    // A gated shared expert beside the routed ones (Qwen2-MoE's shape):
+    // the decoder adds it on every new row as training's layer does.
+    GPTConfig c = small(test::tiny_llama());
+    c.num_experts = 4;
+    c.moe_router_topk = 2;
+    c.moe_shared_expert_intermediate_size = 48;
+    c.moe_shared_expert_gate = true;
+    a.push_back({"MoeLlamaSharedExpertGate", c});
+  }
   return a;
 }
 

@@ -1,10 +1,11 @@
 // The MoE kernels (backend_methods.inc: moe_route_*, moe_permute_*,
-// moe_combine_*, grouped_matmul_*) on the CPU backend, by what they must
+// moe_combine_*, moe_shared_gate_*, grouped_matmul_*) on the CPU backend, by what they must
 // guarantee beyond the PyTorch check of the whole layer (test_torch_moe):
 // ties go to the lowest expert index, drops follow token order, and each
 // expert's group of the grouped GEMM is the dense GEMM's bits.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -116,6 +117,33 @@ TEST(MoePermuteCombine, RowsGoToTheirSlotsAndComeBackWeighted) {
   for (int64_t c = 0; c < C; ++c) {
     EXPECT_FLOAT_EQ(out[c], 0.75f * x[c]);  // the dropped choice adds nothing
     EXPECT_FLOAT_EQ(out[2 * C + c], 0.9f * xs[3 * C + c] + 0.1f * x[2 * C + c]);
+  }
+}
+
+// The shared expert's gate (Qwen2-MoE): out += sigmoid(logit) * y per
+// token, and backward's dy = gate * dout and dlogit = g (1 - g) dout . y;
+// a logit written in place of the gate is read before it is overwritten.
+TEST(MoeSharedGate, SigmoidScalesEachTokenAndItsGradient) {
+  const int64_t N = 3, C = 4;
+  const auto y = test::randn(N * C, 7, 1.0f);
+  const auto dout = test::randn(N * C, 8, 1.0f);
+  std::vector<float> gate = {0.0f, 2.0f, -1.0f};  // the logits, overwritten by the gates
+  const std::vector<float> logit = gate;
+  std::vector<float> out(N * C, 1.0f);
+  cpu().moe_shared_gate_forward(out.data(), gate.data(), gate.data(), y.data(), N, C);
+  std::vector<float> dy(N * C), dlogit(N);
+  cpu().moe_shared_gate_backward(dy.data(), dlogit.data(), dout.data(), y.data(), gate.data(), N,
+                                 C);
+  for (int64_t n = 0; n < N; ++n) {
+    const double g = 1.0 / (1.0 + std::exp(-double(logit[n])));
+    EXPECT_NEAR(gate[n], g, 1e-7);
+    double dot = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      EXPECT_FLOAT_EQ(out[n * C + c], 1.0f + gate[n] * y[n * C + c]);
+      EXPECT_FLOAT_EQ(dy[n * C + c], gate[n] * dout[n * C + c]);
+      dot += double(dout[n * C + c]) * double(y[n * C + c]);
+    }
+    EXPECT_NEAR(dlogit[n], g * (1 - g) * dot, 1e-6 * (1 + std::abs(dot)));
   }
 }
 

@@ -4,7 +4,7 @@
 // parameter gradient to 1e-5 relative in fp32; variants with a capacity
 // factor that drops tokens, SwiGLU experts without biases (the Llama
 // family), experts in every other layer only, load balancing off and per
-// sequence (seq_aux_loss). The trainer's step then
+// sequence (seq_aux_loss), a shared expert with and without its gate. The trainer's step then
 // reports the routing in its metrics.
 #include <gtest/gtest.h>
 
@@ -51,7 +51,21 @@ std::vector<Variant> variants() {
   no_balancing.moe_load_balancing = MoeLoadBalancing::None;  // the z-loss alone
   GPTConfig per_sequence = moe(test::tiny_gpt());
   per_sequence.moe_load_balancing = MoeLoadBalancing::SeqAuxLoss;
+  // A shared expert (--moe-shared-expert-intermediate-size) of another
+  // width than the routed ones; with its sigmoid gate (Qwen2-MoE), also
+  // beside dense layers (every other layer) and with SwiGLU.
+  GPTConfig shared = moe(test::tiny_gpt());
+  shared.moe_shared_expert_intermediate_size = 48;
+  GPTConfig shared_gate = every_other;
+  shared_gate.moe_shared_expert_intermediate_size = 40;
+  shared_gate.moe_shared_expert_gate = true;
+  GPTConfig llama_shared_gate = moe(test::tiny_llama());
+  llama_shared_gate.moe_shared_expert_intermediate_size = 64;
+  llama_shared_gate.moe_shared_expert_gate = true;
   return {{"Gpt", moe(test::tiny_gpt())},
+          {"GptSharedExpert", shared},
+          {"EveryOtherLayerSharedGate", shared_gate},
+          {"LlamaSharedExpertGate", llama_shared_gate},
           {"GptCapacityDrops", capacity},
           {"LlamaSwiglu", moe(test::tiny_llama())},
           {"EveryOtherLayer", every_other},

@@ -11,6 +11,8 @@ engine's kernels:
   * capacity: expert e keeps the first `capacity` tokens that chose it in
     (b, t) order, the others add nothing;
   * each expert an MLP of the dense one's shapes (GELU or SwiGLU);
+  * a shared expert (when the parameters hold one): an MLP of its own
+    width on every token, added, times sigmoid(x . w_gate) under its gate;
   * the Switch/GShard aux loss E / (N^2 K) * sum_e P_e f_e (f_e: the
     choices of e, a constant; under seq_aux_loss the same per sequence of T
     tokens, averaged) and the z-loss mean(logsumexp^2), each times
@@ -73,6 +75,19 @@ class MoeReference(tr.Reference):
             if pre + ".proj.bias" in p:
                 y = y + p[pre + ".proj.bias"][e]
             out = out.index_add(0, rows, gates[rows, ks][:, None] * y)
+        # The shared expert: a dense MLP every token runs, its output added,
+        # scaled per token by sigmoid(x . w_gate) when it has a gate.
+        sh = f"h.{l}.mlp.shared_expert"
+        if sh + ".fc.weight" in p:
+            u = x @ p[sh + ".fc.weight"].T
+            if sh + ".fc.bias" in p:
+                u = u + p[sh + ".fc.bias"]
+            y = self.activation(u) @ p[sh + ".proj.weight"].T
+            if sh + ".proj.bias" in p:
+                y = y + p[sh + ".proj.bias"]
+            if f"h.{l}.mlp.shared_expert_gate.weight" in p:
+                y = torch.sigmoid(x @ p[f"h.{l}.mlp.shared_expert_gate.weight"].T) * y  # (N, 1)
+            out = out + y
         # Switch over groups of G tokens (the micro-batch, or each sequence
         # under seq_aux_loss), averaged over the groups.
         G = T if c["load_balancing"] == "seq_aux_loss" else N

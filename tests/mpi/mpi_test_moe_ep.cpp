@@ -132,8 +132,9 @@ struct Buffers {
     idx.resize(size_t(N * s.K)), slot.resize(size_t(N * s.K)), counts.resize(size_t(s.E));
     dys.resize(size_t(R * s.C)), dact.resize(size_t(R * s.F)), dh.resize(size_t(R * s.Ff()));
     dxs.resize(size_t(R * s.C)), dgates.resize(size_t(N * s.K)), dlogits.resize(size_t(N * s.E));
-    m = {logits.data(), idx.data(), gates.data(), slot.data(), counts.data(), stats.data(),
-         xs.data(), h.data(), act.data(), ys.data()};
+    m.logits = logits.data(), m.idx = idx.data(), m.gates = gates.data();
+    m.slot = slot.data(), m.counts = counts.data(), m.stats = stats.data();
+    m.xs = xs.data(), m.h = h.data(), m.act = act.data(), m.ys = ys.data();
     scratch.moe_dys = dys.data(), scratch.moe_dact = dact.data(), scratch.moe_dh = dh.data();
     scratch.moe_dxs = dxs.data(), scratch.moe_dgates = dgates.data();
     scratch.moe_dlogits = dlogits.data();

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "temp_file.h"
+#include "tessera/model/flops.h"
 #include "tessera/plan/layer_ops.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/memory_model.h"
@@ -52,6 +53,44 @@ TEST(PlanMoe, PresetsHaveTheirPublishedSizes) {
   const GPTConfig& m = find_preset("mixtral-8x7b")->config;
   EXPECT_EQ(m.num_experts, 8);
   EXPECT_EQ(m.moe_router_topk, 2);
+}
+
+// The shared expert (--moe-shared-expert-intermediate-size S, its gate):
+// Qwen1.5-MoE-A2.7B's preset holds it as the engine runs it, and the
+// planner prices its parameters (ParamLayout), its FLOPs (a dense MLP of
+// width S on every token, and the gate), its GEMMs in the traced op list
+// and its activations.
+TEST(PlanMoe, SharedExpertIsPriced) {
+  const GPTConfig& qwen = find_preset("qwen1.5-moe-a2.7b")->config;
+  EXPECT_EQ(qwen.num_experts, 60);
+  EXPECT_EQ(qwen.moe_router_topk, 4);
+  EXPECT_EQ(qwen.moe_shared_expert_intermediate_size, 5632);
+  EXPECT_TRUE(qwen.moe_shared_expert_gate);
+  GPTConfig none = qwen;
+  none.moe_shared_expert_intermediate_size = 0;
+  none.moe_shared_expert_gate = false;
+  // Parameters: 3 C S (SwiGLU, no biases) and the gate's C, per layer.
+  const double C = double(qwen.hidden_size), S = 5632, L = double(qwen.num_layers);
+  EXPECT_DOUBLE_EQ(double(ParamCounter(qwen).model_params() - ParamCounter(none).model_params()),
+                   L * (3 * C * S + C));
+  // FLOPs: forward 2 x 3 C S + 2 C per token and layer, x 3 for the step.
+  const int64_t T = qwen.seq_length;
+  const double flops = step_flops(qwen, 1, Recompute::None, ScheduleKind::OneFOneB).model -
+                       step_flops(none, 1, Recompute::None, ScheduleKind::OneFOneB).model;
+  EXPECT_NEAR(flops, 3 * L * double(T) * (2 * 3 * C * S + 2 * C), 1e-6 * flops);
+  // The op list's GEMMs (what the engine runs): the shared expert's two.
+  const SystemSpec sys = load_system("h100");
+  const PlanLayout one = layout(1, 1, 1);
+  EXPECT_GT(layer_ops(qwen, sys, one).forward[Op::Gemm], layer_ops(none, sys, one).forward[Op::Gemm]);
+  // Activations: Korthikanti's form and the engine's own arena.
+  EXPECT_GT(korthikanti_layer_bytes(qwen, 1, 1, false, Recompute::None, true),
+            korthikanti_layer_bytes(none, 1, 1, false, Recompute::None, true));
+  const auto arena = [&](const GPTConfig& m) {
+    return activations_bytes(engine_shape(m, 1, 1, 2, false, false, Recompute::None));
+  };
+  // Per MoE layer at least its fc output, activation (S and 2 S wide, 4
+  // bytes each in fp32) and gated output kept (C).
+  EXPECT_GE(double(arena(qwen) - arena(none)), 2 * double(T) * (3 * S + C) * 4);
 }
 
 TEST(PlanMoe, ActivationsGrowWithTopKAndCapacity) {

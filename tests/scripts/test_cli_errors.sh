@@ -154,6 +154,14 @@ expect_refusal '--moe-router-load-balancing-type must be aux_loss, seq_aux_loss 
   train "${small[@]}" "${moe[@]}" --moe-router-load-balancing-type sinkhorn
 expect_refusal '--moe-aux-loss-coeff must be a finite number >= 0' \
   train "${small[@]}" "${moe[@]}" --moe-aux-loss-coeff=-1
+# The shared expert (--moe-shared-expert-intermediate-size) lives in the
+# MoE layers; its gate needs it.
+expect_refusal '--moe-shared-expert-intermediate-size needs --num-experts' \
+  train "${small[@]}" --moe-shared-expert-intermediate-size 64
+expect_refusal '--moe-shared-expert-intermediate-size must be >= 1 \(got -4\)' \
+  train "${small[@]}" "${moe[@]}" --moe-shared-expert-intermediate-size=-4
+expect_refusal '--moe-shared-expert-gate needs --moe-shared-expert-intermediate-size > 0' \
+  train "${small[@]}" "${moe[@]}" --moe-shared-expert-gate
 expect_refusal '--num-experts with --tensor-model-parallel-size > 1 is not supported yet' \
   train "${small[@]}" "${moe[@]}" --tensor-model-parallel-size 2 --dry-run --dry-run-ranks 2
 expect_refusal '--num-experts with --pipeline-schedule zb-h1 is not supported yet' \

@@ -39,6 +39,7 @@ HfArch moe_arch_of(const GPTConfig& m) {
   if (m.moe_layer_freq != 1) lacks.push_back(fmt::format("{} 1", flag::moe_layer_freq));
   if (m.add_bias_linear) lacks.push_back(flag::disable_bias_linear);
   if (!m.moe_dropless()) lacks.push_back(fmt::format("no {}", flag::moe_capacity_factor));
+  if (m.moe_shared()) lacks.push_back(fmt::format("no {}", flag::moe_shared_size));
   TESSERA_CHECK(lacks.empty(),
                 "no Hugging Face architecture holds this model ({}): Mixtral needs {} (Qwen2-MoE "
                 "files are not written yet)",

@@ -72,7 +72,12 @@ std::string model_difference(const GPTConfig& a, const GPTConfig& b) {
                         diff("moe_router_topk", a.moe() ? a.moe_router_topk : 0,
                              b.moe() ? b.moe_router_topk : 0),
                         diff("moe_layer_freq", a.moe() ? a.moe_layer_freq : 0,
-                             b.moe() ? b.moe_layer_freq : 0)})
+                             b.moe() ? b.moe_layer_freq : 0),
+                        diff("moe_shared_expert_intermediate_size",
+                             a.moe_shared() ? a.moe_shared_expert_intermediate_size : 0,
+                             b.moe_shared() ? b.moe_shared_expert_intermediate_size : 0),
+                        diff("moe_shared_expert_gate", a.moe_shared() && a.moe_shared_expert_gate,
+                             b.moe_shared() && b.moe_shared_expert_gate)})
     if (!d.empty()) return d;
   // The family's switches: each changes the parameters or what they compute.
   auto text = [](const char* what, const std::string& x, const std::string& y) {

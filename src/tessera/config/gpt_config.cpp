@@ -33,8 +33,11 @@ void check_sizes_fit(const GPTConfig& m) {
   const int64_t C4 = checked_mul(4, C, what);
   // E experts (and their router) in place of one MLP.
   const int64_t mlps = std::max<int64_t>(m.num_experts, 1) + (m.moe() ? 1 : 0);
-  const int64_t layer = checked_add(checked_add(checked_mul(C4, C, what),
-                                                checked_mul(checked_mul(checked_mul(3, C, what), F, what), mlps, what), what),
+  // and the shared expert, one MLP of width S (3 C S bounds it too)
+  const int64_t shared = checked_mul(checked_mul(3, C, what),
+                                     checked_add(m.moe_shared_expert_intermediate_size, 1, what), what);
+  const int64_t layer = checked_add(checked_add(checked_add(checked_mul(C4, C, what),
+                                                checked_mul(checked_mul(checked_mul(3, C, what), F, what), mlps, what), what), shared, what),
                                     checked_add(checked_mul(16, C, what), F, what), what);
   const int64_t params = checked_add(checked_mul(2, table, what), checked_mul(m.num_layers, layer, what), what);
   checked_mul(params, 16, what);
@@ -42,6 +45,12 @@ void check_sizes_fit(const GPTConfig& m) {
 
 void check_moe(const GPTConfig& m) {
   check_field_range(model_field(flag::num_experts), m.num_experts);
+  check_field_range(model_field(flag::moe_shared_size), m.moe_shared_expert_intermediate_size);
+  // A shared expert lives in the MoE layers: none without experts.
+  TESSERA_CHECK(m.moe_shared_expert_intermediate_size == 0 || m.moe(), "{} needs {}",
+                flag::moe_shared_size, flag::num_experts);
+  TESSERA_CHECK(!m.moe_shared_expert_gate || m.moe_shared(), "{} needs {} > 0",
+                flag::moe_shared_gate, flag::moe_shared_size);
   if (!m.moe()) return;
   check_field_range(model_field(flag::moe_layer_freq), m.moe_layer_freq);
   check_field_range(model_field(flag::moe_router_topk), m.moe_router_topk);
@@ -121,6 +130,9 @@ std::string GPTConfig::summary() const {
     s += fmt::format(" moe {} experts top-{} every {} layer(s){}", num_experts, moe_router_topk,
                      moe_layer_freq,
                      moe_dropless() ? "" : fmt::format(" capacity {}", moe_capacity_factor));
+  if (moe_shared())
+    s += fmt::format(" shared expert {}{}", moe_shared_expert_intermediate_size,
+                     moe_shared_expert_gate ? " gated" : "");
   if (attention_dropout > 0 || hidden_dropout > 0)
     s += fmt::format(" dropout attention {} hidden {}", attention_dropout, hidden_dropout);
   return s;

@@ -67,6 +67,14 @@ struct GPTConfig {
   // first in (b, t) order; the rest are dropped. kDropless (unset): no limit.
   static constexpr float kDropless = -1.0f;
   float moe_capacity_factor = kDropless;
+  // --moe-shared-expert-intermediate-size S (Megatron-LM; Qwen-MoE,
+  // DeepSeek): every MoE layer also runs one dense MLP of width S (GELU,
+  // or SwiGLU in the Llama family) on every token and adds its output to
+  // the routed experts' combined output; 0: none. --moe-shared-expert-gate
+  // (Megatron-LM's flag; Qwen2-MoE): that output is first scaled per token
+  // by sigmoid(x . w_gate), w_gate (C).
+  int64_t moe_shared_expert_intermediate_size = 0;
+  bool moe_shared_expert_gate = false;
 
   int64_t head_size() const { return hidden_size / num_heads; }
   int64_t positions() const {
@@ -85,8 +93,15 @@ struct GPTConfig {
   bool rope() const { return position_embedding == PositionEmbedding::Rope; }
   bool rmsnorm() const { return normalization == Normalization::RMSNorm; }
   bool moe() const { return num_experts > 0; }
-  // Global layer l has experts instead of a dense MLP.
-  bool moe_layer(int64_t l) const { return moe() && l % moe_layer_freq == 0; }
+  // Global layer l has experts instead of a dense MLP (the one rule: the
+  // parameters, the activations' views and the planner all ask it).
+  bool moe_layer(int64_t l) const { return moe() && is_moe_layer(l, moe_layer_freq); }
+  static bool is_moe_layer(int64_t l, int64_t freq) { return l % freq == 0; }
+  // A shared expert (--moe-shared-expert-intermediate-size) in every MoE layer.
+  bool moe_shared() const { return moe() && moe_shared_expert_intermediate_size > 0; }
+  int64_t moe_shared_fc_width() const {
+    return swiglu ? 2 * moe_shared_expert_intermediate_size : moe_shared_expert_intermediate_size;
+  }
   bool moe_dropless() const { return moe_capacity_factor == kDropless; }
   // The aux loss's coefficient (0 under load balancing none).
   float moe_aux_coeff() const {

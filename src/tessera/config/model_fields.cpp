@@ -39,7 +39,7 @@ bool moe_not_default(const G& m) {
 }
 constexpr unsigned kMoeTraining = kSurfaceLayout | kSurfaceCheckpoint;
 
-const std::array<Field<G>, 27> kFields{{
+const std::array<Field<G>, 29> kFields{{
     {.flag = flag::num_layers, .json_key = "num_layers", .surfaces = kShape,
      .access = &G::num_layers, .help = "transformer layers", .range = kLayers, .required = true},
     {.flag = flag::hidden_size, .json_key = "hidden_size", .surfaces = kShape,
@@ -176,6 +176,19 @@ const std::array<Field<G>, 27> kFields{{
              "dropped (unset: dropless)",
      .written = moe_not_default<&G::moe_capacity_factor>,
      .stored = moe_not_default<&G::moe_capacity_factor>, .hide_default = true},
+    {.flag = flag::moe_shared_size, .json_key = "moe_shared_expert_intermediate_size",
+     .surfaces = kShape, .access = &G::moe_shared_expert_intermediate_size,
+     .help = "a shared expert in every MoE layer: one dense MLP of this width every token "
+             "runs, its output added to the routed experts' (0: none)",
+     // 0 is "not given"; a width given is >= 1.
+     .range = FieldRange{0, int64_t(1) << 24, ">= 1"},
+     .written = moe_not_default<&G::moe_shared_expert_intermediate_size>,
+     .stored = moe_not_default<&G::moe_shared_expert_intermediate_size>, .hide_default = true},
+    {.flag = flag::moe_shared_gate, .json_key = "moe_shared_expert_gate", .surfaces = kShape,
+     .access = &G::moe_shared_expert_gate,
+     .help = "scale the shared expert's output per token by sigmoid(x . w_gate) (Qwen2-MoE)",
+     .written = moe_not_default<&G::moe_shared_expert_gate>,
+     .stored = moe_not_default<&G::moe_shared_expert_gate>},
 }};
 
 }  // namespace

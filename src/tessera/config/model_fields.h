@@ -39,6 +39,8 @@ inline constexpr const char moe_aux_loss_coeff[] = "--moe-aux-loss-coeff";
 inline constexpr const char moe_z_loss_coeff[] = "--moe-z-loss-coeff";
 inline constexpr const char moe_load_balancing[] = "--moe-router-load-balancing-type";
 inline constexpr const char moe_capacity_factor[] = "--moe-expert-capacity-factor";
+inline constexpr const char moe_shared_size[] = "--moe-shared-expert-intermediate-size";
+inline constexpr const char moe_shared_gate[] = "--moe-shared-expert-gate";
 }  // namespace flag
 
 // In --help order. On kSurfaceLayout: the model's part of a planned run's

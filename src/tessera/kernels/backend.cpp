@@ -143,6 +143,12 @@ KernelCalls Backend::moe_combine_cost(int64_t N, int64_t K, int64_t C) {
                  double(N * C) * kF32)};
 }
 
+KernelCalls Backend::moe_shared_gate_cost(int64_t N, int64_t C) {
+  // Reads a row of y and of out (or dout) per token, writes one.
+  const double rows = double(N * C);
+  return {memory("moe_shared_gate", N * C, 2 * rows * kF32, rows * kF32)};
+}
+
 KernelCalls Backend::cast_cost(Precision out, Precision in, int64_t n) {
   if (out == in)
     return {memory("copy", n, double(n) * bytes_of(in), double(n) * bytes_of(out), in)};

@@ -67,6 +67,7 @@ class Backend {
   static KernelCalls moe_route_backward_cost(int64_t N, int64_t E, int64_t K);
   static KernelCalls moe_permute_cost(Precision x, int64_t N, int64_t K, int64_t C);
   static KernelCalls moe_combine_cost(int64_t N, int64_t K, int64_t C);
+  static KernelCalls moe_shared_gate_cost(int64_t N, int64_t C);
   static KernelCalls fill_cost(Precision x, int64_t n);
   static KernelCalls accumulate_cost(Precision x, int64_t n);
   static KernelCalls bias_add_cost(bool gelu, int64_t N, int64_t C);

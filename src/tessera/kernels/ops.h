@@ -149,6 +149,18 @@ class Ops {
     b_->moe_combine_backward(dys, dgates, dout, ys, gates, slot, N, K, C);
   }
 
+  void moe_shared_gate_forward(float* out, float* gate, const float* glogit, const float* y,
+                               int64_t N, int64_t C) const {
+    ProfileScope t(prof_, Op::Residual);
+    b_->moe_shared_gate_forward(out, gate, glogit, y, N, C);
+  }
+  void moe_shared_gate_backward(Act dy, float* dglogit, const float* dout, const float* y,
+                                const float* gate, int64_t N, int64_t C) const {
+    expect_run_type(dy);
+    ProfileScope t(prof_, Op::Residual);
+    b_->moe_shared_gate_backward(dy, dglogit, dout, y, gate, N, C);
+  }
+
   // Where a kernel whose output only feeds matmul_backward as dout writes
   // it: fp32 (n) into `fp32` itself, or under --bf16 / --fp16 a 16-bit view
   // of the output-gradient scratch, so the producer rounds each element

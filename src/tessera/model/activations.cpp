@@ -47,6 +47,13 @@ void carve_moe(MoeActs& m, const ActShape& s, Carver& c) {
   m.h = c.keep_act(R * s.Ff());
   m.act = c.keep_act(R * s.F);
   m.ys = c.keep(R * s.C);
+  if (s.S > 0) {  // the shared expert: every token's row
+    m.sh_h = c.keep_act(N * s.Sf());
+    m.sh_act = c.keep_act(N * s.S);
+    // Its output is read again in backward only by the gate's gradient.
+    m.sh_y = s.shared_gate ? c.keep(N * s.C) : nullptr;  // else the scratch moe_sh_y
+    m.sh_gate = s.shared_gate ? c.keep(N) : nullptr;
+  }
 }
 
 // Its expert side under expert parallelism: ep x R rows, the worst case.
@@ -64,6 +71,9 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   const int64_t BT = s.N(), Ns = s.Ns();
   const int64_t Cqkv = s.Cqkv(), Ff = s.Ff();
   const Recompute rc = s.recompute;
+  // Which MLP views each layer carves: GPTConfig::moe_layer (ActShape::moe_layer).
+  const bool dense_mlp = s.any_mlp_kind(ActShape::kDenseMlp);
+  const bool moe = s.any_mlp_kind(ActShape::kMoeMlp);
   // RMSNorm keeps no mean.
   auto mean_temp = [&] { return s.rmsnorm ? nullptr : c.temp(Ns); };
   auto mean_keep = [&] { return s.rmsnorm ? nullptr : c.keep(Ns); };
@@ -81,15 +91,19 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
     shared.ln2 = c.temp_act(Ns * s.C);
     shared.ln2_mean = mean_temp();
     shared.ln2_rstd = c.temp(Ns);
-    if (s.dense_mlp) shared.fch = c.temp_act(BT * Ff);
+    if (dense_mlp) shared.fch = c.temp_act(BT * Ff);
   }
   if (rc != Recompute::None) {
     shared.atty = c.temp_act(BT * s.Cl);
     shared.lse = c.temp(s.B * s.NH * s.T);
-    if (s.dense_mlp) shared.fch_gelu = c.temp_act(BT * s.F);
+    if (dense_mlp) shared.fch_gelu = c.temp_act(BT * s.F);
   }
-  for (auto& l : layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerActs& l = layers[i];
+    const uint8_t kind = s.mlp_kind(int64_t(i));
+    const bool moe_here = kind & ActShape::kMoeMlp, dense_here = kind & ActShape::kDenseMlp;
     l = shared;
+    if (!dense_here) l.fch = l.fch_gelu = {};  // the shared dense views: not this layer's
     if (rc != Recompute::Full) {
       l.ln1 = c.keep_act(Ns * s.C);
       l.ln1_mean = mean_keep();
@@ -105,13 +119,13 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
       l.ln2 = c.keep_act(Ns * s.C);
       l.ln2_mean = mean_keep();
       l.ln2_rstd = c.keep(Ns);
-      if (s.dense_mlp) l.fch = c.keep_act(BT * Ff);
+      if (dense_here) l.fch = c.keep_act(BT * Ff);
     }
-    if (rc == Recompute::None && s.dense_mlp) l.fch_gelu = c.keep_act(BT * s.F);
+    if (rc == Recompute::None && dense_here) l.fch_gelu = c.keep_act(BT * s.F);
     // Always kept: the next layer's input (or the stage's output).
     l.res_out = c.keep(Ns * s.C);
-    if (s.moe()) carve_moe(l.moe, s, c);
-    if (s.moe() && s.ep > 1) carve_ep_moe(l.ep_moe, s, c);
+    if (moe_here) carve_moe(l.moe, s, c);
+    if (moe_here && s.ep > 1) carve_ep_moe(l.ep_moe, s, c);
   }
   if (s.has_head) {
     a.lnf = c.keep_act(Ns * s.C);
@@ -129,10 +143,9 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
   a.dln = c.temp(BT * s.C);
   a.dqkv = c.temp(BT * Cqkv);
   a.datty = c.temp(BT * s.Cl);
-  a.dfch = s.dense_mlp ? c.temp(BT * Ff) : nullptr;
-  a.dact = s.swiglu && s.dense_mlp ? c.temp(BT * s.F) : nullptr;
+  a.dfch = dense_mlp ? c.temp(BT * Ff) : nullptr;
+  a.dact = s.swiglu && dense_mlp ? c.temp(BT * s.F) : nullptr;
   a.tp_full = s.sp() ? c.temp(BT * s.C) : nullptr;
-  const bool moe = s.moe();
   const int64_t R = moe ? s.R() : 0;
   a.moe_dys = moe ? c.temp(R * s.C) : nullptr;
   a.moe_dact = moe ? c.temp(R * s.F) : nullptr;
@@ -145,6 +158,14 @@ void carve(Activations& a, const ActShape& s, Carver& c) {
     a.ep_scratch = {c.temp(Rx * s.C), c.temp(Rx * s.C), c.temp(Rx * s.F), c.temp(Rx * Ff),
                     c.temp(Rx * s.C)};
   }
+  const bool shared_expert = moe && s.S > 0;
+  a.moe_sh_dy = shared_expert && s.shared_gate ? c.temp(BT * s.C) : nullptr;
+  a.moe_sh_dact = shared_expert ? c.temp(BT * s.S) : nullptr;
+  a.moe_sh_dh = shared_expert ? c.temp(BT * s.Sf()) : nullptr;
+  a.moe_sh_dgate = shared_expert && s.shared_gate ? c.temp(BT) : nullptr;
+  a.moe_sh_y = shared_expert && !s.shared_gate ? c.temp(BT * s.C) : nullptr;
+  if (shared_expert && !s.shared_gate)
+    for (LayerActs& l : layers) l.moe.sh_y = a.moe_sh_y;
 }
 
 Carver count(const ActShape& s) {
@@ -186,7 +207,9 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
     s.moe_z_coeff = m.moe_z_loss_coeff;
     s.moe_aux_group = m.moe_load_balancing == MoeLoadBalancing::SeqAuxLoss ? m.seq_length
                                                                             : B * m.seq_length;
-    s.dense_mlp = m.moe_layer_freq > 1;
+    s.moe_layer_freq = m.moe_layer_freq;
+    s.S = m.moe_shared_expert_intermediate_size;
+    s.shared_gate = m.moe_shared() && m.moe_shared_expert_gate;
   }
   if (sequence_parallel && tp > 1) {
     TESSERA_CHECK(m.seq_length % tp == 0,
@@ -195,6 +218,16 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
     s.Ts = m.seq_length / tp;
   }
   return s;
+}
+
+void set_layer_kinds(ActShape& s, const GPTConfig& m, const std::vector<int64_t>& layers,
+                     int64_t chunks) {
+  const int64_t per = int64_t(layers.size()) / chunks;
+  s.mlp_kinds.assign(size_t(per), 0);
+  for (int64_t k = 0; k < chunks; ++k)
+    for (int64_t i = 0; i < per; ++i)
+      s.mlp_kinds[size_t(i)] |=
+          m.moe_layer(layers[size_t(k * per + i)]) ? ActShape::kMoeMlp : ActShape::kDenseMlp;
 }
 
 int64_t activations_bytes(const ActShape& s) {

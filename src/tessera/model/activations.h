@@ -51,15 +51,38 @@ struct ActShape {
   // Tokens the aux loss balances over: the micro-batch (N, aux_loss) or
   // each sequence (T, seq_aux_loss), averaged over the groups.
   int64_t moe_aux_group = 0;
-  // Some layer has a dense MLP (false when every layer is an MoE layer,
-  // --moe-layer-freq 1): only then are the dense MLP's views carved.
-  bool dense_mlp = true;
+  // Which MLP views each local layer slot carves: kDenseMlp and / or
+  // kMoeMlp (both when the slot is reused by chunks of both kinds: the
+  // virtual pipeline stages' one arena). set_layer_kinds fills it from
+  // GPTConfig::moe_layer of the rank's global layers; empty: that rule on
+  // layers 0 .. L-1 (the planner's count of a stage's layers).
+  static constexpr uint8_t kDenseMlp = 1, kMoeMlp = 2;
+  int64_t moe_layer_freq = 1;
+  std::vector<uint8_t> mlp_kinds;  // (L) or empty
+  // The shared expert of every MoE layer (GPTConfig::moe_shared): its
+  // width S (0: none) and whether a sigmoid gate scales its output.
+  int64_t S = 0;
+  bool shared_gate = false;
   // Expert-parallel ranks (model/expert_parallel.h): above 1 every MoE
   // layer also keeps the expert-side views of EpMoeActs, ep x R rows each.
   int64_t ep = 1;
 
   int64_t N() const { return B * T; }
   bool moe() const { return E > 0; }
+  // The MLP kinds of local layer slot i (0 .. L-1).
+  uint8_t mlp_kind(int64_t i) const {
+    if (size_t(i) < mlp_kinds.size()) return mlp_kinds[size_t(i)];
+    return moe() && GPTConfig::is_moe_layer(i, moe_layer_freq) ? kMoeMlp : kDenseMlp;
+  }
+  // Some local slot has that kind: only then is its backward scratch (and
+  // shared recompute views) carved.
+  bool any_mlp_kind(uint8_t kind) const {
+    for (int64_t i = 0; i < L; ++i)
+      if (mlp_kind(i) & kind) return true;
+    return false;
+  }
+  // Columns of the shared expert's fc GEMM: S, or 2 S under SwiGLU.
+  int64_t Sf() const { return swiglu ? 2 * S : S; }
   // Rows of the experts' sorted tokens: every choice (N K) or, under a
   // capacity, at most E full experts.
   int64_t R() const { return std::min(N() * K, E * capacity); }
@@ -121,6 +144,11 @@ struct MoeActs {
   int32_t* slot = nullptr;     // (N, K) row in the sorted rows, -1: dropped
   int32_t* counts = nullptr;   // (E) rows per expert
   float* stats = nullptr;      // (kMoeStats + E) kernels/moe_stats.h
+  // The shared expert (ActShape::S > 0; model/moe_shared_expert.h).
+  kernels::Act sh_h;             // (N, Sf) its fc output
+  kernels::Act sh_act;           // (N, S) its activation
+  float* sh_y = nullptr;         // (N, C) fp32 its output (kept only under the gate)
+  float* sh_gate = nullptr;      // (N) sigmoid(ln2 . w_gate) (gate only)
   kernels::Act xs;             // (R, C) the tokens' ln2 rows, sorted
   kernels::Act h;              // (R, Ff) the experts' fc output
   kernels::Act act;            // (R, F) GELU(h), or silu(gate) * up
@@ -243,6 +271,12 @@ struct Activations {
   float* moe_dxs = nullptr;     // (R, C) dL/d xs
   float* moe_dgates = nullptr;  // (N, K)
   float* moe_dlogits = nullptr; // (N, E)
+  // The shared expert's backward scratch (ActShape::S > 0).
+  float* moe_sh_dy = nullptr;     // (N, C) dL/d its output (gate only; in the GEMM precision)
+  float* moe_sh_dact = nullptr;   // (N, S) dL/d sh_act
+  float* moe_sh_dh = nullptr;     // (N, Sf) dL/d sh_h (fp32-sized, used in its precision)
+  float* moe_sh_dgate = nullptr;  // (N) dL/d the gate's logit (gate only)
+  float* moe_sh_y = nullptr;      // (N, C) its output when no gate keeps it (forward scratch)
   EpMoeScratch ep_scratch;      // expert parallelism only (s.ep > 1)
   // Set by the model before a backward: d(loss being minimised)/d(a
   // micro-batch's mean-over-tokens loss), dloss * N, what the MoE layers'
@@ -273,6 +307,12 @@ void activations_place(Activations& a, const ActShape& s, char* base);
 // report use the same count) = saved + scratch. Every view is rounded up to
 // 64 bytes; 16-bit views (s.precision not fp32) count 2 bytes an element.
 int64_t activations_bytes(const ActShape& s);
+
+// s.mlp_kinds from the rank's global layers (ParamLayout::layers, in
+// execution order) split into `chunks` equal chunks that share one arena:
+// slot i carves what chunk k's layer k L / chunks + i needs, for every k.
+void set_layer_kinds(ActShape& s, const GPTConfig& m, const std::vector<int64_t>& layers,
+                     int64_t chunks = 1);
 // What must live from a micro-batch's forward to its backward.
 int64_t activations_saved_bytes(const ActShape& s);
 // What is needed only while one forward or backward runs.

@@ -2,6 +2,7 @@
 
 #include "tessera/model/expert_parallel.h"
 #include "tessera/model/moe_layer.h"
+#include "tessera/model/moe_shared_expert.h"
 
 namespace tessera {
 
@@ -106,6 +107,7 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
                      a.res_out, s);
     else
       moe_forward(ops, w, a.moe, ln2, a.res_out, s);
+    if (s.S > 0) moe_shared_forward(ops, w, a.moe, ln2, a.res_out, s);  // every token, here
   } else if (!a.fch.lowp() && !s.swiglu && w.fc_b) {
     // fp32 GELU: the fc bias is added in the activation's pass (the same
     // bits as the GEMM's own bias pass, one sweep of fch less). Under
@@ -226,13 +228,17 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
       tp_leave_backward(tp, branch_grad(ops, dresid, masked, s, drop, drop.mlp_out), scratch.dln,
                         N, C, prof);  // (N, C)
   if (w.moe()) {
-    // zb-h1 is refused with MoE (train/train_config.cpp): no stash here
+    // zb-h1 is refused with MoE (train/train_config.cpp): no stash here.
+    // The shared expert's half that reads dy first: dy may be scratch.dln
+    // (the dropout's copy), which the routed backward overwrites.
+    if (s.S > 0) moe_shared_backward_output(ops, w, g, a.moe, dy, scratch, s, add_dw);
     if (const ExpertParallel* ep = a.ep_moe.ep)
       moe_backward_ep(ops, ep_local_experts(w, s, ep->size(), ep->rank()),
                       ep_local_experts(g, s, ep->size(), ep->rank()), a.moe, a.ep_moe, a.ln2, dy,
                       scratch.dln, scratch, s, add_dw);
     else
       moe_backward(ops, w, g, a.moe, a.ln2, dy, scratch.dln, scratch, s, add_dw);
+    if (s.S > 0) moe_shared_backward_input(ops, w, g, a.moe, a.ln2, scratch.dln, scratch, s, add_dw);
   } else {
     // (N, F) dL/d fch_gelu: in dfch for GELU (which then works in place),
     // in dact for SwiGLU (its input gradient is twice as wide).

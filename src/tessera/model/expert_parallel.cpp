@@ -84,13 +84,6 @@ void reorder_rows(const kernels::Ops& ops, const EpRowTable& t, void* dst, const
   }
 }
 
-// A view of `dtype` over an fp32-sized buffer (a 16-bit view uses its
-// first half).
-kernels::Act view_as(float* p, Precision dtype) {
-  if (dtype == Precision::Fp32) return p;
-  return kernels::Act(reinterpret_cast<uint16_t*>(p), dtype);
-}
-
 // The expert side's kept rows in the run's precision, that of one
 // process's MoeActs xs, h and act (16-bit under --bf16 / --fp16): EpMoeActs
 // carves them fp32-sized, and a 16-bit run uses the first half of each.
@@ -174,15 +167,8 @@ void moe_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeAct
   send_to_experts(ops, ep, t, m.xs, xs.xfer, R, C);
   const ExpertRows v = expert_rows(x, m.xs.dtype);
   reorder_rows(ops, t, v.xe.p, xs.xfer, C, v.xe.dtype, /*to_experts=*/true);  // (rr, C)
-  ops.grouped_matmul_forward(v.h, v.xe, w.experts_fc_w, w.experts_fc_b, t.expert_rows.data(), rr,
-                             El, C, s.Ff());  // (rr, Ff)
-  if (s.swiglu)
-    ops.swiglu_forward(v.act, v.h, rr, s.F);
-  else
-    ops.gelu_forward(v.act, v.h, rr * s.F);
   float* ye = xs.dye;  // (rr, C) fp32 as one process's ys: backward's scratch, free in forward
-  ops.grouped_matmul_forward(ye, v.act, w.experts_proj_w, w.experts_proj_b, t.expert_rows.data(),
-                             rr, El, s.F, C);
+  moe_experts_forward(ops, w, {v.xe, v.h, v.act, t.expert_rows.data(), rr, El}, ye, s);
   return_to_sources(ops, ep, t, ye, xs.xfer, m.ys, R, C);  // (R, C) as one process's ys
   ops.moe_combine_forward(out, m.ys, m.gates, m.slot, N, K, C);
 }
@@ -193,7 +179,7 @@ void moe_backward_ep(const kernels::Ops& ops, const LayerWeights& w, const Layer
                      const ActShape& s, bool add_dw) {
   const ExpertParallel& ep = check_ep(x, s);
   const EpMoeScratch& xs = *x.scratch;
-  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R(), F = s.F, P = ep.size();
+  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R(), P = ep.size();
   const int64_t El = E / P;
   // dys (R, C): fp32, or in the GEMM precision under --bf16 / --fp16 (as
   // moe_backward's), and it travels so: the experts' GEMMs read one
@@ -206,17 +192,8 @@ void moe_backward_ep(const kernels::Ops& ops, const LayerWeights& w, const Layer
   const kernels::Act dye = view_as(xs.dye, dys.dtype);             // (rr, C)
   reorder_rows(ops, t, dye.p, xs.xfer, C, dye.dtype, /*to_experts=*/true);
   const ExpertRows v = expert_rows(x, m.xs.dtype);
-  ops.grouped_matmul_backward(xs.dact, g.experts_proj_w, g.experts_proj_b, dye, v.act,
-                              w.experts_proj_w, t.expert_rows.data(), rr, El, F, C, add_dw);
-  // (rr, Ff): fp32, or its 16-bit form in the same scratch (as moe_backward's
-  // grad_operand: the producer rounds once, the GEMM casts nothing)
-  const kernels::Act dh = view_as(xs.dh, v.h.dtype);
-  if (s.swiglu)
-    ops.swiglu_backward(dh, v.h, xs.dact, rr, F);
-  else
-    ops.gelu_backward(dh, v.h, xs.dact, rr * F);
-  ops.grouped_matmul_backward(xs.dxe, g.experts_fc_w, g.experts_fc_b, dh, v.xe,
-                              w.experts_fc_w, t.expert_rows.data(), rr, El, C, s.Ff(), add_dw);
+  moe_experts_backward(ops, w, g, {v.xe, v.h, v.act, t.expert_rows.data(), rr, El}, dye, xs.dact,
+                       xs.dh, xs.dxe, s, add_dw);
   return_to_sources(ops, ep, t, xs.dxe, xs.xfer, scratch.moe_dxs, R, C);  // dxs (R, C)
   moe_router_backward(ops, w, g, m, ln2, scratch.moe_dxs, dln2, scratch, s, add_dw);
 }

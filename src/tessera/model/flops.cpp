@@ -17,12 +17,16 @@ double head_forward_flops(const GPTConfig& m, int64_t seq) {
 }
 
 // What an MoE layer (docs/moe.md) does beyond the dense layer's one MLP per
-// token: K experts' MLPs (the active parameters; drops not subtracted) and
-// the router's (N, C) x (C, E) GEMM.
+// token: K experts' MLPs (the active parameters; drops not subtracted), the
+// router's (N, C) x (C, E) GEMM and the shared expert's MLP and gate.
 static double moe_extra_flops(const GPTConfig& m, int64_t seq) {
   const double s = double(seq), h = double(m.hidden_size), f = double(m.ffn());
   const double mlp = 2 * s * (h * double(m.fc_width()) + h * f);
-  return double(m.moe_router_topk - 1) * mlp + 2 * s * h * double(m.num_experts);
+  double shared = 0;  // the shared expert: a dense MLP of width S on every token, its gate
+  if (m.moe_shared())
+    shared = 2 * s * h * double(m.moe_shared_fc_width() + m.moe_shared_expert_intermediate_size) +
+             (m.moe_shared_expert_gate ? 2 * s * h : 0.0);
+  return double(m.moe_router_topk - 1) * mlp + 2 * s * h * double(m.num_experts) + shared;
 }
 
 FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute,

@@ -7,6 +7,7 @@
 #include "tessera/kernels/moe_stats.h"
 #include "tessera/kernels/ops.h"
 #include "tessera/model/moe_layer.h"
+#include "tessera/model/moe_shared_expert.h"
 
 namespace tessera {
 
@@ -58,6 +59,12 @@ void Decoder::resize(int64_t n) {
     fit(moe_h_, n * K * Ff_);
     fit(moe_act_, n * K * F_);
     fit(moe_ys_, n * K * C_);
+    if (c.moe_shared()) {
+      fit(moe_sh_h_, n * c.moe_shared_fc_width());
+      fit(moe_sh_act_, n * c.moe_shared_expert_intermediate_size);
+      fit(moe_sh_y_, n * C_);
+      fit(moe_sh_gate_, n);
+    }
   }
 }
 
@@ -80,6 +87,13 @@ void Decoder::moe_mlp(const kernels::Ops& ops, const LayerWeights& lw, int64_t n
   m.act = moe_act_.data();        // (n K, F)
   m.ys = moe_ys_.data();          // (n K, C)
   moe_forward(ops, lw, m, ln_.data(), tmp_.data(), s);
+  if (s.S > 0) {  // the shared expert on every new row, added as in training
+    m.sh_h = moe_sh_h_.data();        // (n, Sf)
+    m.sh_act = moe_sh_act_.data();    // (n, S)
+    m.sh_y = moe_sh_y_.data();        // (n, C)
+    m.sh_gate = moe_sh_gate_.data();  // (n)
+    moe_shared_forward(ops, lw, m, ln_.data(), tmp_.data(), s);
+  }
 }
 
 void Decoder::norm(const kernels::Ops& ops, float* out, const float* x, const float* w,

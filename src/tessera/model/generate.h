@@ -70,6 +70,11 @@ class Decoder {
   std::vector<float> moe_h_;          // (n K, Ff)
   std::vector<float> moe_act_;        // (n K, F)
   std::vector<float> moe_ys_;         // (n K, C)
+  // The shared expert (GPTConfig::moe_shared; model/moe_shared_expert.h).
+  std::vector<float> moe_sh_h_;       // (n, Sf)
+  std::vector<float> moe_sh_act_;     // (n, S)
+  std::vector<float> moe_sh_y_;       // (n, C)
+  std::vector<float> moe_sh_gate_;    // (n)
 };
 
 // Logits (V) after the last of tokens (n), by GPT::forward over all n.

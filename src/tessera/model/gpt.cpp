@@ -73,6 +73,7 @@ ActShape GPT::act_shape(int64_t B, int64_t T) const {
   ActShape s = act_shape_of(m, B, layout_.tp(), tp_.sp(), int64_t(layout_.layers().size()),
                             layout_.has_head(), V, recompute_, lowp_.precision);
   s.ep = ep_.size();  // the MoE layers' expert-side views (model/expert_parallel.h)
+  set_layer_kinds(s, config_, layout_.layers());  // its MoE layers (GPTConfig::moe_layer)
   return s;
 }
 
@@ -293,6 +294,7 @@ StageChunk GPT::stage_chunk(int64_t local_chunk, int64_t chunks) const {
 ActShape GPT::stage_act_shape(int64_t B, int64_t T, int64_t chunks) const {
   ActShape s = act_shape(B, T);
   s.L /= chunks;
+  set_layer_kinds(s, config_, layout_.layers(), chunks);  // one arena for every chunk
   return s;
 }
 

@@ -24,40 +24,56 @@ void moe_router_backward(const kernels::Ops& ops, const LayerWeights& w, const L
                       /*accumulate_dinp=*/true, add_dw);
 }
 
+void moe_experts_forward(const kernels::Ops& ops, const LayerWeights& w, const ExpertMlpRows& v,
+                         float* ys, const ActShape& s) {
+  const int64_t R = v.rows, C = s.C;
+  ops.grouped_matmul_forward(v.h, v.xs, w.experts_fc_w, w.experts_fc_b, v.counts, R, v.groups, C,
+                             s.Ff());  // (R, Ff)
+  // Over all R rows: under a capacity (or past the rows an expert-parallel
+  // rank received) the rows past the kept ones hold stale values that
+  // nothing reads.
+  if (s.swiglu)
+    ops.swiglu_forward(v.act, v.h, R, s.F);
+  else
+    ops.gelu_forward(v.act, v.h, R * s.F);
+  ops.grouped_matmul_forward(ys, v.act, w.experts_proj_w, w.experts_proj_b, v.counts, R, v.groups,
+                             s.F, C);  // (R, C) fp32
+}
+
+void moe_experts_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                          const ExpertMlpRows& v, kernels::ConstAct dys, float* dact, float* dh,
+                          float* dxs, const ActShape& s, bool add_dw) {
+  const int64_t R = v.rows, C = s.C, F = s.F;
+  ops.grouped_matmul_backward(dact, g.experts_proj_w, g.experts_proj_b, dys, v.act,
+                              w.experts_proj_w, v.counts, R, v.groups, F, C, add_dw);
+  // (R, Ff) in h's precision, in dh's own (fp32-sized) scratch: not the
+  // low-precision grad_operand slot, which dys may occupy.
+  const kernels::Act dh16 = view_as(dh, v.h.dtype);
+  if (s.swiglu)
+    ops.swiglu_backward(dh16, v.h, dact, R, F);
+  else
+    ops.gelu_backward(dh16, v.h, dact, R * F);
+  ops.grouped_matmul_backward(dxs, g.experts_fc_w, g.experts_fc_b, dh16, v.xs, w.experts_fc_w,
+                              v.counts, R, v.groups, C, s.Ff(), add_dw);
+}
+
 void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
                  kernels::ConstAct ln2, float* out, const ActShape& s) {
-  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R();
+  const int64_t N = s.N(), C = s.C, K = s.K;
   moe_route_and_sort(ops, w, m, ln2, s);
-  ops.grouped_matmul_forward(m.h, m.xs, w.experts_fc_w, w.experts_fc_b, m.counts, R, E, C,
-                             s.Ff());  // (R, Ff)
-  // Over all R rows: under a capacity the rows past the kept ones hold
-  // stale values that nothing reads.
-  if (s.swiglu)
-    ops.swiglu_forward(m.act, m.h, R, s.F);
-  else
-    ops.gelu_forward(m.act, m.h, R * s.F);
-  ops.grouped_matmul_forward(m.ys, m.act, w.experts_proj_w, w.experts_proj_b, m.counts, R, E,
-                             s.F, C);  // (R, C) fp32
+  moe_experts_forward(ops, w, {m.xs, m.h, m.act, m.counts, s.R(), s.E}, m.ys, s);
   ops.moe_combine_forward(out, m.ys, m.gates, m.slot, N, K, C);
 }
 
 void moe_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                   const MoeActs& m, kernels::ConstAct ln2, const float* dout, float* dln2,
                   const Activations& scratch, const ActShape& s, bool add_dw) {
-  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R(), F = s.F;
+  const int64_t N = s.N(), C = s.C, K = s.K, R = s.R();
   // (R, C): fp32, or in the GEMM precision under --bf16 / --fp16
   const kernels::Act dys = ops.grad_operand(scratch.moe_dys, R * C);
   ops.moe_combine_backward(dys, scratch.moe_dgates, dout, m.ys, m.gates, m.slot, N, K, C);
-  ops.grouped_matmul_backward(scratch.moe_dact, g.experts_proj_w, g.experts_proj_b, dys, m.act,
-                              w.experts_proj_w, m.counts, R, E, F, C, add_dw);
-  // (R, Ff): fp32 in moe_dh; in the GEMM precision under --bf16 / --fp16
-  const kernels::Act dh = ops.grad_operand(scratch.moe_dh, R * s.Ff());
-  if (s.swiglu)
-    ops.swiglu_backward(dh, m.h, scratch.moe_dact, R, F);
-  else
-    ops.gelu_backward(dh, m.h, scratch.moe_dact, R * F);
-  ops.grouped_matmul_backward(scratch.moe_dxs, g.experts_fc_w, g.experts_fc_b, dh, m.xs,
-                              w.experts_fc_w, m.counts, R, E, C, s.Ff(), add_dw);
+  moe_experts_backward(ops, w, g, {m.xs, m.h, m.act, m.counts, R, s.E}, dys, scratch.moe_dact,
+                       scratch.moe_dh, scratch.moe_dxs, s, add_dw);
   moe_router_backward(ops, w, g, m, ln2, scratch.moe_dxs, dln2, scratch, s, add_dw);
 }
 

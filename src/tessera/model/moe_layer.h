@@ -37,6 +37,38 @@ void moe_router_backward(const kernels::Ops& ops, const LayerWeights& w, const L
                          const MoeActs& m, kernels::ConstAct ln2, const float* dxs, float* dln2,
                          const Activations& scratch, const ActShape& s, bool add_dw);
 
+// The experts' MLP over rows sorted by expert, shared by one process's
+// layer (all E experts, R rows) and an expert-parallel rank's (its El
+// experts, the rows it received): one grouped GEMM for every expert's fc,
+// the activation, one grouped GEMM for their proj. `groups` experts of
+// `w`'s stacked views (the first groups of them), counts (groups) rows each,
+// `rows` rows in the buffers. xs (rows, C), h (rows, Ff) and act (rows, F)
+// in the run's precision (kept for backward), ys (rows, C) fp32. Rows past
+// the counted ones hold stale values that nothing reads.
+struct ExpertMlpRows {
+  kernels::Act xs, h, act;  // (rows, C), (rows, Ff), (rows, F)
+  const int32_t* counts = nullptr;  // (groups)
+  int64_t rows = 0, groups = 0;
+};
+void moe_experts_forward(const kernels::Ops& ops, const LayerWeights& w, const ExpertMlpRows& v,
+                         float* ys, const ActShape& s);
+// dys (rows, C) = dL/d ys, fp32 or 16-bit (it feeds only the proj GEMM's
+// backward) -> dxs (rows, C) fp32 written; the experts' gradients into g's
+// stacked views (written when !add_dw). dact (rows, F) fp32 scratch; dh:
+// an fp32-sized (rows, Ff) scratch, used in h's precision (a 16-bit run
+// writes the first half: the activation's backward rounds once and the fc
+// GEMM's backward casts nothing).
+void moe_experts_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
+                          const ExpertMlpRows& v, kernels::ConstAct dys, float* dact, float* dh,
+                          float* dxs, const ActShape& s, bool add_dw);
+
+// A view of `dtype` over an fp32-sized buffer (a 16-bit view uses its first
+// half): scratch carved fp32-sized that a 16-bit run fills in 16 bits.
+inline kernels::Act view_as(float* p, Precision dtype) {
+  if (dtype == Precision::Fp32) return p;
+  return kernels::Act(reinterpret_cast<uint16_t*>(p), dtype);
+}
+
 // ln2 (N, C) -> out (N, C) (written), filling the views of m.
 void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
                  kernels::ConstAct ln2, float* out, const ActShape& s);

@@ -101,6 +101,19 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
       if (bias) L.add(n("mlp.experts.fc.bias"), {E, m.fc_width()}, TpSplit::None, l, false);
       L.add(n("mlp.experts.proj.weight"), {E, C, F}, TpSplit::None, l, true);
       if (bias) L.add(n("mlp.experts.proj.bias"), {E, C}, TpSplit::None, l, false);
+      if (m.moe_shared()) {
+        // The shared expert: a dense MLP of width S beside the routed ones
+        // (replicated like every dense parameter, expert parallelism too).
+        const int64_t S = m.moe_shared_expert_intermediate_size;
+        L.add(n("mlp.shared_expert.fc.weight"), {m.moe_shared_fc_width(), C}, TpSplit::None, l,
+              true);
+        if (bias)
+          L.add(n("mlp.shared_expert.fc.bias"), {m.moe_shared_fc_width()}, TpSplit::None, l, false);
+        L.add(n("mlp.shared_expert.proj.weight"), {C, S}, TpSplit::None, l, true);
+        if (bias) L.add(n("mlp.shared_expert.proj.bias"), {C}, TpSplit::None, l, false);
+        if (m.moe_shared_expert_gate)
+          L.add(n("mlp.shared_expert_gate.weight"), {1, C}, TpSplit::None, l, true);
+      }
     } else {
       L.add(n("mlp.fc.weight"), {m.fc_width(), C}, TpSplit::Column, l, true, fc_parts);
       if (bias) L.add(n("mlp.fc.bias"), {m.fc_width()}, TpSplit::Column, l, false, fc_parts);

@@ -42,7 +42,10 @@ void bind_unit(ModelWeights& w, const ParamLayout& layout, const ParamUnit& unit
                  p("attn.proj.weight"), p("attn.proj.bias"), p("ln_2.weight"), p("ln_2.bias"),
                  p("mlp.fc.weight"), p("mlp.fc.bias"), p("mlp.proj.weight"), p("mlp.proj.bias"),
                  p("mlp.router.weight"), p("mlp.experts.fc.weight"), p("mlp.experts.fc.bias"),
-                 p("mlp.experts.proj.weight"), p("mlp.experts.proj.bias")};
+                 p("mlp.experts.proj.weight"), p("mlp.experts.proj.bias"),
+                 p("mlp.shared_expert.fc.weight"), p("mlp.shared_expert.fc.bias"),
+                 p("mlp.shared_expert.proj.weight"), p("mlp.shared_expert.proj.bias"),
+                 p("mlp.shared_expert_gate.weight")};
 }
 
 ModelWeights bind_weights(const ParamLayout& layout, float* base) {
@@ -80,7 +83,8 @@ void init_unit_weights(const ParamLayout& layout, const GPTConfig& m, const Para
     }
     const bool residual_out = ends_with(e.name, "attn.proj.weight") ||
                               ends_with(e.name, "mlp.proj.weight") ||
-                              ends_with(e.name, "mlp.experts.proj.weight");
+                              ends_with(e.name, "mlp.experts.proj.weight") ||
+                              ends_with(e.name, "mlp.shared_expert.proj.weight");
     const float std = residual_out ? residual_std : m.init_std;
     const uint64_t stream = name_hash(e.name);
     const bool vocab_rows = e.name == "wte" || e.name == "lm_head.weight";

@@ -34,6 +34,13 @@ struct LayerWeights {
   float* experts_fc_b = nullptr;     // (E, Ff)
   float* experts_proj_w = nullptr;   // (E, C, F)
   float* experts_proj_b = nullptr;   // (E, C)
+  // Its shared expert (GPTConfig::moe_shared; model/moe_shared_expert.h):
+  // one dense MLP of width S every token runs, and its optional gate.
+  float* shared_fc_w = nullptr;      // (Sf, C)  SwiGLU: [gate | up]
+  float* shared_fc_b = nullptr;      // (Sf)
+  float* shared_proj_w = nullptr;    // (C, S)
+  float* shared_proj_b = nullptr;    // (C)
+  float* shared_gate_w = nullptr;    // (1, C)
   bool moe() const { return router_w != nullptr; }
 };
 

@@ -88,13 +88,24 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
     // full arena per in-flight slot (peak_in_flight of the schedule; one
     // without a pipeline), and the metrics header reports exactly their
     // bytes, plus the cp ring's scratch (cp_buffers, the same in both).
-    const ActShape shape = engine_shape(m, par.micro_batch, par.tp, layers_per_chunk, has_head,
-                                        par.sequence_parallel, par.recompute, L.precision);
-    ActShape one = shape;
-    one.L = 1, one.has_head = false;
-    ActShape two = one;
-    two.L = 2;
-    const double per_layer = double(activations_bytes(two) - activations_bytes(one));
+    ActShape shape = engine_shape(m, par.micro_batch, par.tp, layers_per_chunk, has_head,
+                                  par.sequence_parallel, par.recompute, L.precision);
+    // Which of the stage's layers are MoE layers, as GPT::stage_act_shape
+    // marks them (GPTConfig::moe_layer of its global layers).
+    if (m.moe()) set_layer_kinds(shape, m, par.stage_layer_list(m.num_layers, stage), v);
+    // A layer's views: the mean over the stage's layers (MoE and dense
+    // layers carve different ones under --moe-layer-freq > 1), each the
+    // difference one more layer of its kind makes.
+    auto layer_bytes = [&](uint8_t kind) {
+      ActShape one = shape;
+      one.L = 1, one.has_head = false, one.mlp_kinds = {kind};
+      ActShape two = one;
+      two.L = 2, two.mlp_kinds = {kind, kind};
+      return double(activations_bytes(two) - activations_bytes(one));
+    };
+    double per_layer = 0;
+    for (int64_t i = 0; i < shape.L; ++i) per_layer += layer_bytes(shape.mlp_kind(i));
+    per_layer /= double(std::max<int64_t>(1, shape.L));
     a.layers = held_layers * per_layer;
     a.total = double(a.in_flight) * double(activations_bytes(shape)) + cp_buffers;
     // zb-h1, zbv: each slot also keeps its layers' GEMM output gradients from

@@ -63,9 +63,13 @@ ModelPreset with_batch(ModelPreset p, int64_t global_batch) {
 // A mixture-of-experts model in the Llama family (Mixtral, Qwen-MoE,
 // DeepSeek): E experts of the given width per layer, top-k routing, no
 // capacity limit (dropless, as Megatron's Mixtral recipe trains).
-ModelPreset make_moe(ModelPreset p, int64_t experts, int64_t topk) {
+ModelPreset make_moe(ModelPreset p, int64_t experts, int64_t topk, int64_t shared = 0,
+                     bool shared_gate = false) {
   p.config.num_experts = experts;
   p.config.moe_router_topk = topk;
+  // A shared expert of width `shared` beside the routed ones (0: none).
+  p.config.moe_shared_expert_intermediate_size = shared;
+  p.config.moe_shared_expert_gate = shared_gate;
   return p;
 }
 
@@ -145,30 +149,26 @@ const std::vector<ModelPreset>& model_presets() {
                           8, 2),
                  1024),
       // Qwen1.5-MoE-A2.7B: 60 routed experts of 1408 (top 4) and a shared
-      // expert of 5632 = 4 x 1408 always on. The engine has no shared
-      // expert yet, so it is planned as 4 more experts every token takes:
-      // 64 experts, top 8. Parameters (14.3B) and active FLOPs are the
-      // model's; the router is 64 wide instead of 60, the shared part's
-      // gate is not counted, its tokens are priced through the all-to-all
-      // under expert parallelism (the shared expert stays local), and its
-      // q / k / v biases are left out. Approximate.
+      // expert of 5632 behind a sigmoid gate (--moe-shared-expert-gate),
+      // as the engine runs it. Parameters 14.3B; its q / k / v biases are
+      // left out (0.2M a layer). Approximate only there.
       with_batch(make_moe(make_llama("qwen1.5-moe-a2.7b", "Qwen 2024, Qwen1.5-MoE-A2.7B "
-                                     "config.json (shared expert as 4 experts; approximate)",
+                                     "config.json (no q/k/v biases)",
                                      24, 2048, 16, 16, 1408, 4096, 151936, 1e6f),
-                          64, 8),
+                          60, 4, 5632, true),
                  1024),
       // DeepSeek-V2-Lite: 64 routed experts of 1408 (top 6) and 2 shared
-      // ones, planned as 66 experts, top 8 (as Qwen's above). Its attention
-      // is MLA (a 512-wide compressed K/V, 192-wide query-key heads): it is
-      // planned as plain multi-head attention of 16 heads of 128 (13.8M vs
-      // 16.8M attention parameters a layer, query-key FLOPs 2/3 of MLA's),
-      // and its first layer's dense MLP (10944) as an MoE layer like the
-      // others (about 0.5B parameters too many of 15.7B). Approximate.
+      // ones, one shared expert of 2 x 1408 = 2816 without a gate (the
+      // same FLOPs and parameters). Its attention is MLA (a 512-wide
+      // compressed K/V, 192-wide query-key heads): it is planned as plain
+      // multi-head attention of 16 heads of 128 (13.8M vs 16.8M attention
+      // parameters a layer, query-key FLOPs 2/3 of MLA's), and its first
+      // layer's dense MLP (10944) as an MoE layer like the others (about
+      // 0.5B parameters too many of 15.7B). Approximate.
       with_batch(make_moe(make_llama("deepseek-v2-lite", "DeepSeek-AI 2024, DeepSeek-V2-Lite "
-                                     "config.json (MLA as MHA, shared experts as experts; "
-                                     "approximate)",
+                                     "config.json (MLA as MHA; approximate)",
                                      27, 2048, 16, 16, 1408, 4096, 102400, 10000.0f),
-                          66, 8),
+                          64, 6, 2816),
                  1024),
       // configs/llama-tiny.toml's model, configs/default.toml's shape as a
       // Llama: 4 query heads over 2 kv heads, SwiGLU's default width (4 C 2/3
@@ -204,6 +204,8 @@ constexpr ModelKey kModelKeys[] = {
     {flag_key(flag::num_experts), "num_experts", &GPTConfig::num_experts, false},
     {flag_key(flag::moe_layer_freq), "moe_layer_freq", &GPTConfig::moe_layer_freq, false},
     {flag_key(flag::moe_router_topk), "moe_router_topk", &GPTConfig::moe_router_topk, false},
+    {flag_key(flag::moe_shared_size), "moe_shared_expert_intermediate_size",
+     &GPTConfig::moe_shared_expert_intermediate_size, false},
 };
 
 // The Llama family's switches (Megatron-LM's flag names, as `tessera
@@ -219,7 +221,8 @@ std::string model_key_list() {
   std::string all;
   for (const ModelKey& k : kModelKeys) all += (all.empty() ? "" : ", ") + std::string(k.train_name);
   for (const char* k : kFamilyKeys) all += ", " + std::string(k);
-  return all + ", " + flag_key(flag::moe_capacity_factor);
+  return all + ", " + flag_key(flag::moe_capacity_factor) + ", " +
+         flag_key(flag::moe_shared_gate);
 }
 
 bool is_family_key(const std::string& key) {
@@ -326,6 +329,10 @@ GPTConfig model_from_table(const toml::table& root, const std::string& path,
     // training settings (other_known_key).
     if (!legacy && key == flag_key(flag::moe_capacity_factor)) {
       c.moe_capacity_factor = number_value(path, key, v);
+      continue;
+    }
+    if (!legacy && key == flag_key(flag::moe_shared_gate)) {  // the shared expert's gate
+      c.moe_shared_expert_gate = flag_value(path, key, v);
       continue;
     }
     const ModelKey* mk = nullptr;

@@ -22,7 +22,13 @@ double moe_mlp_activation_units(const GPTConfig& m, double dense_units, int64_t 
   // The experts have the dense MLP's width (GPTConfig::num_experts): the
   // dense term per routed row.
   const double experts = k * moe_row_factor(m, tokens) * dense_units;
-  const double moe = experts + 2 * k + 2 * k + 8 * double(m.num_experts) / h;
+  double moe = experts + 2 * k + 2 * k + 8 * double(m.num_experts) / h;
+  // The shared expert: a dense MLP of width S on every token (the dense
+  // term scaled by S / F), and under its gate the fp32 output it keeps
+  // (2 words of h) and the gate (2 / h).
+  if (m.moe_shared())
+    moe += dense_units * double(m.moe_shared_expert_intermediate_size) / double(m.ffn()) +
+           (m.moe_shared_expert_gate ? 2 + 2 / h : 0.0);
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < m.num_layers; ++l) moe_layers += m.moe_layer(l);
   const double share = double(moe_layers) / double(m.num_layers);

@@ -20,9 +20,11 @@ ActShape shape_of(const TrainConfig& c, const ParamLayout& layout) {
   const int64_t V =
       std::max<int64_t>(0, std::min(layout.vocab_end(), m.vocab_size) - layout.vocab_begin());
   // fp32 as before: the lower bound counts every activation at 4 bytes.
-  return act_shape_of(m, c.par.micro_batch, layout.tp(), c.par.sequence_parallel,
-                      int64_t(layout.layers().size()), layout.has_head(), V, c.par.recompute,
-                      Precision::Fp32);
+  ActShape s = act_shape_of(m, c.par.micro_batch, layout.tp(), c.par.sequence_parallel,
+                            int64_t(layout.layers().size()), layout.has_head(), V,
+                            c.par.recompute, Precision::Fp32);
+  set_layer_kinds(s, c.model, layout.layers());  // its MoE layers, as GPT::act_shape
+  return s;
 }
 
 }  // namespace

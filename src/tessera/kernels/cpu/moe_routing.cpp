@@ -218,4 +218,36 @@ void CpuBackend::moe_combine_backward(Act dys, float* dgates, const float* dout,
   }
 }
 
+void CpuBackend::moe_shared_gate_forward(float* out, float* gate, const float* glogit,
+                                         const float* y, int64_t N, int64_t C) const {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float g = float(1.0 / (1.0 + std::exp(-double(glogit[n]))));
+    gate[n] = g;
+    float* o = out + n * C;         // (C)
+    const float* yr = y + n * C;    // (C)
+    for (int64_t c = 0; c < C; ++c) o[c] += g * yr[c];
+  }
+}
+
+void CpuBackend::moe_shared_gate_backward(Act dy, float* dglogit, const float* dout,
+                                          const float* y, const float* gate, int64_t N,
+                                          int64_t C) const {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* d = dout + n * C;  // (C)
+    const float* yr = y + n * C;    // (C)
+    double dot = 0;
+    for (int64_t c = 0; c < C; ++c) dot += double(d[c]) * double(yr[c]);
+    const float g = gate[n];
+    dglogit[n] = float(double(g) * (1.0 - double(g)) * dot);
+    switch (dy.dtype) {
+      case Precision::Fp32: scaled_row<cpu::StoreF32>(dy.f32() + n * C, d, g, C); break;
+      case Precision::Bf16: scaled_row<cpu::StoreBf16>(dy.u16() + n * C, d, g, C); break;
+      case Precision::Fp16: scaled_row<cpu::StoreFp16>(dy.u16() + n * C, d, g, C); break;
+      case Precision::Fp64: fail("moe_shared_gate_backward: no fp64 kernel");
+    }
+  }
+}
+
 }  // namespace tessera::kernels

@@ -329,6 +329,18 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   if (par.schedule == ScheduleKind::ZeroBubbleH1 || par.schedule == ScheduleKind::ZeroBubbleV) {
     w.layer_backward.add(lo.recompute, 1.0);
     w.layer_weight = lo.weight.total() + lo.recompute.total();
+    // In fp32 the input pass copies two output gradients into the stash,
+    // the MLP's and the attention projection's dY ((N, C) each: block.cpp
+    // `linear`; the other two GEMMs write theirs there directly), which the
+    // combined backward reads where they are. (Under bf16 / fp16 the same
+    // rounding happens in either backward.)
+    if (L.precision == Precision::Fp32 && !L.fp8) {
+      const int64_t n = par.micro_batch * (m.seq_length / par.cp) * m.hidden_size;
+      for (const kernels::KernelCall& k : kernels::Backend::cast_cost(Precision::Fp32, Precision::Fp32, n))
+        w.layer_backward[Op::Cast] += 2.0 * in_situ[Op::Cast] *
+                                      sys.kernel_seconds(k.kernel, double(k.elements),
+                                                         k.bytes_read + k.bytes_written);
+    }
   }
   // ZeRO-3 units (a layer each) are gathered in 16 bits from the dp shards
   // (per_param.params bytes a parameter) and, in a GPU framework, their

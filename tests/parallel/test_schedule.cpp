@@ -423,6 +423,42 @@ TEST(ZeroBubble, SimulatorPricesBAndWApart) {
   EXPECT_TRUE(test::throws_error_with([&] { simulate_schedule(s, costs); }, {"weight_share"}));
 }
 
+// Per-chunk weight passes (the planner's: a chunk's W is its layers' weight
+// gradients, so the head's chunk has a smaller share of its backward in W).
+// p 2, m 4; rank 0 F 1, B 4 = BI 2 + W 2; rank 1 F 2, B 4 = BI 3 + W 1.
+// Rank 1 sends its last input gradient at 1 + 4 (2 + 3) + 2 W = 23 (two W's
+// went before it) and ends at 25; rank 0 then runs BI 2 + W 2: 27. One share
+// of the whole backward (3/8: the same W in total) gives 26.
+TEST(ZeroBubble, SimulatorTakesEachChunksWeightPass) {
+  PipelineSchedule s = build_pipeline(ScheduleKind::ZeroBubbleH1, 2, 1, 4);
+  ScheduleCosts costs;
+  costs.forward_by_chunk = {1.0, 2.0};
+  costs.backward_by_chunk = {4.0, 4.0};
+  costs.weight_by_chunk = {2.0, 1.0};
+  const SimResult res = simulate_schedule(s, costs);
+  ASSERT_FALSE(res.deadlock) << res.deadlock_report;
+  for (int64_t r = 0; r < 2; ++r) {
+    const auto& T = res.timeline[size_t(r)];
+    const auto& L = s.ranks[size_t(r)];
+    for (size_t i = 0; i < T.size(); ++i) {
+      if (L[i].type == AT::BackwardWeight)
+        EXPECT_DOUBLE_EQ(T[i].end - T[i].start, r == 0 ? 2.0 : 1.0);
+      if (L[i].type == AT::BackwardInput)
+        EXPECT_DOUBLE_EQ(T[i].end - T[i].start, r == 0 ? 2.0 : 3.0);
+    }
+  }
+  EXPECT_DOUBLE_EQ(res.finish[0], 27.0);
+  EXPECT_DOUBLE_EQ(res.finish[1], 25.0);
+  ScheduleCosts shared = costs;
+  shared.weight_by_chunk.clear();
+  shared.weight_share = 3.0 / 8.0;
+  EXPECT_DOUBLE_EQ(simulate_schedule(s, shared).pipeline_time, 26.0);
+  costs.weight_by_chunk = {1.0, 5.0};  // more than the chunk's backward
+  EXPECT_TRUE(test::throws_error_with([&] { simulate_schedule(s, costs); }, {"weight pass"}));
+  costs.weight_by_chunk = {1.0};
+  EXPECT_TRUE(test::throws_error_with([&] { simulate_schedule(s, costs); }, {"weight_by_chunk"}));
+}
+
 // ---- simulation, for every combo -------------------------------------------------
 
 TEST(ScheduleSim, UnitCostsGiveTheTextbookBubbleAndPeaks) {

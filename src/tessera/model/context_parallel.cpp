@@ -37,7 +37,7 @@ ContextParallel::ContextParallel(comm::Communicator* group, int64_t T, bool all_
 const float* ContextParallel::wide(const kernels::Ops& ops, std::vector<float>& buf,
                                    kernels::ConstAct x, int64_t n) const {
   if (!x.lowp()) return x.f32();
-  buf.resize(size_t(n));
+  TESSERA_CHECK(buf.size() == size_t(n), "context parallel: widened scratch not sized");
   ops.cast(kernels::Act(buf.data()), x, n);
   return buf.data();
 }
@@ -49,8 +49,9 @@ void ContextParallel::attention_forward(const kernels::Ops& ops, kernels::Act ou
   const int64_t cp = size(), r = rank(), Tl = local_T();
   const int64_t n = B * Tl * 2 * heads.kv_width();  // elements of one K/V block
   const int64_t no = B * Tl * heads.q_width();      // elements of out
+  size_scratch(B, heads, qkv.lowp());
   const float* q = wide(ops, q32_, qkv, B * Tl * heads.qkv_width());  // (B, Tl, W) fp32
-  float* o = out.lowp() ? (out32_.resize(size_t(no)), out32_.data()) : out.f32();  // (B, Tl, NH HS)
+  float* o = out.lowp() ? out32_.data() : out.f32();  // (B, Tl, NH HS)
   ops.fill(kernels::Act(o), 0.0f, no, Op::Attention);
   ops.fill(kernels::Act(lse), -std::numeric_limits<float>::infinity(), B * heads.q_heads * Tl,
            Op::Attention);
@@ -58,8 +59,6 @@ void ContextParallel::attention_forward(const kernels::Ops& ops, kernels::Act ou
   const std::vector<int64_t>& qp = positions();
   if (all_gather_) {
     // Every rank's block, in rank order: kv_[1] (cp, B, Tl, 2 KVH HS).
-    kv_[0].resize(size_t(n));
-    kv_[1].resize(size_t(cp * n));
     ops.ring_kv_pack(kv_[0].data(), q, B, Tl, heads);
     {
       ProfileScope t(prof, Op::Comm);
@@ -69,8 +68,6 @@ void ContextParallel::attention_forward(const kernels::Ops& ops, kernels::Act ou
       ops.ring_attention_forward_block(o, lse, q, qp.data(), Tl, kv_[1].data() + src * n,
                                        pos_[size_t(src)].data(), Tl, B, T_, heads, drop);
   } else {
-    kv_[0].resize(size_t(n));
-    kv_[1].resize(size_t(n));
     ops.ring_kv_pack(kv_[0].data(), q, B, Tl, heads);
     const int next = int((r + 1) % cp), prev = int((r + cp - 1) % cp);
     for (int64_t i = 0; i < cp; ++i) {
@@ -100,20 +97,16 @@ void ContextParallel::attention_backward(const kernels::Ops& ops, kernels::Act d
   const int64_t cp = size(), r = rank(), Tl = local_T();
   const int64_t n = B * Tl * 2 * heads.kv_width();  // elements of one K/V block
   const int64_t no = B * Tl * heads.q_width();
+  size_scratch(B, heads, qkv.lowp());
   const float* q = wide(ops, q32_, qkv, B * Tl * heads.qkv_width());  // (B, Tl, W) fp32
   const float* o = wide(ops, out32_, out, no);                        // (B, Tl, NH HS) fp32
   Profile* prof = ops.profile();
   const std::vector<int64_t>& qp = positions();
-  D_.resize(size_t(B * heads.q_heads * Tl));  // (B, NH, Tl)
-  dq_.resize(size_t(no));                     // (B, Tl, NH HS)
   ops.ring_attention_backward_init(D_.data(), dout, o, B, Tl, heads);
   ops.fill(kernels::Act(dq_.data()), 0.0f, no, Op::Attention);
   float* dkv_own = nullptr;  // (B, Tl, 2 KVH HS) the gradient of this rank's own K/V
   if (all_gather_) {
-    kv_[0].resize(size_t(n));
-    kv_[1].resize(size_t(cp * n));
-    dkv_[0].resize(size_t(cp * n));  // (cp, B, Tl, 2 KVH HS): every block's share from here
-    dkv_[1].resize(size_t(n));
+    // dkv_[0] (cp, B, Tl, 2 KVH HS): every block's share from here.
     ops.ring_kv_pack(kv_[0].data(), q, B, Tl, heads);
     {
       ProfileScope t(prof, Op::Comm);
@@ -131,8 +124,6 @@ void ContextParallel::attention_backward(const kernels::Ops& ops, kernels::Act d
     }
     dkv_own = dkv_[1].data();
   } else {
-    for (auto& b : kv_) b.resize(size_t(n));
-    for (auto& b : dkv_) b.resize(size_t(n));
     ops.ring_kv_pack(kv_[0].data(), q, B, Tl, heads);
     const int next = int((r + 1) % cp), prev = int((r + cp - 1) % cp);
     // dkv_[0]: this step's block share, then its accumulator, sent on;
@@ -221,12 +212,18 @@ void cp_position_embedding_backward(const kernels::Ops& ops, const ContextParall
 }
 
 void ContextParallel::reserve(int64_t B, const AttentionHeads& heads, bool lowp) const {
-  if (!active()) return;
+  if (active()) size_scratch(B, heads, lowp);
+}
+
+// The one place the scratch's sizes are decided: reserve() allocates them up
+// front and every call sizes them again (a no-op once reserved), so what
+// scratch_bytes() reports before the first step is what the calls use.
+void ContextParallel::size_scratch(int64_t B, const AttentionHeads& heads, bool lowp) const {
   const int64_t cp = size(), Tl = local_T();
   const int64_t n = B * Tl * 2 * heads.kv_width();   // one K/V block
   const int64_t no = B * Tl * heads.q_width();        // out, dq
   const int64_t all = all_gather_ ? cp * n : n;       // the gathered blocks (p2p: one)
-  kv_[0].resize(size_t(n));                           // (B, Tl, 2 KVH HS)
+  kv_[0].resize(size_t(n));                           // (B, Tl, 2 KVH HS) this rank's block
   kv_[1].resize(size_t(all));                         // p2p: the next block; all_gather: (cp, ...)
   dkv_[0].resize(size_t(all));                        // p2p: a share; all_gather: every block's
   dkv_[1].resize(size_t(n));                          // the accumulator in flight / this rank's

@@ -65,15 +65,19 @@ class ContextParallel {
   // Allocates the scratch below at the sizes the calls of B sequences with
   // these heads use (lowp: 16-bit qkv and out, widened here), so the run
   // holds it from the start, as it would from its first layer on, and
-  // scratch_bytes() can report it before the first step. The calls resize
-  // to the same sizes: nothing moves. Inactive: nothing.
+  // scratch_bytes() can report it before the first step. The calls size it
+  // with the same function (size_scratch): nothing moves. Inactive: nothing.
   void reserve(int64_t B, const AttentionHeads& heads, bool lowp) const;
   // Bytes of the scratch allocated now (the metrics header's activation
   // memory adds them to the arena's: train/trainer.cpp memory_by_rank).
   int64_t scratch_bytes() const;
 
  private:
-  // Widened copies of 16-bit operands (fp32: the caller's own buffers).
+  // Sizes every scratch buffer below for B sequences with these heads
+  // (lowp: also the widened copies); reserve() and the calls both use it.
+  void size_scratch(int64_t B, const AttentionHeads& heads, bool lowp) const;
+  // Widened copies of 16-bit operands (fp32: the caller's own buffers);
+  // buf is sized by size_scratch.
   const float* wide(const kernels::Ops& ops, std::vector<float>& buf, kernels::ConstAct x,
                     int64_t n) const;
 

@@ -25,15 +25,26 @@ struct PipelineExecutor::Slot {
   int64_t mb = -1, chunk = -1;           // the owner; -1 when free
   comm::Work act_recv, grad_recv;        // irecvs into acts.encoded / acts.dresid
   bool act_posted = false, grad_posted = false;
-  std::vector<comm::Work> sends;  // isends reading acts.output() / acts.dresid
+  // Isends still reading this slot: its output (acts.output()) and its
+  // input gradient (acts.dresid). Each is waited for only before its buffer
+  // is written again: the output by the next owner's forward (waited for
+  // when the slot is handed over), dresid by a gradient's receive, a V
+  // hand-off's copy or a backward.
+  std::vector<comm::Work> act_sends, grad_sends;
   // Split backward (zb-h1) only: per chunk layer, what its BackwardInput
   // keeps for its BackwardWeight (model/block.h), in stash_mem.
   Buffer stash_mem;                     // (L * layer_grad_stash_bytes) bytes
   std::vector<LayerGradStash> stash;    // (L) views into stash_mem
 
-  void finish_sends() {
+  static void finish(std::vector<comm::Work>& sends) {
     for (auto& w : sends) w.wait();
     sends.clear();
+  }
+  void finish_act_sends() { finish(act_sends); }
+  void finish_grad_sends() { finish(grad_sends); }
+  void finish_sends() {
+    finish_act_sends();
+    finish_grad_sends();
   }
 };
 
@@ -147,7 +158,13 @@ struct PipelineExecutor::StepState {
       const Action& a = actions[demands[next_demand++]];
       Slot* s = free_slots.front();
       free_slots.pop_front();
-      s->finish_sends();  // the last owner's input-gradient may still be leaving
+      // The last owner's output may still be leaving; its input gradient
+      // (dresid) can keep leaving until something writes dresid. On a
+      // last stage with one slot (1F1B) waiting for that here held every
+      // next receive, and so the next forward, until the previous stage had
+      // taken the gradient: 0.5 ms a micro-batch on an idle 2-core host, up
+      // to 16 ms on a loaded one (docs/zero_bubble.md).
+      s->finish_act_sends();
       s->mb = a.micro_batch;
       s->chunk = a.chunk;
       live[{a.micro_batch, a.chunk}] = s;
@@ -163,6 +180,7 @@ struct PipelineExecutor::StepState {
       const Action& a = actions[grad_recvs[next_grad]];
       auto it = live.find({a.micro_batch, a.chunk});
       if (it == live.end()) break;
+      it->second->finish_grad_sends();  // the receive writes dresid
       it->second->grad_recv = pp.recv_async(it->second->acts.dresid, wire, Precision::Fp32,
                                             int(a.peer_rank), int(ex.tag(a)));
       it->second->grad_posted = true;
@@ -224,8 +242,11 @@ void PipelineExecutor::run_backward(StepState& ss, const Action& a, const Pipeli
   // The V's turn: the input gradient (Ns, C) goes to the previous chunk on
   // this rank, whose slot waits for it in dresid (untouched since its forward).
   const int64_t prev = prev_here_[size_t(a.chunk)];
-  if (prev >= 0)
-    std::copy_n(s->acts.dresid, ss.wire, ss.slot_of(a.micro_batch, prev)->acts.dresid);
+  if (prev >= 0) {
+    Slot* to = ss.slot_of(a.micro_batch, prev);
+    to->finish_grad_sends();  // its last owner's gradient may still be leaving
+    std::copy_n(s->acts.dresid, ss.wire, to->acts.dresid);
+  }
   if (split) return;  // the slot stays taken until the weight pass
   if (cb.after_backward) cb.after_backward(a.micro_batch, a.chunk);
   if (c.embeds || prev >= 0) ss.release(s);  // nothing to send back: done
@@ -288,7 +309,7 @@ void PipelineExecutor::run_action(StepState& ss, const Action& a, const Pipeline
       break;
     case ActionType::SendActivation: {
       Slot* s = ss.slot_of(a);
-      s->sends.push_back(
+      s->act_sends.push_back(
           pp.send_async(s->acts.output(), ss.wire, Precision::Fp32, int(a.peer_rank), int(tag(a))));
       break;
     }
@@ -301,7 +322,7 @@ void PipelineExecutor::run_action(StepState& ss, const Action& a, const Pipeline
       break;
     case ActionType::SendGrad: {
       Slot* s = ss.slot_of(a);
-      s->sends.push_back(
+      s->grad_sends.push_back(
           pp.send_async(s->acts.dresid, ss.wire, Precision::Fp32, int(a.peer_rank), int(tag(a))));
       // The next owner waits for this send before touching the slot; under
       // a split backward the weight pass still needs it (and releases it).
@@ -369,7 +390,7 @@ std::vector<float> PipelineExecutor::forward_only(const PipelineCallbacks& cb, i
         break;
       }
       case ActionType::SendActivation:
-        s->sends.push_back(
+        s->act_sends.push_back(
             pp.send_async(s->acts.output(), ss.wire, Precision::Fp32, int(a.peer_rank), int(tag(a))));
         ss.release(s);  // the next owner waits for this send before touching the slot
         break;

@@ -21,8 +21,10 @@
 // Activation memory: slots, not micro-batches. A slot is one Activations of
 // the chunk shape (GPT::stage_act_shape); the executor allocates
 // peak_in_flight(schedule) of them and hands a slot to a (micro-batch,
-// chunk) from its receive (or first-chunk Forward) until its Backward and
-// the send of its input-gradient are done (under a split backward, zb-h1:
+// chunk) from its receive (or first-chunk Forward) until its Backward has
+// issued the send of its input-gradient (that send keeps reading the slot's
+// dresid until the next owner writes it: its gradient receive or backward
+// waits for it, its activation receive does not) (under a split backward, zb-h1:
 // until its BackwardWeight, which reads the saved GEMM inputs and the
 // output gradients its BackwardInput stashed in the slot), in schedule
 // order, so the peak is exactly the schedule's: 1F1B min(m, p - rank),

@@ -82,9 +82,16 @@ struct Sim {
     };
     fwd = per_chunk(c.forward_by_chunk, c.forward, "forward");
     bwd = per_chunk(c.backward_by_chunk, c.backward, "backward");
-    for (double b : bwd) {
-      bwd_w.push_back(b * c.weight_share);
-      bwd_in.push_back(b - bwd_w.back());
+    TESSERA_CHECK(c.weight_by_chunk.empty() || int64_t(c.weight_by_chunk.size()) == chunks,
+                  "schedule costs: weight_by_chunk has {} entries, want p*v = {}",
+                  c.weight_by_chunk.size(), chunks);
+    for (size_t g = 0; g < bwd.size(); ++g) {
+      const double w = c.weight_by_chunk.empty() ? bwd[g] * c.weight_share : c.weight_by_chunk[g];
+      TESSERA_CHECK(w >= 0 && w <= bwd[g] * (1 + 1e-12),
+                    "schedule costs: chunk {}'s weight pass {} is not within its backward {}", g,
+                    w, bwd[g]);
+      bwd_w.push_back(std::min(w, bwd[g]));
+      bwd_in.push_back(bwd[g] - bwd_w.back());
     }
     size_t total = 0;
     for (const auto& list : s.ranks) total += list.size();

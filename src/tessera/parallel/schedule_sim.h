@@ -8,8 +8,8 @@
 //   - Each rank runs its list in order on one clock.
 //   - Forward/Backward take the chunk's cost; ReduceGrads and OptimizerStep
 //     their fixed costs (0 by default). A split backward (zb-h1) prices its
-//     halves apart: BackwardWeight the share `weight_share` of the chunk's
-//     backward, BackwardInput the rest.
+//     halves apart: BackwardWeight the chunk's `weight_by_chunk` (else the
+//     share `weight_share` of its backward), BackwardInput the rest.
 //   - A Send takes no time on the sender (it is an isend) and makes the data
 //     available at the receiver p2p_latency later.
 //   - A Recv ends at max(now, send time + p2p_latency): the wait.
@@ -47,6 +47,12 @@ struct ScheduleCosts {
   // FLOPs), for schedules that split it; in [0, 1]. Backward = B + W, so a
   // split schedule does the same work as an unsplit one.
   double weight_share = 0.5;
+  // Optional: the weight pass's seconds per micro-batch by GLOBAL chunk (p*v
+  // entries, each at most that chunk's backward); overrides weight_share.
+  // A chunk's W is its layers' weight gradients only (the head's and the
+  // embedding's stay in B), so one share of the whole backward would give
+  // the head's chunk too much W and the others too little.
+  std::vector<double> weight_by_chunk;
   double p2p_latency = 0.0;     // send issued -> data usable at the receiver
   double reduce_grads = 0.0;    // per rank
   double optimizer_step = 0.0;  // per rank

@@ -102,11 +102,12 @@ double tp_overlapped_seconds(double comm, double gemm, int64_t tp) {
 
 // Sums the entries of `phase` in `list` into `p` by profile kind. `fp8`:
 // the list's linear GEMMs run in FP8 (a transformer layer's, --precision fp8).
+// `only`: the entries to price (all of the phase's when null).
 void price(Profile& p, const std::vector<OpEntry>& list, OpPhase phase, const SystemSpec& sys,
-           const PlanLayout& L, bool fp8 = false) {
+           const PlanLayout& L, bool fp8 = false, bool (*only)(const OpEntry&) = nullptr) {
   for (size_t i = 0; i < list.size(); ++i) {
     const OpEntry& e = list[i];
-    if (e.phase != phase) continue;
+    if (e.phase != phase || (only != nullptr && !only(e))) continue;
     double seconds = entry_seconds(e, sys, L, fp8);
     const bool overlapped = L.tp_comm_overlap && e.cls == OpClass::Collective && e.activation &&
                             e.collective != CommOp::AllReduce && e.group_size > 1;
@@ -115,6 +116,18 @@ void price(Profile& p, const std::vector<OpEntry>& list, OpPhase phase, const Sy
         seconds = tp_overlapped_seconds(seconds, entry_seconds(*g, sys, L, fp8), e.group_size);
     p[e.op] += seconds;
   }
+}
+
+// The weight pass's calls among a layer's backward entries: each GEMM's
+// weight gradient and its bias sum (Backend::matmul_backward_cost's parts).
+bool weight_pass_entry(const OpEntry& e) {
+  const std::string_view k = e.kernel;
+  return k == "matmul_backward.dweight" || k == "matmul_backward.dbias";
+}
+// Under sequence parallelism the forward's all-gathers of ln_1 and ln_2
+// (tp_enter_forward), which the weight pass makes again for its GEMM inputs.
+bool forward_all_gather(const OpEntry& e) {
+  return e.cls == OpClass::Collective && e.collective == CommOp::AllGather;
 }
 
 }  // namespace
@@ -176,6 +189,9 @@ LayerOps layer_ops(const OpList& ol, const SystemSpec& sys, const PlanLayout& L)
   price(r.forward, ol.layer, OpPhase::Forward, sys, L, L.fp8);
   price(r.recompute, ol.layer, OpPhase::Recompute, sys, L, L.fp8);
   price(r.backward, ol.layer, OpPhase::Backward, sys, L, L.fp8);
+  price(r.weight, ol.layer, OpPhase::Backward, sys, L, L.fp8, weight_pass_entry);
+  if (L.par.sequence_parallel)
+    price(r.weight, ol.layer, OpPhase::Forward, sys, L, L.fp8, forward_all_gather);
   // A cp rank's queries meet the whole causal sequence's keys: cp times the
   // T / cp list's attention (context_parallel_cost.h).
   for (Profile* p : {&r.forward, &r.recompute, &r.backward}) scale_cp_attention(*p, L.par.cp);

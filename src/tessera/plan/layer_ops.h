@@ -23,6 +23,12 @@ namespace tessera::plan {
 struct LayerOps {
   Profile forward, backward;
   Profile recompute;  // what backward re-runs of the forward (none / selective / full)
+  // The part of `backward` a split backward's weight pass runs
+  // (block_backward_weight, model/block.cpp): the four weight-gradient
+  // GEMMs and their bias sums, and under sequence parallelism the two
+  // LayerNorm outputs all-gathered again (priced as the forward's two
+  // all-gathers, the same calls). Its recompute is not in it.
+  Profile weight;
 };
 
 // The ends of the model for one micro-batch: the embedding lookup on the

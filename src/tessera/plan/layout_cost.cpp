@@ -302,7 +302,7 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   // Kernels run slower inside a step than alone (system in_situ factors,
   // measured on a step of the layout's precision where the system has one).
   const Profile& in_situ = sys.in_situ_for(L.precision, par.micro_batch);
-  for (Profile* p : {&lo.forward, &lo.backward, &lo.recompute, &eo.embed_forward,
+  for (Profile* p : {&lo.forward, &lo.backward, &lo.recompute, &lo.weight, &eo.embed_forward,
                      &eo.embed_backward, &eo.head_forward, &eo.head_backward})
     for (size_t k = 0; k < size_t(Op::kCount); ++k)
       if (Op(k) != Op::Comm) p->seconds[k] *= in_situ.seconds[k];
@@ -331,11 +331,27 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   }
   w.layer_forward = lo.forward;
   w.layer_backward.add(lo.backward, 1.0).add(lo.recompute, 1.0);
-  // zb-h1's and zbv's weight pass: half of the backward GEMM time (dX and dW
-  // have the same FLOPs), and the layer recomputed again before it.
+  // zb-h1's and zbv's weight pass: the calls block_backward_weight makes
+  // (the weight-gradient GEMMs at their own shapes' rates, their bias sums,
+  // SP's gathers; LayerOps::weight), and the layer recomputed again before
+  // it. (It was half the backward GEMM time: on this CPU a dW GEMM, (out,
+  // in) over the N rows, runs at another rate than its dX twin, and the
+  // bias sums are memory-bound passes over dY.)
   if (par.schedule == ScheduleKind::ZeroBubbleH1 || par.schedule == ScheduleKind::ZeroBubbleV) {
     w.layer_backward.add(lo.recompute, 1.0);
-    w.layer_weight = 0.5 * lo.backward[Op::Gemm] + lo.recompute.total();
+    w.layer_weight = lo.weight.total() + lo.recompute.total();
+    // In fp32 the input pass copies two output gradients into the stash,
+    // the MLP's and the attention projection's dY ((N, C) each: block.cpp
+    // `linear`; the other two GEMMs write theirs there directly), which the
+    // combined backward reads where they are. (Under bf16 / fp16 the same
+    // rounding happens in either backward.)
+    if (L.precision == Precision::Fp32 && !L.fp8) {
+      const int64_t n = par.micro_batch * (m.seq_length / par.cp) * m.hidden_size;
+      for (const kernels::KernelCall& k : kernels::Backend::cast_cost(Precision::Fp32, Precision::Fp32, n))
+        w.layer_backward[Op::Cast] += 2.0 * in_situ[Op::Cast] *
+                                      sys.kernel_seconds(k.kernel, double(k.elements),
+                                                         k.bytes_read + k.bytes_written);
+    }
   }
   // ZeRO-3 units (a layer each) are gathered in 16 bits from the dp shards
   // (per_param.params bytes a parameter) and, in a GPU framework, their
@@ -395,15 +411,15 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   pc.backward.front() += w.ends.embed_backward.total();
   pc.forward.back() += w.ends.head_forward.total();
   pc.backward.back() += w.ends.head_backward.total();
-  // zb-h1's weight pass: the layers' (ChunkWork::layer_weight); the head's,
-  // the embedding's and the norms' gradients stay in the input pass
-  // (model/gpt.h).
-  double weight = 0, backward = 0;
-  for (int64_t g = 0; g < p * v; ++g) {
-    weight += double(w.chunk_layers[size_t(chunk_rank(p, g, pl))]) * w.layer_weight;
-    backward += pc.backward[size_t(g)];
-  }
-  pc.weight_share = backward > 0 ? std::min(1.0, weight / backward) : 0.0;
+  // zb-h1's and zbv's weight pass, chunk by chunk: its layers' (ChunkWork::
+  // layer_weight); the head's, the embedding's and the norms' gradients stay
+  // in the input pass (model/gpt.h), so the head's chunk has the smallest
+  // share of its backward in W.
+  const bool split = pc.kind == ScheduleKind::ZeroBubbleH1 || pc.kind == ScheduleKind::ZeroBubbleV;
+  for (int64_t g = 0; g < p * v && split; ++g)
+    pc.weight.push_back(std::min(
+        pc.backward[size_t(g)],
+        double(w.chunk_layers[size_t(chunk_rank(p, g, pl))]) * w.layer_weight));
   const double elt = double(activation_element_bytes(L.precision));
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.

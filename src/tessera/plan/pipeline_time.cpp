@@ -51,7 +51,9 @@ PipelineTime pipeline_time_estimate(const PipelineCosts& c) {
   if (c.kind == ScheduleKind::ZeroBubbleH1 || c.kind == ScheduleKind::ZeroBubbleV) {
     const double f = std::accumulate(c.forward.begin(), c.forward.end(), 0.0);
     const double b = std::accumulate(c.backward.begin(), c.backward.end(), 0.0);
-    const double w = b * c.weight_share;
+    const double w = c.weight.empty()
+                         ? b * c.weight_share
+                         : std::accumulate(c.weight.begin(), c.weight.end(), 0.0);
     if (f + b > 0) fill = std::max(0.0, (f + (b - w) - w) / (f + b));
   }
   t.seconds = double(c.m) * max + fill * (sum - max) / double(c.v) +
@@ -67,6 +69,7 @@ PipelineTime pipeline_time_simulated(const PipelineCosts& c) {
   costs.backward_by_chunk = c.backward;
   costs.p2p_latency = c.p2p_seconds;
   costs.weight_share = c.weight_share;
+  costs.weight_by_chunk = c.weight;
   SimResult r = simulate_schedule(*sched, costs, false);
   PipelineTime t;
   t.seconds = r.pipeline_time;

@@ -14,8 +14,10 @@ struct PipelineCosts {
   int64_t p = 1, v = 1, m = 1;
   std::vector<double> forward, backward;  // seconds per micro-batch, by GLOBAL chunk (p*v)
   double p2p_seconds = 0;                 // one activation / gradient message
-  // Split-backward schedules (zb-h1): the weight pass's share of backward
-  // (ScheduleCosts::weight_share).
+  // Split-backward schedules (zb-h1, zbv): the weight pass's seconds per
+  // micro-batch by GLOBAL chunk, within backward (ScheduleCosts::
+  // weight_by_chunk); empty: the share weight_share of every chunk's.
+  std::vector<double> weight;
   double weight_share = 0.5;
 };
 
@@ -31,7 +33,8 @@ struct PipelineTime {
 // With equal costs it is (m + (p - 1)/v) C: the bubble (p - 1)/(v m) of
 // Narayanan et al. 2021 (SC'21, §2.2). ZB-H1 idles F + B - W per stage
 // instead of F + B + W (Qi et al. 2024), so its (sum - max) term is scaled
-// by (F + B - W) / (F + B + W) of the totals (B, W: backward's two passes).
+// by (F + B - W) / (F + B + W) of the totals (B, W: backward's two passes;
+// W: the chunks' weight passes summed).
 PipelineTime pipeline_time_estimate(const PipelineCosts& c);
 // The engine's schedule, built by build_pipeline and run by simulate_schedule.
 PipelineTime pipeline_time_simulated(const PipelineCosts& c);

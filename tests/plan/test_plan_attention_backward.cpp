@@ -6,7 +6,6 @@
 // forward's rate, as before; a value outside (0, 1] is refused naming the key.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 
 #include "tessera/model/op_list.h"
@@ -14,6 +13,7 @@
 #include "tessera/plan/layout.h"
 #include "tessera/plan/system.h"
 #include "expect_error.h"
+#include "shipped_system_path.h"
 #include "temp_file.h"
 #include "tiny_system_toml.h"
 
@@ -21,10 +21,6 @@ using namespace tessera;
 using namespace tessera::plan;
 
 namespace {
-std::string system_path(const char* name) {
-  return (std::filesystem::path(TESSERA_SOURCE_DIR) / "configs" / "systems" / (std::string(name) + ".toml"))
-      .string();
-}
 
 // One attention entry of `phase`: B = 2, T = 2048, Cl = 256 over 4 heads.
 OpEntry attention_entry(OpPhase phase) {
@@ -75,17 +71,17 @@ TEST(AttentionBackward, HopperFilesNameTheMeasuredBackwardOthersFallBack) {
   // FlashAttention-2's backward on H100 (Shah et al. 2024, Fig. 6): 310
   // TFLOPs/s at head dim 128, seq 4k, of 989, over max_efficiency 0.83.
   for (const char* name : {"h100", "h100-gt96", "h200"}) {
-    const SystemSpec s = load_system_file(system_path(name));
+    const SystemSpec s = load_system_file(shipped_system_path(name));
     EXPECT_NEAR(s.attention_backward_efficiency, 310.0 / 989.0 / s.gemm_max_efficiency, 0.005) << name;
     EXPECT_LT(s.attention_backward_efficiency, s.attention_efficiency) << name;
   }
   // cuDNN's (Transformer Engine's) backward, same figure: 499 TFLOPs/s.
-  const SystemSpec te = load_system_file(system_path("h100-2025"));
+  const SystemSpec te = load_system_file(shipped_system_path("h100-2025"));
   EXPECT_NEAR(te.attention_backward_efficiency, 499.0 / 989.0 / te.gemm_max_efficiency, 0.005);
   // No published backward figure for these: one rate for both, as before.
   for (const char* name : {"local", "dgx-a100-80gb", "dgx-a100-40gb", "dgx-a100-80gb-2021", "jean-zay-a100",
                            "frontier", "mi300x"}) {
-    const SystemSpec s = load_system_file(system_path(name));
+    const SystemSpec s = load_system_file(shipped_system_path(name));
     EXPECT_DOUBLE_EQ(s.attention_backward_efficiency, 0.0) << name;
     EXPECT_DOUBLE_EQ(s.attention_backward_rate(), s.attention_efficiency) << name;
   }

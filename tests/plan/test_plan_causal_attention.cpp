@@ -5,7 +5,6 @@
 // whole matrix as before.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 
 #include "tessera/model/op_list.h"
@@ -14,18 +13,12 @@
 #include "tessera/plan/layout.h"
 #include "tessera/plan/system.h"
 #include "expect_error.h"
+#include "shipped_system_path.h"
 #include "temp_file.h"
 #include "tiny_system_toml.h"
 
 using namespace tessera;
 using namespace tessera::plan;
-
-namespace {
-std::string system_path(const char* name) {
-  return (std::filesystem::path(TESSERA_SOURCE_DIR) / "configs" / "systems" / (std::string(name) + ".toml"))
-      .string();
-}
-}  // namespace
 
 TEST(CausalAttention, FractionFollowsTheTilesOnAndBelowTheDiagonal) {
   EXPECT_DOUBLE_EQ(causal_attention_fraction(2048, 0.0), 1.0);  // no key: the whole matrix
@@ -75,12 +68,12 @@ TEST(CausalAttention, SystemFileRefusesASpeedupOutsideItsRange) {
   // Every GPU file with a FlashAttention-2-style kernel names the paper's low end;
   // this machine's file has none: its plans do not change.
   for (const char* name : {"h100", "h100-2025", "h100-gt96", "h200", "dgx-a100-80gb", "dgx-a100-40gb"})
-    EXPECT_DOUBLE_EQ(load_system_file(system_path(name))
+    EXPECT_DOUBLE_EQ(load_system_file(shipped_system_path(name))
                          .attention_causal_speedup,
                      1.7)
         << name;
   for (const char* name : {"local", "dgx-a100-80gb-2021", "jean-zay-a100", "frontier", "mi300x"})
-    EXPECT_DOUBLE_EQ(load_system_file(system_path(name))
+    EXPECT_DOUBLE_EQ(load_system_file(shipped_system_path(name))
                          .attention_causal_speedup,
                      0.0)
         << name;

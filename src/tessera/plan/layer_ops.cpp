@@ -164,12 +164,18 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
       // A causal pass on a tile-skipping flash kernel computes only the
       // tiles on and below the diagonal (causal_attention.h); the unfused
       // attention computes the whole matrix. e.n is the rank's T / cp
-      // queries; the mask spans the whole sequence.
-      return e.flops *
-                 (L.flash_attention ? causal_attention_fraction(e.n * L.par.cp, sys.attention_causal_speedup)
-                                    : 1.0) /
-                 (sys.sustained_peak_flops(L.precision) * sys.gemm_max_efficiency * sys.attention_efficiency) +
-             kernel_rate(sys.kernel_rates, kAttentionMaskDraw) * double(e.mask_draws);
+      // queries; the mask spans the whole sequence. The backward kernel
+      // runs at its own rate where the system file measures one
+      // (SystemSpec::attention_backward_rate); a recompute reruns the forward.
+      {
+        const double efficiency =
+            e.phase == OpPhase::Backward ? sys.attention_backward_rate() : sys.attention_efficiency;
+        return e.flops *
+                   (L.flash_attention ? causal_attention_fraction(e.n * L.par.cp, sys.attention_causal_speedup)
+                                      : 1.0) /
+                   (sys.sustained_peak_flops(L.precision) * sys.gemm_max_efficiency * efficiency) +
+               kernel_rate(sys.kernel_rates, kAttentionMaskDraw) * double(e.mask_draws);
+      }
     case OpClass::Memory: return memory_seconds(e, sys, L);
     case OpClass::Collective: {
       // The engine sends activations and their gradients in fp32 (its

@@ -192,6 +192,8 @@ void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) 
   s.tile_m = int64_t(get_number(*g, "tile_m", double(s.tile_m), "gemm.", path, Range::positive, true));
   s.tile_n = int64_t(get_number(*g, "tile_n", double(s.tile_n), "gemm.", path, Range::positive, true));
   s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency, "gemm.", path);
+  s.attention_backward_efficiency = get_number(*g, "attention_backward_efficiency",
+                                               s.attention_backward_efficiency, "gemm.", path, Range::fraction);
   s.attention_causal_speedup = get_number(*g, "causal_speedup", s.attention_causal_speedup, "gemm.", path,
                                           Range::non_negative);
   TESSERA_CHECK(s.attention_causal_speedup == 0 ||

@@ -88,6 +88,16 @@ struct SystemSpec {
   double gemm_max_efficiency = 0.7;
   int64_t tile_m = 128, tile_n = 128;
   double attention_efficiency = 0.5;  // flash attention, relative to a large GEMM
+  // [gemm] attention_backward_efficiency: the backward kernel's rate on the
+  // same scale (relative to peak x gemm_max_efficiency, on its 2.5 x forward
+  // FLOPs). A flash kernel's backward runs at a lower fraction of peak than
+  // its forward (more matmuls per byte of softmax state, atomics on dq).
+  // 0 (the default: a CPU calibration, which measures one rate over both,
+  // and every file without the key): the forward's attention_efficiency.
+  double attention_backward_efficiency = 0.0;
+  double attention_backward_rate() const {
+    return attention_backward_efficiency > 0 ? attention_backward_efficiency : attention_efficiency;
+  }
   // [gemm] causal_speedup: how much faster the system's flash-attention
   // kernel runs a causal pass than a non-causal one at long sequences (it
   // skips the tiles above the mask's diagonal: causal_attention.h). 0 (the

@@ -100,12 +100,20 @@ EmbeddedCorpus ensure_embedded_corpus(const std::string& cache_dir) {
   writer.close();
   std::error_code ec;
   fs::create_directories(dir.parent_path());
-  fs::remove_all(dir, ec);
-  fs::rename(tmp, dir, ec);
-  if (ec && !cached_copy_is_complete(dir))  // another process may have won the race
-    fail("cannot move the corpus cache into {}: {}", dir.string(), ec.message());
+  // Never remove a complete copy: the ranks of one job all build at once on
+  // a fresh cache, and one that removed the winner's copy to rename its own
+  // would leave the others, already reading, without the file.
+  fs::rename(tmp, dir, ec);  // succeeds only where dir is missing or empty
+  if (ec && !cached_copy_is_complete(dir)) {
+    // What is there is stale (an older corpus or tokenizer): replace it.
+    fs::remove_all(dir, ec);
+    fs::rename(tmp, dir, ec);
+    if (ec && !cached_copy_is_complete(dir))  // another process may have won the race
+      fail("cannot move the corpus cache into {}: {}", dir.string(), ec.message());
+  }
+  const bool ours = !fs::exists(tmp);
   fs::remove_all(tmp, ec);
-  out.built_now = true;
+  out.built_now = ours;
   return out;
 }
 

@@ -21,7 +21,7 @@ REQUIRED_INT = ["devices", "tensor-model-parallel-size", "pipeline-model-paralle
 REQUIRED = REQUIRED_INT + ["name", "system", "recompute", "precision", "flash-attention",
                            "sequence-parallel", "inferred", "note"]
 OPTIONAL = {"pipeline-schedule", "virtual-stages", "overlap-grad-reduce", "overlap-param-gather",
-            "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise",
+            "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "attention-kernel", "eager-elementwise",
             "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining",
             "model", "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
             "decoder-last-pipeline-num-layers"}
@@ -79,6 +79,10 @@ def check_run(r, src, where, problems):
         bad("torchtitan-op-sac needs recompute = \"selective\"")
     if r.get("fsdp2-pipelining") and not (r["pipeline-model-parallel-size"] > 1 and r["zero-stage"] >= 2):
         bad("fsdp2-pipelining needs pipeline-model-parallel-size > 1 and zero-stage 2 or 3")
+    if "attention-kernel" in r and r["attention-kernel"] not in ("flash", "triton"):
+        bad("attention-kernel must be flash|triton")
+    if r.get("attention-kernel") == "triton" and not r.get("flash-attention"):
+        bad("attention-kernel = \"triton\" needs flash-attention = true")
     if "optimizer" in r and r["optimizer"] not in ("fused", "eager"):
         bad("optimizer must be fused|eager")
     sched = r.get("pipeline-schedule", "1f1b")

@@ -169,7 +169,8 @@ double op_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L) 
       // (SystemSpec::attention_backward_rate); a recompute reruns the forward.
       {
         const double efficiency =
-            e.phase == OpPhase::Backward ? sys.attention_backward_rate() : sys.attention_efficiency;
+            (e.phase == OpPhase::Backward ? sys.attention_backward_rate() : sys.attention_efficiency) *
+            (L.triton_attention ? sys.triton_attention_factor(e.phase == OpPhase::Backward) : 1.0);
         return e.flops *
                    (L.flash_attention ? causal_attention_fraction(e.n * L.par.cp, sys.attention_causal_speedup)
                                       : 1.0) /

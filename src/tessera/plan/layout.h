@@ -95,6 +95,10 @@ struct PlanLayout {
   // reduce dtype across the step's micro-batches and are reduce-scattered
   // once, after the last backward (fsdp_pipelining.h).
   bool fsdp2_pipelining = false;
+  // Attention by FlashAttention in Triton instead of the system file's
+  // flash kernel (planner only; llm-foundry's `attn_impl: triton`): each
+  // pass at SystemSpec::triton_attention_factor of its rate.
+  bool triton_attention = false;
   // A mixture-of-experts run's measured load imbalance (max / mean tokens
   // per expert, `plan --validate` from its metrics; 1: balanced): the
   // slowest expert-parallel rank's share of the expert GEMMs (moe_cost.h).

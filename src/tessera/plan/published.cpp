@@ -63,7 +63,7 @@ namespace {
 constexpr const char* kRunKeys[] = {
     "name", "system", "devices", flag_key(flag::tp), flag_key(flag::pp),
     flag_key(flag::micro_batch), flag_key(flag::global_batch), flag_key(flag::zero_stage),
-    "recompute", "precision", "flash-attention", flag_key(flag::sequence_parallel),
+    "recompute", "precision", "flash-attention", "attention-kernel", flag_key(flag::sequence_parallel),
     flag_key(flag::schedule), "virtual-stages",
     "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "inferred", "note", "model", "step-seconds",
     "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu",
@@ -205,6 +205,14 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
                 "{}: precision must be bf16, fp16 or fp8 (got '{}')", r.where, precision);
   if (L.fp8) L.precision = Precision::Bf16;
   L.flash_attention = r.flag("flash-attention", true);
+  // Which flash kernel: the system file's own, or FlashAttention in Triton
+  // (llm-foundry's `attn_impl: triton`, priced by its triton_attention_rate).
+  const std::string kernel = r.str("attention-kernel", "flash");
+  TESSERA_CHECK(kernel == "flash" || kernel == "triton",
+                "{}: attention-kernel must be flash or triton (got '{}')", r.where, clipped(kernel));
+  L.triton_attention = kernel == "triton";
+  TESSERA_CHECK(!L.triton_attention || L.flash_attention,
+                "{}: attention-kernel = \"triton\" needs flash-attention = true", r.where);
   par.sequence_parallel = r.flag(flag_key(flag::sequence_parallel), false);
   par.schedule = schedule_kind_parse(r.str(flag_key(flag::schedule), "1f1b"));
   par.virtual_stages = r.integer("virtual-stages", 1);
@@ -344,6 +352,11 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs) {
     TESSERA_CHECK(!run.layout.fp8 || sys->peak_flops_fp8 > 0,
                   "{}, run '{}': precision fp8 on system '{}', which lists no fp8 peak", run.file,
                   run.name, run.system);
+    TESSERA_CHECK(!run.layout.triton_attention ||
+                      (sys->triton_attention_rate > 0 && sys->triton_attention_backward_rate > 0),
+                  "{}, run '{}': attention-kernel = \"triton\" on system '{}', which gives no "
+                  "gemm.triton_attention_rate and gemm.triton_attention_backward_rate",
+                  run.file, run.name, run.system);
     PublishedCheck c;
     c.run = run;
     c.cost = evaluate_layout(run.model, *sys, run.layout);

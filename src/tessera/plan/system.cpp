@@ -194,6 +194,10 @@ void read_gemm(SystemSpec& s, const toml::table& root, const std::string& path) 
   s.attention_efficiency = get_number(*g, "attention_efficiency", s.attention_efficiency, "gemm.", path);
   s.attention_backward_efficiency = get_number(*g, "attention_backward_efficiency",
                                                s.attention_backward_efficiency, "gemm.", path, Range::fraction);
+  s.triton_attention_rate = get_number(*g, "triton_attention_rate", s.triton_attention_rate, "gemm.", path,
+                                       Range::fraction);
+  s.triton_attention_backward_rate = get_number(*g, "triton_attention_backward_rate",
+                                                s.triton_attention_backward_rate, "gemm.", path, Range::fraction);
   s.attention_causal_speedup = get_number(*g, "causal_speedup", s.attention_causal_speedup, "gemm.", path,
                                           Range::non_negative);
   TESSERA_CHECK(s.attention_causal_speedup == 0 ||

@@ -105,6 +105,19 @@ struct SystemSpec {
   // the full count, and the unfused attention of `--no-flash-attention`):
   // the whole matrix is priced.
   double attention_causal_speedup = 0.0;
+  // [gemm] triton_attention_rate / triton_attention_backward_rate:
+  // FlashAttention in Triton (the FlashAttention-1-era kernel llm-foundry's
+  // `attn_impl: triton` runs) against this file's flash kernel, forward (and
+  // its recomputation) and backward: a run marked `attention-kernel =
+  // "triton"` (PlanLayout::triton_attention) prices each pass at its rate
+  // above x this. 0 (the default): no figure; such a run is refused naming
+  // the keys.
+  double triton_attention_rate = 0.0;
+  double triton_attention_backward_rate = 0.0;
+  // The factor on attention_efficiency / attention_backward_rate() of a pass.
+  double triton_attention_factor(bool backward) const {
+    return backward ? triton_attention_backward_rate : triton_attention_rate;
+  }
   std::vector<NetworkTier> tiers;     // fastest first; the last has ranks = 0
   // [node] comm_overlap: the fraction of an overlapped collective that
   // compute hides (1: dedicated copy engines and NICs; a CPU's collectives

@@ -127,6 +127,17 @@ def llama_shapes(cfg):
     return t
 
 
+def qwen2_shapes(cfg):
+    """Every tensor a Qwen2ForCausalLM of config.json `cfg` saves: Llama's,
+    with biases on q_proj, k_proj and v_proj and nowhere else."""
+    t = llama_shapes(dict(cfg, attention_bias=False, mlp_bias=False))
+    for l in range(cfg["num_hidden_layers"]):
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            name = f"model.layers.{l}.self_attn.{proj}"
+            t[name + ".bias"] = (t[name + ".weight"][0],)
+    return t
+
+
 def mixtral_shapes(cfg):
     """Every tensor a MixtralForCausalLM of config.json `cfg` saves: Llama's
     attention and norms (no biases), and per layer a router (gate) and

@@ -17,6 +17,9 @@ Face conventions alone:
          stored (no permutation), RMSNorm, the SwiGLU MLP
          down(silu(gate(x)) * up(x)), and lm_head or, when
          tie_word_embeddings, embed_tokens.
+  qwen2: llama's, with biases on q_proj, k_proj and v_proj alone (added to
+         each projection's output before rotary positions, as
+         Qwen2Attention's biased nn.Linear does).
   mixtral: llama's attention and norms; each layer's MLP a sparse MoE as
          transformers' MixtralSparseMoeBlock computes it: router logits
          x @ gate.T, the softmax over all experts, the top
@@ -40,7 +43,7 @@ import torch.nn.functional as F
 here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here))
 sys.path.insert(0, str(here.parent / "model"))
-from hf_checkpoint import gpt2_shapes, llama_shapes, mixtral_shapes, read_weights  # noqa: E402
+from hf_checkpoint import gpt2_shapes, llama_shapes, mixtral_shapes, qwen2_shapes, read_weights  # noqa: E402
 from torch_reference import Reference  # noqa: E402
 
 
@@ -134,6 +137,11 @@ FAMILIES = {
               "architectures": ["GPT2LMHeadModel"]}, gpt2_shapes, gpt2_reference, 1e-5),
     "llama": ({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
                "rope_scaling": None, "torch_dtype": "float32"}, llama_shapes, llama_reference, 1e-4),
+    # Qwen2: Llama's reference (it takes each bias the file holds, here q, k, v).
+    "qwen2": ({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu",
+               "use_sliding_window": False, "torch_dtype": "float32"}, qwen2_shapes,
+              lambda w, cfg: llama_reference(w, dict(cfg, head_dim=cfg["hidden_size"] // cfg["num_attention_heads"])),
+              1e-4),
     "mixtral": ({"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_act": "silu",
                  "torch_dtype": "float32", "output_router_logits": False}, mixtral_shapes,
                 mixtral_reference, 1e-5),

@@ -22,6 +22,7 @@
 #include "tessera/ckpt/hf_gpt2.h"
 #include "tessera/ckpt/hf_llama.h"
 #include "tessera/ckpt/hf_model.h"
+#include "tessera/ckpt/hf_qwen2.h"
 #include "tessera/ckpt/safetensors.h"
 
 namespace tessera {
@@ -44,6 +45,13 @@ GPTConfig llama(int64_t kv, bool untied, bool bias) {
   m.add_bias_linear = bias;
   m.norm_epsilon = 1e-6f;
   m.rotary_base = 500.0f;
+  return m;
+}
+
+// Qwen2's block: Llama's without biases but on q, k and v (--add-qkv-bias).
+GPTConfig qwen2(int64_t kv, bool untied) {
+  GPTConfig m = llama(kv, untied, false);
+  m.add_qkv_bias = true;
   return m;
 }
 
@@ -128,6 +136,40 @@ TEST(HfLlama, ConfigBothWays) {
   EXPECT_EQ(hf_arch_of(hf_config(test::tiny_gpt())), HfArch::Gpt2);
 }
 
+TEST(HfQwen2, ConfigBothWaysAndItsRefusals) {
+  const GPTConfig m = qwen2(2, false);
+  EXPECT_EQ(hf_arch_of(m), HfArch::Qwen2);
+  const json c = qwen2_hf_config(m, 7);
+  EXPECT_EQ(c["architectures"], json({"Qwen2ForCausalLM"}));
+  EXPECT_EQ(c["model_type"], "qwen2");
+  EXPECT_EQ(c["use_sliding_window"], false);
+  for (const char* k : {"attention_bias", "mlp_bias", "head_dim"}) EXPECT_FALSE(c.contains(k)) << k;
+  EXPECT_EQ(hf_arch_of(c), HfArch::Qwen2);
+  const GPTConfig back = model_from_hf(c);
+  EXPECT_TRUE(back.add_qkv_bias);
+  EXPECT_FALSE(back.add_bias_linear);
+  EXPECT_EQ(back.summary(), m.summary());
+  json a = c;
+  a.erase("model_type");  // architectures alone says Qwen2
+  EXPECT_EQ(hf_arch_of(a), HfArch::Qwen2);
+  // The q, k, v biases exist; o_proj and the MLP have none.
+  const ParamLayout L = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+  EXPECT_TRUE(L.contains("h.0.attn.qkv.bias"));
+  EXPECT_FALSE(L.contains("h.0.attn.proj.bias"));
+  EXPECT_FALSE(L.contains("h.0.mlp.fc.bias"));
+  json sw = c;
+  sw["use_sliding_window"] = true;
+  EXPECT_TRUE(throws_error_with([&] { model_from_hf(sw); }, {"use_sliding_window true"}));
+  json ab = c;
+  ab["attention_bias"] = true;
+  EXPECT_TRUE(throws_error_with([&] { model_from_hf(ab); }, {"'attention_bias' is not a Qwen2 key"}));
+  // Mixtral has no biases at all: an MoE model with the qkv bias has no architecture.
+  GPTConfig moe = m;
+  moe.num_experts = 4;
+  moe.moe_router_topk = 2;
+  EXPECT_TRUE(throws_error_with([&] { hf_arch_of(moe); }, {"no --add-qkv-bias"}));
+}
+
 TEST(HfLlama, ConfigKeysThisEngineCannotComputeAreRefusedNamingTheKey) {
   const json base = llama_hf_config(llama(2, true, false));
   auto refused = [&](const char* key, const json& value, std::vector<std::string> needles) {
@@ -149,7 +191,7 @@ TEST(HfLlama, ConfigKeysThisEngineCannotComputeAreRefusedNamingTheKey) {
   EXPECT_TRUE(refused("intermediate_size", 0, {"intermediate_size must be >= 1"}));
   EXPECT_TRUE(refused("rms_norm_eps", "x", {"'rms_norm_eps' has the wrong type"}));
   EXPECT_TRUE(refused("tie_word_embeddings", "yes", {"'tie_word_embeddings' has the wrong type"}));
-  EXPECT_TRUE(refused("model_type", "mistral", {"model_type 'mistral'", "GPT-2", "Llama"}));
+  EXPECT_TRUE(refused("model_type", "mistral", {"model_type 'mistral'", "GPT-2", "Llama", "Qwen2"}));
   json c = base;
   c["attention_bias"] = true;
   c.erase("mlp_bias");  // transformers before 4.41: biased attention, an MLP without
@@ -179,7 +221,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Variant{"GqaUntiedNoBias", llama(2, true, false)},  // llama-tiny's shape
                       Variant{"MhaTiedBiased", llama(0, false, true)},
                       Variant{"MqaUntiedBiased", llama(1, true, true)},
-                      Variant{"GqaTiedNoBias", llama(2, false, false)}),
+                      Variant{"GqaTiedNoBias", llama(2, false, false)},
+                      Variant{"Qwen2GqaTied", qwen2(2, false)},  // --add-qkv-bias: Qwen2ForCausalLM
+                      Variant{"Qwen2MhaUntied", qwen2(0, true)}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Rewrites dir/hf/model.safetensors into dir/out/ (with the same config.json)

@@ -36,7 +36,8 @@ inline nlohmann::json torch_manifest(const TrainConfig& cfg, const GPT& model,
                  {"rotary_base", cfg.model.rotary_base},
                  {"kv_heads", cfg.model.kv_heads()},
                  {"untie_embeddings", cfg.model.untie_embeddings},
-                 {"add_bias_linear", cfg.model.add_bias_linear}};
+                 {"add_bias_linear", cfg.model.add_bias_linear},
+                 {"add_qkv_bias", cfg.model.add_qkv_bias}};
   for (const ParamEntry& e : model.layout().entries()) {
     std::vector<int64_t> shape(e.global_shape.dims.begin(),
                                e.global_shape.dims.begin() + e.global_shape.ndim);

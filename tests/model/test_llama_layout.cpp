@@ -157,6 +157,20 @@ TEST(LlamaLayout, ConfigJsonRoundTripsTheFamilyAndLeavesGptAsItWas) {
               return x;
             }()),
             "normalization LayerNorm vs RMSNorm");
+  // --add-qkv-bias (Qwen2's block): stored, read back, and a difference
+  // (a checkpoint with q, k, v biases does not load into a model without).
+  GPTConfig q = m;
+  q.add_qkv_bias = true;
+  const GPTConfig q_back = model_from_json(model_to_json(q));
+  EXPECT_TRUE(q_back.add_qkv_bias);
+  EXPECT_EQ(model_difference(q, q_back), "");
+  EXPECT_EQ(model_difference(q, m), "qkv bias true vs false");
+  EXPECT_FALSE(model_to_json(m).contains("add_qkv_bias"));  // not written at its default
+  // With every GEMM biased, the flag changes nothing: no difference.
+  GPTConfig biased = m, biased_q = m;
+  biased.add_bias_linear = biased_q.add_bias_linear = true;
+  biased_q.add_qkv_bias = true;
+  EXPECT_EQ(model_difference(biased, biased_q), "");
 }
 
 }  // namespace

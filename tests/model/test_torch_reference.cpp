@@ -7,7 +7,8 @@
 // reading the family's switches from the manifest, and compares. Variants:
 // GPT-2; the full Llama family (RMSNorm, SwiGLU, RoPE, GQA 4 over 2, untied
 // head, no biases, issue 17); multi-query attention (one kv head) with the
-// tied head and biases kept; and each Llama switch alone on GPT-2.
+// tied head and biases kept; Llama with the qkv bias alone (Qwen2's
+// --add-qkv-bias); and each Llama switch alone on GPT-2.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -40,6 +41,13 @@ GPTConfig mqa_tied_biased() {
   return m;
 }
 
+// Qwen2's block: the Llama family with a bias on the qkv GEMM alone (--add-qkv-bias).
+GPTConfig llama_qkv_bias() {
+  GPTConfig m = test::tiny_llama();
+  m.add_qkv_bias = true;
+  return m;
+}
+
 GPTConfig gpt_with(void (*set)(GPTConfig&)) {
   GPTConfig m = test::tiny_gpt();
   set(m);
@@ -51,6 +59,7 @@ std::vector<Variant> variants() {
   return {{"Gpt", test::tiny_gpt()},
           {"Llama", test::tiny_llama()},
           {"MqaTiedBiased", mqa_tied_biased()},
+          {"LlamaQkvBiasOnly", llama_qkv_bias()},
           {"RmsNormOnly", gpt_with([](GPTConfig& m) { m.normalization = Normalization::RMSNorm; })},
           {"SwigluOnly", gpt_with([](GPTConfig& m) { m.swiglu = true; })},
           {"RopeOnly", gpt_with([](GPTConfig& m) {

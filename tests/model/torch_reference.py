@@ -163,8 +163,11 @@ def check_parameter_names(man):
     if c["rmsnorm"]:
         expect_absent += ["ln_f.bias", "h.0.ln_1.bias", "h.0.ln_2.bias"]
     if not c["add_bias_linear"]:
-        expect_absent += ["h.0.attn.qkv.bias", "h.0.attn.proj.bias", "h.0.mlp.fc.bias",
-                          "h.0.mlp.proj.bias"]
+        expect_absent += ["h.0.attn.proj.bias", "h.0.mlp.fc.bias", "h.0.mlp.proj.bias"]
+        if not c.get("add_qkv_bias"):
+            expect_absent.append("h.0.attn.qkv.bias")
+    if c.get("add_qkv_bias") and "h.0.attn.qkv.bias" not in names:
+        failures.append("parameter h.0.attn.qkv.bias should exist (add_qkv_bias)")
     for n in expect_absent:
         if n in names:
             failures.append(f"parameter {n} should not exist")

@@ -169,10 +169,19 @@ class TensorParallel : public ::testing::Test {
   void SetUp() override { omp_set_num_threads(1); }
 };
 
+// Qwen2's block (--add-qkv-bias): the Llama family with a bias on the qkv
+// GEMM alone, split over tp in [q | k | v] parts as the weight's rows.
+GPTConfig tiny_llama_qkv_bias(int64_t vocab, int64_t divisible_by) {
+  GPTConfig m = tiny_llama(vocab, divisible_by);
+  m.add_qkv_bias = true;
+  return m;
+}
+
 TEST_F(TensorParallel, LossAndGradientsEqualOneProcess) {
   int ran = 0;
   for (int64_t divisible_by : {8, 128})  // 128: whole tp slices are vocabulary padding
-  for (const GPTConfig& cfg : families(100, divisible_by)) {
+  for (const GPTConfig& cfg : {tiny(100, divisible_by), tiny_llama(100, divisible_by),
+                               tiny_llama_qkv_bias(100, divisible_by)}) {
     const Batch b = make_batch(cfg, 0);
     Replica ref(cfg, {});
     const float ref_loss = ref.step(b);

@@ -8,6 +8,7 @@
 #include "tessera/ckpt/hf_gpt2.h"
 #include "tessera/ckpt/hf_llama.h"
 #include "tessera/ckpt/hf_mixtral.h"
+#include "tessera/ckpt/hf_qwen2.h"
 #include "tessera/config/model_fields.h"
 #include "tessera/core/error.h"
 
@@ -38,6 +39,7 @@ HfArch moe_arch_of(const GPTConfig& m) {
   if (!m.rope()) lacks.push_back(fmt::format("{} rope", flag::position_embedding));
   if (m.moe_layer_freq != 1) lacks.push_back(fmt::format("{} 1", flag::moe_layer_freq));
   if (m.add_bias_linear) lacks.push_back(flag::disable_bias_linear);
+  if (m.add_qkv_bias) lacks.push_back(fmt::format("no {}", flag::add_qkv_bias));
   if (!m.moe_dropless()) lacks.push_back(fmt::format("no {}", flag::moe_capacity_factor));
   if (m.moe_shared()) lacks.push_back(fmt::format("no {}", flag::moe_shared_size));
   TESSERA_CHECK(lacks.empty(),
@@ -60,7 +62,8 @@ HfArch hf_arch_of(const GPTConfig& m) {
   if (!m.rmsnorm()) llama_lacks.push_back(rmsnorm);
   if (!m.swiglu) llama_lacks.push_back(flag::swiglu);
   if (!m.rope()) llama_lacks.push_back(rope);
-  if (llama_lacks.empty()) return HfArch::Llama;
+  // Qwen2: Llama's block with biases on q, k and v alone.
+  if (llama_lacks.empty()) return !m.add_bias_linear && m.add_qkv_bias ? HfArch::Qwen2 : HfArch::Llama;
   std::vector<std::string> gpt2_lacks;
   if (m.rmsnorm()) gpt2_lacks.push_back(rmsnorm);
   if (m.swiglu) gpt2_lacks.push_back(flag::swiglu);
@@ -82,6 +85,7 @@ HfArch hf_arch_of(const json& c) {
     if (t == "gpt2") return HfArch::Gpt2;
     if (t == "llama") return HfArch::Llama;
     if (t == "mixtral") return HfArch::Mixtral;
+    if (t == "qwen2") return HfArch::Qwen2;
     what = "model_type '" + t + "'";
   } else if (c.contains("architectures")) {
     const json& a = c["architectures"];
@@ -91,12 +95,13 @@ HfArch hf_arch_of(const json& c) {
     if (t == "GPT2LMHeadModel" || t == "GPT2Model") return HfArch::Gpt2;
     if (t == "LlamaForCausalLM" || t == "LlamaModel") return HfArch::Llama;
     if (t == "MixtralForCausalLM" || t == "MixtralModel") return HfArch::Mixtral;
+    if (t == "Qwen2ForCausalLM" || t == "Qwen2Model") return HfArch::Qwen2;
     what = "architectures " + a.dump();
   } else {
     return HfArch::Gpt2;
   }
-  fail("config.json: {} (this engine imports GPT-2 (model_type gpt2), Llama (model_type llama) and "
-       "Mixtral (model_type mixtral))",
+  fail("config.json: {} (this engine imports GPT-2 (model_type gpt2), Llama (model_type llama), "
+       "Mixtral (model_type mixtral) and Qwen2 (model_type qwen2))",
        what);
 }
 
@@ -105,6 +110,7 @@ const char* hf_arch_name(HfArch a) {
     case HfArch::Gpt2: return "GPT-2";
     case HfArch::Llama: return "Llama";
     case HfArch::Mixtral: return "Mixtral";
+    case HfArch::Qwen2: return "Qwen2";
   }
   return "?";
 }
@@ -114,6 +120,7 @@ GPTConfig model_from_hf(const json& cfg) {
     case HfArch::Gpt2: return model_from_hf_config(cfg);
     case HfArch::Llama: return model_from_llama_hf_config(cfg);
     case HfArch::Mixtral: return model_from_mixtral_hf_config(cfg);
+    case HfArch::Qwen2: return model_from_qwen2_hf_config(cfg);
   }
   fail("config.json: unknown architecture");
 }
@@ -124,6 +131,7 @@ void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id,
     case HfArch::Gpt2: return export_hf_gpt2(model, out_dir, eot_id, max_shard_bytes);
     case HfArch::Llama: return export_hf_llama(model, out_dir, eot_id, max_shard_bytes);
     case HfArch::Mixtral: return export_hf_mixtral(model, out_dir, eot_id, max_shard_bytes);
+    case HfArch::Qwen2: return export_hf_qwen2(model, out_dir, eot_id, max_shard_bytes);
   }
 }
 
@@ -132,6 +140,7 @@ void import_hf(const std::string& path, GPT& model) {
     case HfArch::Gpt2: return import_hf_gpt2(path, model);
     case HfArch::Llama: return import_hf_llama(path, model);
     case HfArch::Mixtral: return import_hf_mixtral(path, model);
+    case HfArch::Qwen2: return import_hf_qwen2(path, model);
   }
 }
 

@@ -96,7 +96,8 @@ std::string model_difference(const GPTConfig& a, const GPTConfig& b) {
         diff("num_query_groups", a.kv_heads(), b.kv_heads()),
         text("untie_embeddings_and_output_weights", flag(a.untie_embeddings),
              flag(b.untie_embeddings)),
-        text("add_bias_linear", flag(a.add_bias_linear), flag(b.add_bias_linear))})
+        text("add_bias_linear", flag(a.add_bias_linear), flag(b.add_bias_linear)),
+        text("qkv bias", flag(a.qkv_bias()), flag(b.qkv_bias()))})
     if (!d.empty()) return d;
   return "";
 }

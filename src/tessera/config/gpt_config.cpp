@@ -125,7 +125,8 @@ std::string GPTConfig::summary() const {
     s += fmt::format(" ({}{}{}{}{}{})", rmsnorm() ? "rmsnorm" : "layernorm",
                      swiglu ? " swiglu" : "", rope() ? fmt::format(" rope {}", rotary_base) : "",
                      num_query_groups > 0 ? fmt::format(" gqa {}", num_query_groups) : "",
-                     untie_embeddings ? " untied" : "", add_bias_linear ? "" : " no-bias");
+                     untie_embeddings ? " untied" : "",
+                     add_bias_linear ? "" : add_qkv_bias ? " qkv-bias only" : " no-bias");
   if (moe())
     s += fmt::format(" moe {} experts top-{} every {} layer(s){}", num_experts, moe_router_topk,
                      moe_layer_freq,

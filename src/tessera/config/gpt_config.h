@@ -51,6 +51,9 @@ struct GPTConfig {
   int64_t num_query_groups = 0;
   bool untie_embeddings = false;  // --untie-embeddings-and-output-weights: own lm_head
   bool add_bias_linear = true;    // false under --disable-bias-linear: no GEMM biases
+  // --add-qkv-bias: the qkv GEMM keeps its bias under --disable-bias-linear
+  // (Megatron-LM's flag; Qwen2's attention: biased q, k, v, no other bias).
+  bool add_qkv_bias = false;
 
   // ---- mixture of experts (Megatron-LM's flags; docs/moe.md) ----
   // --num-experts E: the MLP of every --moe-layer-freq-th layer (l % freq
@@ -112,6 +115,7 @@ struct GPTConfig {
   int64_t moe_capacity(int64_t tokens) const;
   // Anything beyond GPT-2's architecture (exports and tools that speak only
   // GPT-2 refuse such a model by this).
+  bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }  // the qkv GEMM has a bias
   bool llama_family() const {
     return rmsnorm() || swiglu || rope() || num_query_groups > 0 || untie_embeddings ||
            !add_bias_linear;

@@ -39,7 +39,7 @@ bool moe_not_default(const G& m) {
 }
 constexpr unsigned kMoeTraining = kSurfaceLayout | kSurfaceCheckpoint;
 
-const std::array<Field<G>, 29> kFields{{
+const std::array<Field<G>, 30> kFields{{
     {.flag = flag::num_layers, .json_key = "num_layers", .surfaces = kShape,
      .access = &G::num_layers, .help = "transformer layers", .range = kLayers, .required = true},
     {.flag = flag::hidden_size, .json_key = "hidden_size", .surfaces = kShape,
@@ -132,6 +132,10 @@ const std::array<Field<G>, 29> kFields{{
      .help = "no biases in the linear layers (qkv, projections, MLP)",
      .written = not_default<&G::add_bias_linear>, .stored = not_default<&G::add_bias_linear>,
      .negated = true},
+    {.flag = flag::add_qkv_bias, .json_key = "add_qkv_bias", .surfaces = kShape,
+     .access = &G::add_qkv_bias,
+     .help = "keep the qkv layer's bias under --disable-bias-linear (Qwen2's attention)",
+     .written = not_default<&G::add_qkv_bias>, .stored = not_default<&G::add_qkv_bias>},
     // ---- mixture of experts (docs/moe.md) ----
     {.flag = flag::num_experts, .json_key = "num_experts", .surfaces = kShape,
      .access = &G::num_experts,

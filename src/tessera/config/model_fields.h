@@ -32,6 +32,7 @@ inline constexpr const char group_query_attention[] = "--group-query-attention";
 inline constexpr const char num_query_groups[] = "--num-query-groups";
 inline constexpr const char untie_embeddings[] = "--untie-embeddings-and-output-weights";
 inline constexpr const char disable_bias_linear[] = "--disable-bias-linear";
+inline constexpr const char add_qkv_bias[] = "--add-qkv-bias";
 inline constexpr const char num_experts[] = "--num-experts";
 inline constexpr const char moe_layer_freq[] = "--moe-layer-freq";
 inline constexpr const char moe_router_topk[] = "--moe-router-topk";

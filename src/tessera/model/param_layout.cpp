@@ -86,7 +86,7 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
     L.add(n("ln_1.weight"), {C}, TpSplit::None, l, false);
     if (norm_bias) L.add(n("ln_1.bias"), {C}, TpSplit::None, l, false);
     L.add(n("attn.qkv.weight"), {m.qkv_width(), C}, TpSplit::Column, l, true, qkv_parts);
-    if (bias) L.add(n("attn.qkv.bias"), {m.qkv_width()}, TpSplit::Column, l, false, qkv_parts);
+    if (m.qkv_bias()) L.add(n("attn.qkv.bias"), {m.qkv_width()}, TpSplit::Column, l, false, qkv_parts);
     L.add(n("attn.proj.weight"), {C, Cq}, TpSplit::Row, l, true);
     if (bias) L.add(n("attn.proj.bias"), {C}, TpSplit::None, l, false);
     L.add(n("ln_2.weight"), {C}, TpSplit::None, l, false);

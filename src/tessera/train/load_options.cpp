@@ -43,6 +43,7 @@ std::vector<std::string> apply_checkpoint_args(TrainConfig& c, const ckpt::Check
   m.num_query_groups = from.num_query_groups;
   m.untie_embeddings = from.untie_embeddings;
   m.add_bias_linear = from.add_bias_linear;
+  m.add_qkv_bias = from.add_qkv_bias;
   if (const std::string d = model_difference(before, m); !d.empty())
     notes.push_back(fmt::format(
         "--use-checkpoint-args: the architecture taken from the checkpoint ({}: this run's flags "

@@ -7,7 +7,10 @@
 //            the parameters, then parameters are all-gathered.
 //   stage 2  gradients sharded too: no full gradient buffer. Each unit's
 //            gradient lives in a buffer only from its backward until its
-//            reduce-scatter into the rank's gradient shard has finished.
+//            reduce-scatter into the rank's gradient shard has finished
+//            (under a split backward, zb-h1 / zbv: from its first input
+//            pass to its chunk's last weight pass of the step;
+//            DataParallelOptions::split_backward).
 //   stage 3  parameters sharded too: a layer's parameters are all-gathered
 //            just before its forward and again before its backward and
 //            freed after each; the embeddings and final norm (the tied head

@@ -403,6 +403,7 @@ struct PipeLayout {
   bool sequence_parallel = false;
   int first = 0, last = 0;  // uneven stages (0: not set)
   bool llama = false;       // the Llama family's tiny model (tiny_training.h) instead of GPT's
+  bool overlap_grad_reduce = false;
 };
 
 class Pipeline : public ::testing::TestWithParam<PipeLayout> {};
@@ -420,6 +421,7 @@ void pipeline_matches_one_process(const PipeLayout& L, float dropout,
   TrainConfig c = test::tiny_train_config(L.zero, L.world / (L.tp * L.pp), L.layers, dropout,
                                           precision, L.llama);
   c.grad_reduce_bf16 = L.grad_reduce_bf16;
+  c.overlap_grad_reduce = L.overlap_grad_reduce;
   c.par.tp = L.tp;
   c.par.pp = L.pp;
   c.par.virtual_stages = L.v;
@@ -579,7 +581,23 @@ INSTANTIATE_TEST_SUITE_P(
                                  6, Recompute::None, false, false, 2, 0},
                       PipeLayout{"llama_zbv_pp2_dp2_zero1", 4, 1, 2, 2, 1,
                                  ScheduleKind::ZeroBubbleV, 4, Recompute::None, false, false, 0,
-                                 0, true}),
+                                 0, true},
+                      // ZeRO-2/3 under the split backward: each layer's gradient
+                      // reduce-scattered once, after its chunk's last W; ZeRO-3
+                      // gathers the weights for F, B and W (again under full
+                      // recompute, which W reads them for).
+                      PipeLayout{"zbh1_pp2_dp2_zero2", 4, 1, 2, 1, 2, ScheduleKind::ZeroBubbleH1,
+                                 2},
+                      PipeLayout{"zbh1_pp2_dp2_zero3_overlap", 4, 1, 2, 1, 3,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::None, false, false, 0,
+                                 0, false, true},
+                      PipeLayout{"zbh1_pp2_dp2_zero3_recompute_full", 4, 1, 2, 1, 3,
+                                 ScheduleKind::ZeroBubbleH1, 2, Recompute::Full},
+                      PipeLayout{"zbv_pp2_dp2_zero2_overlap", 4, 1, 2, 2, 2,
+                                 ScheduleKind::ZeroBubbleV, 4, Recompute::None, false, false, 0,
+                                 0, false, true},
+                      PipeLayout{"zbv_pp2_dp2_zero3", 4, 1, 2, 2, 3, ScheduleKind::ZeroBubbleV,
+                                 4}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Validation through an uneven pipeline (the evaluator's forward-only

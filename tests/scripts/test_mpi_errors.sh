@@ -64,18 +64,6 @@ expect_job_error2 2 "$last must be >= 1 \\(got 0\\)" \
 expect_job_error2 2 "$first \\(1\\) must be divisible by --virtual-pipeline-stages \\(2\\)" \
   train "${small[@]}" --pipeline-model-parallel-size 2 --global-batch-size 4 --num-layers 6 $first 1 \
   --pipeline-schedule interleaved --virtual-pipeline-stages 2
-# zb-h1 (issue 36) with what its weight pass cannot run with: refused on
-# every rank with exit code 2 before any allocation.
-expect_job_error2 2 '--pipeline-schedule zb-h1 does not support --zero-stage 2' \
-  train "${small[@]}" --pipeline-model-parallel-size 2 --num-layers 2 --pipeline-schedule zb-h1 \
-  --zero-stage 2
-expect_job_error2 4 '--pipeline-schedule zb-h1 does not support --zero-stage 3' \
-  train "${small[@]}" --pipeline-model-parallel-size 2 --num-layers 2 --pipeline-schedule zb-h1 \
-  --zero-stage 3
-# zbv (issue 36) splits its backward like zb-h1: ZeRO-2/3 refused the same way.
-expect_job_error2 2 '--pipeline-schedule zbv does not support --zero-stage 2' \
-  train "${small[@]}" --pipeline-model-parallel-size 2 --num-layers 4 --pipeline-schedule zbv \
-  --virtual-pipeline-stages 2 --zero-stage 2
 # calibrate: rank 0 alone finds the output unwritable; the job still ends,
 # before any measuring, with the message once.
 expect_job_error 2 '--output /proc/nonexistent/local.toml: cannot create directory /proc/nonexistent' \

@@ -252,13 +252,6 @@ void ParallelConfig::validate(const GPTConfig& m, int64_t world) const {
   checked_add(m.vocab_size, checked_mul(m.make_vocab_size_divisible_by, tp, padding.c_str()),
               padded.c_str());
   validate_model_split(*this, m);
-  if (schedule == ScheduleKind::ZeroBubbleH1 || schedule == ScheduleKind::ZeroBubbleV) {
-    // ZeRO-2/3 bind a layer's gradient (and ZeRO-3 its parameters) around
-    // one backward at a time; a split backward has m of them open at once.
-    TESSERA_CHECK(zero_stage < 2, "{} {} does not support {} {} yet: use {} 0 or 1",
-                  flag::schedule, schedule_kind_name(schedule), flag::zero_stage, zero_stage,
-                  flag::zero_stage);
-  }
   if (pp > 1) {
     schedule_validate(schedule, pp, virtual_stages, accumulation_steps());
   } else {

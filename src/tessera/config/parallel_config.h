@@ -112,6 +112,10 @@ struct ParallelConfig {
   // pipeline rank g % pp as its local chunk g / pp, or zbv's V.
   // A rank's chunks all hold the same number of layers; ranks may differ.
   ChunkPlacement placement() const { return chunk_placement(schedule); }
+  // The schedule splits backward into input and weight passes (zb-h1, zbv).
+  bool split_backward() const {
+    return pp > 1 && (schedule == ScheduleKind::ZeroBubbleH1 || schedule == ScheduleKind::ZeroBubbleV);
+  }
   bool uneven_stages() const { return first_stage_layers || last_stage_layers; }
   // Transformer layers held by pipeline rank `stage` (all its chunks).
   int64_t stage_layer_count(int64_t num_layers, int64_t stage) const;

@@ -241,6 +241,7 @@ void GPT::layers_backward(Activations& acts, size_t first, LayerHooks* hooks,
                    acts.dresid, acts, acts.s, tp_, ln_grads_.f32(), drop,
                    stash ? &stash[i] : nullptr);
     if (hooks && !stash) hooks->after_backward(l);  // split: after its weight pass
+    if (hooks && stash) hooks->after_backward_input(l);
   }
 }
 
@@ -328,6 +329,7 @@ void GPT::backward_stage_weight(Activations& acts, const StageChunk& c,
   // hooks start go in the same order as under the unsplit backward).
   for (size_t i = acts.layers.size(); i-- > 0;) {
     const size_t l = size_t(c.layer_begin) + i;
+    if (hooks) hooks->before_backward_weight(l);  // e.g. ZeRO-3 gathers the weights again
     // Under recomputation the GEMM inputs live in scratch the chunk's layers
     // share, so they are computed again (bit for bit, the same masks).
     block_recompute(ops(acts), w_.layers[l], acts.layers[i], acts.layer_input(i), acts.s, tp_,

@@ -34,6 +34,12 @@ class LayerHooks {
   // backward proper; called whether or not anything was recomputed.
   virtual void after_recompute(size_t layer) {}
   virtual void after_backward(size_t layer) {}
+  // Split backward only (zb-h1, zbv: backward_stage_input / _weight): after
+  // the layer's input pass (its weights are not read again until its weight
+  // pass, so a ZeRO-3 engine may free them), and before its weight pass
+  // (which may read them: the recompute, the GEMMs' weight operands).
+  virtual void after_backward_input(size_t layer) {}
+  virtual void before_backward_weight(size_t layer) {}
 };
 
 // One pipeline chunk of this rank: consecutive layers of the rank's layer
@@ -158,8 +164,9 @@ class GPT {
   // acts must hold the micro-batch's activations until then. The norms',
   // the head's and the embedding's gradients stay in the input pass. Hooks:
   // before_backward and after_recompute around each layer of the input
-  // pass, after_backward after each layer of the weight pass (its
-  // gradients are then complete for the micro-batch). first: the chunk's
+  // pass (then after_backward_input), before_backward_weight and
+  // after_backward around each layer of the weight pass (its gradients are
+  // then complete for the micro-batch). first: the chunk's
   // first weight pass of the step (written, not added: block_backward_weight).
   // Under recomputation the weight pass recomputes each layer again (its
   // GEMM inputs live in shared scratch), with acts.dropout's masks.

@@ -208,15 +208,33 @@ void DataParallel::give_back(Buffer&& b) {
 void DataParallel::before_backward(size_t layer) {
   const size_t u = layer_unit_[layer];
   if (stage_ >= 3) gather_unit(u);
-  if (stage_ >= 2) {
+  // A split backward's buffer lives from the unit's first input pass of the
+  // step to its chunk's last weight pass: later passes add to it.
+  if (stage_ >= 2 && !(opt_.split_backward && unit_grads_[u].numel() > 0)) {
     unit_grads_[u] = take_zeroed_grads(model_.layout().units()[u].numel());
     model_.bind_unit(model_.layout().units()[u], nullptr, unit_grads_[u].f32());
   }
 }
 
+void DataParallel::after_backward_input(size_t layer) {
+  // Its weight pass gathers them again (before_backward_weight): holding
+  // them until then would hold every layer between the two passes.
+  if (stage_ >= 3) release_unit(layer_unit_[layer]);
+}
+
+void DataParallel::before_backward_weight(size_t layer) {
+  if (stage_ >= 3) gather_unit(layer_unit_[layer]);
+}
+
 void DataParallel::after_backward(size_t layer) {
   const size_t u = layer_unit_[layer];
   if (stage_ >= 3) release_unit(u);
+  if (stage_ >= 2 && opt_.split_backward && !last_micro_batch_) {
+    // Not the chunk's last weight pass: the unit's gradient is still
+    // building up (the later input passes' norms, weight passes' GEMMs).
+    retire(kKeepAll);  // free what has finished
+    return;
+  }
   if (!opt_.overlap_grad_reduce && stage_ < 2) {
     // Reduced after the whole backward (end_micro_batch), as Megatron does
     // without --overlap-grad-reduce.
@@ -344,9 +362,12 @@ void DataParallel::reduce_all() {
 }
 
 void DataParallel::begin_chunk_backward(bool last) {
-  TESSERA_CHECK(stage_ < 2, "begin_chunk_backward: ZeRO-{} reduces every backward", stage_);
-  // after_backward starts a layer's reduction only on its last micro-batch.
-  last_micro_batch_ = last && opt_.overlap_grad_reduce;
+  TESSERA_CHECK(stage_ < 2 || opt_.split_backward,
+                "begin_chunk_backward: ZeRO-{} reduces every backward", stage_);
+  // after_backward starts a layer's reduction only on its last micro-batch
+  // (stages 2-3 under a split backward must: their buffer is freed once
+  // reduced, so there is nothing to defer to ReduceGrads).
+  last_micro_batch_ = last && (opt_.overlap_grad_reduce || stage_ >= 2);
 }
 
 void DataParallel::end_chunk_backward() {
@@ -455,7 +476,9 @@ MemoryBytes DataParallel::memory() const {
   // like the fp32 gathers).
   b.params = stage_ >= 3 ? double(param_shard_.nbytes()) + double(lowp_shard_.size()) * 2.0
                          : double(model_.params().nbytes()) + double(model_.working_copy_bytes());
-  b.grads = double(stage_ >= 2 ? grad_shard_.nbytes() : model_.grads().nbytes());
+  b.grads = double(stage_ >= 2 ? grad_shard_.nbytes() : model_.grads().nbytes()) +
+            split_backward_grad_bytes(double(model_.layout().numel()), kFp32AdamBytes, stage_,
+                                      opt_.split_backward);  // held through the backward
   b.optimizer = double(optim_->state_bytes());
   return b;
 }

@@ -7,7 +7,10 @@
 //            the parameters, then parameters are all-gathered.
 //   stage 2  gradients sharded too: no full gradient buffer. Each unit's
 //            gradient lives in a buffer only from its backward until its
-//            reduce-scatter into the rank's gradient shard has finished.
+//            reduce-scatter into the rank's gradient shard has finished
+//            (under a split backward, zb-h1 / zbv: from its first input
+//            pass to its chunk's last weight pass of the step;
+//            DataParallelOptions::split_backward).
 //   stage 3  parameters sharded too: a layer's parameters are all-gathered
 //            just before its forward and again before its backward and
 //            freed after each; the embeddings and final norm (the tied head
@@ -67,6 +70,19 @@ struct DataParallelOptions {
   // waits for each unit just before its layer (the embeddings and final
   // norm at begin_step). Off, the optimizer step waits for all of them.
   bool overlap_param_gather = false;
+  // The pipeline schedule splits backward into input and weight passes
+  // (zb-h1, zbv). Stages 2-3 then keep one gradient buffer per layer unit
+  // for the step, from the unit's first input pass to its chunk's last
+  // weight pass (begin_chunk_backward's `last`), and reduce-scatter it once,
+  // after that: the input passes write the norms' gradients and the weight
+  // passes the GEMMs', micro-batches apart, so no per-micro-batch buffer is
+  // ever complete on its own. What it costs: the stage's layer gradients
+  // are held unsharded across the backward half of the step (as stage 1's
+  // full buffer), counted by the planner and the memory check. Stage 3
+  // gathers a layer's parameters for its input pass and again for its
+  // weight pass, freeing them after each (three gathers a micro-batch, not
+  // two; the weight pass reads them to recompute and as GEMM operands).
+  bool split_backward = false;
   // Where the communication, casts and optimizer are timed (null: nowhere).
   Profile* profile = nullptr;
 };
@@ -110,6 +126,10 @@ class DataParallel : public LayerHooks {
   // reduce_all then starts only the units left (embeddings, final norm:
   // the tied table is summed across stages first). Same reductions of the
   // same buffers, in the same order on every dp rank: identical numbers.
+  // Under a split backward (DataParallelOptions::split_backward) stages 2-3
+  // call these around every weight pass too, whatever the overlap: `last`
+  // is the chunk's last weight pass, after which its layers' step-long
+  // gradients are reduce-scattered.
   void begin_chunk_backward(bool last);
   void end_chunk_backward();
   // Of the summed gradient of the whole model, the same on every rank.
@@ -125,6 +145,8 @@ class DataParallel : public LayerHooks {
   void after_forward(size_t layer) override;
   void before_backward(size_t layer) override;
   void after_backward(size_t layer) override;
+  void after_backward_input(size_t layer) override;
+  void before_backward_weight(size_t layer) override;
 
   // Persistent model state on this rank (activations 0): what ZeRO divides.
   MemoryBytes memory() const;

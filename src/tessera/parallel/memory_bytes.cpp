@@ -13,4 +13,9 @@ MemoryBytes zero_state_bytes(double params, StateBytesPerParam per, int zero_sta
   return b;
 }
 
+double split_backward_grad_bytes(double params, StateBytesPerParam per, int zero_stage,
+                                 bool split_backward) {
+  return split_backward && zero_stage >= 2 ? params * per.grads : 0.0;
+}
+
 }  // namespace tessera

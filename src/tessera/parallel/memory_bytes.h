@@ -39,4 +39,12 @@ inline constexpr StateBytesPerParam kMixed16AdamBytes{6, 4, 8};
 // count dp divides (the engine pads units to it) stays exact.
 MemoryBytes zero_state_bytes(double params, StateBytesPerParam per, int zero_stage, int64_t dp);
 
+// ZeRO-2/3 under a split backward (zb-h1, zbv: DataParallelOptions::
+// split_backward): each unit's gradient is held unsharded from its first
+// input pass of the step to its chunk's last weight pass, so through the
+// backward half of the step the whole stage's, `params` x per.grads bytes
+// beside the shard. 0 for the other stages and schedules.
+double split_backward_grad_bytes(double params, StateBytesPerParam per, int zero_stage,
+                                 bool split_backward);
+
 }  // namespace tessera

@@ -254,7 +254,9 @@ double syncs_per_step(const OpList& ol, const PlanLayout& L, int64_t layers_per_
     n += 2;  // the gradient reduction's wait, the loss's all-reduce
     if (par.zero_stage >= 1) n += 1;  // the gradient norm over shards
     if (par.zero_stage == 1 || par.zero_stage == 2) n += 1;  // the weights' all-gather
-    if (par.zero_stage == 3) n += mb_chunks * double(layers_per_chunk) * 2;  // gathers per use
+    // Gathers per use: forward and backward, and under zb-h1 / zbv the weight pass.
+    if (par.zero_stage == 3)
+      n += mb_chunks * double(layers_per_chunk) * (par.split_backward() ? 3 : 2);
   }
   // Receives; the loss broadcast, the tied embedding's sum (none untied), the norm.
   if (par.pp > 1) n += 2 * mb_chunks + 2 + (tied_embeddings ? 1 : 0);

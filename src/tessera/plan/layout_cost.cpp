@@ -176,6 +176,10 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     // FSDP2 under torch.distributed.pipelining: the stage's gradients held
     // unsharded until the step's last backward (fsdp_pipelining.h).
     sc.state.grads += fsdp2_pipelining_grad_bytes(L, double(sc.params));
+    // ZeRO-2/3 under zb-h1 / zbv: the engine holds the stage's gradient
+    // unsharded from the first input pass to the last weight pass.
+    sc.state.grads += split_backward_grad_bytes(double(sc.params), per_param, par.zero_stage,
+                                                par.split_backward());
     StageActivations a = stage_activations(m, L, s);
     sc.activations = a.total;
     sc.layer_activations = a.layers;
@@ -229,6 +233,9 @@ struct ChunkWork {
   // weights' all-gather (in forward, and again in backward) and, in a GPU
   // framework (FSDP, DeepSpeed), its gradients' reduce-scatter in backward.
   std::vector<double> zero3_gather, zero3_reduce;  // (pp) seconds
+  // Gathers per backward: 2 under zb-h1 / zbv, whose weight pass gathers
+  // the layer again (DataParallel::before_backward_weight), else 1.
+  double backward_gathers = 1.0;
   // FSDP and DeepSpeed prefetch the next unit's gather while a unit
   // computes and reduce-scatter a unit's gradients while the next computes:
   // only the first unit's gather of a pass and the last unit's
@@ -241,7 +248,8 @@ struct ChunkWork {
   // ZeRO-3 communication it waits for.
   Profile forward(int64_t s) const { return chunk(layer_forward, s, zero3_gather[size_t(s)], 0.0); }
   Profile backward(int64_t s) const {
-    return chunk(layer_backward, s, zero3_gather[size_t(s)], zero3_reduce[size_t(s)]);
+    return chunk(layer_backward, s, backward_gathers * zero3_gather[size_t(s)],
+                 zero3_reduce[size_t(s)]);
   }
   // The ZeRO-3 seconds one micro-batch through a chunk of stage s waits for.
   double zero3_exposed(int64_t s) const {
@@ -357,6 +365,7 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   // (per_param.params bytes a parameter) and, in a GPU framework, their
   // gradients reduce-scattered every micro-batch (grad_reduce_bytes).
   w.zero3_overlapped = zero3_framework(L);
+  w.backward_gathers = par.split_backward() ? 2.0 : 1.0;
   w.comm_overlap = sys.comm_overlap;
   for (int64_t s = 0; s < par.pp; ++s) {
     const int64_t lc = par.chunk_layer_count(m.num_layers, s);
@@ -416,10 +425,13 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   // in the input pass (model/gpt.h), so the head's chunk has the smallest
   // share of its backward in W.
   const bool split = pc.kind == ScheduleKind::ZeroBubbleH1 || pc.kind == ScheduleKind::ZeroBubbleV;
-  for (int64_t g = 0; g < p * v && split; ++g)
-    pc.weight.push_back(std::min(
-        pc.backward[size_t(g)],
-        double(w.chunk_layers[size_t(chunk_rank(p, g, pl))]) * w.layer_weight));
+  // ZeRO-3: the weight pass waits for its own gather of the chunk's layers.
+  for (int64_t g = 0; g < p * v && split; ++g) {
+    const int64_t s = chunk_rank(p, g, pl);
+    const double gather = w.zero3_overlapped ? 0.0 : w.zero3_gather[size_t(s)];
+    pc.weight.push_back(std::min(pc.backward[size_t(g)],
+                                 double(w.chunk_layers[size_t(s)]) * w.layer_weight + gather));
+  }
   const double elt = double(activation_element_bytes(L.precision));
   // Megatron's scatter/gather optimisation: each tp rank sends 1/t of the
   // (b s h) activation, the receiver all-gathers it over the fast link.

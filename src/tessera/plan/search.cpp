@@ -249,12 +249,11 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
               for (Recompute rc : sp.recompute)
                 for (bool seq_par : sp.sequence_parallel) {
                   if (seq_par && !sp_ok) continue;  // tp 1 (planner-only: nothing to split) or T % tp
-                  // What ParallelConfig::validate refuses zb-h1 and zbv (checked
-                  // here rather than by an exception per candidate) ...
+                  // What `tessera train` refuses zb-h1 and zbv with (checked
+                  // here rather than by an exception per candidate): an MoE
+                  // model (its backward is not split yet).
                   const bool zero_bubble =
                       kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::ZeroBubbleV;
-                  if (zero_bubble && zero >= 2) continue;
-                  // ... and either of an MoE model (its backward is not split yet).
                   if (zero_bubble && m.moe()) continue;
                   // What `tessera train` refuses cp > 1 with (sequence
                   // parallelism, the interleaved and zero-bubble schedules,

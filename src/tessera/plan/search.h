@@ -24,7 +24,7 @@ struct SearchSpace {
   std::vector<Recompute> recompute{Recompute::None, Recompute::Selective, Recompute::Full};
   std::vector<bool> sequence_parallel{false, true};
   // ZB-H1 (zero bubble, Qi et al. 2024) with pipelines of 2 or more
-  // stages, where the engine runs it (ZeRO 0-1, dense models).
+  // stages, where the engine runs it (any ZeRO stage, dense models).
   std::vector<ScheduleKind> schedules{ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
                                       ScheduleKind::GPipe, ScheduleKind::ZeroBubbleH1};
   // Context-parallel sizes to try (docs/context_parallel.md). Empty: 1, and

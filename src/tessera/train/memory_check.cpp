@@ -35,6 +35,8 @@ MemoryBytes rank_memory_lower_bound(const TrainConfig& c, int64_t tp_rank, int64
   MemoryBytes b = zero_state_bytes(params, kFp32AdamBytes, c.par.zero_stage,
                                    c.par.dp * c.par.cp);  // ZeRO shards over dp x cp
   if (c.precision() != Precision::Fp32) b.params += 2 * params;  // the 16-bit working copy
+  b.grads += split_backward_grad_bytes(params, kFp32AdamBytes, c.par.zero_stage,
+                                      c.par.split_backward());
   b.activations = double(activations_bytes(shape_of(c, layout)));
   return b;
 }

@@ -87,6 +87,7 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
       DataParallelOptions{.grad_reduce_bf16 = cfg.grad_reduce_bf16,
                           .overlap_grad_reduce = cfg.overlap_grad_reduce,
                           .overlap_param_gather = cfg.overlap_param_gather,
+                          .split_backward = cfg.par.split_backward(),
                           .profile = &profile_});
   dp_->init_params(cfg.seed);
   const int64_t B = cfg.par.micro_batch, T = cfg.model.seq_length;
@@ -259,7 +260,12 @@ void Trainer::pipelined_step(int64_t step, StepStats& s) {
   // reductions as the chunk's last Backward of the step finishes them (every
   // schedule: the executor says which Backward is a chunk's last); the
   // reduction at ReduceGrads then starts only what is left.
-  if (!sharded_grads && cfg_.overlap_grad_reduce && dp_group_->size() > 1) {
+  //   Stages 2-3 under zb-h1 / zbv (split backward): a layer's gradient
+  //   builds up in one buffer over the step's input and weight passes and
+  //   is reduce-scattered once, after its chunk's last weight pass, with or
+  //   without the flag (DataParallelOptions::split_backward).
+  if ((sharded_grads && cfg_.par.split_backward()) ||
+      (!sharded_grads && cfg_.overlap_grad_reduce && dp_group_->size() > 1)) {
     cb.before_backward = [&](int64_t, int64_t, bool last) { dp_->begin_chunk_backward(last); };
     cb.after_backward = [&](int64_t, int64_t) { dp_->end_chunk_backward(); };
   }

@@ -100,14 +100,8 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
                         s);
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
   if (w.moe()) {
-    // The experts in place of the MLP: all of them here, or this rank's
-    // share with the tokens exchanged over the expert-parallel group.
-    if (const ExpertParallel* ep = a.ep_moe.ep)
-      moe_forward_ep(ops, ep_local_experts(w, s, ep->size(), ep->rank()), a.moe, a.ep_moe, ln2,
-                     a.res_out, s);
-    else
-      moe_forward(ops, w, a.moe, ln2, a.res_out, s);
-    if (s.S > 0) moe_shared_forward(ops, w, a.moe, ln2, a.res_out, s);  // every token, here
+    // The experts in place of the MLP (and the shared expert, if any).
+    moe_mlp_forward(ops, w, a.moe, a.ep_moe, ln2, a.res_out, s);
   } else if (!a.fch.lowp() && !s.swiglu && w.fc_b) {
     // fp32 GELU: the fc bias is added in the activation's pass (the same
     // bits as the GEMM's own bias pass, one sweep of fch less). Under

@@ -1,5 +1,8 @@
 #include "tessera/model/moe_layer.h"
 
+#include "tessera/model/expert_parallel.h"
+#include "tessera/model/moe_shared_expert.h"
+
 namespace tessera {
 
 void moe_route_and_sort(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
@@ -63,6 +66,15 @@ void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& 
   moe_route_and_sort(ops, w, m, ln2, s);
   moe_experts_forward(ops, w, {m.xs, m.h, m.act, m.counts, s.R(), s.E}, m.ys, s);
   ops.moe_combine_forward(out, m.ys, m.gates, m.slot, N, K, C);
+}
+
+void moe_mlp_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                     const EpMoeActs& x, kernels::ConstAct ln2, float* out, const ActShape& s) {
+  if (const ExpertParallel* ep = x.ep)
+    moe_forward_ep(ops, ep_local_experts(w, s, ep->size(), ep->rank()), m, x, ln2, out, s);
+  else
+    moe_forward(ops, w, m, ln2, out, s);
+  if (s.S > 0) moe_shared_forward(ops, w, m, ln2, out, s);  // every token, here
 }
 
 void moe_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,

@@ -73,6 +73,15 @@ inline kernels::Act view_as(float* p, Precision dtype) {
 void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
                  kernels::ConstAct ln2, float* out, const ActShape& s);
 
+// The whole MoE MLP of a layer, ln2 (N, C) -> out (N, C) written: the
+// routed experts (all E here, or under expert parallelism, x.ep non-null,
+// this rank's share with the tokens exchanged over the ep group), then the
+// shared expert when the model has one (ActShape::S > 0), on every token.
+// The one place the two are paired: the training block and the KV-cache
+// decoder (model/generate.cpp) both call it.
+void moe_mlp_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                     const EpMoeActs& x, kernels::ConstAct ln2, float* out, const ActShape& s);
+
 // dout (N, C) = dL/d out -> dln2 (N, C) written; the experts' and router's
 // gradients into g (written instead of added when !add_dw, the step's
 // first backward). `scratch` supplies the moe_* scratch and moe_loss_scale.

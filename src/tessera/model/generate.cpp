@@ -91,7 +91,8 @@ void Decoder::moe_mlp(const kernels::Ops& ops, const LayerWeights& lw, int64_t n
     m.sh_y = moe_sh_y_.data();        // (n, C)
     m.sh_gate = moe_sh_gate_.data();  // (n)
   }
-  moe_mlp_forward(ops, lw, m, EpMoeActs{}, ln_.data(), tmp_.data(), s);  // one process: no ep
+  moe_mlp_forward(ops, lw, m, EpMoeActs{}, TensorParallel{}, ln_.data(), tmp_.data(),
+                  s);  // one process: no ep, no tp
 }
 
 void Decoder::norm(const kernels::Ops& ops, float* out, const float* x, const float* w,

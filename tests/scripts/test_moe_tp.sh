@@ -4,7 +4,8 @@
 # router, each expert's fc is split by columns and its proj by rows, and the
 # partial outputs are summed as the dense MLP's. The tiny MoE of moe_runs.sh
 # (4 experts, top-2, aux and z-loss, a capacity factor that drops) at TP 2,
-# TP 2 with sequence parallelism and EP 2 x TP 2 (4 ranks), and a Llama one
+# TP 2 with sequence parallelism, EP 2 x TP 2 and TP 2 x PP 2 (4 ranks),
+# TP 2 + SP under hidden dropout and full recompute, and a Llama one
 # (RMSNorm, SwiGLU experts without biases, a gated shared expert of width
 # 48) at TP 2, each against one process over 10 steps: step 1 within 1e-5
 # relative, every loss within 1e-4 (gradient norms 1e-5, then 1e-3). The
@@ -26,9 +27,16 @@ run one 1
 run tp2 2 "${tp2[@]}"
 run tp2_sp 2 "${tp2[@]}" --sequence-parallel
 run ep2_tp2 4 "${tp2[@]}" --expert-model-parallel-size 2
+run tp2_pp2 4 "${tp2[@]}" --pipeline-model-parallel-size 2
 compare "$tmp/one.jsonl" "$tmp/tp2.jsonl" tp2 2
 compare "$tmp/one.jsonl" "$tmp/tp2_sp.jsonl" tp2_sp 2
 compare "$tmp/one.jsonl" "$tmp/ep2_tp2.jsonl" ep2_tp2 4
+compare "$tmp/one.jsonl" "$tmp/tp2_pp2.jsonl" tp2_pp2 4
+# Hidden dropout (masks keyed by global rows) under SP, full recompute.
+drop=(--hidden-dropout 0.1 --recompute-granularity full)
+run one_drop 1 "${drop[@]}"
+run tp2_sp_drop 2 "${tp2[@]}" --sequence-parallel "${drop[@]}"
+compare "$tmp/one_drop.jsonl" "$tmp/tp2_sp_drop.jsonl" tp2_sp_dropout_full_recompute 2
 
 # Llama blocks: SwiGLU experts ([gate | up] split per expert) and a gated
 # shared expert; each run saves at step 5 for the resharding checks.
@@ -43,4 +51,4 @@ run llama_load_tp2 2 "${tp2[@]}" --load "$tmp/ck1"
 compare "$tmp/llama_one.jsonl" "$tmp/llama_load_tp1.jsonl" llama_save_tp2_load_tp1 1 6
 compare "$tmp/llama_one.jsonl" "$tmp/llama_load_tp2.jsonl" llama_save_tp1_load_tp2 2 6
 finish "MoE under tensor parallelism differs from one process" \
-  "MoE at TP 2, TP 2 + SP, EP 2 x TP 2 and Llama TP 2 equals one process; checkpoints reshard over tp"
+  "MoE at TP 2, TP 2 + SP, EP 2 x TP 2, TP 2 x PP 2 and Llama TP 2 equals one process; checkpoints reshard over tp"

@@ -75,7 +75,15 @@ TEST(Crc32c, KnownValueAndPortablePathAgree) {
 }
 
 TEST(SliceMap, MatchesParamLayoutGlobalIndexUnderTensorParallelism) {
-  GPTConfig m = test::tiny_gpt();
+  // GPT, and an MoE model whose experts' stacks split per expert under tp
+  // ([gate | up] parts of each SwiGLU expert, biases, a gated shared expert).
+  GPTConfig moe = test::tiny_gpt();
+  moe.swiglu = true;
+  moe.ffn_hidden_size = 64;
+  moe.num_experts = 4;
+  moe.moe_shared_expert_intermediate_size = 48;
+  moe.moe_shared_expert_gate = true;
+  for (const GPTConfig& m : {test::tiny_gpt(), moe}) {
   ParallelConfig par;
   par.tp = 2;
   for (int64_t r = 0; r < 2; ++r) {
@@ -93,6 +101,7 @@ TEST(SliceMap, MatchesParamLayoutGlobalIndexUnderTensorParallelism) {
       });
       EXPECT_EQ(seen, hi - lo) << e.name;
     }
+  }
   }
 }
 

@@ -91,13 +91,23 @@ TEST(ParamLayout, WeightDecayOnlyOnMatricesAndEmbeddings) {
 }
 
 TEST(ParamLayout, TensorParallelSlicesCoverEveryGlobalElementOnce) {
-  GPTConfig m;
-  m.num_layers = 2;
-  m.hidden_size = 16;
-  m.num_heads = 4;
-  m.seq_length = 8;
-  m.vocab_size = 300;
-  m.make_vocab_size_divisible_by = 8;
+  GPTConfig gpt;
+  gpt.num_layers = 2;
+  gpt.hidden_size = 16;
+  gpt.num_heads = 4;
+  gpt.seq_length = 8;
+  gpt.vocab_size = 300;
+  gpt.make_vocab_size_divisible_by = 8;
+  // The same of an MoE model: every expert's fc ([gate | up] under SwiGLU)
+  // and proj split over tp, biases and a gated shared expert beside them.
+  GPTConfig moe = gpt;
+  moe.swiglu = true;
+  moe.ffn_hidden_size = 32;
+  moe.num_experts = 3;
+  moe.moe_layer_freq = 2;
+  moe.moe_shared_expert_intermediate_size = 16;
+  moe.moe_shared_expert_gate = true;
+  for (const GPTConfig& m : {gpt, moe})
   for (int64_t tp : {2, 4}) {
     ParallelConfig par;
     par.tp = tp;

@@ -10,6 +10,7 @@
 
 #include "temp_file.h"
 #include "tessera/model/flops.h"
+#include "tessera/model/param_layout.h"
 #include "tessera/plan/layer_ops.h"
 #include "tessera/plan/layout_cost.h"
 #include "tessera/plan/memory_model.h"
@@ -224,4 +225,44 @@ TEST(PlanMoe, SearchTriesEveryExpertParallelSizeTheEngineAccepts) {
   const LayoutCost a = evaluate_layout(m, sys, one), b = evaluate_layout(m, sys, two);
   EXPECT_GT(b.time.tp_comm, a.time.tp_comm);
   EXPECT_LT(b.peak_memory, a.peak_memory);
+}
+
+// Experts under tensor parallelism, as the engine runs them: each expert's
+// fc and proj split over tp (its proj bias whole), the count matching
+// ParamLayout's on a tp rank, the routing's activations whole on each tp
+// rank, and a search of the engine's own runs trying tp > 1.
+TEST(PlanMoe, ExpertsSplitOverTensorParallelRanks) {
+  GPTConfig m = find_preset("mixtral-8x7b")->config;
+  EXPECT_DOUBLE_EQ(moe_expert_params(m, 2), moe_expert_params(m) / 2);  // no biases
+  m.add_bias_linear = true;
+  const double h = double(m.hidden_size);
+  EXPECT_DOUBLE_EQ(moe_expert_params(m, 4), (moe_expert_params(m) - h) / 4 + h);
+  // ParamLayout's layer 0 on tp rank 0 of 4: the experts' three tensors.
+  ParallelConfig par;
+  par.tp = 4;
+  const ParamLayout L = ParamLayout::build(m, par, 0, 0);
+  double held = 0;
+  for (const char* name : {"h.0.mlp.experts.fc.weight", "h.0.mlp.experts.fc.bias",
+                           "h.0.mlp.experts.proj.weight", "h.0.mlp.experts.proj.bias"})
+    held += double(L.find(name).numel());
+  EXPECT_DOUBLE_EQ(held, double(m.num_experts) * moe_expert_params(m, 4));
+  // The routing's tensors do not shrink with tp: tp 2 holds more than half
+  // of tp 1's activations per layer, and sequence parallelism less.
+  const double one = korthikanti_layer_bytes(m, 1, 1, false, Recompute::None, true, false);
+  const double two = korthikanti_layer_bytes(m, 1, 2, false, Recompute::None, true, false);
+  const double two_sp = korthikanti_layer_bytes(m, 1, 2, true, Recompute::None, true, false);
+  EXPECT_GT(two, one / 2);
+  EXPECT_LT(two_sp, two);
+  EXPECT_GT(two_sp, 2 * h * double(m.seq_length) * moe_whole_activation_units(m) * 0.999);
+  // The engine's own search now tries tp 2 for an MoE model.
+  const SystemSpec sys = load_system("h100");
+  SearchSpace sp;
+  sp.devices = 16;
+  sp.global_batch = 64;
+  sp.pp = {4};
+  sp.micro_batch = {1};
+  sp.engine = true;
+  std::set<int64_t> tps;
+  for (const PlanLayout& P : enumerate_layouts(m, sys, sp)) tps.insert(P.par.tp);
+  EXPECT_TRUE(tps.count(2)) << "no tp 2 layout";
 }

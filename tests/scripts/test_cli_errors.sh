@@ -162,8 +162,10 @@ expect_refusal '--moe-shared-expert-intermediate-size must be >= 1 \(got -4\)' \
   train "${small[@]}" "${moe[@]}" --moe-shared-expert-intermediate-size=-4
 expect_refusal '--moe-shared-expert-gate needs --moe-shared-expert-intermediate-size > 0' \
   train "${small[@]}" "${moe[@]}" --moe-shared-expert-gate
-expect_refusal '--num-experts with --tensor-model-parallel-size > 1 is not supported yet' \
-  train "${small[@]}" "${moe[@]}" --tensor-model-parallel-size 2 --dry-run --dry-run-ranks 2
+# MoE under tensor parallelism splits the shared expert as the dense MLP.
+expect_refusal '--moe-shared-expert-intermediate-size \(33\) must be divisible by --tensor-model-parallel-size \(2\)' \
+  train "${small[@]}" "${moe[@]}" --moe-shared-expert-intermediate-size 33 \
+  --tensor-model-parallel-size 2 --dry-run --dry-run-ranks 2
 expect_refusal '--num-experts with --pipeline-schedule zb-h1 is not supported yet' \
   train "${small[@]}" "${moe[@]}" --pipeline-model-parallel-size 2 --pipeline-schedule zb-h1 \
   --dry-run --dry-run-ranks 2

@@ -61,15 +61,26 @@ SliceMap slice_of(const ParamLayout& layout, const ParamEntry& e) {
     return s;
   }
   const int d = e.split_dim();
-  if (d == 0) {
-    // dim 0 is parts (ParamEntry::split_parts), each split over tp on its own.
-    for (int64_t j = 0; j < e.part_count(); ++j) {
-      const int64_t local_part = e.part_rows(j) / layout.tp();
-      Block b = whole;
-      b.start[0] = e.part_begin(j) + layout.tp_rank() * local_part;
-      b.shape[0] = local_part;
-      s.blocks.push_back(b);
-    }
+  if (e.split != TpSplit::Row) {
+    // The split dim is parts (ParamEntry::split_parts), each split over tp
+    // on its own (dim 0, or dim 1 of an expert stack). The local buffer
+    // holds this rank's slice of each part in turn, per expert of a stack
+    // (ParamEntry::lead): one block per (expert, part) when there are
+    // several parts, else one block for the whole stack.
+    TESSERA_CHECK(e.lead <= 1, "parameter {}: at most one leading dim", e.name);
+    const int64_t outer = e.lead == 1 && e.part_count() > 1 ? e.global_shape[0] : 1;
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t j = 0; j < e.part_count(); ++j) {
+        const int64_t local_part = e.part_rows(j) / layout.tp();
+        Block b = whole;
+        if (outer > 1) {
+          b.start[0] = i;
+          b.shape[0] = 1;
+        }
+        b.start[d] = e.part_begin(j) + layout.tp_rank() * local_part;
+        b.shape[d] = local_part;
+        s.blocks.push_back(b);
+      }
   } else {
     Block b = whole;
     b.start[d] = layout.tp_rank() * e.local_shape[d];

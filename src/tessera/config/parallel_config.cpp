@@ -207,6 +207,11 @@ void validate_model_split(const ParallelConfig& p, const GPTConfig& m) {
                 flag::ffn_hidden_size, m.ffn(),
                 m.swiglu && m.ffn_hidden_size == 0 ? swiglu_default : std::string(), flag::tp,
                 p.tp);
+  // MoE under tp: the shared expert splits over tp as the dense MLP (the
+  // routed experts are the dense MLP's width, checked above).
+  TESSERA_CHECK(!m.moe_shared() || m.moe_shared_expert_intermediate_size % p.tp == 0,
+                "{} ({}) must be divisible by {} ({})", flag::moe_shared_size,
+                m.moe_shared_expert_intermediate_size, flag::tp, p.tp);
   TESSERA_CHECK(!p.sequence_parallel || m.seq_length % p.tp == 0,
                 "{} ({}) must be divisible by {} ({}) with {}", flag::seq_length, m.seq_length,
                 flag::tp, p.tp, flag::sequence_parallel);

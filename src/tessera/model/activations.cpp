@@ -208,7 +208,7 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
     s.moe_aux_group = m.moe_load_balancing == MoeLoadBalancing::SeqAuxLoss ? m.seq_length
                                                                             : B * m.seq_length;
     s.moe_layer_freq = m.moe_layer_freq;
-    s.S = m.moe_shared_expert_intermediate_size;
+    s.S = m.moe_shared_expert_intermediate_size / tp;  // split over tp as the dense MLP
     s.shared_gate = m.moe_shared() && m.moe_shared_expert_gate;
   }
   if (sequence_parallel && tp > 1) {

@@ -60,7 +60,8 @@ struct ActShape {
   int64_t moe_layer_freq = 1;
   std::vector<uint8_t> mlp_kinds;  // (L) or empty
   // The shared expert of every MoE layer (GPTConfig::moe_shared): its
-  // width S (0: none) and whether a sigmoid gate scales its output.
+  // width S on this rank (split over tp as F; 0: none) and whether a
+  // sigmoid gate scales its output.
   int64_t S = 0;
   bool shared_gate = false;
   // Expert-parallel ranks (model/expert_parallel.h): above 1 every MoE

@@ -100,14 +100,14 @@ void block_forward(const kernels::Ops& ops, const LayerWeights& w, LayerActs& a,
                         s);
   const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, tp_full, N, s.C, prof);  // (N, C)
   if (w.moe()) {
-    // The experts in place of the MLP: all of them here, or this rank's
-    // share with the tokens exchanged over the expert-parallel group.
-    if (const ExpertParallel* ep = a.ep_moe.ep)
-      moe_forward_ep(ops, ep_local_experts(w, s, ep->size(), ep->rank()), a.moe, a.ep_moe, ln2,
-                     a.res_out, s);
-    else
-      moe_forward(ops, w, a.moe, ln2, a.res_out, s);
-    if (s.S > 0) moe_shared_forward(ops, w, a.moe, ln2, a.res_out, s);  // every token, here
+    // The experts in place of the MLP (and the shared expert, if any).
+    // Under tp each rank holds a slice of every expert's width, so its
+    // output is partial, reduced as the dense MLP's row-parallel proj's;
+    // under SP into tp_full first, over the gathered ln2 the layer has
+    // finished reading (moe_mlp_forward).
+    float* partial = tp.sp() ? tp_full : a.res_out;  // (N, C)
+    moe_mlp_forward(ops, w, a.moe, a.ep_moe, tp, ln2, partial, s);
+    if (tp.active()) tp_leave_forward(tp, partial, a.res_out, N, s.C, prof);
   } else if (!a.fch.lowp() && !s.swiglu && w.fc_b) {
     // fp32 GELU: the fc bias is added in the activation's pass (the same
     // bits as the GEMM's own bias pass, one sweep of fch less). Under
@@ -229,16 +229,20 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
                         N, C, prof);  // (N, C)
   if (w.moe()) {
     // zb-h1 is refused with MoE (train/train_config.cpp): no stash here.
+    // (N, C): re-gathered under SP (only the shard was kept) into tp_full,
+    // whose masked copy tp_leave_backward has consumed.
+    const kernels::ConstAct ln2 = tp_enter_forward(tp, a.ln2, scratch.tp_full, N, C, prof);
     // The shared expert's half that reads dy first: dy may be scratch.dln
     // (the dropout's copy), which the routed backward overwrites.
-    if (s.S > 0) moe_shared_backward_output(ops, w, g, a.moe, dy, scratch, s, add_dw);
+    if (s.S > 0) moe_shared_backward_output(ops, w, g, a.moe, dy, scratch, s, tp, add_dw);
     if (const ExpertParallel* ep = a.ep_moe.ep)
       moe_backward_ep(ops, ep_local_experts(w, s, ep->size(), ep->rank()),
-                      ep_local_experts(g, s, ep->size(), ep->rank()), a.moe, a.ep_moe, a.ln2, dy,
-                      scratch.dln, scratch, s, add_dw);
+                      ep_local_experts(g, s, ep->size(), ep->rank()), a.moe, a.ep_moe, ln2, dy,
+                      scratch.dln, scratch, s, add_dw, tp);
     else
-      moe_backward(ops, w, g, a.moe, a.ln2, dy, scratch.dln, scratch, s, add_dw);
-    if (s.S > 0) moe_shared_backward_input(ops, w, g, a.moe, a.ln2, scratch.dln, scratch, s, add_dw);
+      moe_backward(ops, w, g, a.moe, ln2, dy, scratch.dln, scratch, s, add_dw, tp);
+    if (s.S > 0)
+      moe_shared_backward_input(ops, w, g, a.moe, ln2, scratch.dln, scratch, s, tp, add_dw);
   } else {
     // (N, F) dL/d fch_gelu: in dfch for GELU (which then works in place),
     // in dact for SwiGLU (its input gradient is twice as wide).

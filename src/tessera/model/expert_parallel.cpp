@@ -146,11 +146,17 @@ const ExpertParallel& check_ep(const EpMoeActs& x, const ActShape& s) {
 
 void moe_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
                     const EpMoeActs& x, kernels::ConstAct ln2, float* out, const ActShape& s) {
+  moe_route_and_sort(ops, w, m, ln2, s);
+  moe_experts_forward_ep(ops, w, m, x, s);
+  ops.moe_combine_forward(out, m.ys, m.gates, m.slot, s.N(), s.K, s.C);
+}
+
+void moe_experts_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                            const EpMoeActs& x, const ActShape& s) {
   const ExpertParallel& ep = check_ep(x, s);
   const EpMoeScratch& xs = *x.scratch;
-  const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R(), P = ep.size();
+  const int64_t C = s.C, E = s.E, R = s.R(), P = ep.size();
   const int64_t El = E / P;
-  moe_route_and_sort(ops, w, m, ln2, s);
   {
     // Every rank's rows per expert: the exchange's sizes and the order of
     // the rows each rank receives.
@@ -170,13 +176,12 @@ void moe_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeAct
   float* ye = xs.dye;  // (rr, C) fp32 as one process's ys: backward's scratch, free in forward
   moe_experts_forward(ops, w, {v.xe, v.h, v.act, t.expert_rows.data(), rr, El}, ye, s);
   return_to_sources(ops, ep, t, ye, xs.xfer, m.ys, R, C);  // (R, C) as one process's ys
-  ops.moe_combine_forward(out, m.ys, m.gates, m.slot, N, K, C);
 }
 
 void moe_backward_ep(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                      const MoeActs& m, const EpMoeActs& x, kernels::ConstAct ln2,
                      const float* dout, float* dln2, const Activations& scratch,
-                     const ActShape& s, bool add_dw) {
+                     const ActShape& s, bool add_dw, const TensorParallel& tp) {
   const ExpertParallel& ep = check_ep(x, s);
   const EpMoeScratch& xs = *x.scratch;
   const int64_t N = s.N(), C = s.C, E = s.E, K = s.K, R = s.R(), P = ep.size();
@@ -195,7 +200,7 @@ void moe_backward_ep(const kernels::Ops& ops, const LayerWeights& w, const Layer
   moe_experts_backward(ops, w, g, {v.xe, v.h, v.act, t.expert_rows.data(), rr, El}, dye, xs.dact,
                        xs.dh, xs.dxe, s, add_dw);
   return_to_sources(ops, ep, t, xs.dxe, xs.xfer, scratch.moe_dxs, R, C);  // dxs (R, C)
-  moe_router_backward(ops, w, g, m, ln2, scratch.moe_dxs, dln2, scratch, s, add_dw);
+  moe_router_backward(ops, w, g, m, ln2, scratch.moe_dxs, dln2, scratch, s, add_dw, tp);
 }
 
 }  // namespace tessera

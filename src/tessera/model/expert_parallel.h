@@ -38,6 +38,7 @@
 #include "tessera/config/parallel_config.h"
 #include "tessera/kernels/ops.h"
 #include "tessera/model/activations.h"
+#include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
 
 namespace tessera {
@@ -83,6 +84,12 @@ EpRowTable ep_row_table(const float* all_counts, int64_t ep, int64_t rank, int64
 void moe_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
                     const EpMoeActs& x, kernels::ConstAct ln2, float* out, const ActShape& s);
 
+// moe_forward_ep's middle: from m's routed and sorted rows (moe_route_and_sort
+// has run) to m.ys (R, C), the experts' output rows back on this rank, as
+// one process's; moe_mlp_forward runs it between the routing and the combine.
+void moe_experts_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                            const EpMoeActs& x, const ActShape& s);
+
 // As moe_backward: dout (N, C) -> dln2 (N, C) written; the router's and
 // this rank's experts' gradients into g (its expert views: this rank's El
 // experts; written when !add_dw). `scratch` supplies the source-side moe_*
@@ -91,6 +98,6 @@ void moe_forward_ep(const kernels::Ops& ops, const LayerWeights& w, const MoeAct
 void moe_backward_ep(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                      const MoeActs& m, const EpMoeActs& x, kernels::ConstAct ln2,
                      const float* dout, float* dln2, const Activations& scratch,
-                     const ActShape& s, bool add_dw);
+                     const ActShape& s, bool add_dw, const TensorParallel& tp = {});
 
 }  // namespace tessera

@@ -7,7 +7,6 @@
 #include "tessera/kernels/moe_stats.h"
 #include "tessera/kernels/ops.h"
 #include "tessera/model/moe_layer.h"
-#include "tessera/model/moe_shared_expert.h"
 
 namespace tessera {
 
@@ -86,14 +85,14 @@ void Decoder::moe_mlp(const kernels::Ops& ops, const LayerWeights& lw, int64_t n
   m.h = moe_h_.data();            // (n K, Ff)
   m.act = moe_act_.data();        // (n K, F)
   m.ys = moe_ys_.data();          // (n K, C)
-  moe_forward(ops, lw, m, ln_.data(), tmp_.data(), s);
   if (s.S > 0) {  // the shared expert on every new row, added as in training
     m.sh_h = moe_sh_h_.data();        // (n, Sf)
     m.sh_act = moe_sh_act_.data();    // (n, S)
     m.sh_y = moe_sh_y_.data();        // (n, C)
     m.sh_gate = moe_sh_gate_.data();  // (n)
-    moe_shared_forward(ops, lw, m, ln_.data(), tmp_.data(), s);
   }
+  moe_mlp_forward(ops, lw, m, EpMoeActs{}, TensorParallel{}, ln_.data(), tmp_.data(),
+                  s);  // one process: no ep, no tp
 }
 
 void Decoder::norm(const kernels::Ops& ops, float* out, const float* x, const float* w,

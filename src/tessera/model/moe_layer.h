@@ -16,12 +16,21 @@
 // adds their gradient, scaled by Activations::moe_loss_scale, to the
 // router's; moe_route_forward's stats report their values.
 //
-// Single tensor-parallel rank only for now (the layer runs on the full N
-// rows; tensor parallelism is refused before allocation). Expert
-// parallelism: model/expert_parallel.h.
+// Tensor parallelism (Megatron's experts under TP): every tp rank runs the
+// layer on the same N rows (the full ln2: under sequence parallelism the
+// gathered rows, as the dense MLP's fc reads) with the replicated router,
+// so all route alike; each expert's fc (and SwiGLU gate) is split by
+// columns and its proj by rows over tp (ParamLayout), so each rank's
+// output is a partial sum the block reduces over tp as the dense MLP's
+// (all-reduce, or reduce-scatter under SP). Backward sums the gates'
+// gradients over tp (N K numbers) and adds the router's (and the shared
+// gate's) share of dL/d ln2 on tp rank 0 only. Expert parallelism:
+// model/expert_parallel.h (its group joins ranks at one tp index, each
+// holding that tp slice of its experts).
 #pragma once
 #include "tessera/kernels/ops.h"
 #include "tessera/model/activations.h"
+#include "tessera/model/tensor_parallel.h"
 #include "tessera/model/weights.h"
 
 namespace tessera {
@@ -33,9 +42,13 @@ namespace tessera {
 // share added and the router's weight gradient.
 void moe_route_and_sort(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
                         kernels::ConstAct ln2, const ActShape& s);
+// Under tensor parallelism (tp active; model/moe_layer.h's header) the
+// gates' gradients are summed over tp first and the router's share of
+// dln2 is added by tp rank 0 alone.
 void moe_router_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                          const MoeActs& m, kernels::ConstAct ln2, const float* dxs, float* dln2,
-                         const Activations& scratch, const ActShape& s, bool add_dw);
+                         const Activations& scratch, const ActShape& s, bool add_dw,
+                         const TensorParallel& tp = {});
 
 // The experts' MLP over rows sorted by expert, shared by one process's
 // layer (all E experts, R rows) and an expert-parallel rank's (its El
@@ -73,11 +86,25 @@ inline kernels::Act view_as(float* p, Precision dtype) {
 void moe_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
                  kernels::ConstAct ln2, float* out, const ActShape& s);
 
+// The whole MoE MLP of a layer, ln2 (N, C) -> out (N, C) written: the
+// routed experts (all E here, or under expert parallelism, x.ep non-null,
+// this rank's share with the tokens exchanged over the ep group), then the
+// shared expert when the model has one (ActShape::S > 0), on every token.
+// The one place the two are paired: the training block and the KV-cache
+// decoder (model/generate.cpp) both call it. ln2 is read before out is
+// written, so out may overlay it. Under tensor parallelism out is this
+// rank's partial sum (its slice of every expert's width), which the caller
+// reduces over tp as the dense MLP's row-parallel output.
+void moe_mlp_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeActs& m,
+                     const EpMoeActs& x, const TensorParallel& tp, kernels::ConstAct ln2,
+                     float* out, const ActShape& s);
+
 // dout (N, C) = dL/d out -> dln2 (N, C) written; the experts' and router's
 // gradients into g (written instead of added when !add_dw, the step's
 // first backward). `scratch` supplies the moe_* scratch and moe_loss_scale.
 void moe_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerWeights& g,
                   const MoeActs& m, kernels::ConstAct ln2, const float* dout, float* dln2,
-                  const Activations& scratch, const ActShape& s, bool add_dw);
+                  const Activations& scratch, const ActShape& s, bool add_dw,
+                  const TensorParallel& tp = {});
 
 }  // namespace tessera

@@ -13,13 +13,14 @@ std::vector<int64_t> stage_layers(const GPTConfig& m, const ParallelConfig& par,
 }
 
 void ParamLayout::add(const std::string& name, Shape global, TpSplit split, int64_t layer,
-                      bool decay, std::vector<int64_t> parts) {
+                      bool decay, std::vector<int64_t> parts, int lead) {
   ParamEntry e;
   e.name = name;
   e.global_shape = global;
   e.local_shape = global;
   e.split = split;
   e.split_parts = std::move(parts);
+  e.lead = lead;
   if (split != TpSplit::None) {
     int d = e.split_dim();
     TESSERA_CHECK(global[d] % tp_ == 0, "parameter {} dim {} ({}) does not split over tp {}",
@@ -93,23 +94,30 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
     if (norm_bias) L.add(n("ln_2.bias"), {C}, TpSplit::None, l, false);
     if (m.moe_layer(l)) {
       // The router and E experts, each an MLP of the dense one's shapes,
-      // stacked on a leading expert dim (tensor parallelism is refused for
-      // MoE for now: nothing is split).
+      // stacked on a leading expert dim and split over tp as the dense MLP
+      // (lead 1: the split skips the expert dim). The router and the
+      // experts' proj bias (added once, by tp rank 0) are replicated.
       const int64_t E = m.num_experts;
       L.add(n("mlp.router.weight"), {E, C}, TpSplit::None, l, true);
-      L.add(n("mlp.experts.fc.weight"), {E, m.fc_width(), C}, TpSplit::None, l, true);
-      if (bias) L.add(n("mlp.experts.fc.bias"), {E, m.fc_width()}, TpSplit::None, l, false);
-      L.add(n("mlp.experts.proj.weight"), {E, C, F}, TpSplit::None, l, true);
+      L.add(n("mlp.experts.fc.weight"), {E, m.fc_width(), C}, TpSplit::Column, l, true, fc_parts,
+            1);
+      if (bias)
+        L.add(n("mlp.experts.fc.bias"), {E, m.fc_width()}, TpSplit::Column, l, false, fc_parts,
+              1);
+      L.add(n("mlp.experts.proj.weight"), {E, C, F}, TpSplit::Row, l, true, {}, 1);
       if (bias) L.add(n("mlp.experts.proj.bias"), {E, C}, TpSplit::None, l, false);
       if (m.moe_shared()) {
-        // The shared expert: a dense MLP of width S beside the routed ones
-        // (replicated like every dense parameter, expert parallelism too).
+        // The shared expert: a dense MLP of width S beside the routed ones,
+        // split over tp as the dense MLP is; its gate (1, C) replicated.
         const int64_t S = m.moe_shared_expert_intermediate_size;
-        L.add(n("mlp.shared_expert.fc.weight"), {m.moe_shared_fc_width(), C}, TpSplit::None, l,
-              true);
+        const std::vector<int64_t> sh_parts =
+            m.swiglu ? std::vector<int64_t>{S, S} : std::vector<int64_t>{};
+        L.add(n("mlp.shared_expert.fc.weight"), {m.moe_shared_fc_width(), C}, TpSplit::Column, l,
+              true, sh_parts);
         if (bias)
-          L.add(n("mlp.shared_expert.fc.bias"), {m.moe_shared_fc_width()}, TpSplit::None, l, false);
-        L.add(n("mlp.shared_expert.proj.weight"), {C, S}, TpSplit::None, l, true);
+          L.add(n("mlp.shared_expert.fc.bias"), {m.moe_shared_fc_width()}, TpSplit::Column, l,
+                false, sh_parts);
+        L.add(n("mlp.shared_expert.proj.weight"), {C, S}, TpSplit::Row, l, true);
         if (bias) L.add(n("mlp.shared_expert.proj.bias"), {C}, TpSplit::None, l, false);
         if (m.moe_shared_expert_gate)
           L.add(n("mlp.shared_expert_gate.weight"), {1, C}, TpSplit::None, l, true);
@@ -145,20 +153,26 @@ bool ParamLayout::contains(const std::string& name) const {
 
 int64_t ParamLayout::global_index(const ParamEntry& e, int64_t local) const {
   if (e.split == TpSplit::None || tp_ == 1) return local;
-  // Local coordinates (r, c) in the (possibly 1-D) local shape.
-  int64_t cols = e.local_shape.ndim == 2 ? e.local_shape[1] : 1;
-  int64_t r = local / cols, c = local % cols;
-  int64_t gcols = e.global_shape.ndim == 2 ? e.global_shape[1] : 1;
-  if (e.split_dim() == 0) {
-    // dim 0 is parts, each split into tp equal slices; the local rows are
-    // this rank's slice of each part in turn.
-    int64_t j = 0, within = r;
-    while (within >= e.part_rows(j) / tp_) within -= e.part_rows(j++) / tp_;
-    const int64_t gr = e.part_begin(j) + tp_rank_ * (e.part_rows(j) / tp_) + within;
-    return gr * gcols + c;
+  // Local coordinates in the local shape (1-D to 3-D), then the split dim's
+  // one moved to its global place, then the global row-major index.
+  const int nd = e.local_shape.ndim, d = e.split_dim();
+  int64_t coord[Shape::kMaxDims];
+  for (int k = nd - 1; k >= 0; --k) {
+    coord[k] = local % e.local_shape[k];
+    local /= e.local_shape[k];
   }
-  int64_t gc = tp_rank_ * e.local_shape[1] + c;
-  return r * gcols + gc;
+  if (e.split == TpSplit::Row) {
+    coord[d] += tp_rank_ * e.local_shape[d];
+  } else {
+    // The split dim is parts, each split into tp equal slices; the local
+    // rows are this rank's slice of each part in turn.
+    int64_t j = 0, within = coord[d];
+    while (within >= e.part_rows(j) / tp_) within -= e.part_rows(j++) / tp_;
+    coord[d] = e.part_begin(j) + tp_rank_ * (e.part_rows(j) / tp_) + within;
+  }
+  int64_t g = 0;
+  for (int k = 0; k < nd; ++k) g = g * e.global_shape[k] + coord[k];
+  return g;
 }
 
 int64_t ParamLayout::count_model_params(const GPTConfig& m) {

@@ -22,6 +22,11 @@
 // An MoE layer (GPTConfig::moe_layer) holds mlp.router.weight (E, C) and
 // its experts stacked, mlp.experts.fc.weight (E, Ff, C) (+ bias (E, Ff)) and
 // mlp.experts.proj.weight (E, C, F) (+ bias (E, C)), in place of the mlp.*.
+// Under tensor parallelism each expert splits as the dense MLP does (fc by
+// its Ff rows, [gate | up] parts under SwiGLU, proj by its F columns:
+// ParamEntry::lead), the router and the proj bias are replicated, and so
+// is the shared expert's gate; the shared expert's fc and proj split as
+// the dense MLP's.
 //
 // Units: the buffer is cut into units — the embeddings, each layer, the
 // final LayerNorm — each starting on a multiple of `unit_align` elements and
@@ -67,16 +72,22 @@ struct ParamEntry {
   // Llama family's has unequal ones under GQA (NH*hs, KVH*hs, KVH*hs), and
   // its SwiGLU fc two (gate and up: F rows each).
   std::vector<int64_t> split_parts;
+  // Leading dims the split skips: 1 for the experts' stacks of an MoE
+  // layer ((E, Ff, C), (E, C, F), (E, Ff)), each expert's matrix split over
+  // tp as the dense MLP's (Megatron's experts under tensor parallelism),
+  // so the split (and its parts) sits on dim lead or lead + 1.
+  int lead = 0;
   int64_t offset = 0;   // first element in the rank's flat buffer
   int64_t layer = -1;   // global transformer layer, -1 for embeddings / final norm
   bool weight_decay = false;  // matrices and embeddings decay; biases and LayerNorm do not
 
   int64_t numel() const { return local_shape.numel(); }
-  int split_dim() const { return split == TpSplit::Row ? 1 : 0; }
-  // The dim-0 parts: how many, and part j's first global row and rows.
+  int split_dim() const { return lead + (split == TpSplit::Row ? 1 : 0); }
+  // The parts of a Column / Vocab split's dim (split_dim()): how many, and
+  // part j's first global row and rows.
   int64_t part_count() const { return split_parts.empty() ? 1 : int64_t(split_parts.size()); }
   int64_t part_rows(int64_t j) const {
-    return split_parts.empty() ? global_shape[0] : split_parts[size_t(j)];
+    return split_parts.empty() ? global_shape[split_dim()] : split_parts[size_t(j)];
   }
   int64_t part_begin(int64_t j) const {
     int64_t b = 0;
@@ -123,7 +134,7 @@ class ParamLayout {
 
  private:
   void add(const std::string& name, Shape global, TpSplit split, int64_t layer, bool decay,
-           std::vector<int64_t> parts = {});
+           std::vector<int64_t> parts = {}, int lead = 0);
   void close_unit(int64_t layer);  // pads the unit begun at the last close and records it
 
   std::vector<ParamEntry> entries_;

@@ -84,8 +84,13 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
     replicated -= 2;
     split -= 1 + double(m.ffn()) / h;
   }
-  if (sp) return sbh / t * (replicated + split + scores);
-  return sbh * (replicated + split / t + scores / t);
+  // MoE under tp: the routing's tensors are whole on every tp rank (each
+  // routes the full token set), neither split nor sequence-parallel. At
+  // tp 1 (and for a dense model) the sum above is left as it was.
+  const double whole = t > 1 ? moe_whole_activation_units(m) : 0.0;
+  split -= whole;
+  if (sp) return sbh / t * (replicated + split + scores) + sbh * whole;
+  return sbh * (replicated + split / t + scores / t) + sbh * whole;
 }
 
 ActShape engine_shape(const GPTConfig& m, int64_t micro_batch, int64_t tp, int64_t layers,

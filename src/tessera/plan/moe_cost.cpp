@@ -35,6 +35,16 @@ double moe_mlp_activation_units(const GPTConfig& m, double dense_units, int64_t 
   return share * moe + (1 - share) * dense_units;
 }
 
+double moe_whole_activation_units(const GPTConfig& m) {
+  if (!m.moe()) return 0;
+  const double h = double(m.hidden_size), k = double(m.moe_router_topk);
+  double whole = 2 * k + 2 * k + 8 * double(m.num_experts) / h;
+  if (m.moe_shared() && m.moe_shared_expert_gate) whole += 2 + 2 / h;
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < m.num_layers; ++l) moe_layers += m.moe_layer(l);
+  return whole * double(moe_layers) / double(m.num_layers);
+}
+
 MoeAllToAll moe_all_to_all(const GPTConfig& m, const SystemSpec& sys, const PlanLayout& L,
                            int64_t ep, int64_t stride) {
   MoeAllToAll a;
@@ -60,10 +70,11 @@ double moe_imbalance_factor(double measured, int64_t ep) {
 
 int64_t moe_ep(const PlanLayout& L) { return L.par.ep; }
 
-double moe_expert_params(const GPTConfig& m) {
-  const double h = double(m.hidden_size);
-  double p = (double(m.fc_width()) + double(m.ffn())) * h;
-  if (m.add_bias_linear) p += double(m.fc_width()) + h;
+double moe_expert_params(const GPTConfig& m, int64_t tp) {
+  const double h = double(m.hidden_size), t = double(tp);
+  // fc and proj split over tp (ParamLayout), the proj bias replicated.
+  double p = (double(m.fc_width()) + double(m.ffn())) * h / t;
+  if (m.add_bias_linear) p += double(m.fc_width()) / t + h;
   return p;
 }
 
@@ -71,7 +82,7 @@ double moe_stage_expert_params(const GPTConfig& m, const ParallelConfig& par, in
   if (!m.moe()) return 0;
   int64_t layers = 0;
   for (int64_t l : par.stage_layer_list(m.num_layers, stage)) layers += m.moe_layer(l);
-  return double(layers) * double(m.num_experts) * moe_expert_params(m);
+  return double(layers) * double(m.num_experts) * moe_expert_params(m, par.tp);
 }
 
 MemoryBytes moe_stage_state(const GPTConfig& m, const ParallelConfig& par, int64_t stage,

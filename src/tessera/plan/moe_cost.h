@@ -30,6 +30,12 @@ double moe_row_factor(const GPTConfig& m, int64_t tokens);
 // combine's backward reads (2 K each) and the router's fp32 logits and
 // probabilities (8 E / h). Averaged over the layers by --moe-layer-freq.
 double moe_mlp_activation_units(const GPTConfig& m, double dense_units, int64_t tokens);
+// The part of those units every tensor-parallel rank holds whole, for all
+// the micro-batch's rows with or without SP (the engine routes the full
+// token set on each tp rank): the permuted input rows, the experts' output
+// rows, the router's logits and probabilities, and the shared gate's fp32
+// output; averaged over the layers as above. 0 for a dense model.
+double moe_whole_activation_units(const GPTConfig& m);
 
 // The expert-parallel all-to-all of one MoE layer for one micro-batch on one
 // rank: dispatch and combine in forward, both again in backward (each the
@@ -52,9 +58,10 @@ double moe_imbalance_factor(double measured_imbalance, int64_t ep);
 // --expert-model-parallel-size): every term below takes it from here.
 int64_t moe_ep(const PlanLayout& L);
 
-// One expert's parameters (fc, or gate and up, and proj, with biases):
-// whole on every tp rank, as the engine's ParamLayout holds them.
-double moe_expert_params(const GPTConfig& m);
+// One expert's parameters (fc, or gate and up, and proj, with biases) on
+// one of `tp` tensor-parallel ranks, as the engine's ParamLayout holds
+// them: fc and proj split over tp (experts under TP), the proj bias whole.
+double moe_expert_params(const GPTConfig& m, int64_t tp = 1);
 // The experts' parameters pipeline rank `stage` holds with every expert
 // (its MoE layers x E x moe_expert_params).
 double moe_stage_expert_params(const GPTConfig& m, const ParallelConfig& par, int64_t stage);

@@ -19,7 +19,8 @@ std::string moe_ep_report(const GPTConfig& m, const SystemSpec& sys, const Layou
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < m.num_layers; ++l) moe_layers += m.moe_layer(l);
   const double stage_moe_layers = double(layers) * double(moe_layers) / double(m.num_layers);
-  const double experts = stage_moe_layers * double(E) * moe_expert_params(m);
+  // A rank's: the experts split over tp (experts under TP), as the engine holds them.
+  const double experts = stage_moe_layers * double(E) * moe_expert_params(m, par.tp);
   const StateBytesPerParam per =
       L.engine ? engine_state_bytes_per_param(L.precision) : state_bytes_per_param(L.precision);
   const int64_t group = dp_cp(par);

@@ -197,9 +197,6 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
   for (int64_t tp : tps) {
     // Planner-only: tp stays on the fast intra-node links unless asked.
     if (sp.tp_within_node && sp.tp.empty() && tp > sys.devices_per_node) continue;
-    // What `tessera train` refuses an MoE model (train_config.cpp): its
-    // experts under tensor parallelism, not written yet.
-    if (sp.engine && m.moe() && tp > 1) continue;
     for (int64_t pp : pps) {
       if (N % (tp * cp * pp)) continue;  // no whole data-parallel size to try
       ParallelConfig par;

@@ -22,12 +22,6 @@ void check_finite(double v, const char* flag) {
 
 void TrainConfig::validate(int64_t world) const {
   model.validate();
-  // The MoE layer runs on one tensor-parallel rank for now (docs/moe.md):
-  // its parameters are not split and it has no tp collectives. Before the
-  // layout's checks, so the refusal names the reason on any world size.
-  TESSERA_CHECK(!model.moe() || par.tp == 1,
-                "{} with {} > 1 is not supported yet (MoE layers run without tensor "
-                "parallelism)", flag::num_experts, flag::tp);
   // zb-h1's and zbv's split backward stashes the dense MLP's dY; the MoE
   // layer's backward is one pass (model/moe_layer.cpp) with no input/weight
   // split yet.

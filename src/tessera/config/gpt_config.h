@@ -113,9 +113,9 @@ struct GPTConfig {
   // Each expert's capacity for a micro-batch of `tokens` tokens (Megatron's
   // get_capacity); tokens * topk (no limit) when dropless.
   int64_t moe_capacity(int64_t tokens) const;
+  bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }  // the qkv GEMM has a bias
   // Anything beyond GPT-2's architecture (exports and tools that speak only
   // GPT-2 refuse such a model by this).
-  bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }  // the qkv GEMM has a bias
   bool llama_family() const {
     return rmsnorm() || swiglu || rope() || num_query_groups > 0 || untie_embeddings ||
            !add_bias_linear;

@@ -12,6 +12,7 @@
 #include "tessera/plan/layer_ops.h"
 #include "tessera/plan/layout.h"
 #include "tessera/plan/system.h"
+#include "attention_entry.h"
 #include "expect_error.h"
 #include "shipped_system_path.h"
 #include "temp_file.h"
@@ -20,19 +21,6 @@
 using namespace tessera;
 using namespace tessera::plan;
 
-namespace {
-
-// One attention entry of `phase`: B = 2, T = 2048, Cl = 256 over 4 heads.
-OpEntry attention_entry(OpPhase phase) {
-  OpEntry e;
-  e.cls = OpClass::Attention;
-  e.op = Op::Attention;
-  e.phase = phase;
-  e.m = 2, e.n = 2048, e.k = 256, e.batch = 4;  // B, T, Cl, NH
-  e.flops = 4.0 * 2 * 2048.0 * 2048.0 * 256;
-  return e;
-}
-}  // namespace
 
 TEST(AttentionBackward, BackwardEntryIsPricedAtItsOwnRate) {
   const SystemSpec same = load_system_text(kTinySystemToml + "[gemm]\nattention_efficiency = 0.5\n", "same");

@@ -16,6 +16,7 @@
 #include "tessera/plan/layout.h"
 #include "tessera/plan/published.h"
 #include "tessera/plan/system.h"
+#include "attention_entry.h"
 #include "expect_error.h"
 #include "shipped_system_path.h"
 #include "temp_file.h"
@@ -26,16 +27,6 @@ using namespace tessera::plan;
 using tessera::test::throws_error_with;
 
 namespace {
-
-OpEntry attention_entry(OpPhase phase) {  // B = 2, T = 2048, Cl = 256 over 4 heads
-  OpEntry e;
-  e.cls = OpClass::Attention;
-  e.op = Op::Attention;
-  e.phase = phase;
-  e.m = 2, e.n = 2048, e.k = 256, e.batch = 4;
-  e.flops = 4.0 * 2 * 2048.0 * 2048.0 * 256;
-  return e;
-}
 
 const std::string kGemm =
     "[gemm]\nattention_efficiency = 0.5\nattention_backward_efficiency = 0.4\n"

@@ -22,7 +22,7 @@ REQUIRED = REQUIRED_INT + ["name", "system", "recompute", "precision", "flash-at
                            "sequence-parallel", "inferred", "note"]
 OPTIONAL = {"pipeline-schedule", "virtual-stages", "overlap-grad-reduce", "overlap-param-gather",
             "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "attention-kernel", "eager-elementwise",
-            "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining",
+            "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "excluded",
             "model", "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
             "decoder-last-pipeline-num-layers"}
 MODEL_INT = {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "vocab-size",
@@ -98,6 +98,8 @@ def check_run(r, src, where, problems):
                 bad(f"inferred names unknown key '{k}'")
     if not isinstance(r.get("note"), str):
         bad("'note' must be a string")
+    if "excluded" in r and (not isinstance(r["excluded"], str) or not r["excluded"]):
+        bad("'excluded' must be a non-empty string (the reason)")
     figs = [k for k in FIGURES if k in r]
     if len(figs) != 1:
         bad(f"needs exactly one measured figure of {FIGURES} (has {figs})")

@@ -135,6 +135,34 @@ TEST(PublishedRuns, TheTermsSumToTheStep) {
   EXPECT_NEAR(v.rows[0].error, v.rows[0].cost.time.step / 20.0 - 1, 1e-12);
 }
 
+// A row whose figures contradict each other is planned and shown, marked,
+// but its step error enters no summary and no prediction interval.
+TEST(PublishedRuns, AnExcludedRowIsShownButCountedNowhere) {
+  std::string two = one_run("step-seconds = 20.0");
+  std::string second = one_run("step-seconds = 2.0", "excluded = \"the step and batch contradict\"\n");
+  second = second.substr(second.find("[[run]]"));
+  const size_t at = second.find("gpt 6.7b");
+  second.replace(at, 8, "gpt 6.7b, too fast");
+  const PublishedValidation v =
+      validate_published(load_published(write_temp("published_excluded.toml", two + second)));
+  ASSERT_EQ(v.rows.size(), 2u);
+  EXPECT_EQ(v.rows[1].run.excluded, "the step and batch contradict");
+  EXPECT_GT(v.rows[1].error, 1.0);  // planned: ten times slower than its figure
+  EXPECT_EQ(v.all.n, 1u);
+  EXPECT_NEAR(v.all.mape, std::abs(v.rows[0].error), 1e-12);
+  EXPECT_EQ(v.by_source.at("test").n, 1u);
+  EXPECT_EQ(v.by_kind.at(v.rows[0].run.kind()).n, 1u);
+  const PredictionInterval p = prediction_interval(v, v.rows[0].run.kind());
+  EXPECT_EQ(p.runs, 1u);
+  EXPECT_NEAR(p.low, 1 / (1 + v.rows[0].error), 1e-12);
+  const std::string text = format_published(v);
+  EXPECT_NE(text.find("2 published runs (1 excluded: x)"), std::string::npos) << text;
+  EXPECT_NE(text.find("test: gpt 6.7b, too fast: the step and batch contradict"), std::string::npos)
+      << text;
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_excl_empty.toml",
+                                             one_run("step-seconds = 1.0", "excluded = \"\"\n"))); }, {"excluded needs its reason"}));
+}
+
 // Issue 33: a 6.7B GPT on 8 A100-80GB at micro-batch 6 without recompute
 // ran under FSDP; it was planned at 100.5 GB (25.8 GB "in flight": the whole
 // model's gathered weights twice), and its gathers at 9.4 s of a 14.3 s step.

@@ -65,7 +65,7 @@ constexpr const char* kRunKeys[] = {
     flag_key(flag::micro_batch), flag_key(flag::global_batch), flag_key(flag::zero_stage),
     "recompute", "precision", "flash-attention", "attention-kernel", flag_key(flag::sequence_parallel),
     flag_key(flag::schedule), "virtual-stages",
-    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "inferred", "note", "model", "step-seconds",
+    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "inferred", "note", "excluded", "model", "step-seconds",
     "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu",
     "peak-tflops", "flops", "memory-gb", flag_key(flag::first_stage_layers),
     flag_key(flag::last_stage_layers)};
@@ -259,6 +259,10 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
   run.published_step = published_step_seconds(r, run, source["flops"].value_or(std::string()),
                                               run.measured);
   if (t.contains("memory-gb")) run.memory_gb = r.positive("memory-gb");
+  if (t.contains("excluded")) {
+    run.excluded = r.str("excluded");
+    TESSERA_CHECK(!run.excluded.empty(), "{}: excluded needs its reason", r.where);
+  }
   return run;
 }
 
@@ -362,6 +366,10 @@ PublishedValidation validate_published(const std::vector<PublishedRun>& runs) {
     c.cost = evaluate_layout(run.model, *sys, run.layout);
     c.error = c.cost.time.step / run.published_step - 1;
     c.terms = step_terms(c.cost);
+    if (!run.excluded.empty()) {  // shown, never counted
+      v.rows.push_back(std::move(c));
+      continue;
+    }
     all.push_back(c.error);
     by_source[run.source].push_back(c.error);
     by_kind[run.kind()].push_back(c.error);
@@ -385,11 +393,12 @@ std::string summary_line(const std::string& what, const ErrorSummary& s) {
 }  // namespace
 
 std::string format_published(const PublishedValidation& v) {
+  const size_t excluded_rows = v.rows.size() - v.all.n;
   std::string out = fmt::format(
-      "{} published runs, each planned at its layout (error: predicted / published step - 1; "
+      "{} published runs{}, each planned at its layout (error: predicted / published step - 1; "
       "below 0 the planner is optimistic)\n\n",
-      v.rows.size());
-  out += fmt::format("{:<40} {:<18} {:<6} {:>9} {:>9} {:>7} {:>4}  {}\n", "run", "system", "kind",
+      v.rows.size(), excluded_rows ? fmt::format(" ({} excluded: x)", excluded_rows) : "");
+  out += fmt::format("{:<40} {:<18} {:<6} {:>9} {:>9} {:>8} {:>4}  {}\n", "run", "system", "kind",
                      "published", "predicted", "error", "fits",
                      "terms, % of predicted step: gemm attn mem tp pp dp opt other");
   for (const PublishedCheck& c : v.rows) {
@@ -398,12 +407,19 @@ std::string format_published(const PublishedValidation& v) {
     auto pct = [&](double x) { return fmt::format("{:>3.0f}", 100 * x / step); };
     std::string name = c.run.source + ": " + c.run.name;
     if (name.size() > 40) name = name.substr(0, 39) + "~";
-    out += fmt::format("{:<40} {:<18} {:<6} {:>8.3f}s {:>8.3f}s {:>+6.1f}% {:>4}  {} {} {} {} {} {} {} {}\n",
+    out += fmt::format("{:<40} {:<18} {:<6} {:>8.3f}s {:>8.3f}s {:>+6.1f}%{} {:>4}  {} {} {} {} {} {} {} {}\n",
                        name, c.run.system, c.run.kind(), c.run.published_step, step,
-                       100 * c.error, c.cost.fits ? "yes" : "NO", pct(t.gemm), pct(t.attention),
+                       100 * c.error, c.run.excluded.empty() ? " " : "x", c.cost.fits ? "yes" : "NO", pct(t.gemm), pct(t.attention),
                        pct(t.memory_bound), pct(t.tp_comm), pct(t.pp_bubble), pct(t.dp_exposed),
                        pct(t.optimizer), pct(t.other));
   }
+  std::string excluded;
+  for (const PublishedCheck& c : v.rows)
+    if (!c.run.excluded.empty())
+      excluded += fmt::format("  {}: {}\n", c.run.source + ": " + c.run.name, c.run.excluded);
+  if (!excluded.empty())
+    out += "\nx: the step is left out of every figure below and of the prediction intervals "
+           "(its memory is compared):\n" + excluded;
   std::string memory;
   for (const PublishedCheck& c : v.rows)
     if (c.run.memory_gb > 0)
@@ -436,6 +452,7 @@ double percentile(std::vector<double> x, double q) {
 PredictionInterval prediction_interval(const PublishedValidation& v, const std::string& kind) {
   std::vector<double> ratios, pooled;  // published / predicted step
   for (const PublishedCheck& c : v.rows) {
+    if (!c.run.excluded.empty()) continue;
     const double r = 1.0 / (1.0 + c.error);
     pooled.push_back(r);
     if (c.run.kind() == kind) ratios.push_back(r);

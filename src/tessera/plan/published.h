@@ -37,6 +37,11 @@ struct PublishedRun {
   double published_step = 0;          // seconds, from the measured figure
   std::string measured;               // the figure as the file gives it ("tflops-per-device 138")
   double memory_gb = 0;               // per device, where the source states it (0: not)
+  // Why the step cannot be the stated layout's (figures that contradict each
+  // other or the hardware): the row is planned and shown, its memory
+  // compared, but its step error counts in no summary and no interval.
+  // Empty: counted.
+  std::string excluded;
 
   // "fsdp" (ZeRO-3), "tp+pp", "pp", "tp" or "dp": the kind of layout the
   // residuals are grouped by.

@@ -22,7 +22,7 @@ REQUIRED = REQUIRED_INT + ["name", "system", "recompute", "precision", "flash-at
                            "sequence-parallel", "inferred", "note"]
 OPTIONAL = {"pipeline-schedule", "virtual-stages", "overlap-grad-reduce", "overlap-param-gather",
             "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "attention-kernel", "eager-elementwise",
-            "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "excluded",
+            "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "dropout", "excluded",
             "model", "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
             "decoder-last-pipeline-num-layers"}
 MODEL_INT = {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "vocab-size",
@@ -70,7 +70,7 @@ def check_run(r, src, where, problems):
         bad("precision must be fp16|bf16|fp8")
     for k in ("flash-attention", "sequence-parallel", "overlap-grad-reduce", "overlap-param-gather",
               "tp-comm-overlap", "eager-elementwise", "fsdp-flat-params",
-              "torchtitan-op-sac", "fsdp2-pipelining"):
+              "torchtitan-op-sac", "fsdp2-pipelining", "dropout"):
         if k in r and not isinstance(r[k], bool):
             bad(f"'{k}' must be true or false")
     if "grad-reduce-dtype" in r and r["grad-reduce-dtype"] not in ("fp32", "bf16", "fp16"):

@@ -163,6 +163,40 @@ TEST(PublishedRuns, AnExcludedRowIsShownButCountedNowhere) {
                                              one_run("step-seconds = 1.0", "excluded = \"\"\n"))); }, {"excluded needs its reason"}));
 }
 
+// llm-foundry's MPT trains without dropout: a GPT row saying `dropout =
+// false` stores no masks (Korthikanti's 2 of the replicated 10 a layer, and
+// the embedding's sbh on the first stage); the Llama family follows its
+// config either way.
+TEST(PublishedRuns, AGptWithoutDropoutStoresNoMasks) {
+  const GPTConfig gpt = find_preset("gpt3-6.7b")->config;
+  const double sbh = 2048.0 * 4096;
+  EXPECT_DOUBLE_EQ(korthikanti_layer_bytes(gpt, 1, 1, false, Recompute::None, true), 34 * sbh);
+  EXPECT_DOUBLE_EQ(korthikanti_layer_bytes(gpt, 1, 1, false, Recompute::None, true, false, true),
+                   32 * sbh);
+  EXPECT_DOUBLE_EQ(korthikanti_layer_bytes(gpt, 1, 8, true, Recompute::None, true, false, true),
+                   sbh / 8 * 32);
+  EXPECT_TRUE(stores_dropout_masks(gpt, false));
+  EXPECT_FALSE(stores_dropout_masks(gpt, true));
+  GPTConfig dropping = gpt;
+  dropping.hidden_dropout = 0.1f;
+  EXPECT_TRUE(stores_dropout_masks(dropping, true));  // its own config says so
+  const auto with = load_published(write_temp("published_dropout_on.toml", one_run("step-seconds = 20.0")));
+  const auto without = load_published(
+      write_temp("published_dropout_off.toml", one_run("step-seconds = 20.0", "dropout = false\n")));
+  EXPECT_FALSE(with.front().layout.gpt_without_dropout);
+  ASSERT_TRUE(without.front().layout.gpt_without_dropout);
+  const PublishedValidation a = validate_published(with), b = validate_published(without);
+  // tp 2, micro-batch 2, no SP, full recompute: the layer keeps its input
+  // alone, so the masks go from the one recomputed layer (2 sbh / ... of
+  // its replicated part) and the embedding's mask of each in-flight
+  // micro-batch (one, pp 1).
+  const double sbh2 = 2048.0 * 2 * 4096;
+  EXPECT_NEAR(a.rows[0].cost.stages[0].activations - b.rows[0].cost.stages[0].activations,
+              2 * sbh2 + sbh2, 1.0);
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_dropout_bad.toml",
+                                             one_run("step-seconds = 1.0", "dropout = 0.1\n"))); }, {"'dropout' must be true or false"}));
+}
+
 // Issue 33: a 6.7B GPT on 8 A100-80GB at micro-batch 6 without recompute
 // ran under FSDP; it was planned at 100.5 GB (25.8 GB "in flight": the whole
 // model's gathered weights twice), and its gathers at 9.4 s of a 14.3 s step.

@@ -18,6 +18,12 @@ namespace tessera {
 
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleV };
 
+// zb-h1 and zbv split each backward into an input pass (B) and a weight
+// pass (W), run apart: the one test every layer that cares asks.
+inline bool splits_backward(ScheduleKind kind) {
+  return kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::ZeroBubbleV;
+}
+
 enum class ChunkPlacement { RoundRobin, V };
 inline ChunkPlacement chunk_placement(ScheduleKind kind) {
   return kind == ScheduleKind::ZeroBubbleV ? ChunkPlacement::V : ChunkPlacement::RoundRobin;

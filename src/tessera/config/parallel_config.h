@@ -114,7 +114,7 @@ struct ParallelConfig {
   ChunkPlacement placement() const { return chunk_placement(schedule); }
   // The schedule splits backward into input and weight passes (zb-h1, zbv).
   bool split_backward() const {
-    return pp > 1 && (schedule == ScheduleKind::ZeroBubbleH1 || schedule == ScheduleKind::ZeroBubbleV);
+    return pp > 1 && splits_backward(schedule);
   }
   bool uneven_stages() const { return first_stage_layers || last_stage_layers; }
   // Transformer layers held by pipeline rank `stage` (all its chunks).

@@ -43,7 +43,7 @@ FlopCount step_flops(const GPTConfig& m, int64_t sequences, Recompute recompute,
     extra = double(m.num_layers) * 4.0 * double(m.seq_length) * double(m.seq_length) *
             double(m.hidden_size);
   // The split backward's weight pass recomputes each layer once more.
-  if (schedule == ScheduleKind::ZeroBubbleH1 || schedule == ScheduleKind::ZeroBubbleV) extra *= 2;
+  if (splits_backward(schedule)) extra *= 2;
   f.hardware = f.model + extra * double(sequences);
   return f;
 }

@@ -63,6 +63,13 @@ struct PlanLayout {
   // that move while the GEMM beside it computes on the chunk already there
   // (layer_ops.cpp: tp_overlapped_seconds).
   bool tp_comm_overlap = false;
+  // A GPT-family model trained without dropout (a published run's
+  // `dropout = false`: llm-foundry's MPT, whose attn_pdrop, resid_pdrop and
+  // emb_pdrop default to 0): no dropout mask is stored (a dropout of 0
+  // returns its input). Off, a GPT keeps Korthikanti's masks, taken with
+  // Megatron-LM's default dropout of 0.1; the Llama family stores them only
+  // when its config has dropout (memory_model.h).
+  bool gpt_without_dropout = false;
   // Bytes a gradient element takes in the data-parallel reduction (the
   // ZeRO-3 per-micro-batch reduce-scatter, the step's all-reduce or
   // reduce-scatter): 0 = the precision's own (state_bytes_per_param().grads:

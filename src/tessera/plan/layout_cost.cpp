@@ -78,8 +78,7 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
   const double held_layers = double(a.in_flight * layers_per_chunk);
   // The head's stage: the last, or rank 0 under zbv's V (chunk_placement.h).
   const bool has_head = stage == chunk_rank(p, p * v - 1, par.placement());
-  const bool split_backward =
-      par.schedule == ScheduleKind::ZeroBubbleH1 || par.schedule == ScheduleKind::ZeroBubbleV;
+  const bool split_backward = splits_backward(par.schedule);
   if (L.precision == Precision::Fp32 || L.engine) {
     // The engine's arena (fp32, or 16-bit GEMM activations under --bf16 /
     // --fp16), built from the same ActShape the engine builds
@@ -119,19 +118,20 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
   a.layers = held_layers * (L.torchtitan_op_sac && par.recompute == Recompute::Selective
                                 ? op_sac_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel)
                                 : korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
-                                                          par.recompute, L.flash_attention, L.fp8));
+                                                          par.recompute, L.flash_attention, L.fp8,
+                                                          L.gpt_without_dropout));
   a.total = a.layers + cp_buffers;
   // Recomputing a layer in backward materialises its full activations once.
   if (par.recompute != Recompute::None)
     a.total += korthikanti_layer_bytes(m, par.micro_batch, par.tp, par.sequence_parallel,
-                                       Recompute::None, L.flash_attention, L.fp8);
+                                       Recompute::None, L.flash_attention, L.fp8,
+                                       L.gpt_without_dropout);
   const double sbh = double(m.seq_length * par.micro_batch * m.hidden_size);
   // First stage: the embedding dropout's 1-byte mask of each in-flight
   // micro-batch, Korthikanti §4.3: sbh, /t with SP. (The embedding output
   // itself is the first layer's input, already counted.)
-  // (None in a Llama-family model trained without dropout: memory_model.h.)
-  const bool embedding_mask = !m.llama_family() || m.hidden_dropout > 0;
-  if (stage == 0 && embedding_mask)
+  // (None in a model trained without dropout: memory_model.h.)
+  if (stage == 0 && stores_dropout_masks(m, L.gpt_without_dropout))
     a.total += double(a.in_flight) * sbh / (par.sequence_parallel ? double(par.tp) : 1.0);
   // Last stage: the fp32 logits and their gradient for the micro-batch in
   // backward: 2 * 4 s b V / t.
@@ -345,7 +345,7 @@ ChunkWork chunk_work(const GPTConfig& m, const OpList& ol, const SystemSpec& sys
   // it. (It was half the backward GEMM time: on this CPU a dW GEMM, (out,
   // in) over the N rows, runs at another rate than its dX twin, and the
   // bias sums are memory-bound passes over dY.)
-  if (par.schedule == ScheduleKind::ZeroBubbleH1 || par.schedule == ScheduleKind::ZeroBubbleV) {
+  if (splits_backward(par.schedule)) {
     w.layer_backward.add(lo.recompute, 1.0);
     w.layer_weight = lo.weight.total() + lo.recompute.total();
     // In fp32 the input pass copies two output gradients into the stash,
@@ -424,7 +424,7 @@ PipelineCosts pipeline_costs(const GPTConfig& m, const SystemSpec& sys, const Pl
   // layer_weight); the head's, the embedding's and the norms' gradients stay
   // in the input pass (model/gpt.h), so the head's chunk has the smallest
   // share of its backward in W.
-  const bool split = pc.kind == ScheduleKind::ZeroBubbleH1 || pc.kind == ScheduleKind::ZeroBubbleV;
+  const bool split = splits_backward(pc.kind);
   // ZeRO-3: the weight pass waits for its own gather of the chunk's layers.
   for (int64_t g = 0; g < p * v && split; ++g) {
     const int64_t s = chunk_rank(p, g, pl);

@@ -43,8 +43,12 @@ StateBytesPerParam engine_state_bytes_per_param(Precision p) {
   return p == Precision::Fp32 ? kFp32AdamBytes : kMixed16AdamBytes;
 }
 
+bool stores_dropout_masks(const GPTConfig& m, bool gpt_without_dropout) {
+  return m.hidden_dropout > 0 || (!m.llama_family() && !gpt_without_dropout);
+}
+
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
-                               bool sp, Recompute rc, bool flash, bool fp8) {
+                               bool sp, Recompute rc, bool flash, bool fp8, bool gpt_without_dropout) {
   const double s = double(m.seq_length), b = double(micro_batch), h = double(m.hidden_size);
   const double a = double(m.num_heads), t = double(tp);
   const double sbh = s * b * h;
@@ -70,8 +74,9 @@ double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t 
   // The dropout masks: Korthikanti's GPT trains with Megatron's default 0.1;
   // the Llama family is trained without dropout (Meta's recipe, Megatron's
   // Llama examples), and a dropout of 0 stores no mask (PyTorch returns
-  // its input), so the family counts them only when its config has dropout.
-  const bool masks = !m.llama_family() || m.hidden_dropout > 0;
+  // its input), so the family counts them only when its config has dropout,
+  // and a GPT known to train without it (MPT) not at all.
+  const bool masks = stores_dropout_masks(m, gpt_without_dropout);
   double replicated = 8 + (masks ? 2 : 0);
   double split = qkv + 2 + mlp;  // = 24 for GPT with a 4h MLP
   // FP8 (Transformer Engine): a linear layer keeps its input for the weight

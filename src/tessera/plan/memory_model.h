@@ -38,9 +38,14 @@ StateBytesPerParam engine_state_bytes_per_param(Precision p);
 // 24 (GQA's fewer k / v heads), SwiGLU's MLP 6 F / h instead of 4 F / h, and
 // the two dropout masks (2 of the 10) only with dropout on.
 // fp8: Transformer Engine's FP8 linears keep their inputs in FP8 (1 byte).
+// gpt_without_dropout: a GPT that trained without dropout stores no masks
+// either (PlanLayout::gpt_without_dropout).
 double korthikanti_layer_bytes(const GPTConfig& m, int64_t micro_batch, int64_t tp,
                                bool sequence_parallel, Recompute recompute, bool flash_attention,
-                               bool fp8 = false);
+                               bool fp8 = false, bool gpt_without_dropout = false);
+// Whether a layer stores dropout masks: a GPT unless it trained without
+// dropout, the Llama family only with its config's dropout.
+bool stores_dropout_masks(const GPTConfig& m, bool gpt_without_dropout);
 
 // The engine's activation shape of one micro-batch on tp rank 0 of a stage
 // holding `layers` layers: what GPT::act_shape / stage_act_shape build

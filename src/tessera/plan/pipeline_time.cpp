@@ -48,7 +48,7 @@ PipelineTime pipeline_time_estimate(const PipelineCosts& c) {
   double fill = 1.0;  // the part of the other stages' work the pipeline waits for
   // The deferred W's fill the cool-down; zbv's V halves what is left again
   // (/ v below): (p - 1) / (6m) with equal F, B, W, as its greedy list.
-  if (c.kind == ScheduleKind::ZeroBubbleH1 || c.kind == ScheduleKind::ZeroBubbleV) {
+  if (splits_backward(c.kind)) {
     const double f = std::accumulate(c.forward.begin(), c.forward.end(), 0.0);
     const double b = std::accumulate(c.backward.begin(), c.backward.end(), 0.0);
     const double w = c.weight.empty()

@@ -65,7 +65,7 @@ constexpr const char* kRunKeys[] = {
     flag_key(flag::micro_batch), flag_key(flag::global_batch), flag_key(flag::zero_stage),
     "recompute", "precision", "flash-attention", "attention-kernel", flag_key(flag::sequence_parallel),
     flag_key(flag::schedule), "virtual-stages",
-    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "inferred", "note", "excluded", "model", "step-seconds",
+    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "dropout", "inferred", "note", "excluded", "model", "step-seconds",
     "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu",
     "peak-tflops", "flops", "memory-gb", flag_key(flag::first_stage_layers),
     flag_key(flag::last_stage_layers)};
@@ -235,6 +235,9 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
   TESSERA_CHECK(!L.torchtitan_op_sac || par.recompute == Recompute::Selective,
                 "{}: torchtitan-op-sac needs recompute = \"selective\"", r.where);
   L.fsdp2_pipelining = r.flag("fsdp2-pipelining", false);
+  // `dropout = false`: the run trained without dropout. A GPT then stores no
+  // masks; a Llama-family model follows its config's dropout anyway.
+  L.gpt_without_dropout = !r.flag("dropout", true);
   TESSERA_CHECK(!L.fsdp2_pipelining || (par.pp > 1 && par.zero_stage >= 2 && par.dp > 1),
                 "{}: fsdp2-pipelining needs {} > 1 and {} 2 or 3 over dp > 1", r.where,
                 flag_key(flag::pp), flag_key(flag::zero_stage));

@@ -249,9 +249,7 @@ std::vector<PlanLayout> enumerate_layouts(const GPTConfig& m, const SystemSpec& 
                   // What `tessera train` refuses zb-h1 and zbv with (checked
                   // here rather than by an exception per candidate): an MoE
                   // model (its backward is not split yet).
-                  const bool zero_bubble =
-                      kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::ZeroBubbleV;
-                  if (zero_bubble && m.moe()) continue;
+                  if (splits_backward(kind) && m.moe()) continue;
                   // What `tessera train` refuses cp > 1 with (sequence
                   // parallelism, the interleaved and zero-bubble schedules,
                   // MoE): the engine's runs leave it out, so tune never

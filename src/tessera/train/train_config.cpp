@@ -25,9 +25,7 @@ void TrainConfig::validate(int64_t world) const {
   // zb-h1's and zbv's split backward stashes the dense MLP's dY; the MoE
   // layer's backward is one pass (model/moe_layer.cpp) with no input/weight
   // split yet.
-  const bool split_backward =
-      par.schedule == ScheduleKind::ZeroBubbleH1 || par.schedule == ScheduleKind::ZeroBubbleV;
-  TESSERA_CHECK(!model.moe() || !split_backward,
+  TESSERA_CHECK(!model.moe() || !splits_backward(par.schedule),
                 "{} with {} {} is not supported yet (the MoE backward is not split into "
                 "input and weight passes)", flag::num_experts, flag::schedule,
                 schedule_kind_name(par.schedule));

@@ -26,6 +26,10 @@
 #   the shipped configs/systems/local.toml instead of a calibration (minutes
 #   on the loaded host): seconds, so a change that breaks the bench fails
 #   the suite. Its errors mean nothing.
+#   MOE=1 (issue 35): the same loop over MoE layouts instead: the default
+#   model with 4 experts of width 512, top-2 (dp with ZeRO 1 and 3, ep 2 by
+#   all-to-all and by all-gather, ep 2 with ZeRO 3, tp 2, pp 2, a capacity
+#   factor that drops tokens); with TINY=1 three of them on the tiny model.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -74,6 +78,28 @@ layouts=(
 )
 [ "$tiny" = 1 ] && layouts=("--zero-stage 1" "--zero-stage 3" "--tensor-model-parallel-size 2"
                             "--pipeline-model-parallel-size 2 --micro-batch-size 4")
+if [ "${MOE:-0}" = 1 ]; then
+  # The experts: 4 of width F (the dense MLP's 4h is 2 F: equal active GEMM
+  # FLOPs per token at top-2), in the calibrated model too.
+  ffn=$([ "$tiny" = 1 ] && echo 128 || echo 512)
+  moe=(--num-experts 4 --moe-router-topk 2 --ffn-hidden-size "$ffn" --moe-aux-loss-coeff 0.01)
+  common+=("${moe[@]}")
+  cp "$model" "$out/moe-model.toml"
+  printf 'num-experts = 4\nmoe-router-topk = 2\nffn-hidden-size = %s\n' "$ffn" >> "$out/moe-model.toml"
+  model=$out/moe-model.toml
+  layouts=(
+    "--zero-stage 1"
+    "--zero-stage 3"
+    "--expert-model-parallel-size 2"
+    "--expert-model-parallel-size 2 --moe-token-dispatcher-type allgather"
+    "--expert-model-parallel-size 2 --zero-stage 3"
+    "--tensor-model-parallel-size 2"
+    "--pipeline-model-parallel-size 2 --micro-batch-size 4"
+    "--zero-stage 1 --moe-expert-capacity-factor 1.0"
+  )
+  [ "$tiny" = 1 ] && layouts=("--zero-stage 1" "--expert-model-parallel-size 2"
+                              "--tensor-model-parallel-size 2")
+fi
 systems=()
 for ((r = 1; r <= rounds; r++)); do
   if [ "$tiny" = 1 ]; then

@@ -253,6 +253,14 @@ TEST(KernelCost, CalibrateMeasuresTheEnginesKernelsCallByCall) {
   llama.position_embedding = PositionEmbedding::Rope;
   llama.num_query_groups = 2;
   llama.add_bias_linear = false;
+  // An MoE model's calibration (bench/planner_validation.sh MOE=1) writes the
+  // routing's calls too, and the table must read back: `tessera calibrate`
+  // once refused its own moe_combine.
+  GPTConfig moe = gpt2;
+  moe.num_experts = 4;
+  moe.moe_router_topk = 2;
+  moe.moe_shared_expert_intermediate_size = 32;
+  moe.moe_shared_expert_gate = true;
   const auto& cpu = kernels::cpu_backend();
   for (const auto& [model, expected] :
        {std::pair{gpt2, std::vector<std::string>{"layernorm_forward", "layernorm_backward",
@@ -267,14 +275,17 @@ TEST(KernelCost, CalibrateMeasuresTheEnginesKernelsCallByCall) {
                                                  "sum_squares"}},
         std::pair{llama, std::vector<std::string>{"rmsnorm_forward", "rmsnorm_backward",
                                                   "swiglu_forward", "swiglu_backward",
-                                                  "dropout_rows", "adamw_update"}}}) {
+                                                  "dropout_rows", "adamw_update"}},
+        std::pair{moe, std::vector<std::string>{"moe_route_forward", "moe_route_backward",
+                                                "moe_permute", "moe_combine", "moe_shared_gate"}}}) {
     const KernelRates k = measure_kernel_rates(cpu, model, /*micro_batch=*/2, /*params=*/100000);
     for (const std::string& name : expected) EXPECT_GT(kernel_rate(k, name), 0.0) << name;
     for (const auto& [name, rate] : k) {
       EXPECT_TRUE(is_kernel_rate_key(name)) << name;
-      // Per element, not per call: a few ns here; under 10 us even on a
-      // loaded machine (this is a unit check, not a timing test).
-      EXPECT_LT(rate, 1e-5) << name;
+      // Per element, not per call: a few ns here (the routing's tens); under
+      // 100 us even when a loaded machine preempts the one timed call (this
+      // is a unit check, not a timing test).
+      EXPECT_LT(rate, 1e-4) << name;
       // Only the calls the model makes: no LayerNorm in Llama, no RMSNorm in GPT-2.
       EXPECT_FALSE(model.rmsnorm() ? name.starts_with("layernorm") : name.starts_with("rmsnorm"))
           << name;
@@ -287,7 +298,7 @@ TEST(KernelCost, CalibrateMeasuresTheEnginesKernelsCallByCall) {
   c.memory_bytes = 16e9, c.triad_bandwidth = 10e9, c.peak_gemm = 100e9;
   c.attention_efficiency = 0.3;
   c.gemm = {{256, 256, 256, 100e9}};
-  c.kernels = measure_kernel_rates(cpu, gpt2, 2, 100000);
+  c.kernels = measure_kernel_rates(cpu, moe, 2, 100000);
   c.kernels[std::string(kAttentionMaskDraw)] = 3e-10;
   c.kernel_rows = 128;
   SystemSpec s = load_system_file(write_temp("tessera_k8.toml", calibration_toml(c)));

@@ -376,7 +376,10 @@ bool Backend::reports_call(std::string_view kernel) {
 #include "tessera/kernels/backend_methods.inc"
 #undef TESSERA_BACKEND_METHOD
       "matmul_forward.bias", "matmul_backward.dinp", "matmul_backward.dweight",
-      "matmul_backward.dbias", "copy", "add"};
+      "matmul_backward.dbias", "copy", "add",
+      // The MoE costs each forward / backward pair shares (a calibration of
+      // an MoE model writes them), and the grouped GEMMs' bias gradient.
+      "moe_permute", "moe_combine", "moe_shared_gate", "grouped_matmul_backward.dbias"};
   for (std::string_view n : kNames)
     if (n == kernel) return true;
   return false;

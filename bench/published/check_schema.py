@@ -22,7 +22,7 @@ REQUIRED = REQUIRED_INT + ["name", "system", "recompute", "precision", "flash-at
                            "sequence-parallel", "inferred", "note"]
 OPTIONAL = {"pipeline-schedule", "virtual-stages", "overlap-grad-reduce", "overlap-param-gather",
             "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "attention-kernel", "eager-elementwise",
-            "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "dropout", "excluded",
+            "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "dropout", "fp8-recipe", "excluded",
             "model", "peak-tflops", "flops", "memory-gb", "decoder-first-pipeline-num-layers",
             "decoder-last-pipeline-num-layers"}
 MODEL_INT = {"num-layers", "hidden-size", "num-attention-heads", "seq-length", "vocab-size",
@@ -73,6 +73,8 @@ def check_run(r, src, where, problems):
               "torchtitan-op-sac", "fsdp2-pipelining", "dropout"):
         if k in r and not isinstance(r[k], bool):
             bad(f"'{k}' must be true or false")
+    if "fp8-recipe" in r and (r["fp8-recipe"] not in ("te", "torchao") or r.get("precision") != "fp8"):
+        bad("fp8-recipe must be te|torchao, with precision fp8")
     if "grad-reduce-dtype" in r and r["grad-reduce-dtype"] not in ("fp32", "bf16", "fp16"):
         bad("grad-reduce-dtype must be fp32|bf16|fp16")
     if r.get("torchtitan-op-sac") and r.get("recompute") != "selective":

@@ -453,6 +453,19 @@ TEST(Fp8Plans, RunTheLinearGemmsAtTheFp8PeakAndPayForTheirCasts) {
   // FP8 copies of the weights and their transposes: 2 bytes a parameter.
   EXPECT_NEAR(b.stages[0].state.params - a.stages[0].state.params,
               2.0 * double(a.stages[0].params), 1.0);
+  // torchao's Float8Linear (torchtitan) keeps no copy: each linear casts its
+  // weight as it runs forward (read 2, write 1 bytes a weight, per micro-
+  // batch) instead of once a step.
+  PlanLayout torchao = fp8;
+  torchao.fp8_torchao = true;
+  const LayoutCost c = evaluate_layout(m, sys, torchao);
+  EXPECT_DOUBLE_EQ(c.stages[0].state.params, a.stages[0].state.params);
+  EXPECT_GT(c.stages[0].ops[Op::Gemm], b.stages[0].ops[Op::Gemm]);  // the casts ride on the GEMMs
+  EXPECT_LT(c.stages[0].ops[Op::Cast], b.stages[0].ops[Op::Cast]);  // no once-a-step copy
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_recipe.toml",
+                                             one_run("step-seconds = 1.0", "fp8-recipe = \"torchao\"\n"))); }, {"fp8-recipe needs precision = \"fp8\""}));
+  EXPECT_TRUE(throws_error_with([] { load_published(write_temp("published_recipe2.toml",
+                                             one_run("step-seconds = 1.0", "fp8-recipe = \"msamp\"\n"))); }, {"fp8-recipe must be te or torchao"}));
 }
 
 }  // namespace

@@ -63,7 +63,13 @@ bool fp8_linear(const OpEntry& e) {
 }
 
 double entry_seconds(const OpEntry& e, const SystemSpec& sys, const PlanLayout& L, bool fp8) {
-  return fp8 && fp8_linear(e) ? fp8_linear_seconds(e, sys) : op_seconds(e, sys, L);
+  if (!fp8 || !fp8_linear(e)) return op_seconds(e, sys, L);
+  // torchao's Float8Linear casts its (16-bit) weight to FP8 each time it
+  // runs forward (PlanLayout::fp8_torchao): read 2, write 1 bytes a weight.
+  const double weight_cast = L.fp8_torchao && std::string_view(e.kernel) == "matmul_forward"
+                                 ? 3.0 * double(e.n) * double(e.k) / sys.achieved_memory_bandwidth()
+                                 : 0.0;
+  return fp8_linear_seconds(e, sys) + weight_cast;
 }
 
 // --tp-comm-overlap: the GEMM that list[i], a tensor-parallel collective of

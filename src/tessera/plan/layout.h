@@ -57,6 +57,12 @@ struct PlanLayout {
   // step beside the bf16 ones; attention, the LM head, the loss and the
   // optimizer stay as in bf16 (layer_ops.cpp, layout_cost.cpp).
   bool fp8 = false;
+  // With fp8: torchao's Float8Linear (torchtitan) instead of Transformer
+  // Engine (a published run's `fp8-recipe = "torchao"`; torchao eab345c
+  // float8/float8_linear.py): no FP8 copy of the weights is kept between
+  // steps, each linear casts its weight (read 2, write 1 bytes a parameter)
+  // every time it runs forward (a recompute too).
+  bool fp8_torchao = false;
   // Megatron-LM's --tp-comm-overlap (planner only; Transformer Engine's
   // userbuffers, which need sequence parallelism): each tensor-parallel
   // all-gather and reduce-scatter of activations is split into tp chunks

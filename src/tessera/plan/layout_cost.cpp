@@ -172,7 +172,8 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     if (m.moe()) sc.state = moe_stage_state(m, par, s, double(sc.params), per_param, moe_ep(L));
     // FP8 (Transformer Engine): each weight's FP8 copy and its transpose
     // beside the 16-bit one, 2 bytes a parameter, sharded only with it.
-    if (L.fp8) sc.state.params += 2.0 * double(sc.params) / (par.zero_stage == 3 ? double(dp) : 1.0);
+    // (torchao casts each weight as its linear runs and keeps no copy.)
+    if (L.fp8 && !L.fp8_torchao) sc.state.params += 2.0 * double(sc.params) / (par.zero_stage == 3 ? double(dp) : 1.0);
     // FSDP2 under torch.distributed.pipelining: the stage's gradients held
     // unsharded until the step's last backward (fsdp_pipelining.h).
     sc.state.grads += fsdp2_pipelining_grad_bytes(L, double(sc.params));
@@ -573,7 +574,8 @@ void add_step_kernels(const SystemSpec& sys, const PlanLayout& L, int64_t params
       ops[op] += sys.kernel_seconds(c.kernel, double(c.elements), c.bytes_read + c.bytes_written);
   // FP8: the updated weights cast to FP8 and transposed once a step (read 2,
   // write 1 + 1 bytes a parameter), each rank over the weights it computes with.
-  if (L.fp8) ops[Op::Cast] += 4.0 * double(params) / sys.achieved_memory_bandwidth();
+  if (L.fp8 && !L.fp8_torchao)
+    ops[Op::Cast] += 4.0 * double(params) / sys.achieved_memory_bandwidth();
   // Eager PyTorch's AdamW (layout.h), per fp32 parameter of the shard: m *=
   // b1 (read 4, write 4), m += (1 - b1) g (8 + 4), v *= b2 (8), v += (1 - b2)
   // g g (8 + 4), sqrt(v) (8), / sqrt(bias correction) (8), + eps (8), p +=

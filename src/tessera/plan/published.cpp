@@ -65,7 +65,7 @@ constexpr const char* kRunKeys[] = {
     flag_key(flag::micro_batch), flag_key(flag::global_batch), flag_key(flag::zero_stage),
     "recompute", "precision", "flash-attention", "attention-kernel", flag_key(flag::sequence_parallel),
     flag_key(flag::schedule), "virtual-stages",
-    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "dropout", "inferred", "note", "excluded", "model", "step-seconds",
+    "overlap-grad-reduce", "overlap-param-gather", "tp-comm-overlap", "grad-reduce-dtype", "optimizer", "eager-elementwise", "fsdp-flat-params", "torchtitan-op-sac", "fsdp2-pipelining", "dropout", "fp8-recipe", "inferred", "note", "excluded", "model", "step-seconds",
     "tokens-per-second", "tokens-per-second-per-device", "tflops-per-device", "mfu",
     "peak-tflops", "flops", "memory-gb", flag_key(flag::first_stage_layers),
     flag_key(flag::last_stage_layers)};
@@ -201,6 +201,14 @@ PublishedRun read_run(const toml::table& t, const toml::table& source, const std
                                                                      : Recompute::None;
   const std::string precision = r.str("precision", "bf16");
   L.fp8 = precision == "fp8";
+  // Whose FP8: Transformer Engine (Megatron-LM, NeMo) or torchao (torchtitan).
+  if (t.contains("fp8-recipe")) {
+    const std::string recipe = r.str("fp8-recipe");
+    TESSERA_CHECK(recipe == "te" || recipe == "torchao",
+                  "{}: fp8-recipe must be te or torchao (got '{}')", r.where, clipped(recipe));
+    TESSERA_CHECK(L.fp8, "{}: fp8-recipe needs precision = \"fp8\"", r.where);
+    L.fp8_torchao = recipe == "torchao";
+  }
   TESSERA_CHECK(L.fp8 || (precision_parse(precision, L.precision) && L.precision != Precision::Fp32),
                 "{}: precision must be bf16, fp16 or fp8 (got '{}')", r.where, precision);
   if (L.fp8) L.precision = Precision::Bf16;

@@ -14,14 +14,12 @@ namespace {
 // "h.N.mlp.<part>.weight" of an MoE layer -> "model.layers.N." and part;
 // false for any other name.
 bool split_moe(const std::string& ours, std::string* prefix, std::string* part) {
-  if (!ours.starts_with("h.")) return false;
-  const size_t dot = ours.find('.', 2);
-  if (dot == std::string::npos) return false;
-  const std::string rest = ours.substr(dot + 1);
+  std::string layer, rest;
+  if (!split_layer(ours, &layer, &rest)) return false;
   for (const char* p : {"mlp.router.weight", "mlp.experts.fc.weight", "mlp.experts.proj.weight",
                         "mlp.experts.fc.bias", "mlp.experts.proj.bias"})
     if (rest == p) {
-      *prefix = "model.layers." + ours.substr(2, dot - 2) + ".block_sparse_moe.";
+      *prefix = "model.layers." + layer + ".block_sparse_moe.";
       *part = rest;
       return true;
     }

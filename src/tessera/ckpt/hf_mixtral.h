@@ -10,8 +10,9 @@
 // renormalises them: the softmax over the chosen logits, which is ours
 // (Megatron's default), so both compute the same function. Mixtral has no
 // biases, experts in every layer and no capacity (dropless); a model
-// otherwise is refused by hf_arch_of. Qwen2-MoE (shared experts) is not
-// written yet: the engine has no shared experts.
+// otherwise is refused by hf_arch_of (--moe-router-pre-softmax too: its
+// gates are not renormalised); one with a shared expert or q, k, v biases
+// is Qwen2-MoE's (hf_qwen2_moe.h).
 #pragma once
 #include <cstdint>
 #include <string>

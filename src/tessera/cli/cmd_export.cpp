@@ -89,7 +89,7 @@ void register_export_cmd(CLI::App& app) {
 void register_import_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "import",
-      "make a checkpoint (step 0, weights only) from a Hugging Face GPT-2, Llama, Mixtral or Qwen2 safetensors "
+      "make a checkpoint (step 0, weights only) from a Hugging Face GPT-2, Llama, Mixtral, Qwen2 or Qwen2-MoE safetensors "
       "file or sharded checkpoint (config.json says which); train from it with "
       "`train --load DIR --finetune --use-checkpoint-args`");
   struct Opts {

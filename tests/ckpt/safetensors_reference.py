@@ -110,18 +110,26 @@ class MixtralReference(Reference):
     def mlp(self, h, l):
         gate, experts = self.moe[l]
         B, T, C = h.shape
-        x = h.reshape(B * T, C)
-        probs = (x @ gate.T).softmax(-1)                         # (N, E)
-        weights, chosen = probs.topk(self.topk, dim=-1)          # (N, K)
+        return routed_experts(h.reshape(B * T, C), gate, experts, self.topk, True).reshape(B, T, C)
+
+
+def routed_experts(x, router, experts, topk, renormalise):
+    """transformers' sparse MoE blocks (Mixtral's, Qwen2-MoE's) on rows x
+    (N, C): the softmax over all experts' router logits, its top-k, divided
+    by their sum when `renormalise`, times each chosen expert's
+    down(silu(gate x) * up x); experts: [(gate, up, down) weights]."""
+    probs = (x @ router.T).softmax(-1)                       # (N, E)
+    weights, chosen = probs.topk(topk, dim=-1)               # (N, K)
+    if renormalise:
         weights = weights / weights.sum(-1, keepdim=True)
-        out = torch.zeros_like(x)
-        for j, (w1, w3, w2) in enumerate(experts):
-            rows, slot = (chosen == j).nonzero(as_tuple=True)
-            if rows.numel():
-                xe = x[rows]
-                ye = (F.silu(xe @ w1.T) * (xe @ w3.T)) @ w2.T
-                out.index_add_(0, rows, ye * weights[rows, slot].unsqueeze(-1))
-        return out.reshape(B, T, C)
+    out = torch.zeros_like(x)
+    for j, (wg, wu, wd) in enumerate(experts):
+        rows, slot = (chosen == j).nonzero(as_tuple=True)
+        if rows.numel():
+            xe = x[rows]
+            ye = (F.silu(xe @ wg.T) * (xe @ wu.T)) @ wd.T
+            out.index_add_(0, rows, ye * weights[rows, slot].unsqueeze(-1))
+    return out
 
 
 def mixtral_reference(w, cfg):
@@ -153,17 +161,7 @@ class Qwen2MoeReference(Reference):
         router, experts, (sg, su, sd), sgate = self.moe[l]
         B, T, C = h.shape
         x = h.reshape(B * T, C)
-        probs = (x @ router.T).softmax(-1)                       # (N, E)
-        weights, chosen = probs.topk(self.topk, dim=-1)          # (N, K)
-        if self.norm_topk_prob:
-            weights = weights / weights.sum(-1, keepdim=True)
-        out = torch.zeros_like(x)
-        for j, (wg, wu, wd) in enumerate(experts):
-            rows, slot = (chosen == j).nonzero(as_tuple=True)
-            if rows.numel():
-                xe = x[rows]
-                ye = (F.silu(xe @ wg.T) * (xe @ wu.T)) @ wd.T
-                out.index_add_(0, rows, ye * weights[rows, slot].unsqueeze(-1))
+        out = routed_experts(x, router, experts, self.topk, self.norm_topk_prob)
         shared = (F.silu(x @ sg.T) * (x @ su.T)) @ sd.T
         out = out + torch.sigmoid(x @ sgate.T) * shared        # (N, 1) gate
         return out.reshape(B, T, C)

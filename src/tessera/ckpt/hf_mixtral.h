@@ -27,6 +27,16 @@ namespace tessera::ckpt {
 // The Hugging Face tensors that hold our parameter `ours` of MoE model m.
 std::vector<HfPiece> mixtral_hf_pieces(const std::string& ours, const GPTConfig& m);
 
+// Our stacked experts' `part` ("mlp.experts.fc.weight" (E, 2F, C): expert
+// J's rows [gate | up]; "mlp.experts.proj.weight" (E, C, F)) as E tensors
+// each "<experts>J.<name>.weight", with the family's names for the gate,
+// up and down projections (Mixtral's w1, w3, w2). `ours` and `family`
+// name a bias, which no family holds, in the refusal.
+std::vector<HfPiece> expert_pieces(const std::string& ours, const std::string& part,
+                                   const std::string& experts, const GPTConfig& m,
+                                   const char* gate, const char* up, const char* down,
+                                   const char* family);
+
 // MixtralConfig of a model; bos_token_id = eos_token_id = eot_id when >= 0.
 // router_aux_loss_coef is ours / top-k: transformers' load-balancing loss
 // is E * sum_e f_e P_e with f_e the share of the N tokens choosing e (each

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "tessera/ckpt/hf_files.h"
+#include "tessera/ckpt/hf_mixtral.h"
 #include "tessera/ckpt/hf_qwen2.h"
 #include "tessera/core/error.h"
 
@@ -13,9 +14,6 @@ namespace tessera::ckpt {
 using nlohmann::json;
 
 namespace {
-
-// A float setting as the decimal it was written in (as llama_hf_config's).
-double shortest(float x) { return std::stod(fmt::format("{}", x)); }
 
 // The MoE layers a Qwen2MoeConfig names: l not in mlp_only_layers and
 // (l + 1) % decoder_sparse_step == 0 (Qwen2MoeDecoderLayer's rule).
@@ -55,26 +53,14 @@ std::vector<HfPiece> qwen2_moe_hf_pieces(const std::string& ours, const GPTConfi
       !m.moe_layer(std::stoll(layer)))
     return llama_hf_pieces(ours, m);  // embedding, attention, norms, head, a dense layer's MLP
   const std::string p = "model.layers." + layer + ".mlp.";
-  const int64_t E = m.num_experts, C = m.hidden_size, F = m.ffn();
-  const int64_t S = m.moe_shared_expert_intermediate_size;
-  if (rest == "mlp.router.weight") return {{p + "gate.weight", 0, E}};
+  const int64_t C = m.hidden_size, S = m.moe_shared_expert_intermediate_size;
+  if (rest == "mlp.router.weight") return {{p + "gate.weight", 0, m.num_experts}};
   if (rest == "mlp.shared_expert.fc.weight")  // (2S, C): rows [gate | up]
     return {{p + "shared_expert.gate_proj.weight", 0, S}, {p + "shared_expert.up_proj.weight", S, S}};
   if (rest == "mlp.shared_expert.proj.weight") return {{p + "shared_expert.down_proj.weight", 0, C}};
   if (rest == "mlp.shared_expert_gate.weight") return {{p + "shared_expert_gate.weight", 0, 1}};
-  std::vector<HfPiece> pieces;
-  for (int64_t j = 0; j < E; ++j) {
-    const std::string x = fmt::format("{}experts.{}.", p, j);
-    if (rest == "mlp.experts.fc.weight") {  // (E, 2F, C): expert j's rows [gate | up]
-      pieces.push_back({x + "gate_proj.weight", j * 2 * F, F});
-      pieces.push_back({x + "up_proj.weight", j * 2 * F + F, F});
-    } else if (rest == "mlp.experts.proj.weight") {  // (E, C, F)
-      pieces.push_back({x + "down_proj.weight", j * C, C});
-    } else {
-      fail("no Qwen2-MoE name for {} (Qwen2-MoE's MLPs have no biases)", ours);
-    }
-  }
-  return pieces;
+  return expert_pieces(ours, rest, p + "experts.", m, "gate_proj", "up_proj", "down_proj",
+                       "Qwen2-MoE");
 }
 
 json qwen2_moe_hf_config(const GPTConfig& m, int32_t eot_id) {
@@ -93,7 +79,7 @@ json qwen2_moe_hf_config(const GPTConfig& m, int32_t eot_id) {
     if (!m.moe_layer(l)) dense.push_back(l);
   c["mlp_only_layers"] = dense;
   // transformers' coefficient is top-k times smaller for the same loss (hf_mixtral.h).
-  c["router_aux_loss_coef"] = shortest(m.moe_aux_coeff() / float(m.moe_router_topk));
+  c["router_aux_loss_coef"] = std::stod(fmt::format("{}", m.moe_aux_coeff() / float(m.moe_router_topk)));
   c["output_router_logits"] = false;
   return c;
 }

@@ -1,5 +1,6 @@
 // Shared by the export tests (GPT-2: test_export.cpp, Llama:
-// test_export_llama.cpp, Mixtral: test_export_mixtral.cpp): running the
+// test_export_llama.cpp, Mixtral: test_export_mixtral.cpp, Qwen2-MoE:
+// test_export_qwen2_moe.cpp): running the
 // CLI, a small model with a padded vocabulary, distinct norm and bias
 // values, fixed tokens and its engine logits and loss on them (what the
 // independent Python readers compare), and the export read by PyTorch and
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "ckpt_test_util.h"
 #include "fixed_batches.h"
 #include "tessera/ckpt/durable_io.h"
+#include "tessera/ckpt/hf_index.h"
 #include "tessera/ckpt/hf_model.h"
 #include "tessera/core/rng.h"
 #include "tessera/model/gpt.h"
@@ -83,9 +86,12 @@ struct Exported {
 // (safetensors_reference.py: x's logits and loss on x's tokens), then
 // imported back: config.json describes x's model, and import(export(x)) is
 // x bit for bit. `family` names the PyTorch model in a failure ("Llama").
+// max_shard_bytes > 0: written as shards and an index (hf_shards.h).
 inline void expect_reference_and_round_trip(Exported& x, const ScratchDir& dir,
-                                            const char* family) {
-  ckpt::export_hf(x.model, dir / "hf", 5);
+                                            const char* family, uint64_t max_shard_bytes = 0) {
+  ckpt::export_hf(x.model, dir / "hf", 5, max_shard_bytes);
+  if (max_shard_bytes > 0)  // the reader and the import then take the index and its shards
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir / "hf") / ckpt::kSafetensorsIndexName));
   write_floats(dir / "logits.f32", x.logits.data(), int64_t(x.logits.size()));
   std::ofstream(dir / "case.json") << nlohmann::json({{"tokens", x.tokens},
                                                       {"loss", x.loss},

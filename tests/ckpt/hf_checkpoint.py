@@ -161,3 +161,37 @@ def mixtral_shapes(cfg):
     if not cfg["tie_word_embeddings"]:
         t["lm_head.weight"] = (V, C)
     return t
+
+
+def qwen2_moe_sparse(cfg, l):
+    """Qwen2MoeDecoderLayer's rule: layer l is sparse (experts) unless it is
+    in mlp_only_layers or (l + 1) is not a multiple of decoder_sparse_step."""
+    return (l not in cfg.get("mlp_only_layers", []) and cfg["num_experts"] > 0
+            and (l + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
+def qwen2_moe_shapes(cfg):
+    """Every tensor a Qwen2MoeForCausalLM of config.json `cfg` saves: Qwen2's
+    attention (q, k, v biases) and norms; a dense layer's Qwen2MoeMLP of
+    intermediate_size; a sparse layer's router (mlp.gate), num_experts
+    experts of moe_intermediate_size, a shared expert of
+    shared_expert_intermediate_size and its gate (1, C)."""
+    t = qwen2_shapes(cfg)
+    C, E = cfg["hidden_size"], cfg["num_experts"]
+    Fe, S = cfg["moe_intermediate_size"], cfg["shared_expert_intermediate_size"]
+    for l in range(cfg["num_hidden_layers"]):
+        if not qwen2_moe_sparse(cfg, l):
+            continue
+        p = f"model.layers.{l}.mlp."
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            del t[p + name + ".weight"]
+        t[p + "gate.weight"] = (E, C)
+        for j in range(E):
+            t[p + f"experts.{j}.gate_proj.weight"] = (Fe, C)
+            t[p + f"experts.{j}.up_proj.weight"] = (Fe, C)
+            t[p + f"experts.{j}.down_proj.weight"] = (C, Fe)
+        t[p + "shared_expert.gate_proj.weight"] = (S, C)
+        t[p + "shared_expert.up_proj.weight"] = (S, C)
+        t[p + "shared_expert.down_proj.weight"] = (C, S)
+        t[p + "shared_expert_gate.weight"] = (1, C)
+    return t

@@ -25,6 +25,13 @@ Face conventions alone:
          x @ gate.T, the softmax over all experts, the top
          num_experts_per_tok of it renormalised to sum 1, and the weighted
          sum of those experts' w2(silu(w1 x) * w3 x).
+  qwen2_moe: qwen2's attention and norms; a dense layer (mlp_only_layers,
+         decoder_sparse_step) llama's MLP; a sparse one as transformers'
+         Qwen2MoeSparseMoeBlock: the softmax over all num_experts router
+         logits, its top num_experts_per_tok, renormalised only when
+         norm_topk_prob, the weighted sum of those experts'
+         down(silu(gate x) * up x), plus the shared expert's
+         down(silu(gate x) * up x) times sigmoid(x . shared_expert_gate).
 Compares the loss on the given tokens with the engine's (and the logits,
 when the case names them); exits nonzero on any mismatch.
 
@@ -43,7 +50,8 @@ import torch.nn.functional as F
 here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here))
 sys.path.insert(0, str(here.parent / "model"))
-from hf_checkpoint import gpt2_shapes, llama_shapes, mixtral_shapes, qwen2_shapes, read_weights  # noqa: E402
+from hf_checkpoint import (gpt2_shapes, llama_shapes, mixtral_shapes, qwen2_moe_shapes,  # noqa: E402
+                           qwen2_moe_sparse, qwen2_shapes, read_weights)
 from torch_reference import Reference  # noqa: E402
 
 
@@ -102,18 +110,26 @@ class MixtralReference(Reference):
     def mlp(self, h, l):
         gate, experts = self.moe[l]
         B, T, C = h.shape
-        x = h.reshape(B * T, C)
-        probs = (x @ gate.T).softmax(-1)                         # (N, E)
-        weights, chosen = probs.topk(self.topk, dim=-1)          # (N, K)
+        return routed_experts(h.reshape(B * T, C), gate, experts, self.topk, True).reshape(B, T, C)
+
+
+def routed_experts(x, router, experts, topk, renormalise):
+    """transformers' sparse MoE blocks (Mixtral's, Qwen2-MoE's) on rows x
+    (N, C): the softmax over all experts' router logits, its top-k, divided
+    by their sum when `renormalise`, times each chosen expert's
+    down(silu(gate x) * up x); experts: [(gate, up, down) weights]."""
+    probs = (x @ router.T).softmax(-1)                       # (N, E)
+    weights, chosen = probs.topk(topk, dim=-1)               # (N, K)
+    if renormalise:
         weights = weights / weights.sum(-1, keepdim=True)
-        out = torch.zeros_like(x)
-        for j, (w1, w3, w2) in enumerate(experts):
-            rows, slot = (chosen == j).nonzero(as_tuple=True)
-            if rows.numel():
-                xe = x[rows]
-                ye = (F.silu(xe @ w1.T) * (xe @ w3.T)) @ w2.T
-                out.index_add_(0, rows, ye * weights[rows, slot].unsqueeze(-1))
-        return out.reshape(B, T, C)
+    out = torch.zeros_like(x)
+    for j, (wg, wu, wd) in enumerate(experts):
+        rows, slot = (chosen == j).nonzero(as_tuple=True)
+        if rows.numel():
+            xe = x[rows]
+            ye = (F.silu(xe @ wg.T) * (xe @ wu.T)) @ wd.T
+            out.index_add_(0, rows, ye * weights[rows, slot].unsqueeze(-1))
+    return out
 
 
 def mixtral_reference(w, cfg):
@@ -131,6 +147,44 @@ def mixtral_reference(w, cfg):
     return MixtralReference(config, {k: v.detach() for k, v in dense.params.items()}, moe)
 
 
+class Qwen2MoeReference(Reference):
+    """The reference with Qwen2-MoE's sparse block in its sparse layers."""
+
+    def __init__(self, config, tensors, moe):
+        super().__init__(config, tensors)
+        self.moe = moe  # sparse layer -> (gate (E, C), [(gate, up, down) per expert], shared, shared gate)
+        self.topk, self.norm_topk_prob = config["topk"], config["norm_topk_prob"]
+
+    def mlp(self, h, l):
+        if l not in self.moe:
+            return super().mlp(h, l)
+        router, experts, (sg, su, sd), sgate = self.moe[l]
+        B, T, C = h.shape
+        x = h.reshape(B * T, C)
+        out = routed_experts(x, router, experts, self.topk, self.norm_topk_prob)
+        shared = (F.silu(x @ sg.T) * (x @ su.T)) @ sd.T
+        out = out + torch.sigmoid(x @ sgate.T) * shared        # (N, 1) gate
+        return out.reshape(B, T, C)
+
+
+def qwen2_moe_reference(w, cfg):
+    """Qwen2-MoE's names: qwen2's attention, norms and dense MLPs, the sparse blocks here."""
+    assert cfg["use_sliding_window"] is False, cfg["use_sliding_window"]
+    dense = llama_reference(w, dict(cfg, head_dim=cfg["hidden_size"] // cfg["num_attention_heads"]))
+    moe = {}
+    for l in range(cfg["num_hidden_layers"]):
+        if not qwen2_moe_sparse(cfg, l):
+            continue
+        p = f"model.layers.{l}.mlp."
+        moe[l] = (w[p + "gate.weight"],
+                  [(w[p + f"experts.{j}.gate_proj.weight"], w[p + f"experts.{j}.up_proj.weight"],
+                    w[p + f"experts.{j}.down_proj.weight"]) for j in range(cfg["num_experts"])],
+                  tuple(w[p + f"shared_expert.{n}.weight"] for n in ("gate_proj", "up_proj", "down_proj")),
+                  w[p + "shared_expert_gate.weight"])
+    config = dict(dense.c, topk=cfg["num_experts_per_tok"], norm_topk_prob=cfg["norm_topk_prob"])
+    return Qwen2MoeReference(config, {k: v.detach() for k, v in dense.params.items()}, moe)
+
+
 # model_type -> (config.json's fixed fields, expected tensors, the reference, tolerance)
 FAMILIES = {
     "gpt2": ({"model_type": "gpt2", "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
@@ -145,6 +199,9 @@ FAMILIES = {
     "mixtral": ({"model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "hidden_act": "silu",
                  "torch_dtype": "float32", "output_router_logits": False}, mixtral_shapes,
                 mixtral_reference, 1e-5),
+    "qwen2_moe": ({"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"],
+                   "hidden_act": "silu", "torch_dtype": "float32", "output_router_logits": False},
+                  qwen2_moe_shapes, qwen2_moe_reference, 1e-5),
 }
 
 

@@ -105,6 +105,11 @@ std::vector<Arch> archs() {
     c.moe_shared_expert_intermediate_size = 48;
     c.moe_shared_expert_gate = true;
     a.push_back({"MoeLlamaSharedExpertGate", c});
+    // Qwen2-MoE's routing (--moe-router-pre-softmax: the full softmax's
+    // top-k as gates) and q, k, v biases: the decoder routes as training does.
+    c.moe_router_pre_softmax = true;
+    c.add_qkv_bias = true;
+    a.push_back({"MoeQwen2PreSoftmax", c});
   }
   return a;
 }

@@ -26,12 +26,56 @@ struct Routing {
 };
 
 Routing route(const std::vector<float>& logits, int64_t N, int64_t E, int64_t K,
-              int64_t capacity) {
+              int64_t capacity, bool pre_softmax = false) {
   Routing r{std::vector<int32_t>(N * K), std::vector<int32_t>(N * K), std::vector<int32_t>(E),
             std::vector<float>(N * K), std::vector<float>(kMoeStats + E)};
   cpu().moe_route_forward(r.idx.data(), r.gates.data(), r.slot.data(), r.counts.data(),
-                          r.stats.data(), logits.data(), N, E, K, capacity, /*aux_group=*/N);
+                          r.stats.data(), logits.data(), N, E, K, capacity, /*aux_group=*/N,
+                          pre_softmax);
   return r;
+}
+
+TEST(MoeRoute, PreSoftmaxGatesAreTheFullSoftmaxTopKNotRenormalised) {
+  // One token, E 4, top-2: the same experts as the default, gates p[idx].
+  const std::vector<float> logits = {0.3f, 1.2f, -0.5f, 0.9f};
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l));
+  const Routing pre = route(logits, 1, 4, 2, 1, /*pre_softmax=*/true);
+  const Routing renorm = route(logits, 1, 4, 2, 1);
+  EXPECT_EQ(pre.idx, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(pre.idx, renorm.idx);
+  EXPECT_NEAR(pre.gates[0], std::exp(1.2) / sum, 1e-7);
+  EXPECT_NEAR(pre.gates[1], std::exp(0.9) / sum, 1e-7);
+  EXPECT_NEAR(renorm.gates[0] + renorm.gates[1], 1.0, 1e-6);
+  EXPECT_LT(pre.gates[0] + pre.gates[1], 0.9f);
+}
+
+TEST(MoeRoute, PreSoftmaxBackwardMatchesFiniteDifferences) {
+  // L = sum_k w_k gate_k (+ the aux loss at 0.3): dlogits against central
+  // differences of the forward in double steps of fp32 logits.
+  const int64_t N = 2, E = 5, K = 2;
+  const std::vector<float> logits = {0.3f, 1.2f, -0.5f, 0.9f, 0.1f,  //
+                                     -1.0f, 0.4f, 0.8f, 0.2f, 1.5f};
+  const std::vector<float> w = {0.7f, -1.3f, 2.1f, 0.4f};  // dL / d gates (N, K)
+  const float aux_scale = 0.3f;
+  auto loss = [&](const std::vector<float>& l) {
+    const Routing r = route(l, N, E, K, N, true);
+    double s = aux_scale * double(r.stats[kernels::kMoeAuxLoss]);
+    for (int64_t i = 0; i < N * K; ++i) s += double(w[size_t(i)]) * double(r.gates[size_t(i)]);
+    return s;
+  };
+  const Routing r = route(logits, N, E, K, N, true);
+  std::vector<float> dl(size_t(N * E));
+  cpu().moe_route_backward(dl.data(), w.data(), logits.data(), r.idx.data(), r.gates.data(), N, E,
+                           K, /*aux_group=*/N, aux_scale, /*z_scale=*/0.0f, /*pre_softmax=*/true);
+  for (int64_t i = 0; i < N * E; ++i) {
+    const float h = 1e-2f;
+    std::vector<float> up = logits, down = logits;
+    up[size_t(i)] += h;
+    down[size_t(i)] -= h;
+    const double fd = (loss(up) - loss(down)) / (2.0 * double(h));
+    EXPECT_NEAR(dl[size_t(i)], fd, 2e-4) << "logit " << i;
+  }
 }
 
 TEST(MoeRoute, TiesGoToTheLowestExpertIndex) {

@@ -4,7 +4,10 @@
 // parameter gradient to 1e-5 relative in fp32; variants with a capacity
 // factor that drops tokens, SwiGLU experts without biases (the Llama
 // family), experts in every other layer only, load balancing off and per
-// sequence (seq_aux_loss), a shared expert with and without its gate. The trainer's step then
+// sequence (seq_aux_loss), a shared expert with and without its gate,
+// --moe-router-pre-softmax (gates the full softmax's top-k, not
+// renormalised: Qwen2-MoE's norm_topk_prob false; with a capacity and in
+// Qwen2-MoE's shape, SwiGLU with a gated shared expert). The trainer's step then
 // reports the routing in its metrics.
 #include <gtest/gtest.h>
 
@@ -62,7 +65,17 @@ std::vector<Variant> variants() {
   GPTConfig llama_shared_gate = moe(test::tiny_llama());
   llama_shared_gate.moe_shared_expert_intermediate_size = 64;
   llama_shared_gate.moe_shared_expert_gate = true;
+  GPTConfig pre_softmax = capacity;  // the gates of dropped and kept choices alike
+  pre_softmax.moe_router_pre_softmax = true;
+  GPTConfig qwen2_moe = llama_shared_gate;  // Qwen2-MoE's layer, top-4 of 8 (Qwen1.5-MoE: 4 of 60)
+  qwen2_moe.moe_router_pre_softmax = true;
+  qwen2_moe.num_experts = 8;
+  qwen2_moe.moe_router_topk = 4;
+  qwen2_moe.add_bias_linear = false;
+  qwen2_moe.add_qkv_bias = true;
   return {{"Gpt", moe(test::tiny_gpt())},
+          {"PreSoftmaxCapacity", pre_softmax},
+          {"Qwen2MoePreSoftmax", qwen2_moe},
           {"GptSharedExpert", shared},
           {"EveryOtherLayerSharedGate", shared_gate},
           {"LlamaSharedExpertGate", llama_shared_gate},
@@ -134,6 +147,7 @@ TEST_P(TorchMoe, LogitsLossStatsAndGradients) {
   m["config"]["num_experts"] = mc.num_experts;
   m["config"]["moe_layer_freq"] = mc.moe_layer_freq;
   m["config"]["topk"] = mc.moe_router_topk;
+  m["config"]["pre_softmax"] = mc.moe_router_pre_softmax;
   m["config"]["capacity"] = shape.capacity;
   m["config"]["aux_coeff"] = mc.moe_aux_loss_coeff;
   m["config"]["z_coeff"] = mc.moe_z_loss_coeff;

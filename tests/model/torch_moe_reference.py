@@ -7,7 +7,9 @@ router and experts written here from the definitions, not from the
 engine's kernels:
   * the router's logits, its top-k experts per token (the largest logits,
     the lowest expert index on a tie: a stable sort), and gates = the
-    softmax over the chosen logits (Megatron's default);
+    softmax over the chosen logits (Megatron's default), or under
+    pre_softmax (--moe-router-pre-softmax) the softmax over all E logits at
+    the chosen experts, not renormalised;
   * capacity: expert e keeps the first `capacity` tokens that chose it in
     (b, t) order, the others add nothing;
   * each expert an MLP of the dense one's shapes (GELU or SwiGLU);
@@ -53,7 +55,10 @@ class MoeReference(tr.Reference):
         x = h.reshape(N, C)
         logits = x @ p[f"h.{l}.mlp.router.weight"].T                         # (N, E)
         order = torch.sort(-logits.detach(), dim=-1, stable=True).indices[:, :K]  # (N, K)
-        gates = logits.gather(1, order).softmax(-1)                            # (N, K)
+        if c.get("pre_softmax"):
+            gates = logits.softmax(-1).gather(1, order)                        # (N, K)
+        else:
+            gates = logits.gather(1, order).softmax(-1)                        # (N, K)
         keep = torch.zeros(N, K, dtype=torch.bool)
         fill = [0] * E
         for n in range(N):

@@ -162,6 +162,42 @@ expect_refusal '--moe-shared-expert-intermediate-size must be >= 1 \(got -4\)' \
   train "${small[@]}" "${moe[@]}" --moe-shared-expert-intermediate-size=-4
 expect_refusal '--moe-shared-expert-gate needs --moe-shared-expert-intermediate-size > 0' \
   train "${small[@]}" "${moe[@]}" --moe-shared-expert-gate
+expect_refusal '--moe-router-pre-softmax needs --num-experts' \
+  train "${small[@]}" --moe-router-pre-softmax
+# Hugging Face Qwen2-MoE files (hf_qwen2_moe.h): a config.json this engine
+# does not compute is one line naming the key, before any weight is read.
+qwen2_moe_config() {  # qwen2_moe_config DIR KEY=JSON...: a 2-layer Qwen2-MoE config.json, keys replaced
+  local dir=$1; shift
+  mkdir -p "$dir"; : > "$dir/model.safetensors"
+  /usr/bin/python3 - "$dir/config.json" "$@" <<'PY'
+import json, sys
+c = {"model_type": "qwen2_moe", "hidden_size": 32, "intermediate_size": 64,
+     "moe_intermediate_size": 64, "shared_expert_intermediate_size": 48,
+     "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+     "max_position_embeddings": 16, "vocab_size": 300, "num_experts": 4,
+     "num_experts_per_tok": 2, "norm_topk_prob": False, "decoder_sparse_step": 1,
+     "mlp_only_layers": [], "use_sliding_window": False}
+for kv in sys.argv[2:]:
+    k, v = kv.split("=", 1)
+    c[k] = json.loads(v)
+json.dump(c, open(sys.argv[1], "w"))
+PY
+}
+qwen2_moe_config "$tmp/q_freq" 'mlp_only_layers=[0]'
+expect_refusal '^tessera: error: config.json: decoder_sparse_step 1 and mlp_only_layers \[0\] make layers \[1\] MoE' \
+  import --input "$tmp/q_freq" --output "$tmp/q_freq_out"
+qwen2_moe_config "$tmp/q_none" 'decoder_sparse_step=3'
+expect_refusal '^tessera: error: config.json: decoder_sparse_step and mlp_only_layers leave no MoE layer' \
+  import --input "$tmp/q_none" --output "$tmp/q_none_out"
+qwen2_moe_config "$tmp/q_width" 'mlp_only_layers=[1]' 'intermediate_size=96'
+expect_refusal '^tessera: error: config.json: intermediate_size 96 but moe_intermediate_size 64 with dense layers' \
+  import --input "$tmp/q_width" --output "$tmp/q_width_out"
+qwen2_moe_config "$tmp/q_shared" 'shared_expert_intermediate_size=0'
+expect_refusal '^tessera: error: config.json: shared_expert_intermediate_size 0' \
+  import --input "$tmp/q_shared" --output "$tmp/q_shared_out"
+qwen2_moe_config "$tmp/q_window" 'use_sliding_window=true'
+expect_refusal '^tessera: error: config.json: use_sliding_window true' \
+  import --input "$tmp/q_window" --output "$tmp/q_window_out"
 # MoE under tensor parallelism splits the shared expert as the dense MLP.
 expect_refusal '--moe-shared-expert-intermediate-size \(33\) must be divisible by --tensor-model-parallel-size \(2\)' \
   train "${small[@]}" "${moe[@]}" --moe-shared-expert-intermediate-size 33 \

@@ -65,9 +65,10 @@ no_gate=()
 for a in "${model[@]}"; do [ "$a" = --moe-shared-expert-gate ] || no_gate+=("$a"); done
 expect_refusal 'holds a different model \(moe_shared_expert_gate 1 vs 0' \
   train "${no_gate[@]}" --train-iters 10 --load "$tmp/ck"
-# No Hugging Face architecture written yet holds a shared expert (Mixtral
-# has none; Qwen2-MoE files are not written): export names the flag.
-expect_refusal 'Mixtral needs .*no --moe-shared-expert-intermediate-size' \
+# This GPT-2-block MoE with a capacity is neither Mixtral's (no shared
+# expert) nor Qwen2-MoE's (Llama's block, q, k, v biases, dropless): export
+# names what each lacks.
+expect_refusal 'Mixtral needs .*no --moe-shared-expert-intermediate-size; Qwen2-MoE needs .*--add-qkv-bias and no --moe-expert-capacity-factor' \
   export --checkpoint "$tmp/ck" --output "$tmp/hf"
 
 finish "shared-expert layout(s) differ from one process" \

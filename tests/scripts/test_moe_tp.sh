@@ -11,7 +11,8 @@
 # relative, every loss within 1e-4 (gradient norms 1e-5, then 1e-3). The
 # Llama model's checkpoints reshard across tp: saved at TP 2 it resumes in
 # one process, saved by one process it resumes at TP 2, both to the
-# uninterrupted run's losses (steps 6-10).
+# uninterrupted run's losses (steps 6-10). The Llama one with Qwen2-MoE's
+# pre-softmax routing and q, k, v biases at EP 2 x TP 2.
 # Usage: test_moe_tp.sh TESSERA_BINARY SOURCE_DIR
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # fail, finish, expect_exit, ...
@@ -50,5 +51,11 @@ run llama_load_tp1 1 --load "$tmp/ck2"
 run llama_load_tp2 2 "${tp2[@]}" --load "$tmp/ck1"
 compare "$tmp/llama_one.jsonl" "$tmp/llama_load_tp1.jsonl" llama_save_tp2_load_tp1 1 6
 compare "$tmp/llama_one.jsonl" "$tmp/llama_load_tp2.jsonl" llama_save_tp1_load_tp2 2 6
+# Qwen2-MoE's routing (--moe-router-pre-softmax: the full softmax's top-k as
+# gates) with q, k, v biases, at EP 2 x TP 2: the replicated routing and its
+# backward are the one process's.
+run qwen_one 1 --add-qkv-bias --moe-router-pre-softmax
+run qwen_ep2_tp2 4 "${tp2[@]}" --expert-model-parallel-size 2 --add-qkv-bias --moe-router-pre-softmax
+compare "$tmp/qwen_one.jsonl" "$tmp/qwen_ep2_tp2.jsonl" qwen_pre_softmax_ep2_tp2 4
 finish "MoE under tensor parallelism differs from one process" \
-  "MoE at TP 2, TP 2 + SP, EP 2 x TP 2, TP 2 x PP 2 and Llama TP 2 equals one process; checkpoints reshard over tp"
+  "MoE at TP 2, TP 2 + SP, EP 2 x TP 2, TP 2 x PP 2, Llama TP 2 and pre-softmax EP 2 x TP 2 equal one process; checkpoints reshard over tp"

@@ -6,7 +6,7 @@
 # the MoE fields, and --load with another number of experts or top-k is
 # refused in one line naming the difference. A capacity factor drops tokens
 # and says so. The checkpoint generates. A Llama-block MoE round-trips through Hugging Face Mixtral
-# files. With dropout, recomputation (selective, full) changes no
+# files, a Qwen2-MoE-block one (--moe-router-pre-softmax) through Qwen2-MoE files. With dropout, recomputation (selective, full) changes no
 # bit; --bf16 and SwiGLU experts train within 2 % of fp32; a resumed run
 # repeats the first run's losses exactly.
 # Usage: test_moe_train.sh TESSERA_BINARY SOURCE_DIR
@@ -88,6 +88,42 @@ eval_loss() { "$bin" eval --checkpoint "$1" --eval-iters 4 --micro-batch-size 4 
 [ "$(eval_loss "$tmp/mx")" = "$(eval_loss "$tmp/mx_back")" ] && [ -n "$(eval_loss "$tmp/mx")" ] ||
   fail "Mixtral round trip: $(eval_loss "$tmp/mx") vs $(eval_loss "$tmp/mx_back")"
 echo "ok: Mixtral export -> import evaluates to the checkpoint's $(eval_loss "$tmp/mx")"
+
+# Qwen2-MoE's block (q, k, v biases, a gated shared expert, the full
+# softmax's top-k as gates: --moe-router-pre-softmax), experts in layers 0
+# and 2 of 3: exported as Qwen2-MoE (layer 1 in mlp_only_layers), imported
+# back and evaluated to the same loss; it generates alike with and without
+# the KV cache; --load without --moe-router-pre-softmax is refused naming
+# it, and --use-checkpoint-args takes it (and the experts) from the import.
+qwen=("${model[@]}" --num-layers 3 --moe-layer-freq 2 --normalization RMSNorm --swiglu
+      --position-embedding-type rope --disable-bias-linear --add-qkv-bias
+      --moe-shared-expert-intermediate-size 48 --moe-shared-expert-gate)
+"$bin" train "${qwen[@]}" --moe-router-pre-softmax --train-iters 3 --eval-interval 0 \
+  --save "$tmp/qw" >"$tmp/qw.log" 2>&1 || { cat "$tmp/qw.log"; exit 1; }
+"$bin" export --checkpoint "$tmp/qw" --output "$tmp/qw_hf" | grep -q "(Qwen2-MoE)" || fail "Qwen2-MoE export"
+/usr/bin/python3 - "$tmp/qw_hf/config.json" <<'PY' || fail "Qwen2-MoE config.json"
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["model_type"] == "qwen2_moe" and c["norm_topk_prob"] is False, c
+assert c["mlp_only_layers"] == [1] and c["decoder_sparse_step"] == 1, c
+PY
+"$bin" import --input "$tmp/qw_hf" --output "$tmp/qw_back" >/dev/null || fail "Qwen2-MoE import"
+[ "$(eval_loss "$tmp/qw")" = "$(eval_loss "$tmp/qw_back")" ] && [ -n "$(eval_loss "$tmp/qw")" ] ||
+  fail "Qwen2-MoE round trip: $(eval_loss "$tmp/qw") vs $(eval_loss "$tmp/qw_back")"
+echo "ok: Qwen2-MoE export -> import evaluates to the checkpoint's $(eval_loss "$tmp/qw")"
+qgen() { "$bin" generate --checkpoint "$tmp/qw" --prompt "The" --max-new-tokens 12 --temperature 0 "$@"; }
+qgen >"$tmp/qgen" 2>"$tmp/qgen.err" || { cat "$tmp/qgen.err"; fail "generate from a Qwen2-MoE checkpoint"; }
+qgen --no-kv-cache >"$tmp/qgen_nocache" 2>/dev/null || fail "generate --no-kv-cache (Qwen2-MoE)"
+[ -s "$tmp/qgen" ] && cmp -s "$tmp/qgen" "$tmp/qgen_nocache" ||
+  fail "pre-softmax MoE generation differs with and without the KV cache"
+echo "ok: the pre-softmax MoE generates the same greedy text with and without the KV cache"
+expect_refusal 'holds a different model \(moe_router_pre_softmax 1 vs 0: checkpoint vs this run\)' \
+  train "${qwen[@]}" --train-iters 4 --load "$tmp/qw"
+"$bin" train --load "$tmp/qw_back" --finetune --use-checkpoint-args --train-iters 2 \
+  --micro-batch-size 4 --global-batch-size 8 --no-progress --threads 2 --cache-dir "$tmp/cache" \
+  --eval-interval 0 >"$tmp/qw_ft.log" 2>&1 || { cat "$tmp/qw_ft.log"; fail "--use-checkpoint-args of a Qwen2-MoE import"; }
+grep -q "pre-softmax" "$tmp/qw_ft.log" || { cat "$tmp/qw_ft.log"; fail "the fine-tune's model is not pre-softmax"; }
+echo "ok: --use-checkpoint-args trains the Qwen2-MoE import as it was saved"
 
 # A capacity factor below 1 drops token choices, and the metrics count them.
 "$bin" train "${model[@]}" --train-iters 3 --moe-expert-capacity-factor 0.5 \

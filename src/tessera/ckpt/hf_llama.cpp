@@ -20,7 +20,8 @@ namespace {
 // 9.999999747378752e-06): config.json is read by people too.
 double shortest(float x) { return std::stod(fmt::format("{}", x)); }
 
-// "h.N.rest" -> N and rest; false for other names.
+}  // namespace
+
 bool split_layer(const std::string& ours, std::string* layer, std::string* rest) {
   if (!ours.starts_with("h.")) return false;
   const size_t dot = ours.find('.', 2);
@@ -29,8 +30,6 @@ bool split_layer(const std::string& ours, std::string* layer, std::string* rest)
   *rest = ours.substr(dot + 1);
   return true;
 }
-
-}  // namespace
 
 std::vector<HfPiece> llama_hf_pieces(const std::string& ours, const GPTConfig& m) {
   const int64_t C = m.hidden_size, hs = m.head_size(), F = m.ffn();

@@ -36,6 +36,9 @@ struct HfPiece {
   int64_t row0 = 0, rows = 0;
 };
 
+// "h.N.rest" -> N and rest; false for names outside the layers.
+bool split_layer(const std::string& ours, std::string* layer, std::string* rest);
+
 // The Hugging Face tensors that hold our parameter `ours` of model m, in row
 // order (wte and lm_head: the real vocabulary rows only).
 std::vector<HfPiece> llama_hf_pieces(const std::string& ours, const GPTConfig& m);

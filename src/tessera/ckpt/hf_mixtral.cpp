@@ -14,14 +14,12 @@ namespace {
 // "h.N.mlp.<part>.weight" of an MoE layer -> "model.layers.N." and part;
 // false for any other name.
 bool split_moe(const std::string& ours, std::string* prefix, std::string* part) {
-  if (!ours.starts_with("h.")) return false;
-  const size_t dot = ours.find('.', 2);
-  if (dot == std::string::npos) return false;
-  const std::string rest = ours.substr(dot + 1);
+  std::string layer, rest;
+  if (!split_layer(ours, &layer, &rest)) return false;
   for (const char* p : {"mlp.router.weight", "mlp.experts.fc.weight", "mlp.experts.proj.weight",
                         "mlp.experts.fc.bias", "mlp.experts.proj.bias"})
     if (rest == p) {
-      *prefix = "model.layers." + ours.substr(2, dot - 2) + ".block_sparse_moe.";
+      *prefix = "model.layers." + layer + ".block_sparse_moe.";
       *part = rest;
       return true;
     }
@@ -33,18 +31,25 @@ bool split_moe(const std::string& ours, std::string* prefix, std::string* part) 
 std::vector<HfPiece> mixtral_hf_pieces(const std::string& ours, const GPTConfig& m) {
   std::string p, part;
   if (!split_moe(ours, &p, &part)) return llama_hf_pieces(ours, m);
+  if (part == "mlp.router.weight") return {{p + "gate.weight", 0, m.num_experts}};
+  return expert_pieces(ours, part, p + "experts.", m, "w1", "w3", "w2", "Mixtral");
+}
+
+std::vector<HfPiece> expert_pieces(const std::string& ours, const std::string& part,
+                                   const std::string& experts, const GPTConfig& m,
+                                   const char* gate, const char* up, const char* down,
+                                   const char* family) {
   const int64_t E = m.num_experts, C = m.hidden_size, F = m.ffn();
-  if (part == "mlp.router.weight") return {{p + "gate.weight", 0, E}};
   std::vector<HfPiece> pieces;
   for (int64_t j = 0; j < E; ++j) {
-    const std::string x = fmt::format("{}experts.{}.", p, j);
+    const std::string x = fmt::format("{}{}.", experts, j);
     if (part == "mlp.experts.fc.weight") {  // (E, 2F, C): expert j's rows [gate | up]
-      pieces.push_back({x + "w1.weight", j * 2 * F, F});
-      pieces.push_back({x + "w3.weight", j * 2 * F + F, F});
+      pieces.push_back({fmt::format("{}{}.weight", x, gate), j * 2 * F, F});
+      pieces.push_back({fmt::format("{}{}.weight", x, up), j * 2 * F + F, F});
     } else if (part == "mlp.experts.proj.weight") {  // (E, C, F)
-      pieces.push_back({x + "w2.weight", j * C, C});
+      pieces.push_back({fmt::format("{}{}.weight", x, down), j * C, C});
     } else {
-      fail("no Mixtral name for {} (Mixtral's experts have no biases)", ours);
+      fail("no {} name for {} ({}'s experts have no biases)", family, ours, family);
     }
   }
   return pieces;

@@ -10,8 +10,9 @@
 // renormalises them: the softmax over the chosen logits, which is ours
 // (Megatron's default), so both compute the same function. Mixtral has no
 // biases, experts in every layer and no capacity (dropless); a model
-// otherwise is refused by hf_arch_of. Qwen2-MoE (shared experts) is not
-// written yet: the engine has no shared experts.
+// otherwise is refused by hf_arch_of (--moe-router-pre-softmax too: its
+// gates are not renormalised); one with a shared expert or q, k, v biases
+// is Qwen2-MoE's (hf_qwen2_moe.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,6 +26,16 @@ namespace tessera::ckpt {
 
 // The Hugging Face tensors that hold our parameter `ours` of MoE model m.
 std::vector<HfPiece> mixtral_hf_pieces(const std::string& ours, const GPTConfig& m);
+
+// Our stacked experts' `part` ("mlp.experts.fc.weight" (E, 2F, C): expert
+// J's rows [gate | up]; "mlp.experts.proj.weight" (E, C, F)) as E tensors
+// each "<experts>J.<name>.weight", with the family's names for the gate,
+// up and down projections (Mixtral's w1, w3, w2). `ours` and `family`
+// name a bias, which no family holds, in the refusal.
+std::vector<HfPiece> expert_pieces(const std::string& ours, const std::string& part,
+                                   const std::string& experts, const GPTConfig& m,
+                                   const char* gate, const char* up, const char* down,
+                                   const char* family);
 
 // MixtralConfig of a model; bos_token_id = eos_token_id = eot_id when >= 0.
 // router_aux_loss_coef is ours / top-k: transformers' load-balancing loss

@@ -9,6 +9,7 @@
 #include "tessera/ckpt/hf_llama.h"
 #include "tessera/ckpt/hf_mixtral.h"
 #include "tessera/ckpt/hf_qwen2.h"
+#include "tessera/ckpt/hf_qwen2_moe.h"
 #include "tessera/config/model_fields.h"
 #include "tessera/core/error.h"
 
@@ -30,23 +31,36 @@ std::string listed(const std::vector<std::string>& xs) {
 
 namespace {
 
-// Mixtral holds an MoE model with Llama's block, experts in every layer, no
-// biases and no capacity; otherwise this names what differs.
+// An MoE model with Llama's block and no capacity is Mixtral's when it has
+// no biases, no shared expert and renormalised gates; Qwen2-MoE's when it
+// has q, k, v biases alone and a gated shared expert (any --moe-layer-freq:
+// mlp_only_layers names the dense layers). Otherwise this names what each
+// lacks.
 HfArch moe_arch_of(const GPTConfig& m) {
-  std::vector<std::string> lacks;
-  if (!m.rmsnorm()) lacks.push_back(fmt::format("{} RMSNorm", flag::normalization));
-  if (!m.swiglu) lacks.push_back(flag::swiglu);
-  if (!m.rope()) lacks.push_back(fmt::format("{} rope", flag::position_embedding));
-  if (m.moe_layer_freq != 1) lacks.push_back(fmt::format("{} 1", flag::moe_layer_freq));
-  if (m.add_bias_linear) lacks.push_back(flag::disable_bias_linear);
-  if (m.add_qkv_bias) lacks.push_back(fmt::format("no {}", flag::add_qkv_bias));
-  if (!m.moe_dropless()) lacks.push_back(fmt::format("no {}", flag::moe_capacity_factor));
-  if (m.moe_shared()) lacks.push_back(fmt::format("no {}", flag::moe_shared_size));
-  TESSERA_CHECK(lacks.empty(),
-                "no Hugging Face architecture holds this model ({}): Mixtral needs {} (Qwen2-MoE "
-                "files are not written yet)",
-                m.summary(), listed(lacks));
-  return HfArch::Mixtral;
+  std::vector<std::string> block;  // what both need
+  if (!m.rmsnorm()) block.push_back(fmt::format("{} RMSNorm", flag::normalization));
+  if (!m.swiglu) block.push_back(flag::swiglu);
+  if (!m.rope()) block.push_back(fmt::format("{} rope", flag::position_embedding));
+  std::vector<std::string> mixtral = block, qwen = block;
+  if (m.moe_layer_freq != 1) mixtral.push_back(fmt::format("{} 1", flag::moe_layer_freq));
+  if (m.add_bias_linear) {
+    mixtral.push_back(flag::disable_bias_linear);
+    qwen.push_back(flag::disable_bias_linear);
+  }
+  if (m.add_qkv_bias) mixtral.push_back(fmt::format("no {}", flag::add_qkv_bias));
+  if (!m.add_qkv_bias) qwen.push_back(flag::add_qkv_bias);
+  if (!m.moe_dropless()) {
+    mixtral.push_back(fmt::format("no {}", flag::moe_capacity_factor));
+    qwen.push_back(fmt::format("no {}", flag::moe_capacity_factor));
+  }
+  if (m.moe_shared()) mixtral.push_back(fmt::format("no {}", flag::moe_shared_size));
+  if (m.moe_router_pre_softmax) mixtral.push_back(fmt::format("no {}", flag::moe_router_pre_softmax));
+  if (!m.moe_shared()) qwen.push_back(flag::moe_shared_size);
+  if (!m.moe_shared() || !m.moe_shared_expert_gate) qwen.push_back(flag::moe_shared_gate);
+  if (mixtral.empty()) return HfArch::Mixtral;
+  if (qwen.empty()) return HfArch::Qwen2Moe;
+  fail("no Hugging Face architecture holds this model ({}): Mixtral needs {}; Qwen2-MoE needs {}",
+       m.summary(), listed(mixtral), listed(qwen));
 }
 
 }  // namespace
@@ -86,6 +100,7 @@ HfArch hf_arch_of(const json& c) {
     if (t == "llama") return HfArch::Llama;
     if (t == "mixtral") return HfArch::Mixtral;
     if (t == "qwen2") return HfArch::Qwen2;
+    if (t == "qwen2_moe") return HfArch::Qwen2Moe;
     what = "model_type '" + t + "'";
   } else if (c.contains("architectures")) {
     const json& a = c["architectures"];
@@ -96,12 +111,14 @@ HfArch hf_arch_of(const json& c) {
     if (t == "LlamaForCausalLM" || t == "LlamaModel") return HfArch::Llama;
     if (t == "MixtralForCausalLM" || t == "MixtralModel") return HfArch::Mixtral;
     if (t == "Qwen2ForCausalLM" || t == "Qwen2Model") return HfArch::Qwen2;
+    if (t == "Qwen2MoeForCausalLM" || t == "Qwen2MoeModel") return HfArch::Qwen2Moe;
     what = "architectures " + a.dump();
   } else {
     return HfArch::Gpt2;
   }
   fail("config.json: {} (this engine imports GPT-2 (model_type gpt2), Llama (model_type llama), "
-       "Mixtral (model_type mixtral) and Qwen2 (model_type qwen2))",
+       "Mixtral (model_type mixtral), Qwen2 (model_type qwen2) and Qwen2-MoE (model_type "
+       "qwen2_moe))",
        what);
 }
 
@@ -111,6 +128,7 @@ const char* hf_arch_name(HfArch a) {
     case HfArch::Llama: return "Llama";
     case HfArch::Mixtral: return "Mixtral";
     case HfArch::Qwen2: return "Qwen2";
+    case HfArch::Qwen2Moe: return "Qwen2-MoE";
   }
   return "?";
 }
@@ -121,6 +139,7 @@ GPTConfig model_from_hf(const json& cfg) {
     case HfArch::Llama: return model_from_llama_hf_config(cfg);
     case HfArch::Mixtral: return model_from_mixtral_hf_config(cfg);
     case HfArch::Qwen2: return model_from_qwen2_hf_config(cfg);
+    case HfArch::Qwen2Moe: return model_from_qwen2_moe_hf_config(cfg);
   }
   fail("config.json: unknown architecture");
 }
@@ -132,6 +151,7 @@ void export_hf(const GPT& model, const std::string& out_dir, int32_t eot_id,
     case HfArch::Llama: return export_hf_llama(model, out_dir, eot_id, max_shard_bytes);
     case HfArch::Mixtral: return export_hf_mixtral(model, out_dir, eot_id, max_shard_bytes);
     case HfArch::Qwen2: return export_hf_qwen2(model, out_dir, eot_id, max_shard_bytes);
+    case HfArch::Qwen2Moe: return export_hf_qwen2_moe(model, out_dir, eot_id, max_shard_bytes);
   }
 }
 
@@ -141,6 +161,7 @@ void import_hf(const std::string& path, GPT& model) {
     case HfArch::Llama: return import_hf_llama(path, model);
     case HfArch::Mixtral: return import_hf_mixtral(path, model);
     case HfArch::Qwen2: return import_hf_qwen2(path, model);
+    case HfArch::Qwen2Moe: return import_hf_qwen2_moe(path, model);
   }
 }
 

@@ -1,5 +1,5 @@
 // `tessera export` and `tessera import`: a checkpoint to and from Hugging
-// Face GPT-2 or Llama (model.safetensors, or its shards and
+// Face GPT-2, Llama, Mixtral, Qwen2 or Qwen2-MoE (model.safetensors, or its shards and
 // model.safetensors.index.json, + config.json), whichever holds the model
 // (ckpt/hf_model.h).
 #include <fmt/core.h>
@@ -32,7 +32,8 @@ namespace fs = std::filesystem;
 void register_export_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "export",
-      "write a checkpoint as Hugging Face GPT-2 or Llama, whichever holds the model "
+      "write a checkpoint as Hugging Face GPT-2, Llama, Mixtral, Qwen2 or Qwen2-MoE, whichever "
+      "holds the model "
       "(model.safetensors + config.json)");
   struct Opts {
     std::string checkpoint, format = "safetensors", output, max_shard_size;
@@ -89,7 +90,7 @@ void register_export_cmd(CLI::App& app) {
 void register_import_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "import",
-      "make a checkpoint (step 0, weights only) from a Hugging Face GPT-2, Llama, Mixtral or Qwen2 safetensors "
+      "make a checkpoint (step 0, weights only) from a Hugging Face GPT-2, Llama, Mixtral, Qwen2 or Qwen2-MoE safetensors "
       "file or sharded checkpoint (config.json says which); train from it with "
       "`train --load DIR --finetune --use-checkpoint-args`");
   struct Opts {

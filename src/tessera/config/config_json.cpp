@@ -73,6 +73,8 @@ std::string model_difference(const GPTConfig& a, const GPTConfig& b) {
                              b.moe() ? b.moe_router_topk : 0),
                         diff("moe_layer_freq", a.moe() ? a.moe_layer_freq : 0,
                              b.moe() ? b.moe_layer_freq : 0),
+                        diff("moe_router_pre_softmax", a.moe() && a.moe_router_pre_softmax,
+                             b.moe() && b.moe_router_pre_softmax),
                         diff("moe_shared_expert_intermediate_size",
                              a.moe_shared() ? a.moe_shared_expert_intermediate_size : 0,
                              b.moe_shared() ? b.moe_shared_expert_intermediate_size : 0),

@@ -51,6 +51,9 @@ void check_moe(const GPTConfig& m) {
                 flag::moe_shared_size, flag::num_experts);
   TESSERA_CHECK(!m.moe_shared_expert_gate || m.moe_shared(), "{} needs {} > 0",
                 flag::moe_shared_gate, flag::moe_shared_size);
+  // A routing switch: said without experts it would be silently dropped.
+  TESSERA_CHECK(!m.moe_router_pre_softmax || m.moe(), "{} needs {}", flag::moe_router_pre_softmax,
+                flag::num_experts);
   if (!m.moe()) return;
   check_field_range(model_field(flag::moe_layer_freq), m.moe_layer_freq);
   check_field_range(model_field(flag::moe_router_topk), m.moe_router_topk);
@@ -128,8 +131,8 @@ std::string GPTConfig::summary() const {
                      untie_embeddings ? " untied" : "",
                      add_bias_linear ? "" : add_qkv_bias ? " qkv-bias only" : " no-bias");
   if (moe())
-    s += fmt::format(" moe {} experts top-{} every {} layer(s){}", num_experts, moe_router_topk,
-                     moe_layer_freq,
+    s += fmt::format(" moe {} experts top-{}{} every {} layer(s){}", num_experts, moe_router_topk,
+                     moe_router_pre_softmax ? " pre-softmax" : "", moe_layer_freq,
                      moe_dropless() ? "" : fmt::format(" capacity {}", moe_capacity_factor));
   if (moe_shared())
     s += fmt::format(" shared expert {}{}", moe_shared_expert_intermediate_size,

@@ -62,6 +62,11 @@ struct GPTConfig {
   int64_t num_experts = 0;
   int64_t moe_layer_freq = 1;
   int64_t moe_router_topk = 2;          // --moe-router-topk: experts per token
+  // --moe-router-pre-softmax (Megatron-LM's flag): the gates are the top-k
+  // of the softmax over all E logits, not renormalised (Qwen2-MoE's
+  // norm_topk_prob false). Off: the softmax over the top-k logits (the
+  // same top-k renormalised to sum to 1; Mixtral's).
+  bool moe_router_pre_softmax = false;
   float moe_aux_loss_coeff = 0.0f;      // --moe-aux-loss-coeff (Switch/GShard)
   float moe_z_loss_coeff = 0.0f;        // --moe-z-loss-coeff (ST-MoE router z-loss)
   MoeLoadBalancing moe_load_balancing = MoeLoadBalancing::AuxLoss;

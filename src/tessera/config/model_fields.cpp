@@ -39,7 +39,7 @@ bool moe_not_default(const G& m) {
 }
 constexpr unsigned kMoeTraining = kSurfaceLayout | kSurfaceCheckpoint;
 
-const std::array<Field<G>, 30> kFields{{
+const std::array<Field<G>, 31> kFields{{
     {.flag = flag::num_layers, .json_key = "num_layers", .surfaces = kShape,
      .access = &G::num_layers, .help = "transformer layers", .range = kLayers, .required = true},
     {.flag = flag::hidden_size, .json_key = "hidden_size", .surfaces = kShape,
@@ -150,8 +150,15 @@ const std::array<Field<G>, 30> kFields{{
      .range = kLayers, .written = moe_not_default<&G::moe_layer_freq>, .stored = moe},
     {.flag = flag::moe_router_topk, .json_key = "moe_router_topk", .surfaces = kShape,
      .access = &G::moe_router_topk,
-     .help = "experts each token is routed to (softmax over the top-k router logits)",
+     .help = "experts each token is routed to (the largest router logits)",
      .range = FieldRange{1, int64_t(1) << 16, ">= 1"}, .written = moe, .stored = moe},
+    // Changes what the gates are, so stored, and --load compares it.
+    {.flag = flag::moe_router_pre_softmax, .json_key = "moe_router_pre_softmax",
+     .surfaces = kShape, .access = &G::moe_router_pre_softmax,
+     .help = "gates = the top-k of the softmax over all experts, not renormalised (Qwen2-MoE's "
+             "norm_topk_prob false); default: the softmax over the top-k logits",
+     .written = moe_not_default<&G::moe_router_pre_softmax>,
+     .stored = moe_not_default<&G::moe_router_pre_softmax>},
     {.flag = flag::moe_aux_loss_coeff, .json_key = "moe_aux_loss_coeff",
      .surfaces = kMoeTraining, .access = &G::moe_aux_loss_coeff,
      .help = "coefficient of the Switch/GShard load-balancing loss (aux_loss or seq_aux_loss)",

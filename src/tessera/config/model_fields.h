@@ -36,6 +36,7 @@ inline constexpr const char add_qkv_bias[] = "--add-qkv-bias";
 inline constexpr const char num_experts[] = "--num-experts";
 inline constexpr const char moe_layer_freq[] = "--moe-layer-freq";
 inline constexpr const char moe_router_topk[] = "--moe-router-topk";
+inline constexpr const char moe_router_pre_softmax[] = "--moe-router-pre-softmax";
 inline constexpr const char moe_aux_loss_coeff[] = "--moe-aux-loss-coeff";
 inline constexpr const char moe_z_loss_coeff[] = "--moe-z-loss-coeff";
 inline constexpr const char moe_load_balancing[] = "--moe-router-load-balancing-type";

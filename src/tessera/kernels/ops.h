@@ -114,16 +114,18 @@ class Ops {
   // token rows, charged to Op::Residual with the other adds of rows ----
   void moe_route_forward(int32_t* idx, float* gates, int32_t* slot, int32_t* counts,
                          float* stats, const float* logits, int64_t N, int64_t E, int64_t K,
-                         int64_t capacity, int64_t aux_group) const {
+                         int64_t capacity, int64_t aux_group, bool pre_softmax) const {
     ProfileScope t(prof_, Op::Residual);
-    b_->moe_route_forward(idx, gates, slot, counts, stats, logits, N, E, K, capacity, aux_group);
+    b_->moe_route_forward(idx, gates, slot, counts, stats, logits, N, E, K, capacity, aux_group,
+                          pre_softmax);
   }
   void moe_route_backward(float* dlogits, const float* dgates, const float* logits,
                           const int32_t* idx, const float* gates, int64_t N, int64_t E, int64_t K,
-                          int64_t aux_group, float aux_scale, float z_scale) const {
+                          int64_t aux_group, float aux_scale, float z_scale,
+                          bool pre_softmax) const {
     ProfileScope t(prof_, Op::Residual);
     b_->moe_route_backward(dlogits, dgates, logits, idx, gates, N, E, K, aux_group, aux_scale,
-                           z_scale);
+                           z_scale, pre_softmax);
   }
   void moe_permute_forward(Act xs, ConstAct x, const int32_t* slot, int64_t N, int64_t K,
                            int64_t C) const {

@@ -205,6 +205,7 @@ ActShape act_shape_of(const GPTConfig& m, int64_t B, int64_t tp, bool sequence_p
     s.capacity = m.moe_capacity(B * m.seq_length);
     s.moe_aux_coeff = m.moe_aux_coeff();
     s.moe_z_coeff = m.moe_z_loss_coeff;
+    s.moe_pre_softmax = m.moe_router_pre_softmax;
     s.moe_aux_group = m.moe_load_balancing == MoeLoadBalancing::SeqAuxLoss ? m.seq_length
                                                                             : B * m.seq_length;
     s.moe_layer_freq = m.moe_layer_freq;

@@ -48,6 +48,8 @@ struct ActShape {
   // `capacity` tokens of the micro-batch; the aux and z-loss coefficients.
   int64_t E = 0, K = 0, capacity = 0;
   float moe_aux_coeff = 0, moe_z_coeff = 0;
+  // --moe-router-pre-softmax: gates = the full softmax's top-k (not renormalised).
+  bool moe_pre_softmax = false;
   // Tokens the aux loss balances over: the micro-batch (N, aux_loss) or
   // each sequence (T, seq_aux_loss), averaged over the groups.
   int64_t moe_aux_group = 0;

@@ -10,7 +10,7 @@ void moe_route_and_sort(const kernels::Ops& ops, const LayerWeights& w, const Mo
   const int64_t N = s.N(), C = s.C, E = s.E, K = s.K;
   ops.matmul_forward(m.logits, ln2, w.router_w, nullptr, N, C, E);  // (N, E)
   ops.moe_route_forward(m.idx, m.gates, m.slot, m.counts, m.stats, m.logits, N, E, K,
-                        s.capacity, s.moe_aux_group);
+                        s.capacity, s.moe_aux_group, s.moe_pre_softmax);
   ops.moe_permute_forward(m.xs, ln2, m.slot, N, K, C);  // (R, C)
 }
 
@@ -26,7 +26,8 @@ void moe_router_backward(const kernels::Ops& ops, const LayerWeights& w, const L
   tp_all_reduce(tp, scratch.moe_dgates, N * K, comm::ReduceOp::Sum, ops.profile());
   const float scale = scratch.moe_loss_scale;
   ops.moe_route_backward(scratch.moe_dlogits, scratch.moe_dgates, m.logits, m.idx, m.gates, N, E,
-                         K, s.moe_aux_group, scale * s.moe_aux_coeff, scale * s.moe_z_coeff);
+                         K, s.moe_aux_group, scale * s.moe_aux_coeff, scale * s.moe_z_coeff,
+                         s.moe_pre_softmax);
   // The router: dln2 += dlogits @ router, and its weight's gradient (the
   // same on every tp rank: the router is replicated). Under tp dln2 is a
   // partial sum the block reduces over tp, and this share is whole on

@@ -44,6 +44,14 @@ std::vector<std::string> apply_checkpoint_args(TrainConfig& c, const ckpt::Check
   m.untie_embeddings = from.untie_embeddings;
   m.add_bias_linear = from.add_bias_linear;
   m.add_qkv_bias = from.add_qkv_bias;
+  // The experts and their routing, likewise (an imported Mixtral or
+  // Qwen2-MoE trains with --use-checkpoint-args alone).
+  m.num_experts = from.num_experts;
+  m.moe_layer_freq = from.moe_layer_freq;
+  m.moe_router_topk = from.moe_router_topk;
+  m.moe_router_pre_softmax = from.moe_router_pre_softmax;
+  m.moe_shared_expert_intermediate_size = from.moe_shared_expert_intermediate_size;
+  m.moe_shared_expert_gate = from.moe_shared_expert_gate;
   if (const std::string d = model_difference(before, m); !d.empty())
     notes.push_back(fmt::format(
         "--use-checkpoint-args: the architecture taken from the checkpoint ({}: this run's flags "

@@ -61,7 +61,8 @@ std::vector<double> aux_coefficients(const int32_t* idx, int64_t N, int64_t E, i
 
 void CpuBackend::moe_route_forward(int32_t* idx, float* gates, int32_t* slot, int32_t* counts,
                                    float* stats, const float* logits, int64_t N, int64_t E,
-                                   int64_t K, int64_t capacity, int64_t aux_group) const {
+                                   int64_t K, int64_t capacity, int64_t aux_group,
+                                   bool pre_softmax) const {
   TESSERA_CHECK(K >= 1 && K <= E, "moe_route_forward: top-{} of {} experts", K, E);
   // Top-k by repeated selection: the largest logit not yet taken, the
   // lowest expert index on a tie (strict >), so every layout picks the same.
@@ -77,6 +78,13 @@ void CpuBackend::moe_route_forward(int32_t* idx, float* gates, int32_t* slot, in
         if (!taken && (best < 0 || l[e] > l[best])) best = e;
       }
       ix[k] = int32_t(best);
+    }
+    if (pre_softmax) {
+      // The full softmax's probabilities of the chosen experts, as they are
+      // (the softmax is monotone, so its top-k are the logits' top-k).
+      const RowSoftmax r = row_softmax(l, E);
+      for (int64_t k = 0; k < K; ++k) gates[n * K + k] = r.prob(l[ix[k]]);
+      continue;
     }
     // The softmax of the chosen logits (ix[0] holds the largest).
     double sum = 0;
@@ -121,7 +129,7 @@ void CpuBackend::moe_route_forward(int32_t* idx, float* gates, int32_t* slot, in
 void CpuBackend::moe_route_backward(float* dlogits, const float* dgates, const float* logits,
                                     const int32_t* idx, const float* gates, int64_t N, int64_t E,
                                     int64_t K, int64_t aux_group, float aux_scale,
-                                    float z_scale) const {
+                                    float z_scale, bool pre_softmax) const {
   // d aux / d p[n, e]: the coefficient of n's group (the choices held constant).
   const std::vector<double> coef = aux_coefficients(idx, N, E, K, aux_group);  // (N / G, E)
 #pragma omp parallel for schedule(static)
@@ -130,17 +138,25 @@ void CpuBackend::moe_route_backward(float* dlogits, const float* dgates, const f
     float* dl = dlogits + n * E;      // (E)
     const RowSoftmax r = row_softmax(l, E);
     const double* c = coef.data() + (n / aux_group) * E;  // (E)
-    // Through the full softmax: aux (dp = aux_scale c) and z (d lse^2 / N = 2 lse / N * p).
+    const float* g = gates + n * K;    // (K)
+    const float* dg = dgates + n * K;  // (K)
+    // Through the full softmax p: dL/dp_e = aux_scale c_e (the aux loss)
+    // plus, under pre_softmax, dg_k where e = idx_k (the gates are p there);
+    // dl_e = p_e (dL/dp_e - sum_j p_j dL/dp_j), plus z's 2 lse / N * p_e.
     double dot = 0;
     for (int64_t e = 0; e < E; ++e) dot += double(r.prob(l[e])) * double(aux_scale) * c[e];
+    if (pre_softmax)
+      for (int64_t k = 0; k < K; ++k) dot += double(g[k]) * double(dg[k]);
     const double dz = double(z_scale) * 2.0 * r.lse() / double(N);
     for (int64_t e = 0; e < E; ++e) {
       const double p = r.prob(l[e]);
       dl[e] = float(p * (double(aux_scale) * c[e] - dot) + dz * p);
     }
-    // Through the gates, the softmax over the chosen logits.
-    const float* g = gates + n * K;
-    const float* dg = dgates + n * K;
+    if (pre_softmax) {  // the gates' own term, p_e dg_k at the chosen
+      for (int64_t k = 0; k < K; ++k) dl[idx[n * K + k]] += float(double(g[k]) * double(dg[k]));
+      continue;
+    }
+    // Default: the gates are the softmax over the K chosen logits.
     double gdot = 0;
     for (int64_t k = 0; k < K; ++k) gdot += double(g[k]) * double(dg[k]);
     for (int64_t k = 0; k < K; ++k)

@@ -151,8 +151,8 @@ TEST(HfQwen2Moe, ConfigBothWays) {
 
 // Qwen1.5-MoE-A2.7B's config.json (the hub's, keys that matter here) is
 // the planner preset's shape: 60 experts top-4 of 1408, a gated shared
-// expert of 5632, every layer MoE; the file adds what the preset leaves
-// out (q, k, v biases, norm_topk_prob false: --moe-router-pre-softmax).
+// expert of 5632, every layer MoE, q, k, v biases and norm_topk_prob
+// false (--moe-router-pre-softmax).
 TEST(HfQwen2Moe, Qwen15MoeA27bConfigIsThePlannerPreset) {
   const json c = json::parse(R"({
     "architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
@@ -192,6 +192,8 @@ TEST(HfQwen2Moe, Qwen15MoeA27bConfigIsThePlannerPreset) {
   EXPECT_EQ(q.moe_shared_expert_intermediate_size, m.moe_shared_expert_intermediate_size);
   EXPECT_EQ(q.moe_shared_expert_gate, m.moe_shared_expert_gate);
   EXPECT_EQ(q.untie_embeddings, m.untie_embeddings);
+  EXPECT_EQ(q.add_qkv_bias, m.add_qkv_bias);
+  EXPECT_EQ(q.moe_router_pre_softmax, m.moe_router_pre_softmax);
   EXPECT_FLOAT_EQ(q.rotary_base, m.rotary_base);
 }
 

@@ -73,6 +73,15 @@ ModelPreset make_moe(ModelPreset p, int64_t experts, int64_t topk, int64_t share
   return p;
 }
 
+// Qwen's attention and routing (Qwen2 / Qwen2-MoE config.json): q, k, v
+// biases (--add-qkv-bias) and norm_topk_prob false, the gates the full
+// softmax's top-k (--moe-router-pre-softmax).
+ModelPreset qwen_moe(ModelPreset p) {
+  p.config.add_qkv_bias = true;
+  p.config.moe_router_pre_softmax = true;
+  return p;
+}
+
 // Llama 3's tokenizer: 128,000 BPE tokens and 256 reserved special ones.
 constexpr int64_t kLlama3Vocab = 128256;
 // The tokenizer of the embedded fortunes corpus (`tessera train`'s data
@@ -150,12 +159,13 @@ const std::vector<ModelPreset>& model_presets() {
                  1024),
       // Qwen1.5-MoE-A2.7B: 60 routed experts of 1408 (top 4) and a shared
       // expert of 5632 behind a sigmoid gate (--moe-shared-expert-gate),
-      // as the engine runs it. Parameters 14.3B; its q / k / v biases are
-      // left out (0.2M a layer). Approximate only there.
-      with_batch(make_moe(make_llama("qwen1.5-moe-a2.7b", "Qwen 2024, Qwen1.5-MoE-A2.7B "
-                                     "config.json (no q/k/v biases)",
-                                     24, 2048, 16, 16, 1408, 4096, 151936, 1e6f),
-                          60, 4, 5632, true),
+      // q / k / v biases and un-renormalised gates, as the engine runs it
+      // and its config.json says (tests/ckpt/test_export_qwen2_moe.cpp
+      // imports that file and compares). Parameters 14.3B.
+      with_batch(qwen_moe(make_moe(make_llama("qwen1.5-moe-a2.7b",
+                                              "Qwen 2024, Qwen1.5-MoE-A2.7B config.json", 24, 2048,
+                                              16, 16, 1408, 4096, 151936, 1e6f),
+                                   60, 4, 5632, true)),
                  1024),
       // DeepSeek-V2-Lite: 64 routed experts of 1408 (top 6) and 2 shared
       // ones, one shared expert of 2 x 1408 = 2816 without a gate (the

@@ -169,7 +169,7 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     sc.params = params.stage_params(par, s);
     sc.state = zero_state_bytes(double(sc.params), per_param, par.zero_stage, dp);
     // Mixture of experts: the experts over the expert-parallel ranks (moe_cost.h).
-    if (m.moe()) sc.state = moe_stage_state(m, par, s, double(sc.params), per_param, moe_ep(L));
+    if (m.moe()) sc.state = moe_stage_state(params, par, s, per_param, moe_ep(L));
     // FP8 (Transformer Engine): each weight's FP8 copy and its transpose
     // beside the 16-bit one, 2 bytes a parameter, sharded only with it.
     if (L.fp8) sc.state.params += 2.0 * double(sc.params) / (par.zero_stage == 3 ? double(dp) : 1.0);

@@ -222,10 +222,13 @@ TEST(PlanMoe, SearchTriesEveryExpertParallelSizeTheEngineAccepts) {
     EXPECT_NO_THROW(L.par.validate(m, sp.devices)) << L.str();
   }
   EXPECT_EQ(eps, (std::set<int64_t>{1, 2, 4}));  // dp x cp = 4
-  // A search of the engine's own runs keeps ep 1 while ep is off the trial keys.
+  // A search of the engine's own runs (--config, tessera tune) tries them
+  // too: the engine shards the experts over ep (ep is a layout and trial key).
+  EXPECT_TRUE(ep_in_engine_trials());
   sp.engine = true;
-  for (const PlanLayout& L : enumerate_layouts(m, sys, sp))
-    EXPECT_EQ(L.par.ep, ep_in_engine_trials() ? L.par.ep : 1) << L.str();
+  eps.clear();
+  for (const PlanLayout& L : enumerate_layouts(m, sys, sp)) eps.insert(L.par.ep);
+  EXPECT_EQ(eps, (std::set<int64_t>{1, 2, 4}));
   // ep 2's layer waits for its all-to-all; ep 1's has none.
   PlanLayout one = layout(1, 4, 4), two = one;
   two.par.ep = 2;

@@ -105,6 +105,23 @@ for r in range(4):
 print(f"ok: EP 2 holds {experts} parameters fewer per rank ({4 * experts} bytes each of "
       f"params and grads, {8 * experts} of moments); ZeRO-1 shards them over expert-dp")
 PY
+# The planner counts the same bytes (plan/moe_cost.h moe_stage_state, and
+# the expert-side views of the arena): plan --validate of the EP runs
+# predicts their memory exactly.
+for r in ep2 ep2_dp2_zero1 ep2_dp2_zero3; do
+  "$bin" plan --validate "$tmp/$r.jsonl" > "$tmp/validate_$r" 2>&1 ||
+    { cat "$tmp/validate_$r"; fail "plan --validate of $r"; }
+  /usr/bin/python3 - "$tmp/validate_$r" "$r.jsonl" <<'PY' || fail "plan --validate's memory of $r"
+import sys
+line = next(l for l in open(sys.argv[1]) if l.startswith(sys.argv[2]))
+assert " ep 2 " in line, line
+errors = [w for w in line.split() if w.endswith("%")]
+assert errors[1] in ("+0.0%", "-0.0%", "0.0%"), line
+w = line.split()
+at = w.index(errors[1])
+print(f"ok: plan --validate predicts {sys.argv[2]}'s memory exactly ({w[at - 2]} MB, {w[at]})")
+PY
+done
 # The log says how the experts are placed.
 grep -q "ep 2 groups of consecutive dp x cp ranks" "$tmp/ep2.log" ||
   fail "the EP 2 run's layout table does not show the expert groups"
@@ -136,4 +153,4 @@ run reshard_ep2 4 --train-iters 5 --expert-model-parallel-size 2 --zero-stage 3 
   "$tmp/ckz3b/step_000005" || fail "EP 1 ZeRO-0 -> EP 2 ZeRO-3 changed the state"
 
 finish "EP layout(s) differ from one process" \
-  "MoE under EP 2 (alltoall, allgather), EP 2 x DP 2 ZeRO-3, EP 2 x PP 2, bf16 / fp16 and across EP in checkpoints equals one process"
+  "MoE under EP 2 (alltoall, allgather), EP 2 x DP 2 ZeRO 0-3, EP 2 x PP 2, bf16 / fp16 and across EP in checkpoints equals one process; experts sharded over ep (memory, planner, bit-exact reshard)"

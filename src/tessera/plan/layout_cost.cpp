@@ -93,6 +93,9 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
     // Which of the stage's layers are MoE layers, as GPT::stage_act_shape
     // marks them (GPTConfig::moe_layer of its global layers).
     if (m.moe()) set_layer_kinds(shape, m, par.stage_layer_list(m.num_layers, stage), v);
+    // Expert parallelism: the MoE layers' expert-side views (ep x R rows),
+    // as GPT::act_shape sets them.
+    if (m.moe()) shape.ep = moe_ep(L);
     // A layer's views: the mean over the stage's layers (MoE and dense
     // layers carve different ones under --moe-layer-freq > 1), each the
     // difference one more layer of its kind makes.

@@ -24,6 +24,7 @@ ActShape shape_of(const TrainConfig& c, const ParamLayout& layout) {
                             int64_t(layout.layers().size()), layout.has_head(), V,
                             c.par.recompute, Precision::Fp32);
   set_layer_kinds(s, c.model, layout.layers());  // its MoE layers, as GPT::act_shape
+  if (c.model.moe()) s.ep = c.par.ep;  // the expert-side views (GPT::act_shape)
   return s;
 }
 

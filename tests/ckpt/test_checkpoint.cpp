@@ -74,7 +74,7 @@ TEST(Crc32c, KnownValueAndPortablePathAgree) {
   }
 }
 
-TEST(SliceMap, MatchesParamLayoutGlobalIndexUnderTensorParallelism) {
+TEST(SliceMap, MatchesParamLayoutGlobalIndexUnderTensorAndExpertParallelism) {
   // GPT, and an MoE model whose experts' stacks split per expert under tp
   // ([gate | up] parts of each SwiGLU expert, biases, a gated shared expert).
   GPTConfig moe = test::tiny_gpt();
@@ -83,11 +83,17 @@ TEST(SliceMap, MatchesParamLayoutGlobalIndexUnderTensorParallelism) {
   moe.num_experts = 4;
   moe.moe_shared_expert_intermediate_size = 48;
   moe.moe_shared_expert_gate = true;
-  for (const GPTConfig& m : {test::tiny_gpt(), moe}) {
+  // With expert parallelism (the MoE model at ep 2, dp 2): each ep rank's
+  // experts sit at its expert_begin of the global stacks.
+  for (const GPTConfig& m : {test::tiny_gpt(), moe})
+  for (int64_t ep : {1, 2}) {
+  if (ep > 1 && !m.moe()) continue;
   ParallelConfig par;
   par.tp = 2;
-  for (int64_t r = 0; r < 2; ++r) {
-    ParamLayout L = ParamLayout::build(m, par, r, 0);
+  par.dp = ep;
+  par.ep = ep;
+  for (int64_t r = 0; r < 2 * ep; ++r) {
+    ParamLayout L = ParamLayout::build(m, par, r % 2, 0, r / 2);
     for (const ParamEntry& e : L.entries()) {
       SliceMap s = slice_of(L, e);
       ASSERT_EQ(s.numel(), e.numel()) << e.name;

@@ -1,6 +1,7 @@
 // ParamLayout: counts, offsets and tensor-parallel slices.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "tessera/model/param_layout.h"
@@ -132,6 +133,70 @@ TEST(ParamLayout, TensorParallelSlicesCoverEveryGlobalElementOnce) {
       if (g.split != TpSplit::None) EXPECT_EQ(int64_t(seen.size()), g.numel()) << g.name;
       else EXPECT_EQ(total, tp * g.numel()) << g.name;  // replicated
     }
+  }
+}
+
+// Expert parallelism (docs/moe.md): each ep rank holds E / ep experts of
+// every stack, (E / ep, ...) at expert_begin; over the ep x tp ranks every
+// global element of a stack is held once, each rank's stacks in an expert
+// unit of their own after the layer's dense unit, a multiple of 16 x dp.
+TEST(ParamLayout, ExpertStacksSplitOverExpertParallelRanksCoverEveryElementOnce) {
+  GPTConfig m;
+  m.num_layers = 2;
+  m.hidden_size = 16;
+  m.num_heads = 4;
+  m.seq_length = 8;
+  m.vocab_size = 300;
+  m.swiglu = true;
+  m.ffn_hidden_size = 32;
+  m.num_experts = 4;
+  m.moe_shared_expert_intermediate_size = 16;
+  const ParamLayout one = ParamLayout::build(m, ParallelConfig{}, 0, 0);
+  for (int64_t ep : {2, 4})
+  for (int64_t tp : {1, 2}) {
+    ParallelConfig par;
+    par.tp = tp;
+    par.dp = 4;
+    par.ep = ep;
+    std::map<std::string, std::set<int64_t>> seen;
+    for (int64_t e_rank = 0; e_rank < ep; ++e_rank)
+    for (int64_t t_rank = 0; t_rank < tp; ++t_rank) {
+      const ParamLayout L = ParamLayout::build(m, par, t_rank, 0, e_rank);
+      EXPECT_EQ(L.ep(), ep);
+      // Per layer: the dense unit, then the expert unit; sizes 16 x dp.
+      ASSERT_EQ(L.units().size(), size_t(1 + 2 * 2 + 1));
+      for (size_t u = 0; u < L.units().size(); ++u) {
+        EXPECT_EQ(L.units()[u].numel() % (16 * 4), 0);
+        EXPECT_EQ(L.units()[u].expert, u == 2 || u == 4);
+      }
+      int64_t experts = 0;
+      for (const ParamEntry& e : L.entries()) {
+        const bool stack = e.name.find(".experts.") != std::string::npos;
+        EXPECT_EQ(e.ep_split, stack) << e.name;
+        const ParamUnit* in = nullptr;
+        for (const ParamUnit& u : L.units())
+          if (e.offset >= u.begin && e.offset < u.end) in = &u;
+        ASSERT_TRUE(in);
+        EXPECT_EQ(in->expert, stack) << e.name;
+        if (!stack) continue;
+        experts += e.numel();
+        EXPECT_EQ(e.local_shape[0], 4 / ep) << e.name;
+        EXPECT_EQ(e.expert_begin, e_rank * (4 / ep)) << e.name;
+        EXPECT_EQ(e.numel() * ep * (e.split == TpSplit::None ? 1 : tp),
+                  e.global_shape.numel()) << e.name;
+        for (int64_t i = 0; i < e.numel(); ++i) {
+          const int64_t g = L.global_index(e, i);
+          ASSERT_LT(g, e.global_shape.numel());
+          // Within this rank's experts, and held once (tp-replicated biases
+          // once per tp rank).
+          EXPECT_EQ(g / (e.global_shape.numel() / 4) / (4 / ep), e_rank) << e.name;
+          if (e.split != TpSplit::None || t_rank == 0) EXPECT_TRUE(seen[e.name].insert(g).second);
+        }
+      }
+      EXPECT_LE(experts, L.expert_numel());
+    }
+    for (const auto& [name, s] : seen)
+      EXPECT_EQ(int64_t(s.size()), one.find(name).numel()) << name;
   }
 }
 

@@ -178,7 +178,6 @@ TEST(PlanMoe, MetricsCarryTheImbalance) {
 }
 
 TEST(PlanMoe, ExpertStateSplitsOverExpertParallelRanks) {
-  // What ep will change once ParallelConfig carries it (moe_ep is 1 today).
   const GPTConfig& m = find_preset("mixtral-8x7b")->config;
   PlanLayout L = layout(1, 4, 16);
   L.par.zero_stage = 1;
@@ -186,16 +185,24 @@ TEST(PlanMoe, ExpertStateSplitsOverExpertParallelRanks) {
   ParamCounter params(m);
   const double stage = double(params.stage_params(L.par, 0));
   const StateBytesPerParam per = state_bytes_per_param(Precision::Bf16);
-  const MemoryBytes one = moe_stage_state(m, L.par, 0, stage, per, 1);
-  const MemoryBytes four = moe_stage_state(m, L.par, 0, stage, per, 4);
-  // ep 1: the plain ZeRO formula.
+  const MemoryBytes one = moe_stage_state(params, L.par, 0, per, 1);
+  const MemoryBytes four = moe_stage_state(params, L.par, 0, per, 4);
+  // ep 1: the plain ZeRO formula, exactly.
   const MemoryBytes plain = zero_state_bytes(stage, per, 1, 16);
-  EXPECT_NEAR(one.total(), plain.total(), 1e-6 * plain.total());
+  EXPECT_EQ(one.total(), plain.total());
   // ep 4: a quarter of the expert weights and gradients; the optimizer
   // state the same (a quarter of the experts over a quarter of the ranks).
   const double experts = moe_stage_expert_params(m, L.par, 0);
   EXPECT_NEAR(one.params - four.params, 0.75 * experts * per.params, 1e-6 * one.params);
   EXPECT_NEAR(four.optimizer, one.optimizer, 1e-6 * one.optimizer);
+  // The engine's layout at ep 4 (ep rank 0 of 4): dense units over 16 ranks,
+  // its expert units over 4, padding and all.
+  ParallelConfig p4 = L.par;
+  p4.ep = 4;
+  const ParamLayout rank = ParamLayout::build(m, p4, 0, 0);
+  const double e4 = double(rank.expert_numel()), d4 = double(rank.numel()) - e4;
+  EXPECT_EQ(four.params, (d4 + e4) * per.params);
+  EXPECT_EQ(four.optimizer, d4 * per.optimizer / 16 + e4 * per.optimizer / 4);
   // 8 layers of 8 experts of 3 x 4096 x 14336 on the first of 4 stages.
   EXPECT_NEAR(experts, 8.0 * 8 * 3 * 4096 * 14336, 1.0);
 }
@@ -215,10 +222,13 @@ TEST(PlanMoe, SearchTriesEveryExpertParallelSizeTheEngineAccepts) {
     EXPECT_NO_THROW(L.par.validate(m, sp.devices)) << L.str();
   }
   EXPECT_EQ(eps, (std::set<int64_t>{1, 2, 4}));  // dp x cp = 4
-  // A search of the engine's own runs keeps ep 1 while ep is off the trial keys.
+  // A search of the engine's own runs (--config, tessera tune) tries them
+  // too: the engine shards the experts over ep (ep is a layout and trial key).
+  EXPECT_TRUE(ep_in_engine_trials());
   sp.engine = true;
-  for (const PlanLayout& L : enumerate_layouts(m, sys, sp))
-    EXPECT_EQ(L.par.ep, ep_in_engine_trials() ? L.par.ep : 1) << L.str();
+  eps.clear();
+  for (const PlanLayout& L : enumerate_layouts(m, sys, sp)) eps.insert(L.par.ep);
+  EXPECT_EQ(eps, (std::set<int64_t>{1, 2, 4}));
   // ep 2's layer waits for its all-to-all; ep 1's has none.
   PlanLayout one = layout(1, 4, 4), two = one;
   two.par.ep = 2;

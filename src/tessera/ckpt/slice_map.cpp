@@ -52,10 +52,16 @@ void SliceMap::for_each_run(int64_t lo, int64_t hi,
 SliceMap slice_of(const ParamLayout& layout, const ParamEntry& e) {
   SliceMap s;
   s.global = e.global_shape;
+  // An expert stack split over ep holds experts [expert_begin, + E / ep):
+  // every block lies within them (dim 0 from expert_begin, E / ep long).
   Block whole;
   whole.start = e.global_shape;
   for (int d = 0; d < whole.start.ndim; ++d) whole.start[d] = 0;
   whole.shape = e.global_shape;
+  if (e.ep_split) {
+    whole.start[0] = e.expert_begin;
+    whole.shape[0] = e.local_shape[0];
+  }
   if (e.split == TpSplit::None || layout.tp() == 1) {
     s.blocks.push_back(whole);
     return s;
@@ -66,15 +72,15 @@ SliceMap slice_of(const ParamLayout& layout, const ParamEntry& e) {
     // on its own (dim 0, or dim 1 of an expert stack). The local buffer
     // holds this rank's slice of each part in turn, per expert of a stack
     // (ParamEntry::lead): one block per (expert, part) when there are
-    // several parts, else one block for the whole stack.
+    // several parts, else one block for the whole (local) stack.
     TESSERA_CHECK(e.lead <= 1, "parameter {}: at most one leading dim", e.name);
-    const int64_t outer = e.lead == 1 && e.part_count() > 1 ? e.global_shape[0] : 1;
+    const int64_t outer = e.lead == 1 && e.part_count() > 1 ? e.local_shape[0] : 1;
     for (int64_t i = 0; i < outer; ++i)
       for (int64_t j = 0; j < e.part_count(); ++j) {
         const int64_t local_part = e.part_rows(j) / layout.tp();
         Block b = whole;
         if (outer > 1) {
-          b.start[0] = i;
+          b.start[0] = whole.start[0] + i;
           b.shape[0] = 1;
         }
         b.start[d] = e.part_begin(j) + layout.tp_rank() * local_part;

@@ -9,6 +9,7 @@
 //   row split (dim 1)      one block (rows, cols/tp) at column tp_rank*cols/tp
 //   column/vocab (dim 0)   one block (rows/tp, cols) at row tp_rank*rows/tp
 //   QKV (3 parts), SwiGLU fc (2)  a block in each part (q, k, v; gate, up)
+//   expert stack over ep   the above within the rank's experts (dim 0)
 // A ZeRO shard is a flat range [lo, hi) of the local slice on top of this.
 #pragma once
 #include <cstdint>

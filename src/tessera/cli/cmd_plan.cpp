@@ -316,12 +316,6 @@ TrainKeys best_as_train_keys(const PlanArgs& a, const GPTConfig& model,
   }
   const TrainKeys layout = bridge::layout_keys(best.layout);
   keys.insert(keys.end(), layout.begin(), layout.end());
-  // Expert parallelism, until its field is one of the layout's keys (the
-  // trainer refuses ep > 1 until then: docs/moe.md).
-  const ParallelConfig& par = best.layout.par;
-  if (par.ep > 1 && !plan::ep_in_engine_trials())
-    keys.push_back({std::string(flag::ep).substr(2), TrainKey::Kind::Integer,
-                    std::to_string(par.ep), ""});
   return keys;
 }
 

@@ -12,6 +12,7 @@ constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 constexpr FieldRange kPositive{1, kNoMax, ">= 1"};
 
 bool context_parallel(const P& p) { return p.cp > 1; }
+bool expert_parallel(const P& p) { return p.ep > 1; }
 
 const std::array<Field<P>, 16> kFields{{
     {flag::tp, "tp", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::tp,
@@ -32,15 +33,15 @@ const std::array<Field<P>, 16> kFields{{
      "context parallelism's K/V exchange: p2p (a ring, overlapped with attention) or "
      "all_gather",
      std::nullopt, context_parallel, context_parallel},
-    // Expert parallelism: no checkpoint holds it (every rank keeps every
-    // expert's parameters, so a checkpoint does not depend on it; docs/moe.md).
-    // The planner prices it (plan --ep), but a search of the engine's own runs
-    // and tune's trials keep ep 1 while it is off the layout and trial
-    // surfaces (plan::ep_in_engine_trials).
-    {flag::ep, "ep", 0, &P::ep,
+    // Expert parallelism: each rank holds its E / ep experts (ParamLayout),
+    // so it is a layout key, a trial key (the engine search and tune try
+    // it: plan::ep_in_engine_trials) and checkpoint metadata (informative:
+    // a checkpoint reshards across ep as across tp). Written only where
+    // ep > 1, as cp: files of runs without it read as before.
+    {flag::ep, "ep", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial, &P::ep,
      "expert-parallel ranks: each holds num-experts / ep of every MoE layer's experts (carved "
      "out of the data-parallel x context-parallel ranks)",
-     kPositive},
+     kPositive, expert_parallel, expert_parallel},
     {flag::moe_dispatcher, "moe_token_dispatcher_type", 0,
      ChoiceAccess<P>{[](const P& p) { return moe_dispatcher_name(p.moe_dispatcher); },
                      [](P& p, std::string_view v) { p.moe_dispatcher = moe_dispatcher_parse(v); }},

@@ -235,10 +235,8 @@ void block_backward(const kernels::Ops& ops, const LayerWeights& w, const LayerW
     // The shared expert's half that reads dy first: dy may be scratch.dln
     // (the dropout's copy), which the routed backward overwrites.
     if (s.S > 0) moe_shared_backward_output(ops, w, g, a.moe, dy, scratch, s, tp, add_dw);
-    if (const ExpertParallel* ep = a.ep_moe.ep)
-      moe_backward_ep(ops, ep_local_experts(w, s, ep->size(), ep->rank()),
-                      ep_local_experts(g, s, ep->size(), ep->rank()), a.moe, a.ep_moe, ln2, dy,
-                      scratch.dln, scratch, s, add_dw, tp);
+    if (a.ep_moe.ep)  // w and g hold this rank's E / ep experts (ParamLayout)
+      moe_backward_ep(ops, w, g, a.moe, a.ep_moe, ln2, dy, scratch.dln, scratch, s, add_dw, tp);
     else
       moe_backward(ops, w, g, a.moe, ln2, dy, scratch.dln, scratch, s, add_dw, tp);
     if (s.S > 0)

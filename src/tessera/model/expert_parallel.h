@@ -58,9 +58,11 @@ struct ExpertParallel {
 // (EpMoeActs, EpMoeScratch: model/activations.h) hold that many rows.
 inline int64_t ep_expert_rows(const ActShape& s, int64_t ep) { return ep * s.R(); }
 
-// The views of this rank's experts in w (all E of them): experts
+// The views of rank r's experts in w holding all E of them: experts
 // [r El, (r + 1) El) of each stacked tensor, El = E / ep; the router and
-// everything else as in w. The same for a gradient's views.
+// everything else as in w. The same for a gradient's views. (The engine's
+// layout holds only a rank's El experts already, ParamEntry::ep_split; this
+// cuts a one-process stack the same way, for a reference to compare with.)
 LayerWeights ep_local_experts(const LayerWeights& w, const ActShape& s, int64_t ep, int64_t r);
 
 // Where the rows of (local expert e, source rank i) sit: `from` in the

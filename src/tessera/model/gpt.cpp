@@ -22,6 +22,11 @@ GPT::GPT(const GPTConfig& config, const ParamLayout& layout, const GPTOptions& o
   TESSERA_CHECK(!ep_.active() || (config_.moe() && config_.num_experts % ep_.size() == 0),
                 "GPT: {} experts over an expert-parallel group of {} ranks", config_.num_experts,
                 ep_.size());
+  // The layout holds this rank's E / ep experts: the group that exchanges
+  // their tokens must be that split (and this rank the one it was built for).
+  TESSERA_CHECK(ep_.size() == layout_.ep() && ep_.rank() == layout_.ep_rank(),
+                "GPT: expert-parallel rank {} of {} for a layout of expert rank {} of {}",
+                ep_.rank(), ep_.size(), layout_.ep_rank(), layout_.ep());
   if (options.own_params) {
     params_.allocate(layout.numel());
     w_ = bind_weights(layout_, params_.f32());

@@ -65,10 +65,9 @@ struct GPTOptions {
   TensorParallel tp = {};
   // The expert-parallel group and dispatcher (model/expert_parallel.h);
   // the default is none: every MoE layer runs all its experts here. With a
-  // group, each rank still holds every expert's parameters (the layout does
-  // not split them yet) but runs and updates the gradients of its own
-  // E / ep only: the others' gradients stay zero here, and the data-
-  // parallel sum, which spans the ep group, completes them.
+  // group, the layout must hold this rank's E / ep experts (ParamLayout
+  // built for its ep rank): it runs them on every ep rank's rows routed to
+  // them, and their gradients are summed over the expert-data-parallel group.
   ExpertParallel ep = {};
   // GEMM precision (--bf16 / --fp16). Not fp32: the GEMMs of forward and
   // backward take a bf16 / fp16 working copy of the parameters (same flat

@@ -88,9 +88,10 @@ void moe_mlp_forward(const kernels::Ops& ops, const LayerWeights& w, const MoeAc
   // ln2's last reader, so out may overlay it (under SP both are the
   // gathered rows' buffer).
   if (s.S > 0) moe_shared_forward_input(ops, w, m, ln2, s);
-  // The experts' rows: all E here, or this rank's share exchanged over ep.
-  if (const ExpertParallel* ep = x.ep)
-    moe_experts_forward_ep(ops, ep_local_experts(wl, s, ep->size(), ep->rank()), m, x, s);
+  // The experts' rows: all E here, or this rank's share exchanged over ep
+  // (w then holds this rank's E / ep experts: ParamLayout splits them).
+  if (x.ep)
+    moe_experts_forward_ep(ops, wl, m, x, s);
   else
     moe_experts_forward(ops, wl, {m.xs, m.h, m.act, m.counts, s.R(), s.E}, m.ys, s);
   ops.moe_combine_forward(out, m.ys, m.gates, m.slot, s.N(), s.K, s.C);

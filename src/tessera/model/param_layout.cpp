@@ -31,6 +31,14 @@ void ParamLayout::add(const std::string& name, Shape global, TpSplit split, int6
                     e.part_rows(j), tp_);
     e.local_shape[d] = global[d] / tp_;
   }
+  if (lead == 1 && ep_ > 1) {
+    // A routed expert stack: this rank's E / ep experts of it.
+    TESSERA_CHECK(global[0] % ep_ == 0, "parameter {}: {} experts do not split over ep {}", name,
+                  global[0], ep_);
+    e.ep_split = true;
+    e.local_shape[0] = global[0] / ep_;
+    e.expert_begin = ep_rank_ * e.local_shape[0];
+  }
   e.offset = numel_;
   e.layer = layer;
   e.weight_decay = decay;
@@ -38,11 +46,18 @@ void ParamLayout::add(const std::string& name, Shape global, TpSplit split, int6
   entries_.push_back(std::move(e));
 }
 
-void ParamLayout::close_unit(int64_t layer) {
+void ParamLayout::close_unit(int64_t layer, bool expert) {
   const int64_t begin = units_.empty() ? 0 : units_.back().end;
   if (numel_ == begin) return;  // nothing added since the last unit
   numel_ = (numel_ + unit_align_ - 1) / unit_align_ * unit_align_;
-  units_.push_back({begin, numel_, layer});
+  units_.push_back({begin, numel_, layer, expert});
+}
+
+int64_t ParamLayout::expert_numel() const {
+  int64_t n = 0;
+  for (const ParamUnit& u : units_)
+    if (u.expert) n += u.numel();
+  return n;
 }
 
 int64_t ParamLayout::param_count() const {
@@ -52,10 +67,14 @@ int64_t ParamLayout::param_count() const {
 }
 
 ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, int64_t tp_rank,
-                               int64_t pp_rank) {
+                               int64_t pp_rank, int64_t ep_rank) {
   ParamLayout L;
   L.tp_ = par.tp;
-  L.unit_align_ = 16 * par.dp * par.cp;  // ZeRO shards each unit over dp x cp
+  L.ep_ = m.moe() ? par.ep : 1;
+  TESSERA_CHECK(ep_rank >= 0 && ep_rank < L.ep_, "ep rank {} of {}", ep_rank, L.ep_);
+  L.ep_rank_ = ep_rank;
+  // ZeRO shards each unit over dp x cp, an expert unit over dp x cp / ep.
+  L.unit_align_ = 16 * par.dp * par.cp;
   L.tp_rank_ = tp_rank;
   L.padded_vocab_ = m.padded_vocab(par.tp);
   L.vocab_begin_ = tp_rank * (L.padded_vocab_ / par.tp);
@@ -93,19 +112,14 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
     L.add(n("ln_2.weight"), {C}, TpSplit::None, l, false);
     if (norm_bias) L.add(n("ln_2.bias"), {C}, TpSplit::None, l, false);
     if (m.moe_layer(l)) {
-      // The router and E experts, each an MLP of the dense one's shapes,
-      // stacked on a leading expert dim and split over tp as the dense MLP
-      // (lead 1: the split skips the expert dim). The router and the
-      // experts' proj bias (added once, by tp rank 0) are replicated.
+      // The router and the shared expert (dense state of the layer's unit),
+      // then E experts, each an MLP of the dense one's shapes, stacked on a
+      // leading expert dim in a unit of their own (split over ep, and over
+      // tp as the dense MLP: lead 1, the tp split skips the expert dim).
+      // The router and the experts' proj bias (added once, by tp rank 0)
+      // are replicated over tp.
       const int64_t E = m.num_experts;
       L.add(n("mlp.router.weight"), {E, C}, TpSplit::None, l, true);
-      L.add(n("mlp.experts.fc.weight"), {E, m.fc_width(), C}, TpSplit::Column, l, true, fc_parts,
-            1);
-      if (bias)
-        L.add(n("mlp.experts.fc.bias"), {E, m.fc_width()}, TpSplit::Column, l, false, fc_parts,
-              1);
-      L.add(n("mlp.experts.proj.weight"), {E, C, F}, TpSplit::Row, l, true, {}, 1);
-      if (bias) L.add(n("mlp.experts.proj.bias"), {E, C}, TpSplit::None, l, false);
       if (m.moe_shared()) {
         // The shared expert: a dense MLP of width S beside the routed ones,
         // split over tp as the dense MLP is; its gate (1, C) replicated.
@@ -122,12 +136,21 @@ ParamLayout ParamLayout::build(const GPTConfig& m, const ParallelConfig& par, in
         if (m.moe_shared_expert_gate)
           L.add(n("mlp.shared_expert_gate.weight"), {1, C}, TpSplit::None, l, true);
       }
-    } else {
-      L.add(n("mlp.fc.weight"), {m.fc_width(), C}, TpSplit::Column, l, true, fc_parts);
-      if (bias) L.add(n("mlp.fc.bias"), {m.fc_width()}, TpSplit::Column, l, false, fc_parts);
-      L.add(n("mlp.proj.weight"), {C, F}, TpSplit::Row, l, true);
-      if (bias) L.add(n("mlp.proj.bias"), {C}, TpSplit::None, l, false);
+      L.close_unit(l);
+      L.add(n("mlp.experts.fc.weight"), {E, m.fc_width(), C}, TpSplit::Column, l, true, fc_parts,
+            1);
+      if (bias)
+        L.add(n("mlp.experts.fc.bias"), {E, m.fc_width()}, TpSplit::Column, l, false, fc_parts,
+              1);
+      L.add(n("mlp.experts.proj.weight"), {E, C, F}, TpSplit::Row, l, true, {}, 1);
+      if (bias) L.add(n("mlp.experts.proj.bias"), {E, C}, TpSplit::None, l, false, {}, 1);
+      L.close_unit(l, /*expert=*/true);
+      continue;
     }
+    L.add(n("mlp.fc.weight"), {m.fc_width(), C}, TpSplit::Column, l, true, fc_parts);
+    if (bias) L.add(n("mlp.fc.bias"), {m.fc_width()}, TpSplit::Column, l, false, fc_parts);
+    L.add(n("mlp.proj.weight"), {C, F}, TpSplit::Row, l, true);
+    if (bias) L.add(n("mlp.proj.bias"), {C}, TpSplit::None, l, false);
     L.close_unit(l);
   }
   if (L.has_head_) {
@@ -152,16 +175,19 @@ bool ParamLayout::contains(const std::string& name) const {
 }
 
 int64_t ParamLayout::global_index(const ParamEntry& e, int64_t local) const {
-  if (e.split == TpSplit::None || tp_ == 1) return local;
-  // Local coordinates in the local shape (1-D to 3-D), then the split dim's
-  // one moved to its global place, then the global row-major index.
+  const bool tp_split = e.split != TpSplit::None && tp_ > 1;
+  if (!tp_split && !e.ep_split) return local;
+  // Local coordinates in the local shape (1-D to 3-D), then the split dims'
+  // ones moved to their global place, then the global row-major index.
   const int nd = e.local_shape.ndim, d = e.split_dim();
-  int64_t coord[Shape::kMaxDims];
+  int64_t coord[Shape::kMaxDims] = {};
   for (int k = nd - 1; k >= 0; --k) {
     coord[k] = local % e.local_shape[k];
     local /= e.local_shape[k];
   }
-  if (e.split == TpSplit::Row) {
+  if (e.ep_split) coord[0] += e.expert_begin;  // this rank's experts of the stack
+  if (!tp_split) {
+  } else if (e.split == TpSplit::Row) {
     coord[d] += tp_rank_ * e.local_shape[d];
   } else {
     // The split dim is parts, each split into tp equal slices; the local

@@ -28,13 +28,22 @@
 // is the shared expert's gate; the shared expert's fc and proj split as
 // the dense MLP's.
 //
+// Under expert parallelism (ParallelConfig::ep > 1) each rank holds only
+// its E / ep experts of every stack: local (E / ep, ...), experts
+// [ep_rank E / ep, (ep_rank + 1) E / ep) of the global (E, ...) tensor
+// (ParamEntry::ep_split, expert_begin), as Megatron-Core keeps them.
+//
 // Units: the buffer is cut into units — the embeddings, each layer, the
 // final LayerNorm — each starting on a multiple of `unit_align` elements and
-// padded up to one (the padding is never a parameter and stays zero). ZeRO
-// shards every unit over the dp ranks (rank r owns the r-th of dp equal
-// slices of each unit), gathers a layer's unit before its forward under
-// ZeRO-3, and reduces a unit's gradients as soon as backward has finished it,
-// all in place and without copies because the unit divides by dp.
+// padded up to one (the padding is never a parameter and stays zero). An
+// MoE layer has two: its dense parameters (attention, norms, router, shared
+// expert), then its routed experts' stacks (ParamUnit::expert), which
+// DataParallel reduces and ZeRO shards over the expert-data-parallel group
+// (dp x cp / ep ranks holding the same experts) instead of dp x cp. ZeRO
+// shards every unit over its group (rank r owns the r-th of its equal
+// slices), gathers a layer's units before its forward under ZeRO-3, and
+// reduces a unit's gradients as soon as backward has finished it, all in
+// place and without copies because the unit divides by either group.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -57,6 +66,9 @@ enum class TpSplit {
 struct ParamUnit {
   int64_t begin = 0, end = 0;  // [begin, end) in the flat buffer, end - begin a multiple of unit_align
   int64_t layer = -1;          // the transformer layer, or -1 (embeddings, final norm)
+  // An MoE layer's routed experts (their stacks alone): reduced and sharded
+  // over the expert-data-parallel group, not dp x cp.
+  bool expert = false;
   int64_t numel() const { return end - begin; }
 };
 
@@ -77,6 +89,10 @@ struct ParamEntry {
   // tp as the dense MLP's (Megatron's experts under tensor parallelism),
   // so the split (and its parts) sits on dim lead or lead + 1.
   int lead = 0;
+  // A routed expert stack (E, ...): dim 0 split over the expert-parallel
+  // ranks, this rank holding experts [expert_begin, expert_begin + E / ep).
+  bool ep_split = false;
+  int64_t expert_begin = 0;
   int64_t offset = 0;   // first element in the rank's flat buffer
   int64_t layer = -1;   // global transformer layer, -1 for embeddings / final norm
   bool weight_decay = false;  // matrices and embeddings decay; biases and LayerNorm do not
@@ -98,8 +114,10 @@ struct ParamEntry {
 
 class ParamLayout {
  public:
+  // ep_rank: the rank in the expert-parallel group (par.ep ranks), which
+  // picks the experts held; every ep rank's layout has the same sizes.
   static ParamLayout build(const GPTConfig& model, const ParallelConfig& par, int64_t tp_rank,
-                           int64_t pp_rank);
+                           int64_t pp_rank, int64_t ep_rank = 0);
 
   const std::vector<ParamEntry>& entries() const { return entries_; }
   const ParamEntry& find(const std::string& name) const;
@@ -109,8 +127,14 @@ class ParamLayout {
   // Parameters this rank holds (no padding of any kind).
   int64_t param_count() const;
   const std::vector<ParamUnit>& units() const { return units_; }
-  // Every unit's size is a multiple of this: 16 (one 64-byte line) x dp.
+  // Every unit's size is a multiple of this: 16 (one 64-byte line) x dp x
+  // cp, which the expert-data-parallel size dp x cp / ep divides too.
   int64_t unit_align() const { return unit_align_; }
+  // Expert-parallel ranks the expert stacks are split over, and this one.
+  int64_t ep() const { return ep_; }
+  int64_t ep_rank() const { return ep_rank_; }
+  // Elements of the flat buffer in expert units, padding included.
+  int64_t expert_numel() const;
 
   // Transformer layers held by this rank (global indices, ascending).
   const std::vector<int64_t>& layers() const { return layers_; }
@@ -135,7 +159,8 @@ class ParamLayout {
  private:
   void add(const std::string& name, Shape global, TpSplit split, int64_t layer, bool decay,
            std::vector<int64_t> parts = {}, int lead = 0);
-  void close_unit(int64_t layer);  // pads the unit begun at the last close and records it
+  // Pads the unit begun at the last close and records it.
+  void close_unit(int64_t layer, bool expert = false);
 
   std::vector<ParamEntry> entries_;
   std::vector<int64_t> layers_;
@@ -143,6 +168,7 @@ class ParamLayout {
   int64_t numel_ = 0;
   int64_t unit_align_ = 16;
   int64_t tp_ = 1, tp_rank_ = 0, padded_vocab_ = 0, vocab_begin_ = 0;
+  int64_t ep_ = 1, ep_rank_ = 0;
   bool has_embedding_ = false, has_head_ = false;
 };
 

@@ -38,14 +38,29 @@ void bind_unit(ModelWeights& w, const ParamLayout& layout, const ParamUnit& unit
     const std::string name = "h." + std::to_string(unit.layer) + "." + s;
     return layout.contains(name) ? at(name) : nullptr;
   };
-  w.layers[i] = {p("ln_1.weight"), p("ln_1.bias"), p("attn.qkv.weight"), p("attn.qkv.bias"),
-                 p("attn.proj.weight"), p("attn.proj.bias"), p("ln_2.weight"), p("ln_2.bias"),
-                 p("mlp.fc.weight"), p("mlp.fc.bias"), p("mlp.proj.weight"), p("mlp.proj.bias"),
-                 p("mlp.router.weight"), p("mlp.experts.fc.weight"), p("mlp.experts.fc.bias"),
-                 p("mlp.experts.proj.weight"), p("mlp.experts.proj.bias"),
-                 p("mlp.shared_expert.fc.weight"), p("mlp.shared_expert.fc.bias"),
-                 p("mlp.shared_expert.proj.weight"), p("mlp.shared_expert.proj.bias"),
-                 p("mlp.shared_expert_gate.weight")};
+  LayerWeights& lw = w.layers[i];
+  if (unit.expert) {  // an MoE layer's routed experts: their unit alone
+    lw.experts_fc_w = p("mlp.experts.fc.weight");
+    lw.experts_fc_b = p("mlp.experts.fc.bias");
+    lw.experts_proj_w = p("mlp.experts.proj.weight");
+    lw.experts_proj_b = p("mlp.experts.proj.bias");
+    return;
+  }
+  // The layer's dense unit: everything but the routed experts (bound with
+  // their own unit, which may come before or after this one).
+  LayerWeights d = {p("ln_1.weight"), p("ln_1.bias"), p("attn.qkv.weight"),
+                    p("attn.qkv.bias"), p("attn.proj.weight"), p("attn.proj.bias"),
+                    p("ln_2.weight"), p("ln_2.bias"), p("mlp.fc.weight"),
+                    p("mlp.fc.bias"), p("mlp.proj.weight"), p("mlp.proj.bias"),
+                    p("mlp.router.weight"), nullptr, nullptr, nullptr, nullptr,
+                    p("mlp.shared_expert.fc.weight"), p("mlp.shared_expert.fc.bias"),
+                    p("mlp.shared_expert.proj.weight"), p("mlp.shared_expert.proj.bias"),
+                    p("mlp.shared_expert_gate.weight")};
+  d.experts_fc_w = lw.experts_fc_w;
+  d.experts_fc_b = lw.experts_fc_b;
+  d.experts_proj_w = lw.experts_proj_w;
+  d.experts_proj_b = lw.experts_proj_b;
+  lw = d;
 }
 
 ModelWeights bind_weights(const ParamLayout& layout, float* base) {

@@ -29,11 +29,13 @@ struct LayerWeights {
   float* fcproj_b = nullptr;  // (C)
   // An MoE layer (model/moe_layer.h) instead of the dense fc / fcproj: null
   // in a dense layer, and the dense views null in an MoE one.
+  // The routed experts are this rank's El = E / ep of them (all E without
+  // expert parallelism), bound from the layer's expert unit.
   float* router_w = nullptr;         // (E, C)
-  float* experts_fc_w = nullptr;     // (E, Ff, C)
-  float* experts_fc_b = nullptr;     // (E, Ff)
-  float* experts_proj_w = nullptr;   // (E, C, F)
-  float* experts_proj_b = nullptr;   // (E, C)
+  float* experts_fc_w = nullptr;     // (El, Ff, C)
+  float* experts_fc_b = nullptr;     // (El, Ff)
+  float* experts_proj_w = nullptr;   // (El, C, F)
+  float* experts_proj_b = nullptr;   // (El, C)
   // Its shared expert (GPTConfig::moe_shared; model/moe_shared_expert.h):
   // one dense MLP of width S every token runs, and its optional gate.
   float* shared_fc_w = nullptr;      // (Sf, C)  SwiGLU: [gate | up]

@@ -19,18 +19,29 @@ DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
       pp_(pp && pp->size() > 1 ? pp : nullptr),
       opt_(options),
       stage_(zero_stage),
-      part_(model.layout(), dp.size(), dp.rank()) {
+      edp_(options.expert_dp ? options.expert_dp : &dp),
+      ep_(options.ep && options.ep->size() > 1 ? options.ep : nullptr),
+      part_(model.layout(), dp.size(), dp.rank(), edp_->size(), edp_->rank()) {
   const ParamLayout& L = model.layout();
   TESSERA_CHECK(L.unit_align() % (16 * dp.size()) == 0,
                 "the parameter layout was built for another data-parallel size");
+  // Expert units are reduced and sharded over the ranks holding the same
+  // experts: dp x cp / ep of them, the ep group the rest of dp x cp.
+  const int64_t ep = ep_ ? ep_->size() : 1;
+  TESSERA_CHECK(L.ep() == ep && edp_->size() * ep == dp.size(),
+                "DataParallel: a layout of {} expert-parallel ranks with an ep group of {} and an "
+                "expert-data-parallel group of {} of {} data-parallel ranks",
+                L.ep(), ep, edp_->size(), dp.size());
   check_parallel_range(flag::zero_stage, stage_);
   TESSERA_CHECK((model.params().numel() > 0) == (stage_ < 3) &&
                     (model.grads().numel() > 0) == (stage_ < 2),
                 "DataParallel: the model's buffers do not match ZeRO stage {}", stage_);
   const auto& units = L.units();
-  for (int64_t layer : L.layers())
+  for (int64_t layer : L.layers()) {
+    layer_units_.emplace_back();
     for (size_t u = 0; u < units.size(); ++u)
-      if (units[u].layer == layer) layer_unit_.push_back(u);
+      if (units[u].layer == layer) layer_units_.back().push_back(u);
+  }
   for (size_t u = 0; u < units.size(); ++u)
     if (units[u].layer < 0) root_units_.push_back(u);
   if (stage_ == 0)
@@ -47,13 +58,14 @@ DataParallel::DataParallel(GPT& model, comm::Communicator& dp, int zero_stage,
     if (tied_copy && e.name == "wte") continue;
     const int64_t e0 = e.offset, e1 = e.offset + e.numel();
     if (stage_ == 0) {
-      norm_ranges_.push_back({e0, e1 - e0});
+      norm_ranges_.push_back({e0, e1 - e0, e.ep_split});
       continue;
     }
     for (const FlatSegment& s : part_.segments()) {
       const int64_t a = std::max(e0, s.global_begin), z = std::min(e1, s.global_end);
       if (a >= z) continue;
-      norm_ranges_.push_back({stage_ == 1 ? a : s.shard_offset + (a - s.global_begin), z - a});
+      norm_ranges_.push_back(
+          {stage_ == 1 ? a : s.shard_offset + (a - s.global_begin), z - a, e.ep_split});
     }
   }
   gathered_.resize(units.size());
@@ -123,7 +135,7 @@ void DataParallel::gather_unit(size_t u) {
   if (!lowp()) {
     ProfileScope t(opt_.profile, Op::Comm);
     gathered_[u] = take_spare(spare_gathered_, unit.numel());
-    dp_.all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
+    group(u).all_gather(param_shard_.f32() + s.shard_offset, gathered_[u].f32(), size_t(s.size()),
                    Precision::Fp32);
     model_.bind_unit(unit, gathered_[u].f32(), nullptr);
     return;
@@ -135,8 +147,8 @@ void DataParallel::gather_unit(size_t u) {
   {
     ProfileScope t(opt_.profile, Op::Comm);
     lp = take_spare(spare_gathered_lowp_, size_t(unit.numel()));
-    dp_.all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()),
-                  model_.precision());
+    group(u).all_gather(lowp_shard_.data() + s.shard_offset, lp.data(), size_t(s.size()),
+                        model_.precision());
   }
   gathered_[u] = take_spare(spare_gathered_, unit.numel());
   ops(opt_.profile).cast(gathered_[u].f32(), lowp_view(lp.data()), unit.numel());  // Op::Cast
@@ -172,12 +184,15 @@ void DataParallel::begin_step() {
 }
 
 void DataParallel::before_forward(size_t layer) {
-  if (stage_ >= 3) gather_unit(layer_unit_[layer]);
-  wait_param_gather(layer_unit_[layer]);
+  for (size_t u : layer_units_[layer]) {
+    if (stage_ >= 3) gather_unit(u);
+    wait_param_gather(u);
+  }
 }
 
 void DataParallel::after_forward(size_t layer) {
-  if (stage_ >= 3) release_unit(layer_unit_[layer]);
+  if (stage_ >= 3)
+    for (size_t u : layer_units_[layer]) release_unit(u);
 }
 
 // ---- gradients ---------------------------------------------------------------
@@ -206,29 +221,33 @@ void DataParallel::give_back(Buffer&& b) {
 }
 
 void DataParallel::before_backward(size_t layer) {
-  const size_t u = layer_unit_[layer];
-  if (stage_ >= 3) gather_unit(u);
-  // A split backward's buffer lives from the unit's first input pass of the
-  // step to its chunk's last weight pass: later passes add to it.
-  if (stage_ >= 2 && !(opt_.split_backward && unit_grads_[u].numel() > 0)) {
-    unit_grads_[u] = take_zeroed_grads(model_.layout().units()[u].numel());
-    model_.bind_unit(model_.layout().units()[u], nullptr, unit_grads_[u].f32());
+  for (size_t u : layer_units_[layer]) {
+    if (stage_ >= 3) gather_unit(u);
+    // A split backward's buffer lives from the unit's first input pass of the
+    // step to its chunk's last weight pass: later passes add to it.
+    if (stage_ >= 2 && !(opt_.split_backward && unit_grads_[u].numel() > 0)) {
+      unit_grads_[u] = take_zeroed_grads(model_.layout().units()[u].numel());
+      model_.bind_unit(model_.layout().units()[u], nullptr, unit_grads_[u].f32());
+    }
   }
 }
 
 void DataParallel::after_backward_input(size_t layer) {
   // Its weight pass gathers them again (before_backward_weight): holding
   // them until then would hold every layer between the two passes.
-  if (stage_ >= 3) release_unit(layer_unit_[layer]);
+  if (stage_ >= 3)
+    for (size_t u : layer_units_[layer]) release_unit(u);
 }
 
 void DataParallel::before_backward_weight(size_t layer) {
-  if (stage_ >= 3) gather_unit(layer_unit_[layer]);
+  if (stage_ >= 3)
+    for (size_t u : layer_units_[layer]) gather_unit(u);
 }
 
 void DataParallel::after_backward(size_t layer) {
-  const size_t u = layer_unit_[layer];
-  if (stage_ >= 3) release_unit(u);
+  const std::vector<size_t>& units = layer_units_[layer];  // the dense unit, then an MoE layer's experts
+  if (stage_ >= 3)
+    for (size_t u : units) release_unit(u);
   if (stage_ >= 2 && opt_.split_backward && !last_micro_batch_) {
     // Not the chunk's last weight pass: the unit's gradient is still
     // building up (the later input passes' norms, weight passes' GEMMs).
@@ -238,10 +257,11 @@ void DataParallel::after_backward(size_t layer) {
   if (!opt_.overlap_grad_reduce && stage_ < 2) {
     // Reduced after the whole backward (end_micro_batch), as Megatron does
     // without --overlap-grad-reduce.
-    if (last_micro_batch_ && (dp_.size() > 1)) deferred_reductions_.push_back(u);
+    for (size_t u : units)
+      if (last_micro_batch_ && group(u).size() > 1) deferred_reductions_.push_back(u);
     return;
   }
-  start_grad_reduction(u);
+  for (size_t u : units) start_grad_reduction(u);
   // Without --overlap-grad-reduce, ZeRO-2/3 bound the gradient held: a
   // unit's buffer is freed once reduced, so deferring all of them would hold
   // the whole gradient. They wait for the reduction issued one layer before,
@@ -249,11 +269,12 @@ void DataParallel::after_backward(size_t layer) {
   // own reduction right after its backward made every layer a rendezvous
   // of the dp ranks, each layer's skew between them waited out on its own,
   // where ZeRO-1 waits once for the net skew of the whole backward.
-  retire(/*keep=*/opt_.overlap_grad_reduce ? kKeepAll : 1);  // else free what has finished
+  retire(/*keep=*/opt_.overlap_grad_reduce ? kKeepAll : units.size());  // else free what has finished
 }
 
 void DataParallel::start_grad_reduction(size_t u) {
-  if (dp_.size() == 1 && stage_ < 2) return;  // nothing to reduce
+  comm::Communicator& dp = group(u);  // dp x cp, or expert_dp for an expert unit
+  if (dp.size() == 1 && stage_ < 2) return;  // nothing to reduce
   if (stage_ < 2 && !last_micro_batch_) return;  // accumulate locally first
   if (stage_ < 2) {
     if (reduction_started_[u]) return;  // once a step
@@ -264,24 +285,24 @@ void DataParallel::start_grad_reduction(size_t u) {
   ProfileScope t(opt_.profile, Op::Comm);
   Pending p;
   p.shard_offset = s.shard_offset;
-  if (opt_.grad_reduce_bf16 && dp_.size() > 1) {
+  if (opt_.grad_reduce_bf16 && dp.size() > 1) {
     const float* g = stage_ < 2 ? model_.grads().f32() + unit.begin : unit_grads_[u].f32();
     start_bf16_reduction(p, u, g);
     if (stage_ >= 2) give_back(std::move(unit_grads_[u]));  // the bf16 copy is what travels
   } else if (stage_ == 0) {
     float* g = model_.grads().f32() + unit.begin;
-    p.work = dp_.all_reduce_async(g, size_t(unit.numel()), Precision::Fp32, ReduceOp::Sum);
+    p.work = dp.all_reduce_async(g, size_t(unit.numel()), Precision::Fp32, ReduceOp::Sum);
   } else if (stage_ == 1) {
     // In place: this rank's slice of the unit receives the sum.
     float* g = model_.grads().f32();
-    p.work = dp_.reduce_scatter_async(g + unit.begin, g + s.global_begin, size_t(s.size()),
-                                      Precision::Fp32, ReduceOp::Sum);
+    p.work = dp.reduce_scatter_async(g + unit.begin, g + s.global_begin, size_t(s.size()),
+                                     Precision::Fp32, ReduceOp::Sum);
   } else {
     p.recv = take_spare(spare_grads_, s.size());  // the reduce-scatter writes all it uses
     p.recv_n = s.size();
     p.unit_grads = std::move(unit_grads_[u]);
-    p.work = dp_.reduce_scatter_async(p.unit_grads.f32(), p.recv.f32(), size_t(s.size()),
-                                      Precision::Fp32, ReduceOp::Sum);
+    p.work = dp.reduce_scatter_async(p.unit_grads.f32(), p.recv.f32(), size_t(s.size()),
+                                     Precision::Fp32, ReduceOp::Sum);
   }
   pending_.push_back(std::move(p));
 }
@@ -305,7 +326,8 @@ void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
     p.lowp_at = 0;
     p.lowp_n = unit.numel();
     p.widen_to = model_.grads().f32() + unit.begin;
-    p.work = dp_.all_reduce_async(p.lowp.data(), size_t(unit.numel()), Precision::Bf16, ReduceOp::Sum);
+    p.work = group(u).all_reduce_async(p.lowp.data(), size_t(unit.numel()), Precision::Bf16,
+                                       ReduceOp::Sum);
     return;
   }
   // In place: this rank's slice of the bf16 unit receives the sum.
@@ -313,7 +335,8 @@ void DataParallel::start_bf16_reduction(Pending& p, size_t u, const float* g) {
   p.lowp_n = s.size();
   if (stage_ == 1) p.widen_to = model_.grads().f32() + s.global_begin;
   uint16_t* x = p.lowp.data();
-  p.work = dp_.reduce_scatter_async(x, x + p.lowp_at, size_t(s.size()), Precision::Bf16, ReduceOp::Sum);
+  p.work = group(u).reduce_scatter_async(x, x + p.lowp_at, size_t(s.size()), Precision::Bf16,
+                                         ReduceOp::Sum);
 }
 
 void DataParallel::retire(size_t keep) {
@@ -377,12 +400,17 @@ void DataParallel::end_chunk_backward() {
 
 double DataParallel::grad_norm_squared() {
   const float* g = stage_ >= 2 ? grad_shard_.f32() : model_.grads().f32();
-  double local = 0;
+  double local = 0, experts = 0;
   // The caller charges the whole of the norm to Op::GradNorm (trainer.cpp).
-  for (const auto& [at, n] : norm_ranges_) local += ops(nullptr).sum_squares(g + at, n);
+  for (const NormRange& r : norm_ranges_)
+    (r.expert && stage_ == 0 && ep_ ? experts : local) += ops(nullptr).sum_squares(g + r.at, r.n);
   ProfileScope t(opt_.profile, Op::Comm);
-  // Stage 0 holds the whole reduced gradient on every dp rank; the others
-  // hold disjoint parts of it.
+  // Stage 0 holds the whole reduced gradient on every dp rank (the experts:
+  // this rank's, which its ep group's other ranks do not hold: summed over
+  // it); the others hold disjoint parts of it, expert slices too (each
+  // expert-dp rank a slice of its ep rank's experts).
+  if (stage_ == 0 && ep_) experts = ep_->all_reduce_scalar(experts, ReduceOp::Sum);
+  local += experts;
   // In double, as one rank keeps it: a float cast would turn a huge finite
   // norm into inf on some layouts and not others (issue 15, defect 10).
   if (tp_) local = tp_->all_reduce_scalar(local, ReduceOp::Sum);
@@ -422,8 +450,8 @@ void DataParallel::optimizer_step(float lr, float grad_scale, int64_t step) {
     for (size_t u = 0; u < part_.segments().size(); ++u) {
       const FlatSegment& s = part_.segment(u);
       const ParamUnit& unit = model_.layout().units()[u];
-      param_gathers_[u] =
-          dp_.all_gather_async(p + s.global_begin, p + unit.begin, size_t(s.size()), Precision::Fp32);
+      param_gathers_[u] = group(u).all_gather_async(p + s.global_begin, p + unit.begin,
+                                                    size_t(s.size()), Precision::Fp32);
     }
     if (!opt_.overlap_param_gather) finish_param_gather();
   }
@@ -444,7 +472,7 @@ void DataParallel::finish_param_gather() {
 }
 
 void DataParallel::cast_gathered_slices(size_t u) {
-  if (dp_.size() == 1) return;
+  if (group(u).size() == 1) return;
   const float* p = model_.params().f32();
   uint16_t* w = model_.working_copy();
   const auto cast = [&](int64_t a, int64_t z) {  // Op::Cast

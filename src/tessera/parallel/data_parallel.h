@@ -16,7 +16,11 @@
 //            freed after each; the embeddings and final norm (the tied head
 //            needs them at both ends) are gathered for the whole step.
 //
-// Shards are ZeroPartition's: slice r of every unit. Reductions are issued
+// Shards are ZeroPartition's: slice r of every unit. Under expert
+// parallelism an MoE layer's expert unit (this rank's E / ep experts) is
+// reduced, sharded and gathered over the expert-data-parallel group (the
+// ranks holding the same experts), every other unit over dp x cp; the
+// gradient norm counts each expert element once. Reductions are issued
 // per unit as soon as backward has finished the unit and run asynchronously
 // while backward continues (stages 0-1 on the step's last micro-batch, after
 // local accumulation; stages 2-3 on every micro-batch, since there is no full
@@ -85,6 +89,12 @@ struct DataParallelOptions {
   bool split_backward = false;
   // Where the communication, casts and optimizer are timed (null: nowhere).
   Profile* profile = nullptr;
+  // Expert parallelism (the layout's expert units, ParamUnit::expert): the
+  // expert-data-parallel group, which reduces and shards them (null: the dp
+  // group itself, no expert parallelism), and the ep group (null or size 1:
+  // none), over which ZeRO-0's gradient norm adds up the experts' squares.
+  comm::Communicator* expert_dp = nullptr;
+  comm::Communicator* ep = nullptr;
 };
 
 class DataParallel : public LayerHooks {
@@ -158,6 +168,8 @@ class DataParallel : public LayerHooks {
   // dp group, and under ZeRO-3 this rank's parameter shard.
   GPT& model() const { return model_; }
   const comm::Communicator& dp_group() const { return dp_; }
+  // The ranks holding this rank's experts (dp_group() without expert parallelism).
+  const comm::Communicator& expert_dp_group() const { return *edp_; }
   Buffer& param_shard() { return param_shard_; }            // (shard) stage 3; empty below
   const Buffer& param_shard() const { return param_shard_; }
 
@@ -209,15 +221,27 @@ class DataParallel : public LayerHooks {
   comm::Communicator* pp_;
   DataParallelOptions opt_;
   int stage_;
+  comm::Communicator* edp_;  // expert units' group (dp_ without expert parallelism)
+  comm::Communicator* ep_;   // null without expert parallelism
   ZeroPartition part_;
   std::unique_ptr<AdamW> optim_;
-  std::vector<size_t> layer_unit_;  // local layer -> unit index
+  // The group a unit is reduced and sharded over: dp x cp, or expert_dp
+  // for an MoE layer's expert unit.
+  comm::Communicator& group(size_t u) const {
+    return model_.layout().units()[u].expert ? *edp_ : dp_;
+  }
+  // local layer -> its units: the layer's, then an MoE layer's expert unit
+  std::vector<std::vector<size_t>> layer_units_;
   std::vector<size_t> root_units_;  // embeddings, final norm
   // Where this rank's gradient norm reads: the owned part of every parameter
   // this rank counts (tp-split ones everywhere, replicated ones on tp rank
   // 0), indexed as the gradient is stored (globally for stages 0-1, by
   // shard offset for stages 2-3).
-  std::vector<std::pair<int64_t, int64_t>> norm_ranges_;
+  struct NormRange {
+    int64_t at = 0, n = 0;
+    bool expert = false;  // a routed expert stack's (summed over ep under ZeRO-0)
+  };
+  std::vector<NormRange> norm_ranges_;
   Buffer param_shard_;              // (shard) stage 3
   std::vector<uint16_t> lowp_shard_;  // (shard) stage 3, --bf16 / --fp16: the shard's working copy
   std::vector<std::vector<uint16_t>> gathered_lowp_;  // (unit numel) per unit, stage 3 16-bit, while in use

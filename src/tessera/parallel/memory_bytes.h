@@ -38,6 +38,11 @@ inline constexpr StateBytesPerParam kMixed16AdamBytes{6, 4, 8};
 // over `dp` replicas (activations 0). A sharded kind is divided by dp, so a
 // count dp divides (the engine pads units to it) stays exact.
 MemoryBytes zero_state_bytes(double params, StateBytesPerParam per, int zero_stage, int64_t dp);
+// Under expert parallelism: `params` dense elements sharded over `dp`
+// (dp x cp) replicas and `expert_params` (the rank's E / ep experts:
+// ParamLayout::expert_numel) over `expert_dp` (dp x cp / ep), the two added.
+MemoryBytes zero_state_bytes(double params, double expert_params, StateBytesPerParam per,
+                             int zero_stage, int64_t dp, int64_t expert_dp);
 
 // ZeRO-2/3 under a split backward (zb-h1, zbv: DataParallelOptions::
 // split_backward): each unit's gradient is held unsharded from its first

@@ -92,6 +92,9 @@ StageActivations stage_activations(const GPTConfig& model, const PlanLayout& L, 
     // Which of the stage's layers are MoE layers, as GPT::stage_act_shape
     // marks them (GPTConfig::moe_layer of its global layers).
     if (m.moe()) set_layer_kinds(shape, m, par.stage_layer_list(m.num_layers, stage), v);
+    // Expert parallelism: the MoE layers' expert-side views (ep x R rows),
+    // as GPT::act_shape sets them.
+    if (m.moe()) shape.ep = moe_ep(L);
     // A layer's views: the mean over the stage's layers (MoE and dense
     // layers carve different ones under --moe-layer-freq > 1), each the
     // difference one more layer of its kind makes.
@@ -169,7 +172,7 @@ void stage_memory(LayoutCost& c, const GPTConfig& m, const PlanLayout& L, ParamC
     sc.params = params.stage_params(par, s);
     sc.state = zero_state_bytes(double(sc.params), per_param, par.zero_stage, dp);
     // Mixture of experts: the experts over the expert-parallel ranks (moe_cost.h).
-    if (m.moe()) sc.state = moe_stage_state(m, par, s, double(sc.params), per_param, moe_ep(L));
+    if (m.moe()) sc.state = moe_stage_state(params, par, s, per_param, moe_ep(L));
     // FP8 (Transformer Engine): each weight's FP8 copy and its transpose
     // beside the 16-bit one, 2 bytes a parameter, sharded only with it.
     // (torchao casts each weight as its linear runs and keeps no copy.)

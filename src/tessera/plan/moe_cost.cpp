@@ -85,15 +85,21 @@ double moe_stage_expert_params(const GPTConfig& m, const ParallelConfig& par, in
   return double(layers) * double(m.num_experts) * moe_expert_params(m, par.tp);
 }
 
-MemoryBytes moe_stage_state(const GPTConfig& m, const ParallelConfig& par, int64_t stage,
-                            double stage_params, const StateBytesPerParam& per, int64_t ep) {
+MemoryBytes moe_stage_state(ParamCounter& params, const ParallelConfig& par, int64_t stage,
+                            const StateBytesPerParam& per, int64_t ep) {
   const int64_t group = dp_cp(par);
-  const double experts = moe_stage_expert_params(m, par, stage);
-  const MemoryBytes dense = zero_state_bytes(stage_params - experts, per, par.zero_stage, group);
-  const MemoryBytes mine =
-      zero_state_bytes(experts / double(ep), per, par.zero_stage, std::max<int64_t>(1, group / ep));
-  return {dense.params + mine.params, dense.grads + mine.grads, dense.optimizer + mine.optimizer,
-          0.0};
+  ParallelConfig one = par, mine = par;
+  one.ep = 1;
+  mine.ep = ep;
+  // The dense units: the stage's layout less its expert units (all E
+  // experts at ep 1); the rank's expert units at ep.
+  const double dense =
+      double(params.stage_params(par, stage)) - double(params.stage_expert_numel(one, stage));
+  const double experts = double(params.stage_expert_numel(mine, stage));
+  MemoryBytes b = zero_state_bytes(dense, experts, per, par.zero_stage, group,
+                                   std::max<int64_t>(1, group / ep));
+  b.activations = 0;
+  return b;
 }
 
 MoePhaseSeconds moe_imbalance_seconds(const OpList& ol, const SystemSpec& sys, const PlanLayout& L,

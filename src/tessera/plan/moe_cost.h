@@ -14,6 +14,7 @@
 #include "tessera/model/op_list.h"
 #include "tessera/parallel/memory_bytes.h"
 #include "tessera/plan/layout.h"
+#include "tessera/plan/param_counter.h"
 #include "tessera/plan/system.h"
 
 namespace tessera::plan {
@@ -66,11 +67,14 @@ double moe_expert_params(const GPTConfig& m, int64_t tp = 1);
 // (its MoE layers x E x moe_expert_params).
 double moe_stage_expert_params(const GPTConfig& m, const ParallelConfig& par, int64_t stage);
 
-// A stage's model state with expert parallelism: the dense parameters
-// (stage_params less the experts) ZeRO-sharded over dp x cp, the stage's
-// experts / ep over the dp x cp / ep ranks that hold the same experts.
-MemoryBytes moe_stage_state(const GPTConfig& m, const ParallelConfig& par, int64_t stage,
-                            double stage_params, const StateBytesPerParam& per, int64_t ep);
+// A stage's model state with expert parallelism, as the engine holds it
+// (ParamLayout's units, DataParallel's ZeRO): the dense units ZeRO-sharded
+// over dp x cp, the rank's expert units (its E / ep experts of each MoE
+// layer, ParamCounter::stage_expert_numel) over the dp x cp / ep ranks
+// that hold the same experts; padding included, so the bytes are the
+// engine's exactly.
+MemoryBytes moe_stage_state(ParamCounter& params, const ParallelConfig& par, int64_t stage,
+                            const StateBytesPerParam& per, int64_t ep);
 
 // The seconds one layer's expert GEMMs (the op list's grouped_matmul
 // entries, priced as layer_ops prices them) add for one micro-batch when the

@@ -4,28 +4,59 @@
 
 namespace tessera::plan {
 
-int64_t ParamCounter::stage_params(const ParallelConfig& par, int64_t stage) {
-  // The chunks' placement (zbv's V: both ends on rank 0) rides with v.
-  const bool v_shape = par.placement() == ChunkPlacement::V;
-  auto key = std::make_tuple(par.tp * 1000003 + par.dp, par.pp, par.virtual_stages * 2 + v_shape, stage,
-                             par.first_stage_layers.value_or(0), par.last_stage_layers.value_or(0));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-  }
-  // Only tp, pp, v, the placement, the split and dp (units padded to 16 dp) shape the layout.
+namespace {
+
+// Only tp, pp, v, the placement, the split, dp (units padded to 16 dp) and,
+// for the experts, ep shape the layout.
+ParallelConfig layout_shape(const ParallelConfig& par) {
   ParallelConfig shape;
   shape.tp = par.tp;
   shape.dp = par.dp;
   shape.pp = par.pp;
   shape.virtual_stages = par.virtual_stages;
-  if (v_shape) shape.schedule = ScheduleKind::ZeroBubbleV;
+  if (par.placement() == ChunkPlacement::V) shape.schedule = ScheduleKind::ZeroBubbleV;
   shape.first_stage_layers = par.first_stage_layers;
   shape.last_stage_layers = par.last_stage_layers;
-  int64_t n = ParamLayout::build(model_, shape, 0, stage).numel();
+  return shape;
+}
+
+std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t> layout_key(
+    const ParallelConfig& par, int64_t stage) {
+  // The chunks' placement (zbv's V: both ends on rank 0) rides with v.
+  const bool v_shape = par.placement() == ChunkPlacement::V;
+  return std::make_tuple(par.tp * 1000003 + par.dp, par.pp, par.virtual_stages * 2 + v_shape,
+                         stage, par.first_stage_layers.value_or(0),
+                         par.last_stage_layers.value_or(0));
+}
+
+}  // namespace
+
+int64_t ParamCounter::stage_params(const ParallelConfig& par, int64_t stage) {
+  auto key = layout_key(par, stage);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  int64_t n = ParamLayout::build(model_, layout_shape(par), 0, stage).numel();
   std::lock_guard<std::mutex> lock(mu_);
   cache_[key] = n;
+  return n;
+}
+
+int64_t ParamCounter::stage_expert_numel(const ParallelConfig& par, int64_t stage) {
+  if (!model_.moe()) return 0;
+  auto key = std::make_pair(layout_key(par, stage), par.ep);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = expert_cache_.find(key);
+    if (it != expert_cache_.end()) return it->second;
+  }
+  ParallelConfig shape = layout_shape(par);
+  shape.ep = par.ep;
+  int64_t n = ParamLayout::build(model_, shape, 0, stage).expert_numel();
+  std::lock_guard<std::mutex> lock(mu_);
+  expert_cache_[key] = n;
   return n;
 }
 

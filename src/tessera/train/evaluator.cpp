@@ -132,7 +132,11 @@ EvalResult evaluate_model(const EvalModel& m, const TrainConfig& c, const BatchS
   const int64_t dp = c.par.dp, dp_rank = grid.coord().dp;
   if (windows <= 0) windows = data.windows(Split::Valid);
   TESSERA_CHECK(windows > 0, "eval: the data has no validation windows to read");
-  ParamLayout layout = ParamLayout::build(c.model, c.par, grid.coord().tp, grid.coord().pp);
+  // Every rank runs all of an MoE layer's experts here (no ep group): the
+  // layout holds them all.
+  ParallelConfig par = c.par;
+  par.ep = 1;
+  ParamLayout layout = ParamLayout::build(c.model, par, grid.coord().tp, grid.coord().pp);
   GPT model(c.model, layout, {.own_grads = false, .tp = TensorParallel{&grid.tp()}});
   m.load_into(model);
 

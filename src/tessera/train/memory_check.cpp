@@ -24,6 +24,7 @@ ActShape shape_of(const TrainConfig& c, const ParamLayout& layout) {
                             int64_t(layout.layers().size()), layout.has_head(), V,
                             c.par.recompute, Precision::Fp32);
   set_layer_kinds(s, c.model, layout.layers());  // its MoE layers, as GPT::act_shape
+  if (c.model.moe()) s.ep = c.par.ep;  // the expert-side views (GPT::act_shape)
   return s;
 }
 
@@ -32,8 +33,11 @@ ActShape shape_of(const TrainConfig& c, const ParamLayout& layout) {
 MemoryBytes rank_memory_lower_bound(const TrainConfig& c, int64_t tp_rank, int64_t pp_rank) {
   const ParamLayout layout = ParamLayout::build(c.model, c.par, tp_rank, pp_rank);
   const double params = double(layout.numel());
-  MemoryBytes b = zero_state_bytes(params, kFp32AdamBytes, c.par.zero_stage,
-                                   c.par.dp * c.par.cp);  // ZeRO shards over dp x cp
+  // ZeRO shards dense units over dp x cp, expert units (this rank's E / ep
+  // experts, every ep rank the same size) over the expert-dp ranks.
+  const double experts = double(layout.expert_numel());
+  MemoryBytes b = zero_state_bytes(params - experts, experts, kFp32AdamBytes, c.par.zero_stage,
+                                   c.par.dp * c.par.cp, c.par.expert_dp());
   if (c.precision() != Precision::Fp32) b.params += 2 * params;  // the 16-bit working copy
   b.grads += split_backward_grad_bytes(params, kFp32AdamBytes, c.par.zero_stage,
                                       c.par.split_backward());

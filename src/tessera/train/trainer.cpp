@@ -64,14 +64,17 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
   TESSERA_CHECK(dp_group_->size() == cfg.par.dp, "data-parallel size {} but the grid has {}",
                 cfg.par.dp, dp_group_->size());
   const int zero = cfg.par.zero_stage;
-  ParamLayout layout = ParamLayout::build(cfg.model, cfg.par, tp_rank_, pp_rank_);
+  // Under expert parallelism this rank holds its ep rank's E / ep experts.
+  comm::Communicator* ep = grid ? grid->ep() : nullptr;
+  ParamLayout layout =
+      ParamLayout::build(cfg.model, cfg.par, tp_rank_, pp_rank_, ep ? ep->rank() : 0);
   comm::Communicator* tp = grid ? &grid->tp() : nullptr;
   model_ = std::make_unique<GPT>(
       cfg.model, layout,
       GPTOptions{.own_params = zero < 3,
                  .own_grads = zero < 2,
                  .tp = TensorParallel{tp, cfg.par.sequence_parallel},
-                 .ep = ExpertParallel{grid ? grid->ep() : nullptr, cfg.par.moe_dispatcher},
+                 .ep = ExpertParallel{ep, cfg.par.moe_dispatcher},
                  .precision = cfg.precision(),
                  .recompute = cfg.par.recompute,
                  .cp = ContextParallel(cp_group_, cfg.model.seq_length,
@@ -88,7 +91,9 @@ Trainer::Trainer(const TrainConfig& cfg, const BatchSource& data, comm::Communic
                           .overlap_grad_reduce = cfg.overlap_grad_reduce,
                           .overlap_param_gather = cfg.overlap_param_gather,
                           .split_backward = cfg.par.split_backward(),
-                          .profile = &profile_});
+                          .profile = &profile_,
+                          .expert_dp = grid ? &grid->expert_dp() : nullptr,
+                          .ep = ep});
   dp_->init_params(cfg.seed);
   const int64_t B = cfg.par.micro_batch, T = cfg.model.seq_length;
   const int64_t Tl = cp.local_T();  // rows of each sequence on this rank (T without cp)
@@ -486,6 +491,15 @@ std::optional<EarlyExit> Trainer::run(const std::function<void(const StepStats&)
   if (logs && start_step_ > cfg_.train_iters)
     fmt::print("nothing to train: the checkpoint is at step {}, --train-iters is {}\n",
                start_step_ - 1, cfg_.train_iters);
+  if (start_step_ > cfg_.train_iters && !cfg_.save_dir.empty() &&
+      !std::filesystem::exists(std::filesystem::path(cfg_.save_dir) /
+                               ckpt::step_dir_name(start_step_ - 1))) {
+    // --save to a directory without that step: the loaded state written in
+    // this run's layout, as loaded (a reshard of the checkpoint:
+    // tests/scripts/test_moe_ep.sh compares the two bit for bit).
+    const std::string saved = save(start_step_ - 1);
+    if (logs) fmt::print("saved {}\n", saved);
+  }
   Progress bar(cfg_.train_iters, cfg_.progress && logs);
   IntervalMeter interval(cfg_.train_iters - start_step_ + 1);  // the log lines' means and ETA
   for (int64_t step = start_step_; step <= cfg_.train_iters; ++step) {

@@ -249,6 +249,7 @@ Trial trial_from_json(const nlohmann::json& j, const std::string& where) {
     // (j is an object: at("trial") above threw otherwise.)
     nlohmann::json with_cp = j;
     if (!with_cp.contains("cp")) with_cp["cp"] = 1;
+    if (!with_cp.contains("ep")) with_cp["ep"] = 1;  // likewise ep (a trial of ep > 1 holds it)
     if (!with_cp.contains("cp_comm")) with_cp["cp_comm"] = cp_comm_name(CpCommType::P2p);
     fields_from_json(parallel_fields(), kSurfaceTrial, with_cp, kTrialForm, "trial", t.layout.par);
     TrainConfig run;

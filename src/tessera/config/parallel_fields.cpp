@@ -42,10 +42,15 @@ const std::array<Field<P>, 16> kFields{{
      "expert-parallel ranks: each holds num-experts / ep of every MoE layer's experts (carved "
      "out of the data-parallel x context-parallel ranks)",
      kPositive, expert_parallel, expert_parallel},
-    {flag::moe_dispatcher, "moe_token_dispatcher_type", 0,
+    // With ep > 1 a layout key (two runs that differ only here are two
+    // layouts: `plan --validate` pools repeats by layout) and checkpoint
+    // metadata (informative), written only there, as ep.
+    {flag::moe_dispatcher, "moe_token_dispatcher_type",
+     kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
      ChoiceAccess<P>{[](const P& p) { return moe_dispatcher_name(p.moe_dispatcher); },
                      [](P& p, std::string_view v) { p.moe_dispatcher = moe_dispatcher_parse(v); }},
-     "how expert parallelism moves tokens to their experts: alltoall or allgather"},
+     "how expert parallelism moves tokens to their experts: alltoall or allgather",
+     std::nullopt, expert_parallel, expert_parallel},
     {flag::micro_batch, "micro_batch", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
      &P::micro_batch, "sequences per micro-batch", kPositive},
     {flag::global_batch, "global_batch", kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,

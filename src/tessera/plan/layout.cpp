@@ -17,7 +17,11 @@ std::string PlanLayout::str() const {
       par.cp > 1 ? fmt::format(" cp {}{}", par.cp,
                                par.cp_comm == CpCommType::AllGather ? " ag" : "")
                  : std::string();
-  const std::string ep = par.ep > 1 ? fmt::format(" ep {}", par.ep) : std::string();
+  // Expert parallelism with its dispatcher (alltoall named "a2a", allgather "ag").
+  const std::string ep =
+      par.ep > 1 ? fmt::format(" ep {}{}", par.ep,
+                               par.moe_dispatcher == MoeDispatcher::AllGather ? " ag" : " a2a")
+                 : std::string();
   return fmt::format("tp {}{} pp {} dp {}{} mb {} v {} zero {} rc {}{} {}{}{}{}", par.tp, cp, par.pp,
                      par.dp, ep, par.micro_batch, par.virtual_stages, par.zero_stage,
                      recompute_name(par.recompute), par.sequence_parallel ? " sp" : "",

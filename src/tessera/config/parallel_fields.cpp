@@ -44,9 +44,9 @@ const std::array<Field<P>, 16> kFields{{
      kPositive, expert_parallel, expert_parallel},
     // With ep > 1 a layout key (two runs that differ only here are two
     // layouts: `plan --validate` pools repeats by layout) and checkpoint
-    // metadata (informative), written only there, as ep.
-    {flag::moe_dispatcher, "moe_token_dispatcher_type",
-     kSurfaceLayout | kSurfaceCheckpoint | kSurfaceTrial,
+    // metadata (informative), written only there, as ep. Not a trial key:
+    // tune tries the default dispatcher only.
+    {flag::moe_dispatcher, "moe_token_dispatcher_type", kSurfaceLayout | kSurfaceCheckpoint,
      ChoiceAccess<P>{[](const P& p) { return moe_dispatcher_name(p.moe_dispatcher); },
                      [](P& p, std::string_view v) { p.moe_dispatcher = moe_dispatcher_parse(v); }},
      "how expert parallelism moves tokens to their experts: alltoall or allgather",
